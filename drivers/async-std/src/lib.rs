@@ -1,0 +1,1 @@
+//! MEW gateway server and participant runtime on async-std.

@@ -1,0 +1,5 @@
+//! The `mew` command-line program.
+
+fn main() {
+    println!("gateway coming");
+}

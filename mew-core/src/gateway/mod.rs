@@ -1,0 +1,1 @@
+//! The gateway's space state machine (connections, enforcement, delivery, space operations).

@@ -1,0 +1,1 @@
+//! Test support: the deterministic simulation harness shared by the scenario tests.
