@@ -11,6 +11,7 @@ pub mod capability;
 pub mod envelope;
 pub mod gateway;
 pub mod ids;
+pub mod mcp;
 pub mod participant;
 pub mod time;
 

@@ -1,0 +1,1 @@
+//! MCP (Model Context Protocol) client side, sans-IO: what a bridge speaks to an MCP server over stdio.
