@@ -1,1 +1,46 @@
 //! MCP (Model Context Protocol) client side, sans-IO: what a bridge speaks to an MCP server over stdio.
+//!
+//! [`McpClient`] owns the protocol: the `initialize` handshake with version negotiation, the
+//! paginated `tools/list`, `resources/list` and `prompts/list` (again on every `list_changed`),
+//! requests with deadlines, answers to the server's own requests (`ping`, `roots/list`), and a
+//! restart policy for servers that crash or never come up. A driver owns the child process and
+//! the clock: it feeds stdout and stderr bytes, spawn results, exits and ticks, and carries out
+//! the [`Output`]s.
+//!
+//! ```
+//! use mew_core::mcp::{McpClient, McpConfig, Output};
+//! use mew_core::Time;
+//!
+//! let mut client = McpClient::new(McpConfig::default());
+//! let now = Time::from_unix_millis(0);
+//! client.start(now).unwrap();
+//! assert_eq!(client.poll_output(), Some(Output::Spawn));
+//! client.handle_spawned(now);
+//! let Some(Output::Write(line)) = client.poll_output() else { panic!() };
+//! assert!(line.contains("\"method\":\"initialize\""));
+//! client.handle_stdout(now, br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}
+//! "#);
+//! assert_eq!(client.phase(), mew_core::mcp::Phase::Ready);
+//! ```
+
+mod client;
+mod error;
+mod exit;
+mod framing;
+pub mod jsonrpc;
+mod listing;
+mod restart;
+mod server_requests;
+mod version;
+
+pub use client::{
+    CallId, McpClient, McpConfig, McpEvent, Output, Phase, ServerDescription, StdoutIssue,
+};
+pub use error::McpError;
+pub use exit::ExitStatus;
+pub use framing::{Line, LineBuffer};
+pub use jsonrpc::{RequestId, RpcError};
+pub use listing::{Catalog, ListKind, Prompt, Resource, Tool};
+pub use restart::RestartPolicy;
+pub use server_requests::Root;
+pub use version::ProtocolVersion;

@@ -1,0 +1,937 @@
+//! [`McpClient`]: the sans-IO state machine that drives one MCP server over stdio.
+//!
+//! The driver owns the process. It turns [`Output::Spawn`], [`Output::Write`] and
+//! [`Output::Kill`] into process operations, and feeds back what happened: bytes on stdout and
+//! stderr, spawn success or failure, exit, and the passage of time.
+
+use super::error::McpError;
+use super::exit::ExitStatus;
+use super::framing::{Line, LineBuffer};
+use super::jsonrpc::{self, DecodeError, Decoded, Message, RpcError};
+use super::listing::{Catalog, ListKind, PageOutcome, Pager, Prompt, Resource, Tool};
+use super::restart::RestartPolicy;
+use super::server_requests::{self, Root};
+use super::version::ProtocolVersion;
+use crate::Time;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Settings of an [`McpClient`].
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// `clientInfo.name` sent in `initialize`.
+    pub client_name: String,
+    /// `clientInfo.version` sent in `initialize`.
+    pub client_version: String,
+    /// The revision offered in `initialize`; the server may answer with an older one.
+    pub protocol_version: ProtocolVersion,
+    /// Time from spawn to the `initialize` reply (`bridge_config.init_timeout`).
+    pub init_timeout: Duration,
+    /// Timeout of each `*/list` request.
+    pub list_timeout: Duration,
+    /// Restarts after crashes and failed starts.
+    pub restart: RestartPolicy,
+    /// Grace between terminating the server and killing it.
+    pub kill_grace: Duration,
+    /// Longest stdout line accepted, in bytes.
+    pub max_line_len: usize,
+    /// Longest stderr line reported whole; longer ones are reported as dropped.
+    pub max_stderr_line_len: usize,
+    /// Calls in flight at once.
+    pub max_in_flight: usize,
+    /// Items accepted per list.
+    pub max_list_items: usize,
+    /// Pages followed per list.
+    pub max_list_pages: usize,
+    /// Roots answered to `roots/list`.
+    pub roots: Vec<Root>,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            client_name: "mew-bridge".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: ProtocolVersion::LATEST,
+            init_timeout: Duration::from_secs(30),
+            list_timeout: Duration::from_secs(30),
+            restart: RestartPolicy::default(),
+            kill_grace: Duration::from_secs(2),
+            max_line_len: 16 * 1024 * 1024,
+            max_stderr_line_len: 64 * 1024,
+            max_in_flight: 1024,
+            max_list_items: 10_000,
+            max_list_pages: 1_000,
+            roots: Vec::new(),
+        }
+    }
+}
+
+/// Identifies a call made with [`McpClient::call`]; it is also the JSON-RPC id on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(pub u64);
+
+/// What the server reported about itself in the handshake.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerDescription {
+    /// `serverInfo` (`name`, `version`, ...).
+    pub server_info: Value,
+    /// The server's `capabilities`.
+    pub capabilities: Map<String, Value>,
+    /// The negotiated revision.
+    pub protocol_version: ProtocolVersion,
+    /// `instructions`, if given.
+    pub instructions: Option<String>,
+}
+
+/// Something on stdout that is not a usable message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StdoutIssue {
+    /// A line over the length limit was dropped.
+    #[error("dropped a stdout line longer than {limit} bytes")]
+    Overlong {
+        /// The limit.
+        limit: usize,
+    },
+    /// A line that is not UTF-8.
+    #[error("dropped a stdout line that is not UTF-8")]
+    NotUtf8,
+    /// A line that is not a JSON-RPC message (typically a log line on the wrong stream).
+    #[error("dropped a stdout line: {error} ({snippet:?})")]
+    Undecodable {
+        /// Why.
+        error: DecodeError,
+        /// The line's first characters.
+        snippet: String,
+    },
+    /// A response to no request in flight (e.g. one that arrived after its timeout).
+    #[error("response to unknown request id {0}")]
+    UnknownResponse(String),
+}
+
+/// Events for the owner of the client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpEvent {
+    /// The handshake and the initial lists are done; calls may be made. Emitted again after
+    /// every successful restart.
+    Ready(ServerDescription),
+    /// The tools were (re)listed.
+    ToolsChanged(Vec<Tool>),
+    /// The resources were (re)listed.
+    ResourcesChanged(Vec<Resource>),
+    /// The prompts were (re)listed.
+    PromptsChanged(Vec<Prompt>),
+    /// A list request failed; the previous list stays in place.
+    ListFailed {
+        /// Which list.
+        kind: ListKind,
+        /// Why.
+        error: McpError,
+    },
+    /// A call finished: the server's `result`, its error, or a local failure.
+    CallCompleted {
+        /// The call.
+        call_id: CallId,
+        /// The outcome.
+        result: Result<Value, McpError>,
+    },
+    /// A server notification other than list changes (`notifications/message`,
+    /// `notifications/progress`, `notifications/resources/updated`, ...).
+    Notification {
+        /// The method.
+        method: String,
+        /// Its params.
+        params: Option<Value>,
+    },
+    /// A line the server wrote to stderr (lossily decoded).
+    Stderr(String),
+    /// Something unusable on stdout; it was dropped and reading went on.
+    StdoutIssue(StdoutIssue),
+    /// The server failed to start or stopped running; a restart or [`McpEvent::GaveUp`]
+    /// follows.
+    Failed(McpError),
+    /// A restart is scheduled.
+    Restarting {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// Delay before it.
+        delay: Duration,
+    },
+    /// No more restarts; the client is finished.
+    GaveUp {
+        /// The last failure.
+        reason: McpError,
+    },
+    /// The server exited after [`McpClient::shutdown`].
+    Stopped(ExitStatus),
+}
+
+/// Instructions to the driver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Start the server process; answer with [`McpClient::handle_spawned`] or
+    /// [`McpClient::handle_spawn_failed`].
+    Spawn,
+    /// Write this line (newline included) to the server's stdin.
+    Write(String),
+    /// Terminate the server (close stdin, SIGTERM), then kill it if it is still running after
+    /// `grace`; report the exit with [`McpClient::handle_exit`].
+    Kill {
+        /// Time to wait before killing.
+        grace: Duration,
+    },
+    /// An event.
+    Event(McpEvent),
+}
+
+/// Where the client is in the server's lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Not started.
+    Idle,
+    /// Spawn requested, waiting for the driver's answer.
+    Spawning,
+    /// `initialize` sent, waiting for its reply.
+    Initializing,
+    /// Handshake done, initial lists in flight; calls are accepted.
+    Listing,
+    /// Running; calls are accepted.
+    Ready,
+    /// Termination requested, waiting for the exit.
+    Stopping,
+    /// Waiting to restart.
+    Backoff,
+    /// Out of restarts.
+    GaveUp,
+    /// Shut down on request.
+    Stopped,
+}
+
+/// What to do once a process we asked to stop has exited.
+#[derive(Debug, Clone, PartialEq)]
+enum AfterExit {
+    Restart(McpError),
+    GiveUp(McpError),
+    Shutdown,
+}
+
+#[derive(Debug)]
+enum State {
+    Idle,
+    Spawning { deadline: Time },
+    Initializing { request: u64, deadline: Time },
+    Listing,
+    Ready,
+    Stopping(AfterExit),
+    Backoff { until: Time },
+    GaveUp,
+    Stopped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Initialize,
+    List(ListKind),
+    Call,
+}
+
+#[derive(Debug)]
+struct Pending {
+    deadline: Time,
+    timeout: Duration,
+    purpose: Purpose,
+}
+
+/// One list kind's fetch state.
+#[derive(Debug, Default)]
+struct ListSlot {
+    pager: Option<Pager>,
+    /// A change was announced while a pass was running; run another pass after it.
+    again: bool,
+}
+
+/// The sans-IO MCP client. See the module documentation.
+#[derive(Debug)]
+pub struct McpClient {
+    config: McpConfig,
+    state: State,
+    /// Ids are never reused, even across restarts, so a late reply from an old process
+    /// cannot be mistaken for a new request's.
+    next_id: u64,
+    pending: BTreeMap<u64, Pending>,
+    calls_in_flight: usize,
+    out: VecDeque<Output>,
+    stdout: LineBuffer,
+    stderr: LineBuffer,
+    server: Option<ServerDescription>,
+    catalog: Catalog,
+    lists: [ListSlot; 3],
+    /// Kinds still to be listed before `Ready` is announced.
+    initial_lists: [bool; 3],
+    /// Consecutive restarts since the server was last ready.
+    attempts: u32,
+}
+
+fn slot(kind: ListKind) -> usize {
+    match kind {
+        ListKind::Tools => 0,
+        ListKind::Resources => 1,
+        ListKind::Prompts => 2,
+    }
+}
+
+const SNIPPET_CHARS: usize = 120;
+
+impl McpClient {
+    /// A client that will start its server on [`McpClient::start`].
+    pub fn new(config: McpConfig) -> Self {
+        McpClient {
+            stdout: LineBuffer::new(config.max_line_len),
+            stderr: LineBuffer::new(config.max_stderr_line_len),
+            config,
+            state: State::Idle,
+            next_id: 1,
+            pending: BTreeMap::new(),
+            calls_in_flight: 0,
+            out: VecDeque::new(),
+            server: None,
+            catalog: Catalog::default(),
+            lists: Default::default(),
+            initial_lists: [false; 3],
+            attempts: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &McpConfig {
+        &self.config
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        match self.state {
+            State::Idle => Phase::Idle,
+            State::Spawning { .. } => Phase::Spawning,
+            State::Initializing { .. } => Phase::Initializing,
+            State::Listing => Phase::Listing,
+            State::Ready => Phase::Ready,
+            State::Stopping(_) => Phase::Stopping,
+            State::Backoff { .. } => Phase::Backoff,
+            State::GaveUp => Phase::GaveUp,
+            State::Stopped => Phase::Stopped,
+        }
+    }
+
+    /// Whether calls are accepted now.
+    pub fn is_operational(&self) -> bool {
+        matches!(self.state, State::Listing | State::Ready)
+    }
+
+    /// What the server said about itself in the last successful handshake.
+    pub fn server(&self) -> Option<&ServerDescription> {
+        self.server.as_ref()
+    }
+
+    /// The tools, resources and prompts last listed.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Calls in flight.
+    pub fn calls_in_flight(&self) -> usize {
+        self.calls_in_flight
+    }
+
+    /// Requests in flight of any purpose, each with its deadline.
+    pub fn request_deadlines(&self) -> impl Iterator<Item = Time> + '_ {
+        self.pending.values().map(|p| p.deadline)
+    }
+
+    /// Starts the server. Errors if already started.
+    pub fn start(&mut self, now: Time) -> Result<(), McpError> {
+        if !matches!(self.state, State::Idle) {
+            return Err(McpError::AlreadyStarted);
+        }
+        self.spawn(now);
+        Ok(())
+    }
+
+    /// Sends a request (`tools/call`, `resources/read`, `prompts/get`, ...). Its outcome comes
+    /// back as [`McpEvent::CallCompleted`], at the latest when `timeout` has passed.
+    pub fn call(
+        &mut self,
+        now: Time,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<CallId, McpError> {
+        if method == "initialize" || method.starts_with("notifications/") {
+            return Err(McpError::ReservedMethod(method.into()));
+        }
+        if !self.is_operational() {
+            return Err(McpError::NotReady);
+        }
+        if self.calls_in_flight >= self.config.max_in_flight {
+            return Err(McpError::TooManyCalls(self.config.max_in_flight));
+        }
+        let id = self.send_request(now, method, params.as_ref(), timeout, Purpose::Call);
+        self.calls_in_flight += 1;
+        Ok(CallId(id))
+    }
+
+    /// Abandons a call: the server is told (`notifications/cancelled`) and no
+    /// [`McpEvent::CallCompleted`] follows. Returns whether the call was in flight.
+    pub fn cancel(&mut self, call_id: CallId, reason: Option<&str>) -> bool {
+        match self.pending.get(&call_id.0) {
+            Some(p) if p.purpose == Purpose::Call => {}
+            _ => return false,
+        }
+        self.pending.remove(&call_id.0);
+        self.calls_in_flight -= 1;
+        self.send_cancelled(call_id.0, reason);
+        true
+    }
+
+    /// Sends a notification to the server (e.g. `notifications/roots/list_changed`).
+    pub fn notify(&mut self, method: &str, params: Option<Value>) -> Result<(), McpError> {
+        if method == "notifications/initialized" {
+            return Err(McpError::ReservedMethod(method.into()));
+        }
+        if !self.is_operational() {
+            return Err(McpError::NotReady);
+        }
+        self.out.push_back(Output::Write(jsonrpc::notification_line(
+            method,
+            params.as_ref(),
+        )));
+        Ok(())
+    }
+
+    /// Replaces the roots and tells a running server they changed.
+    pub fn set_roots(&mut self, roots: Vec<Root>) {
+        self.config.roots = roots;
+        if self.is_operational() {
+            self.out.push_back(Output::Write(jsonrpc::notification_line(
+                "notifications/roots/list_changed",
+                None,
+            )));
+        }
+    }
+
+    /// Stops the server for good: calls in flight fail with [`McpError::Shutdown`], the server
+    /// is terminated and [`McpEvent::Stopped`] follows its exit.
+    pub fn shutdown(&mut self, _now: Time) {
+        match self.state {
+            State::Spawning { .. } | State::Initializing { .. } | State::Listing | State::Ready => {
+                self.fail_all(McpError::Shutdown);
+                self.state = State::Stopping(AfterExit::Shutdown);
+                self.out.push_back(Output::Kill {
+                    grace: self.config.kill_grace,
+                });
+            }
+            State::Stopping(ref mut after) => *after = AfterExit::Shutdown,
+            State::Idle | State::Backoff { .. } | State::GaveUp | State::Stopped => {
+                self.state = State::Stopped;
+            }
+        }
+    }
+
+    /// The next output for the driver.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// When [`McpClient::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let state = match self.state {
+            State::Spawning { deadline } | State::Initializing { deadline, .. } => Some(deadline),
+            State::Backoff { until } => Some(until),
+            _ => None,
+        };
+        let requests = self.pending.values().map(|p| p.deadline).min();
+        match (state, requests) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The driver started the process.
+    pub fn handle_spawned(&mut self, now: Time) {
+        let State::Spawning { deadline } = self.state else {
+            return;
+        };
+        self.stdout.reset();
+        self.stderr.reset();
+        let params = json!({
+            "protocolVersion": self.config.protocol_version.as_str(),
+            "capabilities": { "roots": { "listChanged": true } },
+            "clientInfo": {
+                "name": self.config.client_name,
+                "version": self.config.client_version,
+            },
+        });
+        let timeout = deadline.saturating_since(now);
+        let request = self.send_request(
+            now,
+            "initialize",
+            Some(&params),
+            timeout,
+            Purpose::Initialize,
+        );
+        self.state = State::Initializing { request, deadline };
+    }
+
+    /// The driver could not start the process.
+    pub fn handle_spawn_failed(&mut self, now: Time, error: impl Into<String>) {
+        if !matches!(self.state, State::Spawning { .. }) {
+            return;
+        }
+        let err = McpError::SpawnFailed(error.into());
+        self.emit(McpEvent::Failed(err.clone()));
+        self.after_exit(now, AfterExit::Restart(err));
+    }
+
+    /// Bytes from the server's stdout, split anywhere.
+    pub fn handle_stdout(&mut self, now: Time, bytes: &[u8]) {
+        let mut buf = std::mem::replace(&mut self.stdout, LineBuffer::new(0));
+        buf.feed(bytes, |line| self.on_line(now, line));
+        self.stdout = buf;
+    }
+
+    /// Bytes from the server's stderr; reported line by line as [`McpEvent::Stderr`].
+    pub fn handle_stderr(&mut self, _now: Time, bytes: &[u8]) {
+        let mut buf = std::mem::replace(&mut self.stderr, LineBuffer::new(0));
+        buf.feed(bytes, |line| {
+            let text = match line {
+                Line::Text(t) if t.iter().all(u8::is_ascii_whitespace) => return,
+                Line::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                Line::Overlong { limit } => {
+                    format!("<stderr line longer than {limit} bytes dropped>")
+                }
+            };
+            self.emit(McpEvent::Stderr(text));
+        });
+        self.stderr = buf;
+    }
+
+    /// The server process exited (after its stdout was read to the end).
+    pub fn handle_exit(&mut self, now: Time, status: ExitStatus) {
+        match std::mem::replace(&mut self.state, State::Idle) {
+            State::Stopping(AfterExit::Shutdown) => {
+                self.state = State::Stopped;
+                self.emit(McpEvent::Stopped(status));
+            }
+            State::Stopping(after) => self.after_exit(now, after),
+            State::Spawning { .. } | State::Initializing { .. } => {
+                self.fail_all(McpError::InitExited(status));
+                let err = McpError::InitExited(status);
+                self.emit(McpEvent::Failed(err.clone()));
+                self.after_exit(now, AfterExit::Restart(err));
+            }
+            State::Listing | State::Ready => {
+                let err = McpError::ServerExited(status);
+                self.fail_all(err.clone());
+                self.emit(McpEvent::Failed(err.clone()));
+                self.after_exit(now, AfterExit::Restart(err));
+            }
+            // No process of ours is running; a stray report changes nothing.
+            other => self.state = other,
+        }
+    }
+
+    /// Time passed; fires every deadline at or before `now`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        let expired: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in expired {
+            let Some(p) = self.pending.remove(&id) else {
+                continue;
+            };
+            match p.purpose {
+                Purpose::Call => {
+                    self.calls_in_flight -= 1;
+                    self.send_cancelled(id, Some("timed out"));
+                    self.emit(McpEvent::CallCompleted {
+                        call_id: CallId(id),
+                        result: Err(McpError::Timeout(p.timeout)),
+                    });
+                }
+                Purpose::List(kind) => {
+                    self.send_cancelled(id, Some("timed out"));
+                    self.list_failed(now, kind, McpError::Timeout(p.timeout));
+                }
+                // The state deadline below covers the handshake.
+                Purpose::Initialize => {}
+            }
+        }
+        match self.state {
+            State::Spawning { deadline } | State::Initializing { deadline, .. }
+                if deadline <= now =>
+            {
+                if let State::Initializing { request, .. } = self.state {
+                    self.pending.remove(&request);
+                }
+                let err = McpError::InitTimeout(self.config.init_timeout);
+                self.emit(McpEvent::Failed(err.clone()));
+                self.fail_all(err.clone());
+                self.state = State::Stopping(AfterExit::Restart(err));
+                self.out.push_back(Output::Kill {
+                    grace: self.config.kill_grace,
+                });
+            }
+            State::Backoff { until } if until <= now => self.spawn(now),
+            _ => {}
+        }
+    }
+
+    // ---- internals ----
+
+    fn emit(&mut self, e: McpEvent) {
+        self.out.push_back(Output::Event(e));
+    }
+
+    fn spawn(&mut self, now: Time) {
+        self.state = State::Spawning {
+            deadline: now + self.config.init_timeout,
+        };
+        self.out.push_back(Output::Spawn);
+    }
+
+    fn send_request(
+        &mut self,
+        now: Time,
+        method: &str,
+        params: Option<&Value>,
+        timeout: Duration,
+        purpose: Purpose,
+    ) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.out
+            .push_back(Output::Write(jsonrpc::request_line(id, method, params)));
+        self.pending.insert(
+            id,
+            Pending {
+                deadline: now + timeout,
+                timeout,
+                purpose,
+            },
+        );
+        id
+    }
+
+    fn send_cancelled(&mut self, id: u64, reason: Option<&str>) {
+        let mut params = json!({ "requestId": id });
+        if let Some(r) = reason {
+            params["reason"] = Value::String(r.into());
+        }
+        self.out.push_back(Output::Write(jsonrpc::notification_line(
+            "notifications/cancelled",
+            Some(&params),
+        )));
+    }
+
+    /// Completes every request in flight with `err` and forgets list passes.
+    fn fail_all(&mut self, err: McpError) {
+        let pending = std::mem::take(&mut self.pending);
+        for (id, p) in pending {
+            if p.purpose == Purpose::Call {
+                self.emit(McpEvent::CallCompleted {
+                    call_id: CallId(id),
+                    result: Err(err.clone()),
+                });
+            }
+        }
+        self.calls_in_flight = 0;
+        self.lists = Default::default();
+        self.initial_lists = [false; 3];
+    }
+
+    fn after_exit(&mut self, now: Time, after: AfterExit) {
+        match after {
+            AfterExit::Shutdown => self.state = State::Stopped,
+            AfterExit::GiveUp(reason) => {
+                self.state = State::GaveUp;
+                self.emit(McpEvent::GaveUp { reason });
+            }
+            AfterExit::Restart(reason) => {
+                let attempt = self.attempts.saturating_add(1);
+                match self.config.restart.delay(attempt) {
+                    Some(delay) => {
+                        self.attempts = attempt;
+                        self.state = State::Backoff { until: now + delay };
+                        self.emit(McpEvent::Restarting { attempt, delay });
+                    }
+                    None => {
+                        self.state = State::GaveUp;
+                        self.emit(McpEvent::GaveUp { reason });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the running server because it misbehaved in a way a restart may cure (or, with
+    /// `fatal`, will not).
+    fn abort_server(&mut self, err: McpError, fatal: bool) {
+        self.emit(McpEvent::Failed(err.clone()));
+        self.fail_all(err.clone());
+        self.state = State::Stopping(if fatal {
+            AfterExit::GiveUp(err)
+        } else {
+            AfterExit::Restart(err)
+        });
+        self.out.push_back(Output::Kill {
+            grace: self.config.kill_grace,
+        });
+    }
+
+    fn on_line(&mut self, now: Time, line: Line<'_>) {
+        let text = match line {
+            Line::Overlong { limit } => {
+                self.emit(McpEvent::StdoutIssue(StdoutIssue::Overlong { limit }));
+                return;
+            }
+            Line::Text(t) => t,
+        };
+        if text.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        if std::str::from_utf8(text).is_err() {
+            self.emit(McpEvent::StdoutIssue(StdoutIssue::NotUtf8));
+            return;
+        }
+        match jsonrpc::decode(text) {
+            Ok(Decoded::Single(m)) => self.on_message(now, m),
+            Ok(Decoded::Batch(items)) => {
+                for item in items {
+                    match item {
+                        Ok(m) => self.on_message(now, m),
+                        Err(error) => self.undecodable(error, text),
+                    }
+                }
+            }
+            Err(error) => self.undecodable(error, text),
+        }
+    }
+
+    fn undecodable(&mut self, error: DecodeError, text: &[u8]) {
+        let snippet: String = String::from_utf8_lossy(text)
+            .chars()
+            .take(SNIPPET_CHARS)
+            .collect();
+        self.emit(McpEvent::StdoutIssue(StdoutIssue::Undecodable {
+            error,
+            snippet,
+        }));
+    }
+
+    fn on_message(&mut self, now: Time, m: Message) {
+        // Anything arriving while the process is being replaced belongs to the old one.
+        if !matches!(
+            self.state,
+            State::Initializing { .. } | State::Listing | State::Ready
+        ) {
+            return;
+        }
+        match m {
+            Message::Request { id, method, .. } => {
+                let line = match server_requests::answer(&method, &self.config.roots) {
+                    Ok(result) => jsonrpc::response_line(&id, Ok(&result)),
+                    Err(e) => jsonrpc::response_line(&id, Err(&e)),
+                };
+                self.out.push_back(Output::Write(line));
+            }
+            Message::Notification { method, params } => {
+                match ListKind::from_changed_notification(&method) {
+                    // Before the handshake the lists are fetched anyway.
+                    Some(kind) if self.is_operational() => self.begin_list(now, kind),
+                    Some(_) => {}
+                    None => self.emit(McpEvent::Notification { method, params }),
+                }
+            }
+            Message::Response { id, outcome } => {
+                let p = id
+                    .as_u64()
+                    .and_then(|n| self.pending.remove(&n).map(|p| (n, p)));
+                let Some((n, p)) = p else {
+                    self.emit(McpEvent::StdoutIssue(StdoutIssue::UnknownResponse(
+                        id.to_string(),
+                    )));
+                    return;
+                };
+                match p.purpose {
+                    Purpose::Call => {
+                        self.calls_in_flight -= 1;
+                        self.emit(McpEvent::CallCompleted {
+                            call_id: CallId(n),
+                            result: outcome.map_err(McpError::Server),
+                        });
+                    }
+                    Purpose::Initialize => self.on_initialize(now, outcome),
+                    Purpose::List(kind) => self.on_list_page(now, kind, outcome),
+                }
+            }
+        }
+    }
+
+    fn on_initialize(&mut self, now: Time, outcome: Result<Value, RpcError>) {
+        let result = match outcome {
+            Ok(r) => r,
+            Err(e) => return self.abort_server(McpError::InitRejected(e), false),
+        };
+        let desc = match parse_initialize(result) {
+            Ok(d) => d,
+            Err(e) => {
+                let fatal = matches!(e, McpError::UnsupportedProtocolVersion(_));
+                return self.abort_server(e, fatal);
+            }
+        };
+        self.out.push_back(Output::Write(jsonrpc::notification_line(
+            "notifications/initialized",
+            None,
+        )));
+        let offered: Vec<ListKind> = ListKind::ALL
+            .into_iter()
+            .filter(|k| desc.capabilities.contains_key(k.field()))
+            .collect();
+        for kind in ListKind::ALL {
+            if !offered.contains(&kind) {
+                // A restarted server may offer less than its predecessor.
+                self.catalog.replace(kind, Vec::new());
+            }
+        }
+        self.server = Some(desc);
+        self.state = State::Listing;
+        for kind in offered {
+            self.initial_lists[slot(kind)] = true;
+            self.begin_list(now, kind);
+        }
+        self.maybe_ready();
+    }
+
+    fn begin_list(&mut self, now: Time, kind: ListKind) {
+        let s = &mut self.lists[slot(kind)];
+        if s.pager.is_some() {
+            s.again = true;
+            return;
+        }
+        s.pager = Some(Pager::new(
+            kind,
+            self.config.max_list_items,
+            self.config.max_list_pages,
+        ));
+        s.again = false;
+        self.send_list_request(now, kind, None);
+    }
+
+    fn send_list_request(&mut self, now: Time, kind: ListKind, cursor: Option<String>) {
+        let params = cursor.map(|c| json!({ "cursor": c }));
+        let timeout = self.config.list_timeout;
+        self.send_request(
+            now,
+            kind.method(),
+            params.as_ref(),
+            timeout,
+            Purpose::List(kind),
+        );
+    }
+
+    fn on_list_page(&mut self, now: Time, kind: ListKind, outcome: Result<Value, RpcError>) {
+        let result = match outcome {
+            Ok(r) => r,
+            Err(e) => return self.list_failed(now, kind, McpError::Server(e)),
+        };
+        let Some(pager) = self.lists[slot(kind)].pager.as_mut() else {
+            return;
+        };
+        match pager.on_page(result) {
+            Ok(PageOutcome::Next(cursor)) => self.send_list_request(now, kind, Some(cursor)),
+            Ok(PageOutcome::Done(items)) => {
+                self.catalog.replace(kind, items);
+                self.emit(match kind {
+                    ListKind::Tools => McpEvent::ToolsChanged(self.catalog.tools.clone()),
+                    ListKind::Resources => {
+                        McpEvent::ResourcesChanged(self.catalog.resources.clone())
+                    }
+                    ListKind::Prompts => McpEvent::PromptsChanged(self.catalog.prompts.clone()),
+                });
+                self.finish_list(now, kind);
+            }
+            Err(reason) => self.list_failed(
+                now,
+                kind,
+                McpError::BadListResult {
+                    method: kind.method(),
+                    reason,
+                },
+            ),
+        }
+    }
+
+    fn list_failed(&mut self, now: Time, kind: ListKind, error: McpError) {
+        self.emit(McpEvent::ListFailed { kind, error });
+        self.finish_list(now, kind);
+    }
+
+    fn finish_list(&mut self, now: Time, kind: ListKind) {
+        let s = &mut self.lists[slot(kind)];
+        s.pager = None;
+        let again = std::mem::take(&mut s.again);
+        self.initial_lists[slot(kind)] = false;
+        if again {
+            self.begin_list(now, kind);
+        }
+        self.maybe_ready();
+    }
+
+    fn maybe_ready(&mut self) {
+        if matches!(self.state, State::Listing) && !self.initial_lists.iter().any(|&b| b) {
+            self.state = State::Ready;
+            self.attempts = 0;
+            if let Some(desc) = self.server.clone() {
+                self.emit(McpEvent::Ready(desc));
+            }
+        }
+    }
+}
+
+fn parse_initialize(result: Value) -> Result<ServerDescription, McpError> {
+    let Value::Object(mut r) = result else {
+        return Err(McpError::BadInitializeResult("result is not an object"));
+    };
+    let version = match r.remove("protocolVersion") {
+        Some(Value::String(v)) => v,
+        _ => return Err(McpError::BadInitializeResult("protocolVersion missing")),
+    };
+    let protocol_version =
+        ProtocolVersion::parse(&version).ok_or(McpError::UnsupportedProtocolVersion(version))?;
+    let capabilities = match r.remove("capabilities") {
+        Some(Value::Object(c)) => c,
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => {
+            return Err(McpError::BadInitializeResult(
+                "capabilities is not an object",
+            ));
+        }
+    };
+    let instructions = match r.remove("instructions") {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    };
+    Ok(ServerDescription {
+        server_info: r.remove("serverInfo").unwrap_or(Value::Null),
+        capabilities,
+        protocol_version,
+        instructions,
+    })
+}
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;

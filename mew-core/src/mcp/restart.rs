@@ -1,0 +1,84 @@
+//! When and how often a crashed or failed MCP server is started again.
+
+use std::time::Duration;
+
+/// Restart with exponential backoff: `initial_delay`, doubled per attempt, capped at
+/// `max_delay`, at most `max_reconnects` times in a row. A server that reaches the ready state
+/// earns a fresh budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// Whether to restart at all (`bridge_config.reconnect`).
+    pub enabled: bool,
+    /// Restarts allowed after consecutive failures (`bridge_config.max_reconnects`).
+    pub max_reconnects: u32,
+    /// Delay before the first restart.
+    pub initial_delay: Duration,
+    /// Upper bound of the delay.
+    pub max_delay: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            enabled: true,
+            max_reconnects: 3,
+            initial_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// No restarts: the first failure is final.
+    pub fn never() -> Self {
+        RestartPolicy {
+            enabled: false,
+            ..RestartPolicy::default()
+        }
+    }
+
+    /// The delay before restart number `attempt` (1-based), or `None` when the budget is spent.
+    pub fn delay(&self, attempt: u32) -> Option<Duration> {
+        if !self.enabled || attempt == 0 || attempt > self.max_reconnects {
+            return None;
+        }
+        let factor = 1u32.checked_shl(attempt - 1).unwrap_or(u32::MAX);
+        Some(
+            self.initial_delay
+                .checked_mul(factor)
+                .unwrap_or(self.max_delay)
+                .min(self.max_delay),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_caps_and_stops() {
+        let p = RestartPolicy {
+            max_reconnects: 6,
+            max_delay: Duration::from_secs(10),
+            ..RestartPolicy::default()
+        };
+        let delays: Vec<_> = (1..=7).map(|a| p.delay(a).map(|d| d.as_secs())).collect();
+        assert_eq!(
+            delays,
+            vec![Some(1), Some(2), Some(4), Some(8), Some(10), Some(10), None]
+        );
+        assert_eq!(p.delay(0), None);
+        assert_eq!(RestartPolicy::never().delay(1), None);
+    }
+
+    #[test]
+    fn huge_attempt_counts_do_not_overflow() {
+        let p = RestartPolicy {
+            max_reconnects: u32::MAX,
+            ..RestartPolicy::default()
+        };
+        assert_eq!(p.delay(40), Some(p.max_delay));
+        assert_eq!(p.delay(u32::MAX), Some(p.max_delay));
+    }
+}
