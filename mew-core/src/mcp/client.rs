@@ -740,6 +740,15 @@ impl McpClient {
             return;
         }
         match m {
+            Message::Request { method, .. }
+                if method == "initialize" && matches!(self.state, State::Initializing { .. }) =>
+            {
+                // Servers never send initialize; a process that does is echoing its input.
+                self.abort_server(
+                    McpError::NotAnMcpServer("sent our initialize request back (an echo?)"),
+                    false,
+                );
+            }
             Message::Request { id, method, .. } => {
                 let line = match server_requests::answer(&method, &self.config.roots) {
                     Ok(result) => jsonrpc::response_line(&id, Ok(&result)),

@@ -770,3 +770,22 @@ proptest! {
         prop_assert_eq!(&accepted, &completed);
     }
 }
+
+#[test]
+fn an_echo_of_initialize_is_recognised() {
+    let mut c = McpClient::new(McpConfig::default());
+    c.start(t(0)).unwrap();
+    drain(&mut c);
+    c.handle_spawned(t(0));
+    let Some(Output::Write(init)) = c.poll_output() else {
+        panic!()
+    };
+    c.handle_stdout(t(1), init.as_bytes());
+    let outs = drain(&mut c);
+    assert!(written(&outs).is_empty(), "nothing answered to an echo");
+    assert!(matches!(
+        &events(outs)[..],
+        [McpEvent::Failed(McpError::NotAnMcpServer(_))]
+    ));
+    assert_eq!(c.phase(), Phase::Stopping);
+}

@@ -46,6 +46,9 @@ pub enum McpError {
     /// The server answered `initialize` with an error.
     #[error("MCP server rejected initialize with error {}: {}", .0.code, .0.message)]
     InitRejected(RpcError),
+    /// The process answered in a way no MCP server would.
+    #[error("not an MCP server: it {0}")]
+    NotAnMcpServer(&'static str),
     /// The process ended before completing the handshake.
     #[error(
         "MCP server exited ({0}) before completing the initialize handshake (is the command an MCP server?)"
