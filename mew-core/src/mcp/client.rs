@@ -219,12 +219,23 @@ enum AfterExit {
 #[derive(Debug)]
 enum State {
     Idle,
-    Spawning { deadline: Time },
-    Initializing { request: u64, deadline: Time },
+    Spawning {
+        deadline: Time,
+    },
+    Initializing {
+        request: u64,
+        deadline: Time,
+    },
     Listing,
     Ready,
-    Stopping(AfterExit),
-    Backoff { until: Time },
+    /// Kill sent; past `deadline` without an exit report the process is taken for gone.
+    Stopping {
+        after: AfterExit,
+        deadline: Time,
+    },
+    Backoff {
+        until: Time,
+    },
     GaveUp,
     Stopped,
 }
@@ -283,6 +294,9 @@ fn slot(kind: ListKind) -> usize {
 
 const SNIPPET_CHARS: usize = 120;
 
+/// How long past the kill grace a process may take to be reported gone.
+const EXIT_REPORT_SLACK: Duration = Duration::from_secs(5);
+
 impl McpClient {
     /// A client that will start its server on [`McpClient::start`].
     pub fn new(config: McpConfig) -> Self {
@@ -316,7 +330,7 @@ impl McpClient {
             State::Initializing { .. } => Phase::Initializing,
             State::Listing => Phase::Listing,
             State::Ready => Phase::Ready,
-            State::Stopping(_) => Phase::Stopping,
+            State::Stopping { .. } => Phase::Stopping,
             State::Backoff { .. } => Phase::Backoff,
             State::GaveUp => Phase::GaveUp,
             State::Stopped => Phase::Stopped,
@@ -421,16 +435,13 @@ impl McpClient {
 
     /// Stops the server for good: calls in flight fail with [`McpError::Shutdown`], the server
     /// is terminated and [`McpEvent::Stopped`] follows its exit.
-    pub fn shutdown(&mut self, _now: Time) {
+    pub fn shutdown(&mut self, now: Time) {
         match self.state {
             State::Spawning { .. } | State::Initializing { .. } | State::Listing | State::Ready => {
                 self.fail_all(McpError::Shutdown);
-                self.state = State::Stopping(AfterExit::Shutdown);
-                self.out.push_back(Output::Kill {
-                    grace: self.config.kill_grace,
-                });
+                self.stop(now, AfterExit::Shutdown);
             }
-            State::Stopping(ref mut after) => *after = AfterExit::Shutdown,
+            State::Stopping { ref mut after, .. } => *after = AfterExit::Shutdown,
             State::Idle | State::Backoff { .. } | State::GaveUp | State::Stopped => {
                 self.state = State::Stopped;
             }
@@ -447,6 +458,7 @@ impl McpClient {
         let state = match self.state {
             State::Spawning { deadline } | State::Initializing { deadline, .. } => Some(deadline),
             State::Backoff { until } => Some(until),
+            State::Stopping { deadline, .. } => Some(deadline),
             _ => None,
         };
         let requests = self.pending.values().map(|p| p.deadline).min();
@@ -518,11 +530,7 @@ impl McpClient {
     /// The server process exited (after its stdout was read to the end).
     pub fn handle_exit(&mut self, now: Time, status: ExitStatus) {
         match std::mem::replace(&mut self.state, State::Idle) {
-            State::Stopping(AfterExit::Shutdown) => {
-                self.state = State::Stopped;
-                self.emit(McpEvent::Stopped(status));
-            }
-            State::Stopping(after) => self.after_exit(now, after),
+            State::Stopping { after, .. } => self.exited_after_stop(now, after, status),
             State::Spawning { .. } | State::Initializing { .. } => {
                 self.fail_all(McpError::InitExited(status));
                 let err = McpError::InitExited(status);
@@ -577,12 +585,15 @@ impl McpClient {
                     self.pending.remove(&request);
                 }
                 let err = McpError::InitTimeout(self.config.init_timeout);
-                self.emit(McpEvent::Failed(err.clone()));
-                self.fail_all(err.clone());
-                self.state = State::Stopping(AfterExit::Restart(err));
-                self.out.push_back(Output::Kill {
-                    grace: self.config.kill_grace,
-                });
+                self.abort_server(now, err, false);
+            }
+            State::Stopping { deadline, .. } if deadline <= now => {
+                // The driver never reported the exit; carry on rather than wait forever.
+                let State::Stopping { after, .. } = std::mem::replace(&mut self.state, State::Idle)
+                else {
+                    unreachable!("matched above")
+                };
+                self.exited_after_stop(now, after, ExitStatus::default());
             }
             State::Backoff { until } if until <= now => self.spawn(now),
             _ => {}
@@ -678,17 +689,37 @@ impl McpClient {
 
     /// Stops the running server because it misbehaved in a way a restart may cure (or, with
     /// `fatal`, will not).
-    fn abort_server(&mut self, err: McpError, fatal: bool) {
+    fn abort_server(&mut self, now: Time, err: McpError, fatal: bool) {
         self.emit(McpEvent::Failed(err.clone()));
         self.fail_all(err.clone());
-        self.state = State::Stopping(if fatal {
-            AfterExit::GiveUp(err)
+        self.stop(
+            now,
+            if fatal {
+                AfterExit::GiveUp(err)
+            } else {
+                AfterExit::Restart(err)
+            },
+        );
+    }
+
+    /// Asks the driver to end the process and waits for its exit, at most the grace period
+    /// plus [`EXIT_REPORT_SLACK`].
+    fn stop(&mut self, now: Time, after: AfterExit) {
+        let grace = self.config.kill_grace;
+        self.state = State::Stopping {
+            after,
+            deadline: now + grace + EXIT_REPORT_SLACK,
+        };
+        self.out.push_back(Output::Kill { grace });
+    }
+
+    fn exited_after_stop(&mut self, now: Time, after: AfterExit, status: ExitStatus) {
+        if after == AfterExit::Shutdown {
+            self.state = State::Stopped;
+            self.emit(McpEvent::Stopped(status));
         } else {
-            AfterExit::Restart(err)
-        });
-        self.out.push_back(Output::Kill {
-            grace: self.config.kill_grace,
-        });
+            self.after_exit(now, after);
+        }
     }
 
     fn on_line(&mut self, now: Time, line: Line<'_>) {
@@ -745,6 +776,7 @@ impl McpClient {
             {
                 // Servers never send initialize; a process that does is echoing its input.
                 self.abort_server(
+                    now,
                     McpError::NotAnMcpServer("sent our initialize request back (an echo?)"),
                     false,
                 );
@@ -792,13 +824,13 @@ impl McpClient {
     fn on_initialize(&mut self, now: Time, outcome: Result<Value, RpcError>) {
         let result = match outcome {
             Ok(r) => r,
-            Err(e) => return self.abort_server(McpError::InitRejected(e), false),
+            Err(e) => return self.abort_server(now, McpError::InitRejected(e), false),
         };
         let desc = match parse_initialize(result) {
             Ok(d) => d,
             Err(e) => {
                 let fatal = matches!(e, McpError::UnsupportedProtocolVersion(_));
-                return self.abort_server(e, fatal);
+                return self.abort_server(now, e, fatal);
             }
         };
         self.out.push_back(Output::Write(jsonrpc::notification_line(

@@ -789,3 +789,35 @@ fn an_echo_of_initialize_is_recognised() {
     ));
     assert_eq!(c.phase(), Phase::Stopping);
 }
+
+#[test]
+fn a_stop_the_driver_never_confirms_does_not_hang() {
+    let mut c = spawned(fast_config());
+    c.handle_timeout(t(500));
+    drain(&mut c);
+    assert_eq!(c.phase(), Phase::Stopping);
+    // Kill grace (2 s) plus the slack for reporting the exit.
+    assert_eq!(c.poll_timeout(), Some(t(7500)));
+    c.handle_timeout(t(7500));
+    assert_eq!(
+        events(drain(&mut c)),
+        vec![McpEvent::Restarting {
+            attempt: 1,
+            delay: Duration::from_secs(1)
+        }]
+    );
+    // A report arriving after all is stray and changes nothing.
+    c.handle_exit(t(7600), ExitStatus::code(0));
+    assert!(drain(&mut c).is_empty());
+    assert_eq!(c.phase(), Phase::Backoff);
+
+    let mut c = ready(McpConfig::default());
+    c.shutdown(t(10));
+    drain(&mut c);
+    c.handle_timeout(t(7010));
+    assert_eq!(
+        events(drain(&mut c)),
+        vec![McpEvent::Stopped(ExitStatus::default())]
+    );
+    assert_eq!(c.phase(), Phase::Stopped);
+}
