@@ -790,8 +790,11 @@ impl McpClient {
             }
             Message::Notification { method, params } => {
                 match ListKind::from_changed_notification(&method) {
-                    // Before the handshake the lists are fetched anyway.
-                    Some(kind) if self.is_operational() => self.begin_list(now, kind),
+                    // Before the handshake the lists are fetched anyway; a kind the server
+                    // did not offer would only earn an error.
+                    Some(kind) if self.is_operational() && self.offers(kind) => {
+                        self.begin_list(now, kind)
+                    }
                     Some(_) => {}
                     None => self.emit(McpEvent::Notification { method, params }),
                 }
@@ -854,6 +857,12 @@ impl McpClient {
             self.begin_list(now, kind);
         }
         self.maybe_ready();
+    }
+
+    fn offers(&self, kind: ListKind) -> bool {
+        self.server
+            .as_ref()
+            .is_some_and(|d| d.capabilities.contains_key(kind.field()))
     }
 
     fn begin_list(&mut self, now: Time, kind: ListKind) {

@@ -435,6 +435,13 @@ fn list_changed_relists_once_more_when_it_arrives_mid_pass() {
     ));
     assert_eq!(c.catalog().tools.len(), 2);
     assert_eq!(c.phase(), Phase::Ready);
+
+    // Prompts were not offered: their announcement is not acted on.
+    c.handle_stdout(
+        t(14),
+        &line(json!({"jsonrpc":"2.0","method":"notifications/prompts/list_changed"})),
+    );
+    assert!(drain(&mut c).is_empty());
 }
 
 #[test]
