@@ -103,6 +103,9 @@ pub enum RequestError {
     /// The participant restarted or shut down, ending outstanding work.
     #[error("cancelled: {0}")]
     Cancelled(String),
+    /// The command named an unknown item or one in the wrong state.
+    #[error(transparent)]
+    Command(#[from] CommandError),
     /// No tool of that name is known (for `participant/tool` calls).
     #[error("unknown tool {0}")]
     UnknownTool(String),

@@ -119,7 +119,16 @@ impl Participant {
     /// targets with `correlation_id: [proposal id]`. Completes as
     /// [`Event::RequestCompleted`] with the returned id.
     pub fn fulfil(&mut self, now: Time, proposal: &str) -> Result<RequestId, RequestError> {
+        let me = self.me().to_owned();
         let p = self.expire_check(now, proposal)?;
+        if matches!(&p.state, ReviewState::Fulfilling { by } if *by == me) {
+            return Err(CommandError::WrongState {
+                what: "proposal",
+                id: proposal.to_owned(),
+                state: "already being fulfilled by this participant".into(),
+            }
+            .into());
+        }
         let (to, payload) = (p.to.clone(), p.payload.clone());
         let id = self.start_request(
             now,
@@ -129,7 +138,6 @@ impl Participant {
             Purpose::Fulfil(proposal.to_owned()),
             Some(proposal.to_owned()),
         )?;
-        let me = self.me().to_owned();
         self.review
             .fulfilments
             .insert(id.as_str().to_owned(), proposal.to_owned());
@@ -168,23 +176,23 @@ impl Participant {
     ) -> Result<&ReviewedProposal, RequestError> {
         let timeout = self.config.proposal_timeout;
         let Some(p) = self.review.proposals.get(proposal) else {
-            return Err(RequestError::Cancelled(
-                CommandError::Unknown {
-                    what: "proposal",
-                    id: proposal.to_owned(),
-                }
-                .to_string(),
-            ));
+            return Err(CommandError::Unknown {
+                what: "proposal",
+                id: proposal.to_owned(),
+            }
+            .into());
         };
         if p.state == ReviewState::Open && now.saturating_since(p.seen_at) >= timeout {
             self.set_review(proposal, ReviewState::Expired);
         }
         let p = &self.review.proposals[proposal];
         if p.state.is_final() {
-            return Err(RequestError::Cancelled(format!(
-                "proposal {proposal} is {}",
-                p.state.name()
-            )));
+            return Err(CommandError::WrongState {
+                what: "proposal",
+                id: proposal.to_owned(),
+                state: p.state.name().into(),
+            }
+            .into());
         }
         Ok(p)
     }
