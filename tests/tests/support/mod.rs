@@ -166,7 +166,8 @@ impl Script {
         of.remove(0).clone()
     }
 
-    pub fn sent_of(&self, kind: &str) -> Vec<Value> {
+    pub fn sent_of(&mut self, kind: &str) -> Vec<Value> {
+        self.drain();
         self.sent.iter().filter(|e| e["kind"] == kind).cloned().collect()
     }
 
