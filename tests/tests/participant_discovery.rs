@@ -14,7 +14,11 @@ fn tools_of(names: &[&str]) -> Value {
 /// Answers every outstanding tools/list per `answer(target)`; `None` leaves it unanswered.
 fn answer_lists(s: &mut Script, answer: impl Fn(&str) -> Option<Value>) -> Vec<String> {
     let mut asked = vec![];
-    for req in s.take_sent().into_iter().filter(|e| e["kind"] == "mcp/request" && e["payload"]["method"] == "tools/list") {
+    for req in s
+        .take_sent()
+        .into_iter()
+        .filter(|e| e["kind"] == "mcp/request" && e["payload"]["method"] == "tools/list")
+    {
         let target = req["to"][0].as_str().unwrap().to_owned();
         asked.push(target.clone());
         if let Some(payload) = answer(&target) {
@@ -51,8 +55,14 @@ fn slow_and_failing_participants_settle() {
     }
     asked.sort();
     assert_eq!(asked, ["broken", "calc", "slow"]);
-    assert_eq!(s.p.discovery_status("calc").unwrap().state, DiscoveryState::Completed);
-    assert_eq!(s.p.discovery_status("slow").unwrap().state, DiscoveryState::InProgress);
+    assert_eq!(
+        s.p.discovery_status("calc").unwrap().state,
+        DiscoveryState::Completed
+    );
+    assert_eq!(
+        s.p.discovery_status("slow").unwrap().state,
+        DiscoveryState::InProgress
+    );
     // Retries: broken fails 3 times in all (5 s, then 10 s later), slow times out 3 times.
     let mut attempts_broken = 1;
     for _ in 0..60 {
@@ -64,10 +74,22 @@ fn slow_and_failing_participants_settle() {
         }
     }
     assert_eq!(attempts_broken, 3);
-    assert_eq!(s.p.discovery_status("broken").unwrap().state, DiscoveryState::Failed);
-    assert_eq!(s.p.discovery_status("slow").unwrap().state, DiscoveryState::Failed);
+    assert_eq!(
+        s.p.discovery_status("broken").unwrap().state,
+        DiscoveryState::Failed
+    );
+    assert_eq!(
+        s.p.discovery_status("slow").unwrap().state,
+        DiscoveryState::Failed
+    );
     assert_eq!(s.p.discoveries_pending(), 0);
-    assert_eq!(s.events.iter().filter(|e| matches!(e, Event::DiscoverySettled)).count(), 1);
+    assert_eq!(
+        s.events
+            .iter()
+            .filter(|e| matches!(e, Event::DiscoverySettled))
+            .count(),
+        1
+    );
     let names: Vec<String> = s.p.available_tools().into_iter().map(|t| t.name).collect();
     assert_eq!(names, ["calc/add", "calc/mul"]);
 }
@@ -76,7 +98,11 @@ fn slow_and_failing_participants_settle() {
 fn no_tools_leave_refresh_and_call_by_name() {
     let mut cfg = config();
     cfg.discovery.ttl = std::time::Duration::from_secs(60);
-    let mut s = Script::joined(cfg, all_caps(), &[("calc", json!([{"kind": "mcp/response"}]))]);
+    let mut s = Script::joined(
+        cfg,
+        all_caps(),
+        &[("calc", json!([{"kind": "mcp/response"}]))],
+    );
     s.advance(0);
     answer_lists(&mut s, |_| Some(json!({"result": tools_of(&["add"])})));
     // A participant without tools, joining later.
@@ -84,14 +110,36 @@ fn no_tools_leave_refresh_and_call_by_name() {
         json!({"event": "join", "participant": {"id": "empty", "capabilities": [{"kind": "mcp/response"}]}}));
     s.advance(1000);
     answer_lists(&mut s, |_| Some(json!({"result": {"tools": []}})));
-    assert_eq!(s.p.discovery_status("empty").unwrap().state, DiscoveryState::NoTools);
+    assert_eq!(
+        s.p.discovery_status("empty").unwrap().state,
+        DiscoveryState::NoTools
+    );
     // Call by participant/tool.
-    let id = s.p.call_tool(s.now, "calc/add", json!({"a": 1}), RequestOptions::default()).unwrap();
+    let id =
+        s.p.call_tool(
+            s.now,
+            "calc/add",
+            json!({"a": 1}),
+            RequestOptions::default(),
+        )
+        .unwrap();
     let req = s.sent_one("mcp/request");
     assert_eq!(req["to"], json!(["calc"]));
-    assert_eq!(req["payload"]["params"], json!({"name": "add", "arguments": {"a": 1}}));
-    assert!(s.p.call_tool(s.now, "calc/nope", json!({}), RequestOptions::default()).is_err());
-    s.send_from("calc", &[ME], "mcp/response", Some(id.as_str()), json!({"result": {"content": []}}));
+    assert_eq!(
+        req["payload"]["params"],
+        json!({"name": "add", "arguments": {"a": 1}})
+    );
+    assert!(
+        s.p.call_tool(s.now, "calc/nope", json!({}), RequestOptions::default())
+            .is_err()
+    );
+    s.send_from(
+        "calc",
+        &[ME],
+        "mcp/response",
+        Some(id.as_str()),
+        json!({"result": {"content": []}}),
+    );
     assert!(s.completion(&id).unwrap().is_ok());
     // TTL refresh asks again and keeps the tools meanwhile.
     s.advance(60_000);
@@ -99,7 +147,13 @@ fn no_tools_leave_refresh_and_call_by_name() {
     assert!(asked.contains(&"calc".to_owned()), "{asked:?}");
     assert_eq!(s.p.available_tools().len(), 1);
     // Leave clears.
-    s.send_from("system:gateway", &[], "system/presence", None, json!({"event": "leave", "participant": {"id": "calc"}}));
+    s.send_from(
+        "system:gateway",
+        &[],
+        "system/presence",
+        None,
+        json!({"event": "leave", "participant": {"id": "calc"}}),
+    );
     assert!(s.p.discovery_status("calc").is_none());
     assert!(s.p.available_tools().is_empty());
 }

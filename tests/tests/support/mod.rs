@@ -168,7 +168,11 @@ impl Script {
 
     pub fn sent_of(&mut self, kind: &str) -> Vec<Value> {
         self.drain();
-        self.sent.iter().filter(|e| e["kind"] == kind).cloned().collect()
+        self.sent
+            .iter()
+            .filter(|e| e["kind"] == kind)
+            .cloned()
+            .collect()
     }
 
     /// The completion event of request `id`, if it arrived.
@@ -177,9 +181,10 @@ impl Script {
         id: &mew_core::participant::RequestId,
     ) -> Option<Result<Value, mew_core::participant::RequestError>> {
         self.drain();
-        let pos = self.events.iter().position(
-            |e| matches!(e, Event::RequestCompleted { id: i, .. } if i == id),
-        )?;
+        let pos = self
+            .events
+            .iter()
+            .position(|e| matches!(e, Event::RequestCompleted { id: i, .. } if i == id))?;
         match self.events.remove(pos) {
             Event::RequestCompleted { result, .. } => Some(result),
             _ => unreachable!(),
