@@ -257,8 +257,10 @@ fn reviewer_rejects_and_tracks_others() {
     // Proposals older than the proposal timeout expire.
     let p4 = s.send_from("agent2", &["fs"], "mcp/proposal", None, call());
     s.advance(s.p.config().proposal_timeout.as_millis() as u64);
-    assert!(s.p.fulfil(s.now, &p4).is_err());
     assert_eq!(s.p.proposal(&p4).unwrap().state, ReviewState::Expired);
+    assert!(s.events.iter().any(|e| matches!(e,
+        Event::ProposalStateChanged { id, state: ReviewState::Expired } if *id == p4)));
+    assert!(s.p.fulfil(s.now, &p4).is_err());
 }
 
 #[test]

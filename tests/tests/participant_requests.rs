@@ -368,3 +368,45 @@ fn garbage_frames_become_events() {
     s.send_from("bob", &[], "chat", None, json!({"text": "hi"}));
     assert_eq!(s.p.context_usage().messages_in_context, 1);
 }
+
+#[test]
+fn settled_queued_requests_are_never_sent() {
+    let mut cfg = config();
+    cfg.request_timeout = std::time::Duration::from_secs(1);
+    cfg.reconnect.base_delay = std::time::Duration::from_secs(5);
+    cfg.reconnect.jitter = 0.0;
+    let mut s = Script::joined(cfg, all_caps(), &[]);
+    s.p.handle_disconnected(s.now, "gone");
+    let id =
+        s.p.mcp_request(
+            s.now,
+            vec!["calc".into()],
+            list(),
+            RequestOptions::default(),
+        )
+        .unwrap();
+    let kept =
+        s.p.mcp_request(
+            s.now,
+            vec!["calc".into()],
+            list(),
+            RequestOptions {
+                timeout: Some(std::time::Duration::from_secs(60)),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(s.p.client().queued(), 2);
+    s.advance(1000);
+    assert_eq!(s.completion(&id), Some(Err(RequestError::Timeout)));
+    assert_eq!(s.p.client().queued(), 1);
+    s.advance(4000);
+    s.p.handle_connected(s.now);
+    s.welcome(all_caps(), &[]);
+    let sent = s.take_sent();
+    let ids: Vec<&str> = sent.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(ids, [kept.as_str()], "the timed-out request stays unsent");
+    // Now on the wire: a loss fails it.
+    s.p.handle_disconnected(s.now, "again");
+    assert_eq!(s.completion(&kept), Some(Err(RequestError::Disconnected)));
+}

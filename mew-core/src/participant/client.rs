@@ -352,6 +352,13 @@ impl Client {
         }
     }
 
+    /// Drops a queued (never transmitted) envelope; whether it was queued.
+    pub fn unqueue(&mut self, id: &str) -> bool {
+        let before = self.queue.len();
+        self.queue.retain(|e| e.id != id);
+        self.queue.len() != before
+    }
+
     /// Writes a raw stream data frame; only when ready (streams do not survive a reconnect
     /// unannounced, so nothing is queued).
     pub fn send_stream_frame(&mut self, stream_id: &str, data: &str) -> Result<(), SendError> {

@@ -244,6 +244,7 @@ impl Participant {
         self.requests_timeout(now);
         self.discovery_timeout(now);
         self.controls_timeout(now);
+        self.review_timeout(now);
     }
 
     /// The earliest time `handle_timeout` must run.
@@ -253,6 +254,7 @@ impl Participant {
             self.requests.next_deadline(),
             self.discovery.next_action(),
             self.controls.next_deadline(),
+            self.review.next_expiry(self.config.proposal_timeout),
         ]
         .into_iter()
         .flatten()
@@ -389,6 +391,9 @@ impl Participant {
     }
 
     fn on_welcome(&mut self, now: Time, env: &Envelope) {
+        if self.client.is_ready() {
+            self.requests.all_in_flight();
+        }
         let Some(payload) = env.payload.as_ref() else {
             return self.invalid(env, "welcome without payload");
         };

@@ -87,6 +87,15 @@ pub(super) struct Review {
 }
 
 impl Review {
+    /// When the oldest open proposal expires (proposals are kept in arrival order).
+    pub(super) fn next_expiry(&self, timeout: std::time::Duration) -> Option<Time> {
+        self.order
+            .iter()
+            .filter_map(|id| self.proposals.get(id))
+            .find(|p| p.state == ReviewState::Open)
+            .map(|p| p.seen_at + timeout)
+    }
+
     fn evict_one(&mut self) {
         // Settled proposals go first, then the oldest open one.
         let pos = self
@@ -206,6 +215,22 @@ impl Participant {
                 id: id.to_owned(),
                 state,
             });
+        }
+    }
+
+    /// Marks open proposals older than the proposal timeout as expired.
+    pub(super) fn review_timeout(&mut self, now: Time) {
+        let timeout = self.config.proposal_timeout;
+        let due: Vec<String> = self
+            .review
+            .order
+            .iter()
+            .filter_map(|id| self.review.proposals.get(id))
+            .filter(|p| p.state == ReviewState::Open && p.seen_at + timeout <= now)
+            .map(|p| p.id.clone())
+            .collect();
+        for id in due {
+            self.set_review(&id, ReviewState::Expired);
         }
     }
 

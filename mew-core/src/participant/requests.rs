@@ -73,6 +73,8 @@ pub(super) enum Purpose {
 #[derive(Debug)]
 pub(super) struct Pending {
     route: Route,
+    /// Transmitted (not waiting in the not-ready queue).
+    in_flight: bool,
     deadline: Time,
     purpose: Purpose,
     fulfilments: SmallVec<[String; 1]>,
@@ -101,12 +103,20 @@ impl Requests {
         self.pending.len()
     }
 
-    fn insert(&mut self, id: RequestId, route: Route, deadline: Time, purpose: Purpose) {
+    fn insert(
+        &mut self,
+        id: RequestId,
+        route: Route,
+        deadline: Time,
+        purpose: Purpose,
+        in_flight: bool,
+    ) {
         self.deadlines.insert((deadline, id.clone()));
         self.pending.insert(
             id,
             Pending {
                 route,
+                in_flight,
                 deadline,
                 purpose,
                 fulfilments: SmallVec::new(),
@@ -121,6 +131,13 @@ impl Requests {
             self.fulfilments.remove(f.as_str());
         }
         Some((k, p))
+    }
+
+    /// The client flushed its queue: everything pending is now on the wire.
+    pub(super) fn all_in_flight(&mut self) {
+        for p in self.pending.values_mut() {
+            p.in_flight = true;
+        }
     }
 
     fn rpc_id(&mut self) -> u64 {
@@ -234,7 +251,9 @@ impl Participant {
         let id = RequestId(env.id.clone());
         self.send_checked(env)?;
         let deadline = now + opts.timeout.unwrap_or(timeout);
-        self.requests.insert(id.clone(), route, deadline, purpose);
+        let in_flight = self.client.is_ready();
+        self.requests
+            .insert(id.clone(), route, deadline, purpose, in_flight);
         self.client.emit(Event::RouteDecision {
             id: id.clone(),
             route,
@@ -251,8 +270,8 @@ impl Participant {
         proposal: &RequestId,
         reason: &str,
     ) -> Result<(), super::CommandError> {
-        match self.requests.pending.get(proposal.as_str()) {
-            Some(p) if p.route == Route::Proposal => {}
+        let in_flight = match self.requests.pending.get(proposal.as_str()) {
+            Some(p) if p.route == Route::Proposal => p.in_flight,
             Some(_) => {
                 return Err(super::CommandError::WrongState {
                     what: "request",
@@ -266,8 +285,10 @@ impl Participant {
                     id: proposal.to_string(),
                 });
             }
+        };
+        if in_flight {
+            self.send_withdraw(now, proposal.as_str(), reason);
         }
-        self.send_withdraw(now, proposal.as_str(), reason);
         self.settle(
             now,
             proposal.as_str(),
@@ -305,6 +326,10 @@ impl Participant {
         let Some((id, p)) = self.requests.remove(id) else {
             return;
         };
+        if !p.in_flight {
+            // Never transmitted: make sure it never will be, now that it is settled.
+            self.client.unqueue(id.as_str());
+        }
         match p.purpose {
             Purpose::App => self.client.emit(Event::RequestCompleted { id, result }),
             Purpose::Discovery(participant) => {
@@ -322,7 +347,7 @@ impl Participant {
             .requests
             .pending
             .iter()
-            .filter(|(_, p)| p.route == Route::Request)
+            .filter(|(_, p)| p.route == Route::Request && p.in_flight)
             .map(|(k, _)| k.clone())
             .collect();
         for id in ids {
@@ -333,7 +358,13 @@ impl Participant {
     pub(super) fn fail_all_requests(&mut self, now: Time, error: RequestError) {
         let ids: Vec<RequestId> = self.requests.pending.keys().cloned().collect();
         for id in ids {
-            if self.requests.pending.get(id.as_str()).map(|p| p.route) == Some(Route::Proposal) {
+            if self
+                .requests
+                .pending
+                .get(id.as_str())
+                .map(|p| (p.route, p.in_flight))
+                == Some((Route::Proposal, true))
+            {
                 self.send_withdraw(now, id.as_str(), "no_longer_needed");
             }
             self.settle(now, id.as_str(), Err(error.clone()));
@@ -346,7 +377,12 @@ impl Participant {
                 break;
             }
             let route = self.requests.pending.get(id.as_str()).map(|p| p.route);
-            if route == Some(Route::Proposal) {
+            let in_flight = self
+                .requests
+                .pending
+                .get(id.as_str())
+                .is_some_and(|p| p.in_flight);
+            if route == Some(Route::Proposal) && in_flight {
                 self.send_withdraw(now, id.as_str(), "timeout");
             }
             if route.is_none() {
