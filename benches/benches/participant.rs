@@ -53,6 +53,15 @@ fn bench(c: &mut Criterion) {
         .collect();
     let mut g = c.benchmark_group("participant");
     g.throughput(Throughput::Elements(BATCH as u64));
+    // Baseline: parsing alone, to show what the participant adds on top.
+    g.bench_function("parse_only_chat", |b| {
+        let limits = mew_core::Limits::default();
+        b.iter(|| {
+            for f in &chats {
+                black_box(mew_core::Envelope::parse(f.as_bytes(), &limits).ok());
+            }
+        })
+    });
     g.bench_function("inbound_chat", |b| {
         let mut p = ready_participant();
         b.iter(|| {

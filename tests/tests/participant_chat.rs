@@ -180,7 +180,34 @@ fn streams_request_open_data_close() {
             .iter()
             .any(|e| matches!(e, Event::StreamClosed { stream_id, .. } if stream_id == "stream-2"))
     );
+    // Closing by correlation with the stream/open, as in the spec's example.
+    let open3 = s.send_from(
+        "system:gateway",
+        &["bob"],
+        "stream/open",
+        Some("bob-req-2"),
+        json!({"stream_id": "stream-3"}),
+    );
+    s.send_from(
+        "bob",
+        &[],
+        "stream/close",
+        Some(&open3),
+        json!({"reason": "complete"}),
+    );
+    assert!(s.p.streams().all(|x| x.stream_id != "stream-3"));
+    let open1 =
+        s.p.streams()
+            .find(|x| x.stream_id == "stream-1")
+            .unwrap()
+            .open_id
+            .clone();
+    s.take_sent();
     s.p.close_stream(s.now, "stream-1", "complete").unwrap();
+    assert_eq!(
+        s.sent_of("stream/close")[0]["correlation_id"],
+        json!([open1.unwrap()])
+    );
     assert_eq!(
         s.sent_one("stream/close")["payload"]["stream_id"],
         "stream-1"

@@ -14,6 +14,15 @@
 //!   pending with their deadline, since their fulfilment happens elsewhere.
 //! - Before the first welcome the capabilities are unknown: `mcp_request` routes directly
 //!   and lets the gateway decide; capability checks apply once a welcome arrived.
+//! - Requests made while not ready wait in the bounded not-ready queue with their deadline;
+//!   if they settle (timeout, withdraw) before the queue is flushed they are never sent.
+//! - Reconnects follow the policy also when the first connection fails (the reference only
+//!   reconnects after having been ready); attempts reset once ready again.
+//! - Tool discovery candidates are participants whose capabilities can allow
+//!   `mcp/response`; a `-32601` answer to `tools/list` means "no tools", not a failure.
+//! - Requests addressed explicitly to us get `-32601` for unknown methods and tools; a
+//!   broadcast request we cannot serve is left to whoever can (no error flood).
+//! - Proposals under review expire after `proposal_timeout` without an outcome.
 
 mod chat;
 mod client;
