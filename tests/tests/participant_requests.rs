@@ -410,3 +410,18 @@ fn settled_queued_requests_are_never_sent() {
     s.p.handle_disconnected(s.now, "again");
     assert_eq!(s.completion(&kept), Some(Err(RequestError::Disconnected)));
 }
+
+#[test]
+fn non_object_payloads_are_refused() {
+    let mut s = Script::joined(config(), all_caps(), &[]);
+    let err =
+        s.p.mcp_request(
+            s.now,
+            vec!["calc".into()],
+            json!("tools/list"),
+            RequestOptions::default(),
+        )
+        .unwrap_err();
+    assert!(matches!(err, RequestError::InvalidPayload(_)));
+    assert_eq!(s.p.pending_requests().count(), 0);
+}

@@ -462,6 +462,27 @@ mod tests {
     }
 
     #[test]
+    fn jitter_is_seeded_and_bounded() {
+        let delays = |seed| {
+            let mut c = Client::new(
+                ClientConfig {
+                    reconnect: ReconnectPolicy::default(),
+                    ..cfg()
+                },
+                seed,
+            );
+            (0..5).map(|n| c.backoff(n).as_millis()).collect::<Vec<_>>()
+        };
+        let a = delays(1);
+        assert_eq!(a, delays(1));
+        assert_ne!(a, delays(2));
+        for (n, d) in a.iter().enumerate() {
+            let base = 1000u128 << n;
+            assert!(*d >= base && *d <= base + base / 5, "attempt {n}: {d}");
+        }
+    }
+
+    #[test]
     fn queue_is_bounded_and_flushed_on_ready() {
         let mut c = Client::new(cfg(), 1);
         let env = Envelope::parse(

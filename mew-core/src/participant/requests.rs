@@ -211,7 +211,7 @@ impl Participant {
             return Err(RequestError::TooManyPending { max });
         }
         let Value::Object(body) = payload else {
-            return Err(RequestError::MalformedResponse(
+            return Err(RequestError::InvalidPayload(
                 "an MCP payload must be a JSON object".into(),
             ));
         };
