@@ -504,6 +504,40 @@ mod tests {
     }
 
     #[test]
+    fn the_welcome_decides_the_id() {
+        let mut c = Client::new(
+            ClientConfig {
+                participant_id: None,
+                ..cfg()
+            },
+            1,
+        );
+        let env = Envelope::parse(
+            br#"{"protocol":"mew/v0.4","id":"a","from":"","kind":"chat"}"#,
+            &Limits::default(),
+        )
+        .unwrap();
+        c.send(env).unwrap();
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        let join = drain(&mut c)
+            .into_iter()
+            .find_map(|o| match o {
+                Output::Transmit(t) => Some(t),
+                _ => None,
+            })
+            .unwrap();
+        assert!(!join.contains("participantId"));
+        c.handle_frame(Time::ZERO, &WELCOME.replace("\"me\"", "\"client-7\""));
+        assert_eq!(c.participant_id(), Some("client-7"));
+        assert!(
+            drain(&mut c)
+                .iter()
+                .any(|o| matches!(o, Output::Transmit(t) if t.contains(r#""from":"client-7""#)))
+        );
+    }
+
+    #[test]
     fn silence_closes_the_connection() {
         let mut c = Client::new(cfg(), 1);
         c.start(Time::ZERO);

@@ -6,6 +6,36 @@
 //! pings and [`Event`]s. Commands return ids synchronously; their completions arrive later
 //! as events carrying those ids, which maps directly onto futures in an async driver.
 //!
+//! A driver's loop, in short:
+//!
+//! ```
+//! use mew_core::Time;
+//! use mew_core::participant::{Event, Output, Participant, ParticipantConfig};
+//!
+//! let config = ParticipantConfig { token: "secret".into(), ..Default::default() };
+//! let mut p = Participant::new(config, 7);
+//! let now = Time::from_unix_millis(1_000);
+//! p.start(now); // queues Output::Connect
+//! p.handle_connected(now); // the socket opened: the join goes out
+//! p.handle_frame(now, r#"{"protocol":"mew/v0.4","id":"w","from":"system:gateway",
+//!     "kind":"system/welcome","payload":{"you":{"id":"me","capabilities":[{"kind":"chat"}]},
+//!     "participants":[]}}"#);
+//! p.chat(now, "hello", vec![]).unwrap();
+//! let mut frames = Vec::new();
+//! while let Some(out) = p.poll_output() {
+//!     match out {
+//!         Output::Connect { url: _, headers } => assert_eq!(headers[0].1, "Bearer secret"),
+//!         Output::Transmit(text) => frames.push(text), // write a text frame
+//!         Output::Ping => {}                           // send a WebSocket ping
+//!         Output::Disconnect { reason: _ } => {}       // close the socket
+//!         Output::Event(Event::Ready { id, .. }) => assert_eq!(id, "me"),
+//!         Output::Event(_) => {}                       // hand to the application
+//!     }
+//! }
+//! assert_eq!(frames.len(), 2); // the join, then the chat
+//! // Then sleep until `p.poll_timeout()` and call `p.handle_timeout(now)`.
+//! ```
+//!
 //! Choices where the spec is silent:
 //! - Liveness: the core asks the driver for WebSocket pings ([`Output::Ping`]) and closes
 //!   after `idle_timeout` of silence; no protocol-level heartbeat envelope exists.
