@@ -242,3 +242,29 @@ fn proactive_status_near_the_limit_with_cooldown() {
     s.p.record_context_usage(s.now, 10, 1);
     assert_eq!(s.sent_one("participant/status")["payload"]["tokens"], 920);
 }
+
+#[test]
+fn streams_missing_from_a_rejoin_welcome_are_closed() {
+    let mut s = Script::joined(config(), all_caps(), &[]);
+    let req =
+        s.p.request_stream(s.now, json!({"direction": "upload"}), vec![])
+            .unwrap();
+    s.send_from(
+        "system:gateway",
+        &[ME],
+        "stream/open",
+        Some(&req),
+        json!({"stream_id": "stream-9"}),
+    );
+    s.p.handle_disconnected(s.now, "blip");
+    s.advance(2_000);
+    s.p.handle_connected(s.now);
+    s.welcome(all_caps(), &[]);
+    assert!(s.p.streams().next().is_none());
+    assert!(
+        s.events
+            .iter()
+            .any(|e| matches!(e, Event::StreamClosed { stream_id, .. } if stream_id == "stream-9"))
+    );
+    assert!(s.p.send_stream_data("stream-9", "x").is_err());
+}

@@ -556,6 +556,21 @@ mod tests {
     }
 
     #[test]
+    fn pongs_keep_the_connection() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        c.handle_frame(Time::ZERO, WELCOME);
+        for _ in 0..10 {
+            let now = c.poll_timeout().unwrap();
+            c.handle_timeout(now);
+            c.handle_pong(now);
+        }
+        assert!(c.is_ready());
+        assert_eq!(c.poll_timeout(), Some(Time::from_unix_millis(330_000)));
+    }
+
+    #[test]
     fn stream_frames_are_recognised() {
         let mut c = Client::new(cfg(), 1);
         c.start(Time::ZERO);

@@ -125,6 +125,26 @@ impl Participant {
 
     pub(super) fn streams_from_welcome(&mut self, list: &[Value], max: usize) {
         let me = self.me().to_owned();
+        // The welcome lists every active stream: ours that are missing ended while we
+        // were away (a reconnect), and so did others'.
+        let listed = |id: &str| {
+            list.iter()
+                .any(|s| s.get("stream_id").and_then(Value::as_str) == Some(id))
+        };
+        let gone: Vec<String> = self
+            .streams
+            .open
+            .keys()
+            .filter(|k| !listed(k))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.streams.open.remove(&id);
+            self.client.emit(Event::StreamClosed {
+                stream_id: id,
+                reason: Some("not active after rejoin".into()),
+            });
+        }
         for s in list {
             if self.streams.open.len() >= max {
                 break;
