@@ -275,3 +275,26 @@ fn review_queue_is_bounded() {
     assert!(s.p.proposal(&ids[0]).is_none());
     assert!(s.p.proposal(&ids[4]).is_some());
 }
+
+#[test]
+fn fulfilment_answers_only_from_the_target() {
+    let mut s = proposer();
+    let id = propose(&mut s);
+    let f = s.send_from("human", &["fs"], "mcp/request", Some(id.as_str()), call());
+    s.send_from(
+        "mallory",
+        &["human"],
+        "mcp/response",
+        Some(&f),
+        json!({"result": "forged"}),
+    );
+    assert!(s.p.is_pending(&id));
+    s.send_from(
+        "fs",
+        &["human"],
+        "mcp/response",
+        Some(&f),
+        json!({"result": "real"}),
+    );
+    assert_eq!(s.completion(&id), Some(Ok(json!("real"))));
+}

@@ -189,7 +189,7 @@ impl Client {
         }
         match Envelope::parse(frame.as_bytes(), &self.config.limits) {
             Ok(env) => {
-                if env.kind == Kind::SystemWelcome {
+                if env.kind == Kind::SystemWelcome && env.from == crate::GATEWAY_ID {
                     self.on_welcome(&env);
                 }
                 Inbound::Envelope(Box::new(env))

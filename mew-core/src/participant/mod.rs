@@ -53,6 +53,9 @@
 //! - Requests addressed explicitly to us get `-32601` for unknown methods and tools; a
 //!   broadcast request we cannot serve is left to whoever can (no error flood).
 //! - Proposals under review expire after `proposal_timeout` without an outcome.
+//! - Everyone observes every envelope (unified delivery), so a response settles a request
+//!   only when it comes from one of the request's targets, and `system/*` envelopes are
+//!   obeyed only from `system:gateway`.
 
 mod chat;
 mod client;
@@ -398,6 +401,12 @@ impl Participant {
     }
 
     fn on_envelope(&mut self, now: Time, env: Box<Envelope>) {
+        if env.kind.is_reserved() && env.from != crate::GATEWAY_ID {
+            // Only the gateway speaks `system/*`; a forged one is reported, not obeyed.
+            self.invalid(&env, "system kind from a participant");
+            self.client.emit(Event::Message(env));
+            return;
+        }
         match env.kind {
             Kind::SystemWelcome => self.on_welcome(now, &env),
             Kind::SystemPresence => self.on_presence(now, &env),

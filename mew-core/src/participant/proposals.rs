@@ -285,6 +285,15 @@ impl Participant {
     }
 
     pub(super) fn review_response_seen(&mut self, fulfilment: &str, env: &Envelope) {
+        let from_target = self
+            .review
+            .fulfilments
+            .get(fulfilment)
+            .and_then(|p| self.review.proposals.get(p))
+            .is_some_and(|p| p.to.is_empty() || p.to.contains(&env.from));
+        if !from_target {
+            return;
+        }
         if let Some(proposal) = self.review.fulfilments.remove(fulfilment) {
             let ok = env
                 .payload

@@ -78,6 +78,8 @@ pub(super) struct Pending {
     deadline: Time,
     purpose: Purpose,
     fulfilments: SmallVec<[String; 1]>,
+    /// Who may answer: the request's `to` (empty: anyone).
+    targets: Vec<String>,
 }
 
 /// The pending table; every entry has a deadline in `deadlines`.
@@ -85,8 +87,8 @@ pub(super) struct Pending {
 pub(super) struct Requests {
     pending: BTreeMap<RequestId, Pending>,
     deadlines: BTreeSet<(Time, RequestId)>,
-    /// Fulfilment envelope id -> our proposal id.
-    fulfilments: BTreeMap<String, RequestId>,
+    /// Fulfilment envelope id -> our proposal id and who may answer the fulfilment.
+    fulfilments: BTreeMap<String, (RequestId, Vec<String>)>,
     next_rpc_id: u64,
 }
 
@@ -110,6 +112,7 @@ impl Requests {
         deadline: Time,
         purpose: Purpose,
         in_flight: bool,
+        targets: Vec<String>,
     ) {
         self.deadlines.insert((deadline, id.clone()));
         self.pending.insert(
@@ -120,6 +123,7 @@ impl Requests {
                 deadline,
                 purpose,
                 fulfilments: SmallVec::new(),
+                targets,
             },
         );
     }
@@ -249,11 +253,13 @@ impl Participant {
             Some(body),
         );
         let id = RequestId(env.id.clone());
+        let env_to = env.to.clone();
         self.send_checked(env)?;
         let deadline = now + opts.timeout.unwrap_or(timeout);
         let in_flight = self.client.is_ready();
+        let targets = env_to.unwrap_or_default();
         self.requests
-            .insert(id.clone(), route, deadline, purpose, in_flight);
+            .insert(id.clone(), route, deadline, purpose, in_flight, targets);
         self.client.emit(Event::RouteDecision {
             id: id.clone(),
             route,
@@ -406,7 +412,10 @@ impl Participant {
             if p.fulfilments.len() < 8 && !p.fulfilments.contains(&env.id) {
                 p.fulfilments.push(env.id.clone());
                 let id = RequestId(c.to_owned());
-                self.requests.fulfilments.insert(env.id.clone(), id.clone());
+                let targets = env.to.clone().unwrap_or_default();
+                self.requests
+                    .fulfilments
+                    .insert(env.id.clone(), (id.clone(), targets));
                 self.client.emit(Event::ProposalFulfilling {
                     id,
                     by: env.from.clone(),
@@ -423,12 +432,27 @@ impl Participant {
         let Some(c) = env.first_correlation() else {
             return self.invalid(env, "mcp/response without correlation_id");
         };
-        if self.requests.pending.contains_key(c) {
+        // Under unified delivery everyone sees request ids: only a target may answer.
+        let from_target = |targets: &[String]| targets.is_empty() || targets.contains(&env.from);
+        if let Some(p) = self.requests.pending.get(c) {
+            if !from_target(&p.targets) {
+                return self.invalid(
+                    env,
+                    "response from a participant the request was not sent to",
+                );
+            }
             let id = c.to_owned();
             self.settle(now, &id, response_outcome(env.payload.as_ref()));
-        } else if let Some(proposal) = self.requests.fulfilments.get(c).cloned() {
+        } else if let Some((proposal, targets)) = self.requests.fulfilments.get(c) {
+            if !from_target(targets) {
+                return self.invalid(
+                    env,
+                    "response from a participant the fulfilment was not sent to",
+                );
+            }
             // First response to any fulfilment settles the proposal; later ones find
             // nothing pending.
+            let proposal = proposal.clone();
             self.settle(
                 now,
                 proposal.as_str(),
