@@ -30,7 +30,11 @@ fn note_table() {
         (json!({"kind":"*"}), json!({"kind":"mcp/request"}), true),
         (json!({"kind":"mcp/*"}), json!({"kind":"mcp/a/b"}), false),
         (json!({"kind":"mcp/**"}), json!({"kind":"mcp/a/b"}), true),
-        (json!({"kind":["chat","mcp/*"]}), json!({"kind":"mcp/proposal"}), true),
+        (
+            json!({"kind":["chat","mcp/*"]}),
+            json!({"kind":"mcp/proposal"}),
+            true,
+        ),
         (
             json!({"kind":"mcp/request","payload":{"method":"*/list"}}),
             json!({"kind":"mcp/request","payload":{"method":"tools/list"}}),
@@ -76,7 +80,11 @@ fn note_table() {
             json!({"kind":"x","payload":{"n":"5"}}),
             false,
         ),
-        (json!({"kind":"x","payload":{"v":null}}), json!({"kind":"x","payload":{}}), false),
+        (
+            json!({"kind":"x","payload":{"v":null}}),
+            json!({"kind":"x","payload":{}}),
+            false,
+        ),
     ]);
 }
 
@@ -87,8 +95,16 @@ fn note_table_counterparts() {
         (json!({"kind":"mcp/*"}), json!({"kind":"mcp"}), false),
         (json!({"kind":"mcp/*"}), json!({"kind":"chat"}), false),
         (json!({"kind":"*"}), json!({"kind":"a/b/c"}), true),
-        (json!({"kind":["chat","mcp/*"]}), json!({"kind":"chat"}), true),
-        (json!({"kind":["chat","mcp/*"]}), json!({"kind":"reasoning/start"}), false),
+        (
+            json!({"kind":["chat","mcp/*"]}),
+            json!({"kind":"chat"}),
+            true,
+        ),
+        (
+            json!({"kind":["chat","mcp/*"]}),
+            json!({"kind":"reasoning/start"}),
+            false,
+        ),
         (
             json!({"kind":"mcp/request","payload":{"method":"!tools/*"}}),
             json!({"kind":"mcp/request","payload":{"method":"resources/list"}}),
@@ -139,11 +155,31 @@ fn note_table_counterparts() {
             json!({"kind":"x","payload":{"params":[]}}),
             false,
         ),
-        (json!({"kind":"x","payload":{"n":5}}), json!({"kind":"x","payload":{"n":5}}), true),
-        (json!({"kind":"x","payload":{"n":5}}), json!({"kind":"x","payload":{"n":5.0}}), true),
-        (json!({"kind":"x","payload":{"n":5}}), json!({"kind":"x","payload":{"n":6}}), false),
-        (json!({"kind":"x","payload":{"v":null}}), json!({"kind":"x","payload":{"v":null}}), true),
-        (json!({"kind":"x","payload":{"v":null}}), json!({"kind":"x","payload":{"v":0}}), false),
+        (
+            json!({"kind":"x","payload":{"n":5}}),
+            json!({"kind":"x","payload":{"n":5}}),
+            true,
+        ),
+        (
+            json!({"kind":"x","payload":{"n":5}}),
+            json!({"kind":"x","payload":{"n":5.0}}),
+            true,
+        ),
+        (
+            json!({"kind":"x","payload":{"n":5}}),
+            json!({"kind":"x","payload":{"n":6}}),
+            false,
+        ),
+        (
+            json!({"kind":"x","payload":{"v":null}}),
+            json!({"kind":"x","payload":{"v":null}}),
+            true,
+        ),
+        (
+            json!({"kind":"x","payload":{"v":null}}),
+            json!({"kind":"x","payload":{"v":0}}),
+            false,
+        ),
     ]);
 }
 
@@ -156,7 +192,8 @@ fn spec_4_1_profiles() {
     assert!(!full.allows("system/welcome", None));
     assert!(!full.allows("reasoning/start", None));
 
-    let proposal_only = set(json!([{"kind":"mcp/proposal"},{"kind":"mcp/response"},{"kind":"chat"}]));
+    let proposal_only =
+        set(json!([{"kind":"mcp/proposal"},{"kind":"mcp/response"},{"kind":"chat"}]));
     assert!(proposal_only.allows("mcp/proposal", Some(&json!({"method":"tools/call"}))));
     assert!(proposal_only.allows("mcp/response", None));
     assert!(proposal_only.allows("chat", Some(&json!({"text":"hi"}))));
@@ -209,7 +246,11 @@ fn spec_4_2_examples() {
     let chat = json!({"kind":"chat","payload":{"text":"hello"}});
     assert!(matches(&json!({"kind":"chat"}), &chat));
     assert!(matches(&json!({"kind":"*"}), &chat));
-    for c in [json!({"kind":"mcp/*"}), json!({"kind":"chat/*"}), json!({"kind":"cha"})] {
+    for c in [
+        json!({"kind":"mcp/*"}),
+        json!({"kind":"chat/*"}),
+        json!({"kind":"cha"}),
+    ] {
         assert!(!matches(&c, &chat), "{c}");
     }
 }
@@ -245,44 +286,148 @@ fn spec_9_3_mixed_environment() {
 #[test]
 fn scalars_same_type() {
     check(&[
-        (json!({"kind":"k","payload":{"b":true}}), json!({"kind":"k","payload":{"b":true}}), true),
-        (json!({"kind":"k","payload":{"b":true}}), json!({"kind":"k","payload":{"b":"true"}}), false),
-        (json!({"kind":"k","payload":{"b":true}}), json!({"kind":"k","payload":{"b":1}}), false),
-        (json!({"kind":"k","payload":{"b":false}}), json!({"kind":"k","payload":{"b":null}}), false),
-        (json!({"kind":"k","payload":{"n":1.5}}), json!({"kind":"k","payload":{"n":1.5}}), true),
-        (json!({"kind":"k","payload":{"n":-3}}), json!({"kind":"k","payload":{"n":-3}}), true),
-        (json!({"kind":"k","payload":{"n":0}}), json!({"kind":"k","payload":{"n":false}}), false),
-        (json!({"kind":"k","payload":{"s":"5"}}), json!({"kind":"k","payload":{"s":5}}), false),
-        (json!({"kind":"k","payload":{"s":"*"}}), json!({"kind":"k","payload":{"s":5}}), false),
-        (json!({"kind":"k","payload":{"s":"*"}}), json!({"kind":"k","payload":{"s":null}}), false),
-        (json!({"kind":"k","payload":{"s":"*"}}), json!({"kind":"k","payload":{"s":""}}), true),
-        (json!({"kind":"k","payload":{"s":"!x"}}), json!({"kind":"k","payload":{"s":null}}), false),
-        (json!({"kind":"k","payload":{"s":"!x"}}), json!({"kind":"k","payload":{"s":["y"]}}), false),
+        (
+            json!({"kind":"k","payload":{"b":true}}),
+            json!({"kind":"k","payload":{"b":true}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"b":true}}),
+            json!({"kind":"k","payload":{"b":"true"}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"b":true}}),
+            json!({"kind":"k","payload":{"b":1}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"b":false}}),
+            json!({"kind":"k","payload":{"b":null}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"n":1.5}}),
+            json!({"kind":"k","payload":{"n":1.5}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"n":-3}}),
+            json!({"kind":"k","payload":{"n":-3}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"n":0}}),
+            json!({"kind":"k","payload":{"n":false}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"s":"5"}}),
+            json!({"kind":"k","payload":{"s":5}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"s":"*"}}),
+            json!({"kind":"k","payload":{"s":5}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"s":"*"}}),
+            json!({"kind":"k","payload":{"s":null}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"s":"*"}}),
+            json!({"kind":"k","payload":{"s":""}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"s":"!x"}}),
+            json!({"kind":"k","payload":{"s":null}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"s":"!x"}}),
+            json!({"kind":"k","payload":{"s":["y"]}}),
+            false,
+        ),
     ]);
 }
 
 #[test]
 fn scalar_never_matches_array_elementwise() {
     check(&[
-        (json!({"kind":"k","payload":{"t":"a"}}), json!({"kind":"k","payload":{"t":["a"]}}), false),
-        (json!({"kind":"k","payload":{"t":"*"}}), json!({"kind":"k","payload":{"t":["a"]}}), false),
-        (json!({"kind":"k","payload":{"t":1}}), json!({"kind":"k","payload":{"t":[1]}}), false),
-        (json!({"kind":"k","payload":{"$.t[*]":"a"}}), json!({"kind":"k","payload":{"t":["b","a"]}}), true),
-        (json!({"kind":"k","payload":{"$.t[0]":"a"}}), json!({"kind":"k","payload":{"t":["b","a"]}}), false),
-        (json!({"kind":"k","payload":{"$.t[1]":"a"}}), json!({"kind":"k","payload":{"t":["b","a"]}}), true),
+        (
+            json!({"kind":"k","payload":{"t":"a"}}),
+            json!({"kind":"k","payload":{"t":["a"]}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"t":"*"}}),
+            json!({"kind":"k","payload":{"t":["a"]}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"t":1}}),
+            json!({"kind":"k","payload":{"t":[1]}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"$.t[*]":"a"}}),
+            json!({"kind":"k","payload":{"t":["b","a"]}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"$.t[0]":"a"}}),
+            json!({"kind":"k","payload":{"t":["b","a"]}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"$.t[1]":"a"}}),
+            json!({"kind":"k","payload":{"t":["b","a"]}}),
+            true,
+        ),
     ]);
 }
 
 #[test]
 fn arrays_are_alternatives() {
     check(&[
-        (json!({"kind":"k","payload":{"m":["a","b*"]}}), json!({"kind":"k","payload":{"m":"bx"}}), true),
-        (json!({"kind":"k","payload":{"m":["a","b*"]}}), json!({"kind":"k","payload":{"m":"c"}}), false),
-        (json!({"kind":"k","payload":{"m":[1,"1"]}}), json!({"kind":"k","payload":{"m":1}}), true),
-        (json!({"kind":"k","payload":{"m":[]}}), json!({"kind":"k","payload":{"m":"a"}}), false),
-        (json!({"kind":"k","payload":{"m":[{"a":1},{"b":2}]}}), json!({"kind":"k","payload":{"m":{"b":2,"c":3}}}), true),
-        (json!({"kind":"k","payload":[{"a":1},{"b":2}]}), json!({"kind":"k","payload":{"b":2}}), true),
-        (json!({"kind":["a",["b",["c*"]]]}), json!({"kind":"cc"}), true),
+        (
+            json!({"kind":"k","payload":{"m":["a","b*"]}}),
+            json!({"kind":"k","payload":{"m":"bx"}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"m":["a","b*"]}}),
+            json!({"kind":"k","payload":{"m":"c"}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"m":[1,"1"]}}),
+            json!({"kind":"k","payload":{"m":1}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"m":[]}}),
+            json!({"kind":"k","payload":{"m":"a"}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"m":[{"a":1},{"b":2}]}}),
+            json!({"kind":"k","payload":{"m":{"b":2,"c":3}}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":[{"a":1},{"b":2}]}),
+            json!({"kind":"k","payload":{"b":2}}),
+            true,
+        ),
+        (
+            json!({"kind":["a",["b",["c*"]]]}),
+            json!({"kind":"cc"}),
+            true,
+        ),
         (json!({"kind":[]}), json!({"kind":"a"}), false),
     ]);
 }
@@ -291,39 +436,147 @@ fn arrays_are_alternatives() {
 fn objects_are_subset_matches() {
     check(&[
         (json!({"kind":"k","payload":{}}), json!({"kind":"k"}), true),
-        (json!({"kind":"k","payload":{}}), json!({"kind":"k","payload":{"a":1}}), true),
-        (json!({"kind":"k","payload":{}}), json!({"kind":"k","payload":"text"}), false),
-        (json!({"kind":"k","payload":{}}), json!({"kind":"k","payload":[]}), false),
-        (json!({"kind":"k","payload":{"a":{}}}), json!({"kind":"k","payload":{"a":{"z":1}}}), true),
-        (json!({"kind":"k","payload":{"a":{}}}), json!({"kind":"k","payload":{"a":[]}}), false),
-        (json!({"kind":"k","payload":{"a":{}}}), json!({"kind":"k","payload":{}}), false),
-        (json!({"kind":"k","payload":{"a":1,"b":2}}), json!({"kind":"k","payload":{"a":1}}), false),
-        (json!({"kind":"k","payload":{"a":1,"b":2}}), json!({"kind":"k","payload":{"a":1,"b":2,"c":3}}), true),
-        (json!({"kind":"k","payload":"hi*"}), json!({"kind":"k","payload":"hint"}), true),
-        (json!({"kind":"k","payload":"hi*"}), json!({"kind":"k"}), false),
-        (json!({"kind":"k","payload":null}), json!({"kind":"k"}), false),
+        (
+            json!({"kind":"k","payload":{}}),
+            json!({"kind":"k","payload":{"a":1}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{}}),
+            json!({"kind":"k","payload":"text"}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{}}),
+            json!({"kind":"k","payload":[]}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"a":{}}}),
+            json!({"kind":"k","payload":{"a":{"z":1}}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"a":{}}}),
+            json!({"kind":"k","payload":{"a":[]}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"a":{}}}),
+            json!({"kind":"k","payload":{}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"a":1,"b":2}}),
+            json!({"kind":"k","payload":{"a":1}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"a":1,"b":2}}),
+            json!({"kind":"k","payload":{"a":1,"b":2,"c":3}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":"hi*"}),
+            json!({"kind":"k","payload":"hint"}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":"hi*"}),
+            json!({"kind":"k"}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":null}),
+            json!({"kind":"k"}),
+            false,
+        ),
     ]);
 }
 
 #[test]
 fn glob_keys_and_deep_keys() {
     check(&[
-        (json!({"kind":"k","payload":{"para*":{"name":"x"}}}), json!({"kind":"k","payload":{"params":{"name":"x"}}}), true),
-        (json!({"kind":"k","payload":{"para*":{"name":"x"}}}), json!({"kind":"k","payload":{"params":{"name":"y"}, "paragraph":{"name":"x"}}}), true),
-        (json!({"kind":"k","payload":{"para*":{"name":"x"}}}), json!({"kind":"k","payload":{"params":{"name":"y"}}}), false),
-        (json!({"kind":"k","payload":{"para*":"!x"}}), json!({"kind":"k","payload":{"other":"y"}}), false),
-        (json!({"kind":"k","payload":{"*":"x"}}), json!({"kind":"k","payload":{"anything":"x"}}), true),
-        (json!({"kind":"k","payload":{"*":"x"}}), json!({"kind":"k","payload":{}}), false),
-        (json!({"kind":"k","payload":{"{a,b}":1}}), json!({"kind":"k","payload":{"b":1}}), true),
-        (json!({"kind":"k","payload":{"?":1}}), json!({"kind":"k","payload":{"ab":1}}), false),
-        (json!({"kind":"k","payload":{"**":{"token":"*"}}}), json!({"kind":"k","payload":{"a":[{"b":{"token":"t"}}]}}), true),
-        (json!({"kind":"k","payload":{"**":{"token":"*"}}}), json!({"kind":"k","payload":{"token":"t"}}), true),
-        (json!({"kind":"k","payload":{"**":{"token":"*"}}}), json!({"kind":"k","payload":{"a":[{"token":1}]}}), false),
-        (json!({"kind":"k","payload":{"**":"/rm -rf/"}}), json!({"kind":"k","payload":{"args":["ls","sudo rm -rf /"]}}), true),
-        (json!({"kind":"k","payload":{"**":5}}), json!({"kind":"k","payload":{"a":[[[5]]]}}), true),
-        (json!({"kind":"k","payload":{"**":{}}}), json!({"kind":"k"}), true),
-        (json!({"kind":"k","payload":{"**":"x"}}), json!({"kind":"k"}), false),
-        (json!({"kind":"k","payload":{"outer":{"**":"x"}}}), json!({"kind":"k","payload":{"x":"x","outer":{}}}), false),
+        (
+            json!({"kind":"k","payload":{"para*":{"name":"x"}}}),
+            json!({"kind":"k","payload":{"params":{"name":"x"}}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"para*":{"name":"x"}}}),
+            json!({"kind":"k","payload":{"params":{"name":"y"}, "paragraph":{"name":"x"}}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"para*":{"name":"x"}}}),
+            json!({"kind":"k","payload":{"params":{"name":"y"}}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"para*":"!x"}}),
+            json!({"kind":"k","payload":{"other":"y"}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"*":"x"}}),
+            json!({"kind":"k","payload":{"anything":"x"}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"*":"x"}}),
+            json!({"kind":"k","payload":{}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"{a,b}":1}}),
+            json!({"kind":"k","payload":{"b":1}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"?":1}}),
+            json!({"kind":"k","payload":{"ab":1}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"**":{"token":"*"}}}),
+            json!({"kind":"k","payload":{"a":[{"b":{"token":"t"}}]}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"**":{"token":"*"}}}),
+            json!({"kind":"k","payload":{"token":"t"}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"**":{"token":"*"}}}),
+            json!({"kind":"k","payload":{"a":[{"token":1}]}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"**":"/rm -rf/"}}),
+            json!({"kind":"k","payload":{"args":["ls","sudo rm -rf /"]}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"**":5}}),
+            json!({"kind":"k","payload":{"a":[[[5]]]}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"**":{}}}),
+            json!({"kind":"k"}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"**":"x"}}),
+            json!({"kind":"k"}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"outer":{"**":"x"}}}),
+            json!({"kind":"k","payload":{"x":"x","outer":{}}}),
+            false,
+        ),
     ]);
 }
 
@@ -354,30 +607,90 @@ fn jsonpath_keys() {
 fn negation() {
     check(&[
         (json!({"kind":"!system/*"}), json!({"kind":"chat"}), true),
-        (json!({"kind":"!system/*"}), json!({"kind":"system/error"}), false),
+        (
+            json!({"kind":"!system/*"}),
+            json!({"kind":"system/error"}),
+            false,
+        ),
         (json!({"kind":"!chat"}), json!({"kind":"chat"}), false),
         (json!({"kind":"!chat"}), json!({"kind":"mcp/request"}), true),
-        (json!({"kind":"k","payload":{"cmd":"!/^rm /"}}), json!({"kind":"k","payload":{"cmd":"ls"}}), true),
-        (json!({"kind":"k","payload":{"cmd":"!/^rm /"}}), json!({"kind":"k","payload":{"cmd":"rm x"}}), false),
-        (json!({"kind":"k","payload":{"cmd":["!a*","a1"]}}), json!({"kind":"k","payload":{"cmd":"a1"}}), true),
+        (
+            json!({"kind":"k","payload":{"cmd":"!/^rm /"}}),
+            json!({"kind":"k","payload":{"cmd":"ls"}}),
+            true,
+        ),
+        (
+            json!({"kind":"k","payload":{"cmd":"!/^rm /"}}),
+            json!({"kind":"k","payload":{"cmd":"rm x"}}),
+            false,
+        ),
+        (
+            json!({"kind":"k","payload":{"cmd":["!a*","a1"]}}),
+            json!({"kind":"k","payload":{"cmd":"a1"}}),
+            true,
+        ),
     ]);
 }
 
 #[test]
 fn globs_in_kinds() {
     check(&[
-        (json!({"kind":"mcp/{request,response}"}), json!({"kind":"mcp/response"}), true),
-        (json!({"kind":"mcp/{request,response}"}), json!({"kind":"mcp/proposal"}), false),
-        (json!({"kind":"mcp/re?uest"}), json!({"kind":"mcp/request"}), true),
-        (json!({"kind":"mcp/re?uest"}), json!({"kind":"mcp/reuest"}), false),
-        (json!({"kind":"*/request"}), json!({"kind":"mcp/request"}), true),
-        (json!({"kind":"*/request"}), json!({"kind":"a/mcp/request"}), false),
-        (json!({"kind":"**/request"}), json!({"kind":"a/mcp/request"}), true),
+        (
+            json!({"kind":"mcp/{request,response}"}),
+            json!({"kind":"mcp/response"}),
+            true,
+        ),
+        (
+            json!({"kind":"mcp/{request,response}"}),
+            json!({"kind":"mcp/proposal"}),
+            false,
+        ),
+        (
+            json!({"kind":"mcp/re?uest"}),
+            json!({"kind":"mcp/request"}),
+            true,
+        ),
+        (
+            json!({"kind":"mcp/re?uest"}),
+            json!({"kind":"mcp/reuest"}),
+            false,
+        ),
+        (
+            json!({"kind":"*/request"}),
+            json!({"kind":"mcp/request"}),
+            true,
+        ),
+        (
+            json!({"kind":"*/request"}),
+            json!({"kind":"a/mcp/request"}),
+            false,
+        ),
+        (
+            json!({"kind":"**/request"}),
+            json!({"kind":"a/mcp/request"}),
+            true,
+        ),
         (json!({"kind":"**"}), json!({"kind":"a/b"}), true),
-        (json!({"kind":"participant/*"}), json!({"kind":"participant/pause"}), true),
-        (json!({"kind":"/^stream\\//"}), json!({"kind":"stream/open"}), true),
-        (json!({"kind":"/^stream\\//"}), json!({"kind":"x/stream/open"}), false),
-        (json!({"kind":"/request/"}), json!({"kind":"mcp/request"}), true),
+        (
+            json!({"kind":"participant/*"}),
+            json!({"kind":"participant/pause"}),
+            true,
+        ),
+        (
+            json!({"kind":"/^stream\\//"}),
+            json!({"kind":"stream/open"}),
+            true,
+        ),
+        (
+            json!({"kind":"/^stream\\//"}),
+            json!({"kind":"x/stream/open"}),
+            false,
+        ),
+        (
+            json!({"kind":"/request/"}),
+            json!({"kind":"mcp/request"}),
+            true,
+        ),
     ]);
 }
 
@@ -392,15 +705,24 @@ fn invalid_patterns_are_refused_with_a_reason() {
         (json!({"kind": {"a":1}}), "string pattern"),
         (json!({"kind": [1]}), "string pattern"),
         (json!({"kind": "!"}), "`!` alone"),
-        (json!({"kind": "x", "payload": {"a":"!"}}), "payload.a: `!` alone"),
-        (json!({"kind": "x", "payload": {"q":"/(unclosed/"}}), "invalid regex"),
+        (
+            json!({"kind": "x", "payload": {"a":"!"}}),
+            "payload.a: `!` alone",
+        ),
+        (
+            json!({"kind": "x", "payload": {"q":"/(unclosed/"}}),
+            "invalid regex",
+        ),
         (json!({"kind": "mcp/{a,b"}), "unbalanced"),
         (json!({"kind": "mcp/a}*"}), "unbalanced"),
         (json!({"kind": "x", "payload": {"{a": 1}}), "unbalanced"),
         (json!({"kind": "x", "payload": {"$.a[": 1}}), "JSONPath"),
         (json!({"kind": "x", "payload": {"$ref": 1}}), "JSONPath"),
         (json!({"kind": long}), "exceeds the limit"),
-        (json!({"kind": "x", "payload": {"**": {"**": 1}}}), "search inside a search"),
+        (
+            json!({"kind": "x", "payload": {"**": {"**": 1}}}),
+            "search inside a search",
+        ),
         (json!({"id": "cap-7", "kind": "!"}), "capability \"cap-7\""),
     ] {
         let e = Capability::compile(c.clone()).expect_err(&c.to_string());
@@ -414,8 +736,12 @@ fn invalid_patterns_are_refused_with_a_reason() {
     let e = Capability::compile(json!({"kind": "x", "payload": deep})).unwrap_err();
     assert!(e.reason.contains("deeper than 32"), "{}", e.reason);
 
-    let e = CapabilitySet::compile(&[json!({"kind":"a"}), json!({"kind":"b"}), json!({"kind":"/[/"})])
-        .unwrap_err();
+    let e = CapabilitySet::compile(&[
+        json!({"kind":"a"}),
+        json!({"kind":"b"}),
+        json!({"kind":"/[/"}),
+    ])
+    .unwrap_err();
     assert_eq!(e.index, Some(2));
     assert!(e.to_string().contains("#2"), "{e}");
 }
@@ -443,7 +769,8 @@ fn extra_keys_are_kept_and_ignored() {
     let back: Capability = serde_json::from_value(s).unwrap();
     assert_eq!(back, c);
     assert!(serde_json::from_value::<Capability>(json!({"kind":"!"})).is_err());
-    let set: CapabilitySet = serde_json::from_value(json!([raw.clone(), {"kind":"mcp/*"}])).unwrap();
+    let set: CapabilitySet =
+        serde_json::from_value(json!([raw.clone(), {"kind":"mcp/*"}])).unwrap();
     assert_eq!(set.to_json(), json!([raw, {"kind":"mcp/*"}]));
 }
 
@@ -461,12 +788,19 @@ fn precheck_decides_on_kind_when_it_can() {
     let c = cap(json!({"kind":"chat","payload":{"a":1}}));
     assert_eq!(c.matches_kind_only("x"), Some(false));
     assert_eq!(c.matches_kind_only("chat"), None);
-    assert_eq!(cap(json!({"kind":"chat"})).matches_kind_only("chat"), Some(true));
     assert_eq!(
-        s.first_match("mcp/request", Some(&json!({"method":"tools/list"}))).map(|c| c.raw()["kind"].clone()),
+        cap(json!({"kind":"chat"})).matches_kind_only("chat"),
+        Some(true)
+    );
+    assert_eq!(
+        s.first_match("mcp/request", Some(&json!({"method":"tools/list"})))
+            .map(|c| c.raw()["kind"].clone()),
         Some(json!("mcp/request"))
     );
-    assert!(s.first_match("mcp/request", Some(&json!({"method":"tools/call"}))).is_none());
+    assert!(
+        s.first_match("mcp/request", Some(&json!({"method":"tools/call"})))
+            .is_none()
+    );
 }
 
 #[test]
@@ -533,8 +867,10 @@ fn delegation_examples() {
     let not_rm = set(json!([{"kind":"k","payload":{"cmd":"!rm *"}}]));
     assert!(not_rm.covers(&cap(json!({"kind":"k","payload":{"cmd":"!rm*"}}))));
     // "rmdir" is not `rm *` but is `rm*`: the wider negation is not covered.
-    assert!(!set(json!([{"kind":"k","payload":{"cmd":"!rm*"}}]))
-        .covers(&cap(json!({"kind":"k","payload":{"cmd":"!rm *"}}))));
+    assert!(
+        !set(json!([{"kind":"k","payload":{"cmd":"!rm*"}}]))
+            .covers(&cap(json!({"kind":"k","payload":{"cmd":"!rm *"}})))
+    );
     assert!(not_rm.covers(&cap(json!({"kind":"k","payload":{"cmd":"ls"}}))));
     assert!(!not_rm.covers(&cap(json!({"kind":"k","payload":{"cmd":"rm -rf"}}))));
     assert!(!not_rm.covers(&cap(json!({"kind":"k","payload":{"cmd":"!rm"}}))));

@@ -50,7 +50,9 @@ fn arb_plain_value() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(|n| json!(n)),
         any::<f64>().prop_filter_map("finite", |f| Number::from_f64(f).map(Value::Number)),
         "[a-z0-9_ ./-]{0,12}"
-            .prop_filter("not a regex", |s| !(s.len() > 2 && s.starts_with('/') && s.ends_with('/')))
+            .prop_filter("not a regex", |s| !(s.len() > 2
+                && s.starts_with('/')
+                && s.ends_with('/')))
             .prop_map(Value::String),
     ];
     leaf.prop_recursive(5, 32, 5, |inner| {
@@ -66,7 +68,9 @@ fn arb_glob() -> impl Strategy<Value = String> {
         "[ab/*?]{1,6}",
         "[ab/]{0,2}\\{[ab*]{0,2},[ab/]{0,2}\\}[ab*/]{0,2}",
     ]
-    .prop_filter("not a regex", |s| !(s.len() > 2 && s.starts_with('/') && s.ends_with('/')))
+    .prop_filter("not a regex", |s| {
+        !(s.len() > 2 && s.starts_with('/') && s.ends_with('/'))
+    })
 }
 
 fn config(cases: u32) -> Config {
@@ -136,18 +140,52 @@ fn pick<T: Clone + std::fmt::Debug + 'static>(items: &'static [T]) -> impl Strat
     prop::sample::select(items)
 }
 
-const KINDS: &[&str] = &["mcp/request", "mcp/response", "mcp/proposal", "chat", "mcp/a/b", "system/x"];
+const KINDS: &[&str] = &[
+    "mcp/request",
+    "mcp/response",
+    "mcp/proposal",
+    "chat",
+    "mcp/a/b",
+    "system/x",
+];
 const KIND_PATS: &[&str] = &[
-    "*", "mcp/*", "mcp/**", "mcp/request", "mcp/response", "chat", "!chat", "!mcp/*",
-    "mcp/{request,response}", "mcp/re*", "/^mcp/", "mcp/?equest", "**/b",
+    "*",
+    "mcp/*",
+    "mcp/**",
+    "mcp/request",
+    "mcp/response",
+    "chat",
+    "!chat",
+    "!mcp/*",
+    "mcp/{request,response}",
+    "mcp/re*",
+    "/^mcp/",
+    "mcp/?equest",
+    "**/b",
 ];
 const METHODS: &[&str] = &["tools/call", "tools/list", "resources/list", "x"];
 const METHOD_PATS: &[&str] = &[
-    "tools/*", "tools/call", "*/list", "!tools/*", "!tools/call", "*", "tools/{call,list}",
-    "/list$/", "!*/list", "t*",
+    "tools/*",
+    "tools/call",
+    "*/list",
+    "!tools/*",
+    "!tools/call",
+    "*",
+    "tools/{call,list}",
+    "/list$/",
+    "!*/list",
+    "t*",
 ];
 const NAMES: &[&str] = &["read_file", "write_file", "read_x", "file_a"];
-const NAME_PATS: &[&str] = &["read_*", "read_file", "*", "!write_*", "{read,write}_file", "*_file", "!read_*"];
+const NAME_PATS: &[&str] = &[
+    "read_*",
+    "read_file",
+    "*",
+    "!write_*",
+    "{read,write}_file",
+    "*_file",
+    "!read_*",
+];
 
 fn arb_str_pat(items: &'static [&'static str]) -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -228,7 +266,10 @@ fn arb_envelope() -> impl Strategy<Value = (String, Option<Value>)> {
             }
             Value::Object(o)
         });
-    (pick(KINDS).prop_map(String::from), prop::option::of(payload))
+    (
+        pick(KINDS).prop_map(String::from),
+        prop::option::of(payload),
+    )
 }
 
 #[test]
@@ -268,7 +309,10 @@ fn covers_is_sound() {
     let (covered, exercised, total) = (covered.get(), exercised.get(), total.get());
     // The property is not vacuous: many grants are covered and do match envelopes.
     eprintln!("covers: {covered}/{total} grants, {exercised} matching envelopes checked");
-    assert!(covered * 10 >= total, "only {covered} of {total} grants covered");
+    assert!(
+        covered * 10 >= total,
+        "only {covered} of {total} grants covered"
+    );
     assert!(exercised >= 2000, "only {exercised} envelopes exercised");
 }
 

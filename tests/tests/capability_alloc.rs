@@ -64,20 +64,55 @@ fn matching_does_not_allocate() {
     .unwrap();
 
     let frames = [
-        (r#"{"protocol":"mew/v0.4","id":"1","from":"a","kind":"chat","payload":{"text":"hi"}}"#, true),
-        (r#"{"protocol":"mew/v0.4","id":"2","from":"a","kind":"mcp/request","payload":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/x"}}}}"#, true),
-        (r#"{"protocol":"mew/v0.4","id":"3","from":"a","kind":"mcp/request","payload":{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_file"}}}"#, false),
-        (r#"{"protocol":"mew/v0.4","id":"4","from":"a","kind":"mcp/request","payload":{"jsonrpc":"2.0","id":3,"method":"resources/list"}}"#, true),
-        (r#"{"protocol":"mew/v0.4","id":"5","from":"a","kind":"mcp/response","payload":{"result":{"content":[{"text":"host:8080"}]}}}"#, true),
-        (r#"{"protocol":"mew/v0.4","id":"6","from":"a","kind":"mcp/proposal","payload":{"result":{"content":[{"text":"nothing"}]}}}"#, false),
-        (r#"{"protocol":"mew/v0.4","id":"7","from":"a","kind":"stream/data","payload":{"items":[{"name":"dir"},{"name":"file_a"}]}}"#, true),
-        (r#"{"protocol":"mew/v0.4","id":"8","from":"a","kind":"stream/data","payload":{"items":[{"name":"file_ab"}]}}"#, false),
-        (r#"{"protocol":"mew/v0.4","id":"9","from":"a","kind":"reasoning/start"}"#, false),
-        (r#"{"protocol":"mew/v0.4","id":"10","from":"a","kind":"mcp/request"}"#, false),
+        (
+            r#"{"protocol":"mew/v0.4","id":"1","from":"a","kind":"chat","payload":{"text":"hi"}}"#,
+            true,
+        ),
+        (
+            r#"{"protocol":"mew/v0.4","id":"2","from":"a","kind":"mcp/request","payload":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/x"}}}}"#,
+            true,
+        ),
+        (
+            r#"{"protocol":"mew/v0.4","id":"3","from":"a","kind":"mcp/request","payload":{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_file"}}}"#,
+            false,
+        ),
+        (
+            r#"{"protocol":"mew/v0.4","id":"4","from":"a","kind":"mcp/request","payload":{"jsonrpc":"2.0","id":3,"method":"resources/list"}}"#,
+            true,
+        ),
+        (
+            r#"{"protocol":"mew/v0.4","id":"5","from":"a","kind":"mcp/response","payload":{"result":{"content":[{"text":"host:8080"}]}}}"#,
+            true,
+        ),
+        (
+            r#"{"protocol":"mew/v0.4","id":"6","from":"a","kind":"mcp/proposal","payload":{"result":{"content":[{"text":"nothing"}]}}}"#,
+            false,
+        ),
+        (
+            r#"{"protocol":"mew/v0.4","id":"7","from":"a","kind":"stream/data","payload":{"items":[{"name":"dir"},{"name":"file_a"}]}}"#,
+            true,
+        ),
+        (
+            r#"{"protocol":"mew/v0.4","id":"8","from":"a","kind":"stream/data","payload":{"items":[{"name":"file_ab"}]}}"#,
+            false,
+        ),
+        (
+            r#"{"protocol":"mew/v0.4","id":"9","from":"a","kind":"reasoning/start"}"#,
+            false,
+        ),
+        (
+            r#"{"protocol":"mew/v0.4","id":"10","from":"a","kind":"mcp/request"}"#,
+            false,
+        ),
     ];
     let envelopes: Vec<(Envelope, bool)> = frames
         .iter()
-        .map(|(f, want)| (Envelope::parse(f.as_bytes(), &Limits::default()).unwrap(), *want))
+        .map(|(f, want)| {
+            (
+                Envelope::parse(f.as_bytes(), &Limits::default()).unwrap(),
+                *want,
+            )
+        })
         .collect();
 
     // Warm-up: the `regex` engine sets up its per-thread scratch space on first use.

@@ -102,9 +102,7 @@ fn val_covers(a: &ValuePat, b: &ValuePat) -> bool {
         (_, ValuePat::Bool(x)) => a.matches(&Value::Bool(*x)),
         (_, ValuePat::Num(n)) => a.matches(&Value::Number(n.clone())),
         (ValuePat::Str(x), ValuePat::Str(y)) => str_covers(x, y),
-        (ValuePat::Object(ea), ValuePat::Object(eb)) => {
-            ea.iter().all(|e| entry_implied(e, eb, b))
-        }
+        (ValuePat::Object(ea), ValuePat::Object(eb)) => ea.iter().all(|e| entry_implied(e, eb, b)),
         _ => false,
     }
 }

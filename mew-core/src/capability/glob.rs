@@ -80,7 +80,12 @@ impl Glob {
                 .size_limit(REGEX_SIZE_LIMIT)
                 .dfa_size_limit(REGEX_SIZE_LIMIT)
                 .build()
-                .map_err(|e| format!("glob {src:?} is too complex: {e}"))?;
+                .map_err(|e| {
+                    format!(
+                        "glob {src:?} is too complex: {}",
+                        super::string::one_line(&e.to_string())
+                    )
+                })?;
             Matcher::Regex(compiled)
         };
         Ok(Glob {
@@ -114,8 +119,11 @@ impl Glob {
                     && s.as_bytes().starts_with(prefix.as_bytes())
                     && s.as_bytes().ends_with(suffix.as_bytes())
                     && (*cross
-                        || memchr::memchr(b'/', &s.as_bytes()[prefix.len()..s.len() - suffix.len()])
-                            .is_none())
+                        || memchr::memchr(
+                            b'/',
+                            &s.as_bytes()[prefix.len()..s.len() - suffix.len()],
+                        )
+                        .is_none())
             }
             Matcher::Regex(re) => re.is_match(s),
         }
@@ -242,7 +250,9 @@ fn to_regex(seq: &[Node], out: &mut String) {
 fn expand_seq(seq: &[Node], out: &mut Vec<Vec<Tok>>) -> Option<()> {
     for n in seq {
         match n {
-            Node::Lit(s) => out.iter_mut().for_each(|o| o.extend(s.chars().map(Tok::Char))),
+            Node::Lit(s) => out
+                .iter_mut()
+                .for_each(|o| o.extend(s.chars().map(Tok::Char))),
             Node::Star => out.iter_mut().for_each(|o| o.push(Tok::Star)),
             Node::DStar => out.iter_mut().for_each(|o| o.push(Tok::DStar)),
             Node::Quest => out.iter_mut().for_each(|o| o.push(Tok::Quest)),
@@ -292,7 +302,8 @@ pub(crate) fn tokens_cover(a: &[Tok], b: &[Tok]) -> bool {
                     }
                 }
                 Tok::Quest => {
-                    if matches!(tb, Some(Tok::Quest)) || matches!(tb, Some(Tok::Char(c)) if c != '/')
+                    if matches!(tb, Some(Tok::Quest))
+                        || matches!(tb, Some(Tok::Char(c)) if c != '/')
                     {
                         reach[(i + 1) * w + j + 1] = true;
                     }

@@ -31,7 +31,9 @@ impl JsonPath {
     /// Parses a path starting with `$`.
     pub(crate) fn compile(src: &str) -> Result<JsonPath, String> {
         let bad = |why: &str| format!("unsupported JSONPath {src:?}: {why}");
-        let mut rest = src.strip_prefix('$').ok_or_else(|| bad("must start with `$`"))?;
+        let mut rest = src
+            .strip_prefix('$')
+            .ok_or_else(|| bad("must start with `$`"))?;
         let mut segs = Vec::new();
         while !rest.is_empty() {
             let (desc, after) = match rest.strip_prefix("..") {

@@ -10,7 +10,8 @@ use serde_json::Value;
 pub fn check_line(line: &str) -> String {
     match check(line) {
         Ok(b) => b.to_string(),
-        Err(e) => format!("error: {e}"),
+        // One answer per line, whatever the reason contains.
+        Err(e) => format!("error: {}", e.replace(['\n', '\r'], " ")),
     }
 }
 
@@ -18,11 +19,9 @@ fn check(line: &str) -> Result<bool, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
     let obj = v.as_object().ok_or("a line must be a JSON object")?;
     let set = match (obj.get("capability"), obj.get("capabilities")) {
-        (Some(c), None) => {
-            CapabilitySet::from_capabilities(vec![
-                Capability::compile(c.clone()).map_err(|e| e.to_string())?,
-            ])
-        }
+        (Some(c), None) => CapabilitySet::from_capabilities(vec![
+            Capability::compile(c.clone()).map_err(|e| e.to_string())?,
+        ]),
         (None, Some(Value::Array(list))) => {
             CapabilitySet::compile(list).map_err(|e| e.to_string())?
         }
@@ -70,10 +69,19 @@ mod tests {
             ("not json", "error: invalid JSON"),
             ("[]", "error: a line must be"),
             (r#"{"message":{"kind":"x"}}"#, "error: expected exactly one"),
-            (r#"{"capability":{"kind":"!"},"message":{"kind":"x"}}"#, "error: invalid capability: kind: `!` alone"),
-            (r#"{"capabilities":[{"kind":"a"},{"kind":"/(/"}],"message":{"kind":"x"}}"#, "error: invalid capability #1"),
+            (
+                r#"{"capability":{"kind":"!"},"message":{"kind":"x"}}"#,
+                "error: invalid capability: kind: `!` alone",
+            ),
+            (
+                r#"{"capabilities":[{"kind":"a"},{"kind":"/(/"}],"message":{"kind":"x"}}"#,
+                "error: invalid capability #1",
+            ),
             (r#"{"capability":{"kind":"x"}}"#, "error: missing `message`"),
-            (r#"{"capability":{"kind":"x"},"message":{"kind":5}}"#, "error: the message needs"),
+            (
+                r#"{"capability":{"kind":"x"},"message":{"kind":5}}"#,
+                "error: the message needs",
+            ),
         ] {
             let got = check_line(line);
             assert!(got.starts_with(want), "{line} -> {got}");

@@ -23,11 +23,11 @@ mod string;
 mod value;
 
 pub use line::check_line;
-use value::Compiled;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use std::sync::Arc;
 use thiserror::Error;
+use value::Compiled;
 
 /// Why a capability could not be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -41,7 +41,7 @@ impl Positive {
                 .size_limit(REGEX_SIZE_LIMIT)
                 .dfa_size_limit(REGEX_SIZE_LIMIT)
                 .build()
-                .map_err(|e| format!("invalid regex {s:?}: {e}"))?;
+                .map_err(|e| format!("invalid regex {s:?}: {}", one_line(&e.to_string())))?;
             Ok(Positive::Regex { re, src: s.into() })
         } else if s.contains(['*', '?', '{']) {
             Ok(Positive::Glob(
@@ -51,6 +51,11 @@ impl Positive {
             Ok(Positive::Exact(s.into()))
         }
     }
+}
+
+/// The `regex` crate's syntax errors span several lines; reasons are shown on one.
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A compiled string pattern.
@@ -124,6 +129,10 @@ mod tests {
         assert!(StrPat::compile("!").unwrap_err().contains("alone"));
         assert!(StrPat::compile("!!x").is_err());
         assert!(StrPat::compile("/(/").unwrap_err().contains("regex"));
-        assert!(StrPat::compile("read_{a").unwrap_err().contains("unbalanced"));
+        assert!(
+            StrPat::compile("read_{a")
+                .unwrap_err()
+                .contains("unbalanced")
+        );
     }
 }

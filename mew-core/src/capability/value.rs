@@ -69,7 +69,6 @@ impl ValuePat {
             _ => false,
         }
     }
-
 }
 
 impl Entry {
@@ -100,7 +99,9 @@ impl Compiled {
             Some(id) => format!("capability {id:?}: {why}"),
             None => why,
         };
-        let kind_raw = obj.get("kind").ok_or_else(|| named("missing `kind`".into()))?;
+        let kind_raw = obj
+            .get("kind")
+            .ok_or_else(|| named("missing `kind`".into()))?;
         let size = json_len(kind_raw) + obj.get("payload").map_or(0, json_len);
         if size > MAX_PATTERN_BYTES {
             return Err(named(format!(
@@ -171,7 +172,8 @@ fn compile_kind(v: &Value, depth: usize, out: &mut Vec<StrPat>) -> Result<(), St
             if depth > MAX_NESTING {
                 return Err(format!("kind: nested deeper than {MAX_NESTING} levels"));
             }
-            alts.iter().try_for_each(|a| compile_kind(a, depth + 1, out))
+            alts.iter()
+                .try_for_each(|a| compile_kind(a, depth + 1, out))
         }
         _ => Err("`kind` must be a string pattern or an array of them".into()),
     }
@@ -208,7 +210,10 @@ fn compile_value(v: &Value, at: &str, depth: usize, in_search: bool) -> Result<V
                     if search && in_search {
                         return Err(format!("{here}: a search inside a search is not allowed"));
                     }
-                    Entry::Path(path, compile_value(pv, &here, depth + 1, in_search || search)?)
+                    Entry::Path(
+                        path,
+                        compile_value(pv, &here, depth + 1, in_search || search)?,
+                    )
                 } else if k == "**" {
                     if in_search {
                         return Err(format!("{here}: a search inside a search is not allowed"));
@@ -218,7 +223,10 @@ fn compile_value(v: &Value, at: &str, depth: usize, in_search: bool) -> Result<V
                     let g = Glob::compile(k).map_err(|e| format!("{here}: {e}"))?;
                     Entry::GlobKey(g, compile_value(pv, &here, depth + 1, in_search)?)
                 } else {
-                    Entry::Field(k.as_str().into(), compile_value(pv, &here, depth + 1, in_search)?)
+                    Entry::Field(
+                        k.as_str().into(),
+                        compile_value(pv, &here, depth + 1, in_search)?,
+                    )
                 };
                 entries.push(entry);
             }
