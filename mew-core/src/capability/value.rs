@@ -102,6 +102,15 @@ impl Compiled {
         let kind_raw = obj
             .get("kind")
             .ok_or_else(|| named("missing `kind`".into()))?;
+        // Checked before anything walks the whole value, so a hand-built value nested
+        // arbitrarily deep cannot exhaust the stack here.
+        for (name, v) in [("kind", Some(kind_raw)), ("payload", obj.get("payload"))] {
+            if v.is_some_and(|v| deeper_than(v, MAX_NESTING)) {
+                return Err(named(format!(
+                    "{name}: nested deeper than {MAX_NESTING} levels"
+                )));
+            }
+        }
         let size = json_len(kind_raw) + obj.get("payload").map_or(0, json_len);
         if size > MAX_PATTERN_BYTES {
             return Err(named(format!(
@@ -142,6 +151,15 @@ impl Compiled {
                 (None, _) => true,
             },
         }
+    }
+}
+
+/// Whether `v` has more than `limit` levels of nested arrays/objects; recursion stops there.
+fn deeper_than(v: &Value, limit: usize) -> bool {
+    match v {
+        Value::Array(a) => limit == 0 || a.iter().any(|c| deeper_than(c, limit - 1)),
+        Value::Object(o) => limit == 0 || o.values().any(|c| deeper_than(c, limit - 1)),
+        _ => false,
     }
 }
 
@@ -259,6 +277,22 @@ mod tests {
         let p = json!({ "a": p });
         let e = Compiled::new(&json!({"kind": "k", "payload": p})).unwrap_err();
         assert!(e.contains("deeper than 32"), "{e}");
+    }
+
+    #[test]
+    fn very_deep_values_are_refused_without_recursing_through_them() {
+        let mut v = json!(1);
+        for _ in 0..100_000 {
+            v = Value::Array(vec![v]);
+        }
+        let mut cap = Map::new();
+        cap.insert("kind".into(), json!("k"));
+        cap.insert("payload".into(), v);
+        let raw = Value::Object(cap);
+        let e = Compiled::new(&raw).unwrap_err();
+        assert!(e.contains("deeper than 32"), "{e}");
+        // Dropping a value this deep recurses in serde_json itself; leak it instead.
+        std::mem::forget(raw);
     }
 
     #[test]
