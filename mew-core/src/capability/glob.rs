@@ -8,6 +8,7 @@
 //! by hand over bytes; anything with `?`, braces or several wildcards is compiled once to an
 //! anchored expression for the linear-time `regex` engine, which never backtracks.
 
+use super::string::bytes_eq;
 use regex::Regex;
 
 /// Deepest brace nesting accepted.
@@ -115,15 +116,11 @@ impl Glob {
                 suffix,
                 cross,
             } => {
-                s.len() >= prefix.len() + suffix.len()
-                    && s.as_bytes().starts_with(prefix.as_bytes())
-                    && s.as_bytes().ends_with(suffix.as_bytes())
-                    && (*cross
-                        || memchr::memchr(
-                            b'/',
-                            &s.as_bytes()[prefix.len()..s.len() - suffix.len()],
-                        )
-                        .is_none())
+                let (s, p, x) = (s.as_bytes(), prefix.as_bytes(), suffix.as_bytes());
+                s.len() >= p.len() + x.len()
+                    && bytes_eq(&s[..p.len()], p)
+                    && bytes_eq(&s[s.len() - x.len()..], x)
+                    && (*cross || !s[p.len()..s.len() - x.len()].contains(&b'/'))
             }
             Matcher::Regex(re) => re.is_match(s),
         }

@@ -12,7 +12,7 @@
 
 use super::glob::Glob;
 use super::jsonpath::{JsonPath, MAX_DESCENT, descend};
-use super::string::StrPat;
+use super::string::{StrPat, bytes_eq};
 use serde_json::{Map, Number, Value};
 
 /// Deepest array/object nesting accepted in a pattern.
@@ -74,11 +74,24 @@ impl ValuePat {
 impl Entry {
     fn matches(&self, o: &Map<String, Value>, whole: &Value) -> bool {
         match self {
-            Entry::Field(k, p) => o.get(&**k).is_some_and(|v| p.matches(v)),
+            Entry::Field(k, p) => field(o, k).is_some_and(|v| p.matches(v)),
             Entry::GlobKey(g, p) => o.iter().any(|(k, v)| g.matches(k) && p.matches(v)),
             Entry::Deep(p) => descend(whole, MAX_DESCENT, &mut |v| p.matches(v)),
             Entry::Path(path, p) => path.any(whole, &mut |v| p.matches(v)),
         }
+    }
+}
+
+/// Looks a field up. Payloads are mostly small objects, where a scan comparing lengths
+/// first beats the map's ordered search (which calls `memcmp` at every step).
+#[inline]
+fn field<'v>(o: &'v Map<String, Value>, k: &str) -> Option<&'v Value> {
+    if o.len() <= 8 {
+        o.iter()
+            .find(|(name, _)| bytes_eq(name.as_bytes(), k.as_bytes()))
+            .map(|(_, v)| v)
+    } else {
+        o.get(k)
     }
 }
 
