@@ -12,8 +12,10 @@
 //! - `covers`: the (sound) delegation rule used by [`CapabilitySet::covers`].
 //!
 //! Nothing here keeps a cache keyed by message content: the only state a check touches
-//! besides the compiled patterns is the `regex` crate's per-thread scratch space, allocated
-//! on a thread's first regex check and reused after.
+//! besides the compiled patterns is the `regex` crate's pooled scratch space for regexes and
+//! complex globs, allocated on a thread's first such check and reused after (the crate may
+//! build a throwaway one when many threads contend for the same pattern at once). Plain
+//! strings, `*` and the one-wildcard glob shapes never touch it.
 
 mod covers;
 mod glob;
