@@ -4,8 +4,9 @@
 //! There is no escape character. A run of three or more `*` means the same as `**`.
 //! The exact pattern `"*"` matches every string, `/` included (the spec's "all kinds").
 //!
-//! The shapes seen in practice (`mcp/*`, `read_*`, `*/list`, `/public/**`, `a*b`) are matched
-//! by hand over bytes; anything with `?`, braces or several wildcards is compiled once to an
+//! The shapes seen in practice (`mcp/*`, `read_*`, `*/list`, `/public/**`, `a*b`, and braces
+//! over up to 16 such shapes or literals, `mcp/{request,response}`) are matched by hand over
+//! bytes; anything else (`?`, several wildcards in one alternative) is compiled once to an
 //! anchored expression for the linear-time `regex` engine, which never backtracks.
 
 use super::string::bytes_eq;
@@ -42,6 +43,10 @@ pub(crate) enum Tok {
 enum Matcher {
     /// Every string.
     Any,
+    /// One string (a brace alternative without wildcards).
+    Literal(Box<str>),
+    /// A few simple shapes, from braces (`mcp/{request,response}`).
+    Alts(Box<[Matcher]>),
     /// `prefix` + one wildcard + `suffix`; `cross` when the wildcard is `**`.
     Affix {
         prefix: Box<str>,
@@ -50,6 +55,77 @@ enum Matcher {
     },
     /// Everything else.
     Regex(Regex),
+}
+
+impl Matcher {
+    #[inline]
+    fn matches(&self, s: &str) -> bool {
+        match self {
+            Matcher::Any => true,
+            Matcher::Literal(l) => bytes_eq(l.as_bytes(), s.as_bytes()),
+            Matcher::Alts(alts) => alts.iter().any(|m| m.matches(s)),
+            Matcher::Affix {
+                prefix,
+                suffix,
+                cross,
+            } => {
+                let (s, p, x) = (s.as_bytes(), prefix.as_bytes(), suffix.as_bytes());
+                s.len() >= p.len() + x.len()
+                    && bytes_eq(&s[..p.len()], p)
+                    && bytes_eq(&s[s.len() - x.len()..], x)
+                    && (*cross || !s[p.len()..s.len() - x.len()].contains(&b'/'))
+            }
+            Matcher::Regex(re) => re.is_match(s),
+        }
+    }
+}
+
+/// Most brace alternatives matched one by one rather than by an expression.
+const MAX_SIMPLE_ALTS: usize = 16;
+
+/// Braces whose alternatives are all literals or one-wildcard shapes.
+fn simple_alternatives(ast: &[Node]) -> Option<Matcher> {
+    let mut alts = vec![Vec::new()];
+    expand_seq(ast, &mut alts)?;
+    if alts.len() > MAX_SIMPLE_ALTS {
+        return None;
+    }
+    let shapes = alts
+        .iter()
+        .map(|toks| {
+            let nodes = nodes_of(toks);
+            match nodes.as_slice() {
+                [] => Some(Matcher::Literal("".into())),
+                [Node::Lit(l)] => Some(Matcher::Literal(l.as_str().into())),
+                _ => affix(&nodes),
+            }
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Matcher::Alts(shapes.into()))
+}
+
+fn nodes_of(toks: &[Tok]) -> Vec<Node> {
+    let mut out = Vec::new();
+    let mut lit = String::new();
+    for t in toks {
+        match t {
+            Tok::Char(c) => lit.push(*c),
+            Tok::Star => {
+                flush(&mut lit, &mut out);
+                out.push(Node::Star);
+            }
+            Tok::DStar => {
+                flush(&mut lit, &mut out);
+                out.push(Node::DStar);
+            }
+            Tok::Quest => {
+                flush(&mut lit, &mut out);
+                out.push(Node::Quest);
+            }
+        }
+    }
+    flush(&mut lit, &mut out);
+    out
 }
 
 /// A compiled glob.
@@ -71,6 +147,8 @@ impl Glob {
         let matcher = if src == "*" || ast == [Node::DStar] {
             Matcher::Any
         } else if let Some(m) = affix(&ast) {
+            m
+        } else if let Some(m) = simple_alternatives(&ast) {
             m
         } else {
             let mut re = String::with_capacity(src.len() * 2 + 8);
@@ -109,21 +187,7 @@ impl Glob {
     /// Whole-string match; never allocates.
     #[inline]
     pub(crate) fn matches(&self, s: &str) -> bool {
-        match &self.matcher {
-            Matcher::Any => true,
-            Matcher::Affix {
-                prefix,
-                suffix,
-                cross,
-            } => {
-                let (s, p, x) = (s.as_bytes(), prefix.as_bytes(), suffix.as_bytes());
-                s.len() >= p.len() + x.len()
-                    && bytes_eq(&s[..p.len()], p)
-                    && bytes_eq(&s[s.len() - x.len()..], x)
-                    && (*cross || !s[p.len()..s.len() - x.len()].contains(&b'/'))
-            }
-            Matcher::Regex(re) => re.is_match(s),
-        }
+        self.matcher.matches(s)
     }
 
     /// The brace-free alternatives this glob stands for, or `None` when there are more than
@@ -341,7 +405,10 @@ mod tests {
         assert!(matches!(g("*/list").matcher, Matcher::Affix { .. }));
         assert!(matches!(g("a*b").matcher, Matcher::Affix { .. }));
         assert!(matches!(g("a?b").matcher, Matcher::Regex(_)));
-        assert!(matches!(g("{a,b}").matcher, Matcher::Regex(_)));
+        assert!(matches!(g("{a,b}").matcher, Matcher::Alts(_)));
+        assert!(matches!(g("mcp/{request,re*}").matcher, Matcher::Alts(_)));
+        assert!(matches!(g("{a,b}*{c,d}*").matcher, Matcher::Regex(_)));
+        assert!(matches!(g("{a*,b}*").matcher, Matcher::Regex(_)));
     }
 
     #[test]
@@ -364,6 +431,13 @@ mod tests {
         assert!(!g("{read,write}_*").matches("delete_file"));
         assert!(g("a{b,{c,d}}e").matches("ade"));
         assert!(g("x{,y}").matches("x"));
+        assert!(g("mcp/{request,re*}").matches("mcp/response"));
+        assert!(!g("mcp/{request,re*}").matches("mcp/re/x"));
+        assert!(g("mcp/{request,response}").matches("mcp/request"));
+        assert!(!g("mcp/{request,response}").matches("mcp/proposal"));
+        assert!(g("{a*,b}*").matches("axx"));
+        assert!(!g("{a*,b}*").matches("a/x"));
+        assert!(g("{}").matches(""));
         assert!(g("a***b").matches("a/x/b"));
         assert!(g("a.b*").matches("a.bc"));
         assert!(!g("a.b*").matches("axbc"));
@@ -378,6 +452,21 @@ mod tests {
         assert!(Glob::compile(&deep).unwrap_err().contains("deeper"));
         let ok = "{".repeat(32) + &"}".repeat(32);
         assert!(Glob::compile(&ok).is_ok());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn hand_matchers_agree_with_the_expression(
+            p in "([ab/]|\\*|\\*\\*|\\{[ab*]{0,2},[ab/*]{0,2}\\}){1,4}",
+            s in "[ab/]{0,6}",
+        ) {
+            let glob = g(&p);
+            let mut re = String::from("(?s)^(?:");
+            to_regex(&glob.ast, &mut re);
+            re.push_str(")$");
+            let expected = if glob.is_any() { true } else { Regex::new(&re).unwrap().is_match(&s) };
+            proptest::prop_assert_eq!(glob.matches(&s), expected, "{} {:?}", p, glob.matcher);
+        }
     }
 
     fn cov(a: &str, b: &str) -> bool {
