@@ -65,7 +65,8 @@ impl Gateway {
         }
         c.queued_frames += 1;
         c.queued_bytes += frame.len();
-        if c.queued_frames > max_frames || c.queued_bytes > max_bytes {
+        // One frame alone is never a backlog, however large (frames are bounded separately).
+        if c.queued_frames > max_frames || (c.queued_bytes > max_bytes && c.queued_frames > 1) {
             self.close_conn(
                 now,
                 conn,
