@@ -5,7 +5,13 @@ use mew_tests::fixtures::{SPACE, space_with};
 use mew_tests::sim::{Sim, envelope};
 use serde_json::{Value, json};
 
-fn three(sim: &mut Sim) -> (mew_core::gateway::ConnId, mew_core::gateway::ConnId, mew_core::gateway::ConnId) {
+fn three(
+    sim: &mut Sim,
+) -> (
+    mew_core::gateway::ConnId,
+    mew_core::gateway::ConnId,
+    mew_core::gateway::ConnId,
+) {
     let h = sim.join("human-token");
     let a = sim.join("agent-token");
     let s = sim.join("service-token");
@@ -43,23 +49,42 @@ fn all_mode_everyone_observes_everything_sender_included_unchanged() {
 fn addressed_mode_routes_by_to() {
     let mut sim = Sim::from_yaml(&space_with("  delivery: addressed"));
     let (h, a, s) = three(&mut sim);
-    sim.send_and_settle(a, &envelope("d1", "agent", "chat", Some(&["service"]), json!({"text": "psst"})));
+    sim.send_and_settle(
+        a,
+        &envelope(
+            "d1",
+            "agent",
+            "chat",
+            Some(&["service"]),
+            json!({"text": "psst"}),
+        ),
+    );
     assert!(sim.received(h).is_empty());
     assert!(sim.received(a).is_empty(), "no echo in addressed mode");
     assert_eq!(sim.received(s).len(), 1);
     assert!(sim.log_lines.is_empty());
-    sim.send_and_settle(a, &envelope("b1", "agent", "chat", None, json!({"text": "all"})));
+    sim.send_and_settle(
+        a,
+        &envelope("b1", "agent", "chat", None, json!({"text": "all"})),
+    );
     assert_eq!(sim.received(h).len(), 1);
     assert!(sim.received(a).is_empty());
     assert_eq!(sim.received(s).len(), 2);
     assert_eq!(sim.log_lines.len(), 1);
 }
 
-fn only_error(sim: &mut Sim, c: mew_core::gateway::ConnId, others: &[mew_core::gateway::ConnId]) -> Value {
+fn only_error(
+    sim: &mut Sim,
+    c: mew_core::gateway::ConnId,
+    others: &[mew_core::gateway::ConnId],
+) -> Value {
     let r = sim.take(c);
     assert_eq!(r.len(), 1, "{r:?}");
     for &o in others {
-        assert!(sim.take(o).is_empty(), "refused traffic reaches no one else");
+        assert!(
+            sim.take(o).is_empty(),
+            "refused traffic reaches no one else"
+        );
     }
     assert!(sim.log_lines.is_empty());
     assert_eq!(r[0]["kind"], "system/error");
@@ -71,7 +96,16 @@ fn only_error(sim: &mut Sim, c: mew_core::gateway::ConnId, others: &[mew_core::g
 fn spoofed_from_is_refused() {
     let mut sim = Sim::from_yaml(SPACE);
     let (h, a, s) = three(&mut sim);
-    sim.send_and_settle(a, &envelope("spoof-1", "human", "chat", None, json!({"text": "I am human"})));
+    sim.send_and_settle(
+        a,
+        &envelope(
+            "spoof-1",
+            "human",
+            "chat",
+            None,
+            json!({"text": "I am human"}),
+        ),
+    );
     let e = only_error(&mut sim, a, &[h, s]);
     assert_eq!(e["payload"]["error"], "identity_mismatch");
     assert_eq!(e["correlation_id"], json!(["spoof-1"]));
@@ -84,7 +118,13 @@ fn system_kinds_from_participants_are_refused_even_with_star() {
     let (h, a, s) = three(&mut sim);
     sim.send_and_settle(
         h,
-        &envelope("fake-welcome", "human", "system/welcome", Some(&["agent"]), json!({"you": {"id": "agent", "capabilities": [{"kind": "*"}]}})),
+        &envelope(
+            "fake-welcome",
+            "human",
+            "system/welcome",
+            Some(&["agent"]),
+            json!({"you": {"id": "agent", "capabilities": [{"kind": "*"}]}}),
+        ),
     );
     let e = only_error(&mut sim, h, &[a, s]);
     assert_eq!(e["payload"]["error"], "reserved_kind");
@@ -97,7 +137,13 @@ fn capability_violation_has_the_reference_shape() {
     let (h, a, s) = three(&mut sim);
     sim.send_and_settle(
         a,
-        &envelope("req-1", "agent", "mcp/request", Some(&["service"]), json!({"method": "tools/call"})),
+        &envelope(
+            "req-1",
+            "agent",
+            "mcp/request",
+            Some(&["service"]),
+            json!({"method": "tools/call"}),
+        ),
     );
     let e = only_error(&mut sim, a, &[h, s]);
     assert_eq!(e["correlation_id"], json!(["req-1"]));
@@ -109,7 +155,16 @@ fn capability_violation_has_the_reference_shape() {
     assert_eq!(p["your_capabilities"].as_array().unwrap().len(), 6);
     assert!(p["message"].as_str().unwrap().contains("mcp/request"));
     // The proposal route is open.
-    sim.send_and_settle(a, &envelope("prop-1", "agent", "mcp/proposal", None, json!({"method": "tools/call"})));
+    sim.send_and_settle(
+        a,
+        &envelope(
+            "prop-1",
+            "agent",
+            "mcp/proposal",
+            None,
+            json!({"method": "tools/call"}),
+        ),
+    );
     assert_eq!(sim.received_kind(s, "mcp/proposal").len(), 1);
 }
 
@@ -126,9 +181,27 @@ participants:
     let o = sim.join("o");
     sim.take(r);
     sim.take(o);
-    sim.send_and_settle(r, &envelope("ok", "reader", "mcp/request", None, json!({"method": "tools/list"})));
+    sim.send_and_settle(
+        r,
+        &envelope(
+            "ok",
+            "reader",
+            "mcp/request",
+            None,
+            json!({"method": "tools/list"}),
+        ),
+    );
     assert_eq!(sim.received(o).len(), 1);
-    sim.send_and_settle(r, &envelope("no", "reader", "mcp/request", None, json!({"method": "tools/call"})));
+    sim.send_and_settle(
+        r,
+        &envelope(
+            "no",
+            "reader",
+            "mcp/request",
+            None,
+            json!({"method": "tools/call"}),
+        ),
+    );
     assert_eq!(sim.received(o).len(), 1);
     let errs = sim.received_kind(r, "system/error");
     assert_eq!(errs.len(), 1);
@@ -161,7 +234,13 @@ fn partial_envelopes_are_completed_and_bare_correlation_normalised() {
 fn oversize_and_garbage_frames_are_refused_without_harm() {
     let mut sim = Sim::from_yaml(&space_with("  max_frame_bytes: 300"));
     let (h, a, s) = three(&mut sim);
-    let big = envelope("big", "agent", "chat", None, json!({"text": "x".repeat(400)}));
+    let big = envelope(
+        "big",
+        "agent",
+        "chat",
+        None,
+        json!({"text": "x".repeat(400)}),
+    );
     sim.send_and_settle(a, &big);
     let e = only_error(&mut sim, a, &[h, s]);
     assert_eq!(e["payload"]["error"], "frame_too_large");
@@ -171,7 +250,15 @@ fn oversize_and_garbage_frames_are_refused_without_harm() {
     let e = only_error(&mut sim, a, &[h, s]);
     assert_eq!(e["payload"]["error"], "frame_too_large");
 
-    for garbage in ["not json", "[1,2]", "{\"payload\":{}}", "{\"kind\":5}", "\u{0}\u{1}", "{\"kind\":\"chat\",\"payload\":[]}", "{{{{"] {
+    for garbage in [
+        "not json",
+        "[1,2]",
+        "{\"payload\":{}}",
+        "{\"kind\":5}",
+        "\u{0}\u{1}",
+        "{\"kind\":\"chat\",\"payload\":[]}",
+        "{{{{",
+    ] {
         sim.send(a, garbage);
         sim.run_until_quiet();
         let e = only_error(&mut sim, a, &[h, s]);
@@ -181,9 +268,15 @@ fn oversize_and_garbage_frames_are_refused_without_harm() {
     let deep = format!("{}{}", "[".repeat(140), "]".repeat(140));
     sim.send(a, deep);
     sim.run_until_quiet();
-    assert_eq!(only_error(&mut sim, a, &[h, s])["payload"]["error"], "invalid_envelope");
+    assert_eq!(
+        only_error(&mut sim, a, &[h, s])["payload"]["error"],
+        "invalid_envelope"
+    );
     // The connection still works.
-    sim.send_and_settle(a, &envelope("fine", "agent", "chat", None, json!({"text": "ok"})));
+    sim.send_and_settle(
+        a,
+        &envelope("fine", "agent", "chat", None, json!({"text": "ok"})),
+    );
     assert_eq!(sim.received(h).len(), 1);
     assert!(sim.closed(a).is_none());
 }

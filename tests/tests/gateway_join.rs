@@ -40,7 +40,11 @@ fn header_join_gets_welcome_and_others_see_presence() {
         json!({"kind": "mcp/proposal"})
     );
     let aw = sim.take(agent);
-    assert_eq!(aw.len(), 1, "the joiner gets its welcome, not its own presence");
+    assert_eq!(
+        aw.len(),
+        1,
+        "the joiner gets its welcome, not its own presence"
+    );
     let others: Vec<_> = aw[0]["payload"]["participants"]
         .as_array()
         .unwrap()
@@ -121,7 +125,10 @@ fn id_not_matching_token_is_refused() {
     let r = sim.received(c);
     assert_eq!(r[0]["payload"]["error"], "identity_mismatch");
     assert!(sim.closed(c).is_some());
-    assert!(sim.received(h).is_empty(), "a refused join is not announced");
+    assert!(
+        sim.received(h).is_empty(),
+        "a refused join is not announced"
+    );
 }
 
 #[test]
@@ -161,7 +168,10 @@ fn second_connection_replaces_first() {
     );
     let before = sim.endpoint(a1).inbox.len();
     // Traffic now reaches the new connection only.
-    sim.send_and_settle(h, &envelope("c1", "human", "chat", None, json!({"text": "x"})));
+    sim.send_and_settle(
+        h,
+        &envelope("c1", "human", "chat", None, json!({"text": "x"})),
+    );
     assert_eq!(sim.received_kind(a2, "chat").len(), 1);
     assert_eq!(sim.endpoint(a1).inbox.len(), before);
 }

@@ -59,13 +59,39 @@ fn cap_pool(i: u8) -> Value {
 enum Step {
     Connect(Option<u8>),
     JoinMsg(u8, u8, u8),
-    Send { conn: u8, kind: u8, from: u8, method: bool },
-    Grant { conn: u8, to: u8, cap: u8 },
-    RevokeId { conn: u8, to: u8, back: u8 },
-    RevokePattern { conn: u8, to: u8, cap: u8 },
-    Kick { conn: u8, who: u8 },
-    Garbage { conn: u8, bytes: Vec<u8> },
-    Data { conn: u8, stream: u8 },
+    Send {
+        conn: u8,
+        kind: u8,
+        from: u8,
+        method: bool,
+    },
+    Grant {
+        conn: u8,
+        to: u8,
+        cap: u8,
+    },
+    RevokeId {
+        conn: u8,
+        to: u8,
+        back: u8,
+    },
+    RevokePattern {
+        conn: u8,
+        to: u8,
+        cap: u8,
+    },
+    Kick {
+        conn: u8,
+        who: u8,
+    },
+    Garbage {
+        conn: u8,
+        bytes: Vec<u8>,
+    },
+    Data {
+        conn: u8,
+        stream: u8,
+    },
     Tick(u32),
     Close(u8),
     Sent(u8),
@@ -149,7 +175,10 @@ impl Harness {
                     let kind = v["kind"].as_str().unwrap_or_default();
                     let from = v["from"].as_str().unwrap_or_default();
                     if kind.starts_with("system/") {
-                        assert_eq!(from, GATEWAY_ID, "system/* from a participant delivered: {v}");
+                        assert_eq!(
+                            from, GATEWAY_ID,
+                            "system/* from a participant delivered: {v}"
+                        );
                     }
                     if from != GATEWAY_ID {
                         let (s, caps) = sender.expect("participant envelopes only follow a send");
@@ -161,7 +190,8 @@ impl Harness {
                     }
                     if kind == "system/welcome" {
                         let you = &v["payload"]["you"];
-                        self.who.insert(conn, you["id"].as_str().unwrap().to_owned());
+                        self.who
+                            .insert(conn, you["id"].as_str().unwrap().to_owned());
                         self.welcome_caps.insert(conn, you["capabilities"].clone());
                     }
                 }
@@ -210,15 +240,28 @@ impl Harness {
             Step::JoinMsg(c, t, i) => {
                 if let Some(conn) = self.conn(c) {
                     let pid = IDS.get(i as usize).copied().unwrap_or("anon-x");
-                    let f = json!({"type": "join", "token": TOKENS[t as usize], "participantId": pid});
+                    let f =
+                        json!({"type": "join", "token": TOKENS[t as usize], "participantId": pid});
                     self.send(conn, f.to_string());
                 }
             }
-            Step::Send { conn, kind, from, method } => {
+            Step::Send {
+                conn,
+                kind,
+                from,
+                method,
+            } => {
                 if let Some(c) = self.conn(conn) {
                     let me = self.who.get(&c).cloned().unwrap_or_default();
-                    let from = IDS.get(from as usize).map(|s| s.to_string()).unwrap_or(me.clone());
-                    let payload = if method { json!({"method": "tools/list"}) } else { json!({"method": "tools/call"}) };
+                    let from = IDS
+                        .get(from as usize)
+                        .map(|s| s.to_string())
+                        .unwrap_or(me.clone());
+                    let payload = if method {
+                        json!({"method": "tools/list"})
+                    } else {
+                        json!({"method": "tools/call"})
+                    };
                     let to = if kind % 2 == 0 { Some("mid") } else { None };
                     let f = self.envelope(&from, KINDS[kind as usize], to, payload);
                     self.send(c, f);
@@ -227,7 +270,12 @@ impl Harness {
             Step::Grant { conn, to, cap } => {
                 if let Some(c) = self.conn(conn) {
                     let me = self.who.get(&c).cloned().unwrap_or_default();
-                    let f = self.envelope(&me, "capability/grant", None, json!({"recipient": IDS[to as usize], "capabilities": [cap_pool(cap)]}));
+                    let f = self.envelope(
+                        &me,
+                        "capability/grant",
+                        None,
+                        json!({"recipient": IDS[to as usize], "capabilities": [cap_pool(cap)]}),
+                    );
                     self.send(c, f);
                 }
             }
@@ -239,21 +287,36 @@ impl Harness {
                     } else {
                         self.grant_ids[back as usize % self.grant_ids.len()].clone()
                     };
-                    let f = self.envelope(&me, "capability/revoke", None, json!({"recipient": IDS[to as usize], "grant_id": gid}));
+                    let f = self.envelope(
+                        &me,
+                        "capability/revoke",
+                        None,
+                        json!({"recipient": IDS[to as usize], "grant_id": gid}),
+                    );
                     self.send(c, f);
                 }
             }
             Step::RevokePattern { conn, to, cap } => {
                 if let Some(c) = self.conn(conn) {
                     let me = self.who.get(&c).cloned().unwrap_or_default();
-                    let f = self.envelope(&me, "capability/revoke", None, json!({"recipient": IDS[to as usize], "capabilities": [cap_pool(cap)]}));
+                    let f = self.envelope(
+                        &me,
+                        "capability/revoke",
+                        None,
+                        json!({"recipient": IDS[to as usize], "capabilities": [cap_pool(cap)]}),
+                    );
                     self.send(c, f);
                 }
             }
             Step::Kick { conn, who } => {
                 if let Some(c) = self.conn(conn) {
                     let me = self.who.get(&c).cloned().unwrap_or_default();
-                    let f = self.envelope(&me, "space/kick", None, json!({"participant_id": IDS[who as usize]}));
+                    let f = self.envelope(
+                        &me,
+                        "space/kick",
+                        None,
+                        json!({"participant_id": IDS[who as usize]}),
+                    );
                     self.send(c, f);
                 }
             }

@@ -31,7 +31,16 @@ fn request_payload() -> Value {
 }
 
 fn open_stream(sim: &mut Sim, a: ConnId) -> String {
-    sim.send_and_settle(a, &envelope("sr-1", "agent", "stream/request", Some(&["gateway"]), request_payload()));
+    sim.send_and_settle(
+        a,
+        &envelope(
+            "sr-1",
+            "agent",
+            "stream/request",
+            Some(&["gateway"]),
+            request_payload(),
+        ),
+    );
     let got = sim.take(a);
     let kinds: Vec<_> = got.iter().map(|e| e["kind"].clone()).collect();
     assert_eq!(kinds, vec![json!("stream/request"), json!("stream/open")]);
@@ -55,9 +64,16 @@ fn stream_lifecycle() {
     sim.send(a, frame.clone());
     sim.run_until_quiet();
     for c in [h, a, s] {
-        assert_eq!(sim.endpoint(c).inbox.last().unwrap(), frame.as_bytes(), "unchanged");
+        assert_eq!(
+            sim.endpoint(c).inbox.last().unwrap(),
+            frame.as_bytes(),
+            "unchanged"
+        );
     }
-    assert_eq!(sim.log_lines.last().unwrap().1, format!("{frame}\n").as_bytes());
+    assert_eq!(
+        sim.log_lines.last().unwrap().1,
+        format!("{frame}\n").as_bytes()
+    );
     for c in [h, a, s] {
         sim.take(c);
     }
@@ -67,14 +83,43 @@ fn stream_lifecycle() {
     sim.send(h, "#stream-99#nothing");
     sim.send(h, "#no-second-hash");
     sim.run_until_quiet();
-    let errs: Vec<_> = sim.take(h).iter().map(|e| e["payload"]["error"].clone()).collect();
-    assert_eq!(errs, vec![json!("stream_not_owned"), json!("unknown_stream"), json!("invalid_stream_frame")]);
+    let errs: Vec<_> = sim
+        .take(h)
+        .iter()
+        .map(|e| e["payload"]["error"].clone())
+        .collect();
+    assert_eq!(
+        errs,
+        vec![
+            json!("stream_not_owned"),
+            json!("unknown_stream"),
+            json!("invalid_stream_frame")
+        ]
+    );
     assert!(sim.take(a).is_empty() && sim.take(s).is_empty());
 
     // Only the owner closes it.
-    sim.send_and_settle(h, &envelope("cl-x", "human", "stream/close", None, json!({"stream_id": sid, "reason": "complete"})));
+    sim.send_and_settle(
+        h,
+        &envelope(
+            "cl-x",
+            "human",
+            "stream/close",
+            None,
+            json!({"stream_id": sid, "reason": "complete"}),
+        ),
+    );
     assert_eq!(sim.take(h)[0]["payload"]["error"], "stream_not_owned");
-    sim.send_and_settle(a, &envelope("cl-1", "agent", "stream/close", None, json!({"stream_id": sid, "reason": "complete"})));
+    sim.send_and_settle(
+        a,
+        &envelope(
+            "cl-1",
+            "agent",
+            "stream/close",
+            None,
+            json!({"stream_id": sid, "reason": "complete"}),
+        ),
+    );
     assert_eq!(sim.take(s)[0]["kind"], "stream/close");
     sim.take(a);
     sim.send(a, format!("#{sid}#late"));
@@ -85,17 +130,26 @@ fn stream_lifecycle() {
 
 #[test]
 fn late_joiner_sees_active_streams_with_every_field() {
-    let yaml = SPACE.replace("defaults:", "  late: {tokens: [late-token], capabilities: [{kind: chat}]}\ndefaults:");
+    let yaml = SPACE.replace(
+        "defaults:",
+        "  late: {tokens: [late-token], capabilities: [{kind: chat}]}\ndefaults:",
+    );
     let mut sim = Sim::from_yaml(&yaml);
     let (_h, a, _s) = joined(&mut sim);
     let sid = open_stream(&mut sim, a);
     let late = sim.join("late-token");
     let w = sim.take(late);
-    let streams = w[0]["payload"]["active_streams"].as_array().unwrap().clone();
+    let streams = w[0]["payload"]["active_streams"]
+        .as_array()
+        .unwrap()
+        .clone();
     assert_eq!(streams.len(), 1);
     let st = &streams[0];
     assert_eq!(st["stream_id"], sid.as_str());
-    assert_eq!(st["owner"], "agent", "the gateway's owner wins over a forged field");
+    assert_eq!(
+        st["owner"], "agent",
+        "the gateway's owner wins over a forged field"
+    );
     assert_eq!(st["created"], sim.now().rfc3339());
     for (k, v) in request_payload().as_object().unwrap() {
         if k != "owner" {
@@ -125,7 +179,13 @@ fn stream_close_by_correlation() {
     let mut sim = Sim::from_yaml(SPACE);
     let (_h, a, _s) = joined(&mut sim);
     let sid = open_stream(&mut sim, a);
-    let mut close = envelope("cl", "agent", "stream/close", None, json!({"reason": "done"}));
+    let mut close = envelope(
+        "cl",
+        "agent",
+        "stream/close",
+        None,
+        json!({"reason": "done"}),
+    );
     close["correlation_id"] = json!([sid]);
     sim.send_and_settle(a, &close);
     assert_eq!(sim.take(a)[0]["kind"], "stream/close");
@@ -136,7 +196,16 @@ fn stream_close_by_correlation() {
 fn addressed_mode_stream_open_goes_to_the_requester_only() {
     let mut sim = Sim::from_yaml(&space_with("  delivery: addressed"));
     let (h, a, _s) = joined(&mut sim);
-    sim.send_and_settle(a, &envelope("sr", "agent", "stream/request", Some(&["gateway"]), json!({"direction": "upload"})));
+    sim.send_and_settle(
+        a,
+        &envelope(
+            "sr",
+            "agent",
+            "stream/request",
+            Some(&["gateway"]),
+            json!({"direction": "upload"}),
+        ),
+    );
     assert_eq!(sim.take(a)[0]["kind"], "stream/open");
     assert!(sim.take(h).is_empty());
     sim.send(a, "#stream-1#x");
@@ -164,33 +233,69 @@ fn pings_on_interval_and_idle_connections_close() {
     assert!(reason.contains("idle"));
     assert!(sim.closed(h).is_none());
     let left = sim.received_kind(h, "system/presence");
-    assert_eq!(left.last().unwrap()["payload"]["participant"]["id"], "agent");
+    assert_eq!(
+        left.last().unwrap()["payload"]["participant"]["id"],
+        "agent"
+    );
 }
 
 #[test]
 fn slow_consumer_is_closed_while_others_keep_receiving() {
-    let mut sim = Sim::from_yaml(&space_with("  max_queue_frames: 20\n  max_queue_bytes: 100000"));
+    let mut sim = Sim::from_yaml(&space_with(
+        "  max_queue_frames: 20\n  max_queue_bytes: 100000",
+    ));
     let (h, a, s) = joined(&mut sim);
     sim.set_draining(s, false);
     for i in 0..50 {
-        sim.send(h, envelope(&format!("m{i}"), "human", "chat", None, json!({"text": i})).to_string());
+        sim.send(
+            h,
+            envelope(&format!("m{i}"), "human", "chat", None, json!({"text": i})).to_string(),
+        );
     }
     sim.run_until_quiet();
     let (code, reason) = sim.closed(s).unwrap();
     assert_eq!(code, 1013);
     assert!(reason.contains("slow"));
-    assert_eq!(sim.endpoint(s).inbox.len(), 20, "nothing beyond the limit was handed out");
+    assert_eq!(
+        sim.endpoint(s).inbox.len(),
+        20,
+        "nothing beyond the limit was handed out"
+    );
     assert_eq!(sim.received_kind(a, "chat").len(), 50);
     assert_eq!(sim.received_kind(h, "chat").len(), 50);
-    assert_eq!(sim.received_kind(a, "system/presence").last().unwrap()["payload"]["participant"]["id"], "service");
+    assert_eq!(
+        sim.received_kind(a, "system/presence").last().unwrap()["payload"]["participant"]["id"],
+        "service"
+    );
 
     // Bytes count too.
     let mut sim = Sim::from_yaml(&space_with("  max_queue_bytes: 2000"));
     let (h, a, s) = joined(&mut sim);
     sim.set_draining(a, false);
-    sim.send_and_settle(h, &envelope("big1", "human", "chat", None, json!({"text": "y".repeat(1500)})));
-    assert!(sim.closed(a).is_none(), "one large frame alone is no backlog");
-    sim.send_and_settle(h, &envelope("big2", "human", "chat", None, json!({"text": "y".repeat(1500)})));
+    sim.send_and_settle(
+        h,
+        &envelope(
+            "big1",
+            "human",
+            "chat",
+            None,
+            json!({"text": "y".repeat(1500)}),
+        ),
+    );
+    assert!(
+        sim.closed(a).is_none(),
+        "one large frame alone is no backlog"
+    );
+    sim.send_and_settle(
+        h,
+        &envelope(
+            "big2",
+            "human",
+            "chat",
+            None,
+            json!({"text": "y".repeat(1500)}),
+        ),
+    );
     assert_eq!(sim.closed(a).unwrap().0, 1013);
     assert_eq!(sim.received_kind(s, "chat").len(), 2);
 }

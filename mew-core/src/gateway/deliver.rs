@@ -117,8 +117,7 @@ impl Gateway {
         except: Option<usize>,
     ) {
         let id: Arc<str> = Arc::from(id);
-        self.history
-            .push(now, frame.clone(), Some(id.clone()), Seen::All);
+        self.history.push(now, frame.clone(), Seen::All);
         for i in 0..self.audience.len() {
             let Some(&r) = self.audience.get(i) else {
                 break;
@@ -142,7 +141,7 @@ impl Gateway {
         let to = to.filter(|t| !t.is_empty());
         match (self.config.gateway.delivery, to) {
             (DeliveryMode::All, _) => {
-                self.history.push(now, frame.clone(), id.clone(), Seen::All);
+                self.history.push(now, frame.clone(), Seen::All);
                 for i in 0..self.audience.len() {
                     let Some(&r) = self.audience.get(i) else {
                         break;
@@ -151,7 +150,7 @@ impl Gateway {
                 }
             }
             (DeliveryMode::Addressed, None) => {
-                self.history.push(now, frame.clone(), id.clone(), Seen::All);
+                self.history.push(now, frame.clone(), Seen::All);
                 for i in 0..self.audience.len() {
                     let Some(&r) = self.audience.get(i) else {
                         break;
@@ -175,8 +174,7 @@ impl Gateway {
                 for &t in &targets {
                     seen.push(self.members.get(t).id.clone());
                 }
-                self.history
-                    .push(now, frame.clone(), id.clone(), Seen::Only(seen));
+                self.history.push(now, frame.clone(), Seen::Only(seen));
                 for t in targets {
                     let m = self.members.get(t);
                     if m.removed {

@@ -46,10 +46,10 @@ impl Refusal {
     }
 }
 
-/// An accepted envelope's id and timestamp (for HTTP's answer).
+/// An accepted envelope's id and timestamp, filled in only for HTTP's answer.
 pub(super) struct Accepted {
-    pub(super) id: String,
-    pub(super) ts: String,
+    pub(super) id: Option<String>,
+    pub(super) ts: Option<String>,
 }
 
 impl Gateway {
@@ -265,7 +265,8 @@ impl Gateway {
             || view.ts.is_none()
             || view.protocol.is_none()
             || bare_correlation;
-        let (out_frame, id, ts) = if incomplete {
+        let mut filled: Option<(String, String)> = None;
+        let out_frame = if incomplete {
             let id = match &view.id {
                 Some(i) => i.to_string(),
                 None => self.ids.uuid_v4(),
@@ -277,19 +278,17 @@ impl Gateway {
             let rewritten = rewrite(&frame, &sender, &id, &ts).ok_or_else(|| {
                 Refusal::new("invalid_envelope", "envelope could not be completed")
             })?;
-            (rewritten, id, ts)
+            filled = Some((id, ts));
+            rewritten
         } else {
-            (
-                frame.clone(),
-                view.id.as_deref().unwrap_or_default().to_owned(),
-                view.ts.as_deref().unwrap_or_default().to_owned(),
-            )
+            frame.clone()
         };
-        let id_arc: Option<Arc<str>> = if self.audit_envelopes || incomplete {
-            Some(Arc::from(id.as_str()))
-        } else {
-            None
+        let id: &str = match &filled {
+            Some((id, _)) => id,
+            None => view.id.as_deref().unwrap_or_default(),
         };
+        // Shared by the audit records of every recipient; not built when audit is off.
+        let id_arc: Option<Arc<str>> = self.audit_envelopes.then(|| Arc::from(id));
         if self.audit_envelopes {
             self.audit_envelope(
                 now,
@@ -306,14 +305,27 @@ impl Gateway {
         let to = view.to.as_deref();
         let op = Op {
             member,
-            id: &id,
+            id,
             kind,
             to,
             payload: payload.as_ref(),
             view: &view,
         };
         self.dispatch(now, op, out_frame, id_arc)?;
-        Ok(Accepted { id, ts })
+        if transport != Transport::Http {
+            return Ok(Accepted { id: None, ts: None });
+        }
+        let (id, ts) = match filled {
+            Some(f) => f,
+            None => (
+                view.id.as_deref().unwrap_or_default().to_owned(),
+                view.ts.as_deref().unwrap_or_default().to_owned(),
+            ),
+        };
+        Ok(Accepted {
+            id: Some(id),
+            ts: Some(ts),
+        })
     }
 
     /// Carries out an accepted envelope: the gateway-owned kinds, then delivery.
@@ -324,7 +336,8 @@ impl Gateway {
         frame: Bytes,
         id: Option<Arc<str>>,
     ) -> Result<(), Refusal> {
-        let id = || id.clone().or_else(|| Some(Arc::from(op.id)));
+        let audit = self.audit_envelopes;
+        let id = || if audit { id.clone() } else { None };
         match op.kind {
             "capability/grant" => self.op_grant(now, &op, &frame, id()),
             "capability/revoke" => self.op_revoke(now, &op, &frame, id()),
@@ -336,12 +349,7 @@ impl Gateway {
             "stream/request" => self.op_stream_request(now, &op, &frame, id()),
             "stream/close" => self.op_stream_close(now, &op, &frame, id()),
             _ => {
-                let lazy_id = if self.audit_envelopes || self.config.gateway.history_size > 0 {
-                    id()
-                } else {
-                    None
-                };
-                self.deliver_envelope(now, &frame, lazy_id, op.member, op.to);
+                self.deliver_envelope(now, &frame, id(), op.member, op.to);
                 Ok(())
             }
         }

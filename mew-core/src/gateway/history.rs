@@ -2,14 +2,13 @@
 
 use super::deliver::Seen;
 use crate::Time;
+use crate::envelope::{Limits, RoutingView};
 use bytes::Bytes;
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 pub(super) struct Entry {
     pub(super) at: Time,
     pub(super) frame: Bytes,
-    pub(super) id: Option<Arc<str>>,
     pub(super) seen: Seen,
 }
 
@@ -27,19 +26,14 @@ impl History {
         }
     }
 
-    pub(super) fn push(&mut self, at: Time, frame: Bytes, id: Option<Arc<str>>, seen: Seen) {
+    pub(super) fn push(&mut self, at: Time, frame: Bytes, seen: Seen) {
         if self.cap == 0 {
             return;
         }
         if self.entries.len() == self.cap {
             self.entries.pop_front();
         }
-        self.entries.push_back(Entry {
-            at,
-            frame,
-            id,
-            seen,
-        });
+        self.entries.push_back(Entry { at, frame, seen });
     }
 
     pub(super) fn len(&self) -> usize {
@@ -50,11 +44,11 @@ impl History {
     pub(super) fn visible_since(&self, participant: &str, since: Since<'_>) -> Vec<Bytes> {
         let start = match since {
             Since::Start => 0,
-            Since::Id(id) => match self
-                .entries
-                .iter()
-                .rposition(|e| e.id.as_deref() == Some(id))
-            {
+            // Ids are read from the kept frames on demand, so recording costs no allocation.
+            Since::Id(id) => match self.entries.iter().rposition(|e| {
+                RoutingView::parse(&e.frame, &Limits::default())
+                    .is_ok_and(|v| v.id.as_deref() == Some(id))
+            }) {
                 Some(p) => p + 1,
                 // Unknown id (aged out or never seen): everything still held.
                 None => 0,
@@ -132,6 +126,7 @@ pub(super) fn parse_rfc3339(s: &str) -> Option<Time> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn rfc3339_round_trips() {
@@ -158,17 +153,25 @@ mod tests {
             };
             h.push(
                 Time::from_unix_millis(i),
-                Bytes::from(i.to_string()),
-                Some(Arc::from(format!("e{i}").as_str())),
+                Bytes::from(format!(r#"{{"id":"e{i}","kind":"k","n":{i}}}"#)),
                 seen,
             );
         }
         assert_eq!(h.len(), 3);
-        assert_eq!(h.visible_since("b", Since::Start), vec!["2", "4"]);
-        assert_eq!(h.visible_since("a", Since::Id("e2")), vec!["3", "4"]);
+        let n = |v: Vec<Bytes>| -> Vec<u64> {
+            v.iter()
+                .map(|b| {
+                    serde_json::from_slice::<serde_json::Value>(b).unwrap()["n"]
+                        .as_u64()
+                        .unwrap()
+                })
+                .collect()
+        };
+        assert_eq!(n(h.visible_since("b", Since::Start)), vec![2, 4]);
+        assert_eq!(n(h.visible_since("a", Since::Id("e2"))), vec![3, 4]);
         assert_eq!(
-            h.visible_since("a", Since::Time(Time::from_unix_millis(3))),
-            vec!["4"]
+            n(h.visible_since("a", Since::Time(Time::from_unix_millis(3)))),
+            vec![4]
         );
     }
 }

@@ -106,8 +106,8 @@ impl Gateway {
         self.finish_closes(now);
         match result {
             Ok(a) => Ok(HttpAccepted {
-                id: a.id,
-                timestamp: a.ts,
+                id: a.id.unwrap_or_default(),
+                timestamp: a.ts.unwrap_or_default(),
             }),
             Err(r) => {
                 let m = self.members.get(member);

@@ -163,12 +163,9 @@ impl Gateway {
         let who = m.id.clone();
         match m.conn {
             Some(conn) => self.gateway_send_one(now, conn, member, frame, Some(id), who),
-            None => self.history.push(
-                now,
-                frame,
-                Some(Arc::from(id)),
-                Seen::Only(smallvec::smallvec![who]),
-            ),
+            None => self
+                .history
+                .push(now, frame, Seen::Only(smallvec::smallvec![who])),
         }
     }
 
@@ -186,7 +183,6 @@ impl Gateway {
         self.history.push(
             now,
             frame.clone(),
-            id.map(Arc::from),
             Seen::Only(smallvec::smallvec![who.clone()]),
         );
         if self.audit_envelopes {

@@ -233,7 +233,10 @@ impl Sim {
 impl Drop for Sim {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("simulation seed: {} (replay with MEW_SIM_SEED={})", self.seed, self.seed);
+            eprintln!(
+                "simulation seed: {} (replay with MEW_SIM_SEED={})",
+                self.seed, self.seed
+            );
         }
     }
 }
