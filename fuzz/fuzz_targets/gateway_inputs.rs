@@ -61,11 +61,21 @@ fn envelope(data: &mut &[u8]) -> String {
         0 => format!(r#"{{"recipient":"{target}","capabilities":[{{"kind":"chat"}}]}}"#),
         1 => format!(r#"{{"recipient":"{target}","grant_id":"g{}"}}"#, n / 6),
         2 => format!(r#"{{"participant_id":"{target}","initial_capabilities":[{{"kind":"*"}}]}}"#),
-        3 => format!(r#"{{"stream_id":"stream-{}","timeout_seconds":{}}}"#, n % 4, n),
+        3 => format!(
+            r#"{{"stream_id":"stream-{}","timeout_seconds":{}}}"#,
+            n % 4,
+            n
+        ),
         4 => r#"{"method":"tools/list"}"#.to_owned(),
-        _ => String::from_utf8_lossy(take(data, 24)).into_owned().replace('"', "'"),
+        _ => String::from_utf8_lossy(take(data, 24))
+            .into_owned()
+            .replace('"', "'"),
     };
-    let payload = if n % 6 == 5 { format!(r#"{{"t":"{payload}"}}"#) } else { payload };
+    let payload = if n % 6 == 5 {
+        format!(r#"{{"t":"{payload}"}}"#)
+    } else {
+        payload
+    };
     format!(
         r#"{{"protocol":"mew/v0.4","id":"g{}","from":"{from}","to":["{target}"],"kind":"{kind}","payload":{payload}}}"#,
         n / 6
@@ -137,7 +147,11 @@ fuzz_target!(|input: &[u8]| {
                 let _ = gw.http_post(now, who, Some(TOKENS[pick % 5]), body.as_bytes());
                 let _ = gw.http_messages(who, Some(TOKENS[pick % 5]), Some("g1"));
                 if pick % 7 == 0 {
-                    gw.handle_oversize(now, conn.unwrap_or_else(|| gw.connect(now, None)), 1 << 30);
+                    let c = match conn {
+                        Some(c) => c,
+                        None => gw.connect(now, None),
+                    };
+                    gw.handle_oversize(now, c, 1 << 30);
                 }
             }
         }

@@ -229,7 +229,9 @@ impl Gateway {
 
     /// A member's connection is gone: presence leave, its streams closed.
     pub(super) fn member_left(&mut self, now: Time, conn: ConnId, member: usize, reason: &str) {
-        let m = self.members.get_mut(member);
+        let Some(m) = self.members.try_get_mut(member) else {
+            return;
+        };
         if m.conn != Some(conn) {
             return;
         }
