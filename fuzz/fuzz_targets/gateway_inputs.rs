@@ -7,6 +7,7 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use mew_core::Time;
 use mew_core::gateway::{ConnId, Gateway, Output, SpaceConfig};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 const YAML: &str = r#"
@@ -85,7 +86,11 @@ fn envelope(data: &mut &[u8]) -> String {
 fuzz_target!(|input: &[u8]| {
     let mut data = input;
     let mut now = Time::from_unix_millis(1_736_416_800_000);
-    let config = SpaceConfig::from_yaml(YAML).expect("fuzz config is valid");
+    // Parsed once: the target exercises the gateway, not the YAML reader.
+    static CONFIG: OnceLock<SpaceConfig> = OnceLock::new();
+    let config = CONFIG
+        .get_or_init(|| SpaceConfig::from_yaml(YAML).expect("fuzz config is valid"))
+        .clone();
     let mut gw = Gateway::new(config, 7, now);
     let mut conns: Vec<ConnId> = Vec::new();
     while !data.is_empty() {

@@ -15,6 +15,16 @@
 //!   to work already requested and stream closes (see `pause.rs`).
 //! - Pause, resume and shutdown apply to the participants the envelope's `to` names; a
 //!   broadcast control envelope is delivered but changes no participant's state.
+//! - Identity (3.6.4): the token decides who a connection is, so a participant's runtime id
+//!   is always its logical name from the configuration (or its invited / anonymous id);
+//!   `recipient` and `participant_id` fields resolve by that id.
+//! - Participant envelopes missing `protocol`, `id`, `ts` or `from`, or with a bare-string
+//!   `correlation_id`, are completed and re-serialised; every other envelope is forwarded as
+//!   the exact bytes received, one shared buffer for all recipients.
+//! - A connection is closed as a slow consumer (1013) when the frames or bytes handed to it
+//!   and not yet reported written ([`Gateway::handle_sent`]) pass the configured limits; a
+//!   single frame alone never counts as a backlog. Idle connections close with 1001, refused
+//!   joins and kicks with 1008, replaced connections with 1000.
 
 mod audit;
 mod config;
