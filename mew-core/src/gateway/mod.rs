@@ -315,10 +315,11 @@ impl Gateway {
         self.out.pop_front()
     }
 
-    /// Members of the space, in configuration order then join order.
+    /// Members of the space (kicked ones excluded), in configuration order then join order.
     pub fn participants(&self) -> Vec<ParticipantInfo> {
         self.members
             .iter()
+            .filter(|(_, m)| !m.removed)
             .map(|(_, m)| ParticipantInfo {
                 id: m.id.to_string(),
                 capabilities: m.caps.to_json(),
@@ -387,5 +388,25 @@ impl Gateway {
             self.ids.next_u64() & 0xFFFF_FFFF,
             self.next_envelope
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_moves_between_threads() {
+        // Drivers run the state machine on a runtime's worker threads.
+        fn is_send<T: Send + 'static>() {}
+        is_send::<Gateway>();
+        is_send::<Output>();
+    }
+
+    #[test]
+    fn conn_ids_carry_slot_and_generation() {
+        let id = ConnId::new(7, 3);
+        assert_eq!((id.slot(), id.generation()), (7, 3));
+        assert_eq!(id.to_string(), "conn-7.3");
     }
 }
