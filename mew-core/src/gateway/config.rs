@@ -956,6 +956,61 @@ gateway: {delivery: sideways, idle_timeout_ms: -3}
     }
 
     #[test]
+    fn short_forms_and_options() {
+        let c = SpaceConfig::from_yaml(
+            "space: short\nparticipants:\n  a: {token: solo, capabilities: [chat, {kind: mcp/*}]}\nlogging: false\nmew: {delivery: all, history_size: 0, heartbeat_interval_ms: 5000}\n",
+        )
+        .unwrap();
+        assert_eq!(c.id, "short");
+        let a = c.participant("a").unwrap();
+        assert_eq!(a.tokens, vec!["solo"]);
+        assert!(a.capabilities.allows("chat", None));
+        assert!(a.capabilities.allows("mcp/request", None));
+        assert!(!c.logging.enabled);
+        assert_eq!(c.gateway.history_size, 0);
+        assert_eq!(c.gateway.heartbeat_interval, Duration::from_secs(5));
+        assert_eq!(c.gateway.idle_timeout, Duration::from_secs(90));
+        assert_eq!(c.gateway.limits, Limits::default());
+    }
+
+    #[test]
+    fn structural_errors_are_reported() {
+        for (yaml, needle) in [
+            ("", "empty"),
+            ("[1, 2]", "expected a mapping"),
+            (
+                "space: {name: 3}\nparticipants: []",
+                "participants: expected a mapping",
+            ),
+            ("participants: {}", "space.id: missing"),
+            (
+                "space: s\nparticipants:\n  b: {type: mcp-bridge}",
+                "participants.b.mcp_server: missing",
+            ),
+            (
+                "space: s\nparticipants:\n  c: {auto_start: true}",
+                "participants.c.command",
+            ),
+            (
+                "space: s\nparticipants:\n  \"system:x\": {}",
+                "reserved `system:` prefix",
+            ),
+            (
+                "space: s\nparticipants:\n  d: {capabilities: {kind: chat}}",
+                "participants.d.capabilities: expected a list",
+            ),
+            (
+                "space: s\ndefaults: {capabilities: [{kind: 5}]}",
+                "defaults.capabilities[0]: invalid capability",
+            ),
+            ("space: [unclosed", "invalid YAML"),
+        ] {
+            let text = SpaceConfig::from_yaml(yaml).unwrap_err().to_string();
+            assert!(text.contains(needle), "{yaml:?}: {text}");
+        }
+    }
+
+    #[test]
     fn default_space_is_seeded() {
         let a = SpaceConfig::default_space(&mut IdGen::new(9));
         let b = SpaceConfig::default_space(&mut IdGen::new(9));
