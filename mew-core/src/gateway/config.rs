@@ -21,6 +21,7 @@
 //!   history_size: 1000          # envelopes kept for HTTP polling
 //!   max_streams: 1024           # open streams in the space
 //!   max_grants_per_participant: 256
+//!   max_participants: 10000     # members at most, invited and anonymous included
 //! ```
 //! `mew:` is accepted as a synonym of `gateway:`.
 
@@ -202,6 +203,9 @@ pub struct GatewayOptions {
     pub max_streams: usize,
     /// Runtime grants one participant may hold at most.
     pub max_grants_per_participant: usize,
+    /// Members the space holds at most (configured ones always fit; invites and anonymous
+    /// joins beyond it are refused).
+    pub max_participants: usize,
 }
 
 impl Default for GatewayOptions {
@@ -218,6 +222,7 @@ impl Default for GatewayOptions {
             history_size: 1000,
             max_streams: 1024,
             max_grants_per_participant: 256,
+            max_participants: 10_000,
         }
     }
 }
@@ -837,6 +842,12 @@ impl Cx {
             &l("max_streams"),
             d.max_streams as u64,
             0,
+        ) as usize;
+        o.max_participants = self.uint(
+            m.get("max_participants"),
+            &l("max_participants"),
+            d.max_participants as u64,
+            1,
         ) as usize;
         o.max_grants_per_participant = self.uint(
             m.get("max_grants_per_participant"),
