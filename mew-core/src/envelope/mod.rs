@@ -5,13 +5,19 @@
 //! can be forwarded unchanged. Both parse under [`Limits`] and fail with a [`ParseError`]
 //! whose message says what was wrong; neither panics on any input.
 
+mod frame;
 mod kind;
 mod parse;
+pub mod payload;
 mod routing;
 
+pub use frame::{FrameError, FrameKind, MAX_STREAM_ID_BYTES, StreamFrame};
 pub use kind::{Kind, is_reserved_kind};
-pub use parse::{Limits, ParseError, check_depth};
+pub use parse::{Limits, ParseError, SERDE_MAX_DEPTH, check_depth};
+pub use payload::{KindPayload, Payload, PayloadError};
 pub use routing::{CorrelationIds, RoutingView, Text};
+
+use crate::Time;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -66,6 +72,84 @@ fn de_correlation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>
 }
 
 impl Envelope {
+    /// An envelope of `P`'s kind carrying `payload`, stamped with `now`, to everyone.
+    pub fn new<P: KindPayload>(
+        id: impl Into<String>,
+        from: impl Into<String>,
+        payload: &P,
+        now: Time,
+    ) -> Envelope {
+        Envelope::with_kind(id, from, P::KIND, Some(payload::to_value(payload)), now)
+    }
+
+    /// An envelope of any kind, including ones this version does not define.
+    pub fn with_kind(
+        id: impl Into<String>,
+        from: impl Into<String>,
+        kind: Kind,
+        payload: Option<Value>,
+        now: Time,
+    ) -> Envelope {
+        Envelope {
+            protocol: crate::PROTOCOL.to_owned(),
+            id: id.into(),
+            ts: Some(now.rfc3339()),
+            from: from.into(),
+            to: None,
+            kind,
+            correlation_id: None,
+            context: None,
+            payload,
+        }
+    }
+
+    /// An envelope carrying a [`Payload`]; `kind` is used only for [`Payload::Other`].
+    pub fn from_payload(
+        id: impl Into<String>,
+        from: impl Into<String>,
+        kind: Kind,
+        payload: &Payload,
+        now: Time,
+    ) -> Envelope {
+        let kind = payload.kind().unwrap_or(kind);
+        let body = match payload {
+            Payload::Other(Value::Null) => None,
+            p => Some(p.to_value()),
+        };
+        Envelope::with_kind(id, from, kind, body, now)
+    }
+
+    /// Addresses the envelope to `to` (an empty list is a broadcast).
+    pub fn to<I, S>(mut self, to: I) -> Envelope
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.to = Some(to.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Relates the envelope to `ids`.
+    pub fn correlate<I, S>(mut self, ids: I) -> Envelope
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.correlation_id = Some(ids.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Places the envelope in a sub-context.
+    pub fn in_context(mut self, context: impl Into<String>) -> Envelope {
+        self.context = Some(context.into());
+        self
+    }
+
+    /// Reads the payload as its kind's typed payload ([`Payload::Other`] for unknown kinds).
+    pub fn typed_payload(&self) -> Result<Payload, PayloadError> {
+        Payload::from_value(&self.kind, self.payload.as_ref())
+    }
+
     /// Parses and validates one envelope from a text frame's bytes.
     pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Envelope, ParseError> {
         parse::parse_envelope(bytes, limits)
