@@ -151,6 +151,10 @@ impl Envelope {
     }
 
     /// Parses and validates one envelope from a text frame's bytes.
+    ///
+    /// Unknown top-level fields are dropped; being dropped unread, they are not held to
+    /// [`Limits::max_depth`] unless a limit below [`SERDE_MAX_DEPTH`] is configured (which
+    /// scans the whole frame). Everything the envelope keeps is.
     pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Envelope, ParseError> {
         parse::parse_envelope(bytes, limits)
     }
@@ -179,5 +183,102 @@ impl Envelope {
             .as_ref()
             .and_then(|c| c.first())
             .map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::payload::{Chat, ParticipantClear, StreamRequest};
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn builds_envelopes_from_typed_payloads() {
+        let now = Time::from_unix_millis(1_736_416_800_000);
+        let chat = Chat {
+            text: "hi".into(),
+            format: Some("markdown".into()),
+        };
+        let env = Envelope::new("e1", "alice", &chat, now)
+            .to(["bob"])
+            .correlate(["c0"])
+            .in_context("r1");
+        assert_eq!(
+            serde_json::from_str::<Value>(&env.to_json()).unwrap(),
+            json!({"protocol": "mew/v0.4", "id": "e1", "ts": "2025-01-09T10:00:00.000Z",
+                   "from": "alice", "to": ["bob"], "kind": "chat", "correlation_id": ["c0"],
+                   "context": "r1", "payload": {"text": "hi", "format": "markdown"}})
+        );
+        assert_eq!(
+            Envelope::parse(env.to_json().as_bytes(), &Limits::default()).unwrap(),
+            env
+        );
+        assert_eq!(env.typed_payload().unwrap(), Payload::Chat(chat));
+
+        let clear = Envelope::new("e2", "o", &ParticipantClear::default(), now);
+        assert_eq!(clear.kind, Kind::ParticipantClear);
+        assert_eq!(clear.payload, Some(json!({})));
+
+        let other = Envelope::from_payload(
+            "e3",
+            "o",
+            Kind::parse("game/move"),
+            &Payload::Other(json!({"x": 1})),
+            now,
+        );
+        assert_eq!(other.kind.as_str(), "game/move");
+        assert_eq!(
+            other.typed_payload().unwrap(),
+            Payload::Other(json!({"x": 1}))
+        );
+        let known = Envelope::from_payload(
+            "e4",
+            "o",
+            Kind::Chat,
+            &Payload::StreamRequest(StreamRequest {
+                direction: payload::StreamDirection::Upload,
+                expected_size_bytes: None,
+                description: None,
+                content_type: None,
+                format: None,
+                metadata: None,
+                extra: [("x_game".to_owned(), json!(true))].into(),
+            }),
+            now,
+        );
+        assert_eq!(
+            known.kind,
+            Kind::StreamRequest,
+            "the payload decides the kind"
+        );
+        assert_eq!(
+            known.payload,
+            Some(json!({"direction": "upload", "x_game": true}))
+        );
+    }
+
+    #[test]
+    fn deep_unknown_fields_are_dropped_by_the_envelope_refused_by_the_view() {
+        let text = format!(
+            r#"{{"protocol":"mew/v0.4","id":"a","from":"x","kind":"chat","x":{}{}}}"#,
+            "[".repeat(500),
+            "]".repeat(500)
+        );
+        let env = Envelope::parse(text.as_bytes(), &Limits::default()).unwrap();
+        assert!(!env.to_json().contains('['));
+        assert_eq!(
+            RoutingView::parse(text.as_bytes(), &Limits::default()).unwrap_err(),
+            ParseError::TooDeep {
+                max: SERDE_MAX_DEPTH
+            }
+        );
+        let strict = Limits {
+            max_depth: 64,
+            ..Limits::default()
+        };
+        assert_eq!(
+            Envelope::parse(text.as_bytes(), &strict).unwrap_err(),
+            ParseError::TooDeep { max: 64 }
+        );
     }
 }

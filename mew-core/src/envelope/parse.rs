@@ -115,28 +115,32 @@ impl ParseError {
 
 /// Fails when `bytes` nest arrays/objects deeper than `max`, scanning without allocating.
 ///
-/// String contents are skipped with `memchr`, so the pass costs little next to parsing.
+/// Strings are skipped quote to quote with `memchr`; a quote preceded by an odd number of
+/// backslashes is escaped and does not end the string.
 pub fn check_depth(bytes: &[u8], max: usize) -> Result<(), ParseError> {
     let mut depth = 0usize;
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
             b'"' => {
-                // Jump to the closing quote, hopping over escapes.
                 let mut j = i + 1;
                 loop {
-                    match memchr::memchr2(b'"', b'\\', &bytes[j..]) {
-                        None => return Ok(()),
-                        Some(k) if bytes[j + k] == b'\\' => j += k + 2,
-                        Some(k) => {
-                            i = j + k;
-                            break;
-                        }
-                    }
-                    if j >= bytes.len() {
+                    let Some(k) = memchr::memchr(b'"', &bytes[j..]) else {
                         return Ok(());
+                    };
+                    let quote = j + k;
+                    let backslashes = bytes[j..quote]
+                        .iter()
+                        .rev()
+                        .take_while(|&&b| b == b'\\')
+                        .count();
+                    j = quote + 1;
+                    if backslashes % 2 == 0 {
+                        break;
                     }
                 }
+                i = j;
+                continue;
             }
             b'{' | b'[' => {
                 depth += 1;
@@ -390,5 +394,230 @@ mod tests {
         assert!(check_depth(br#"{"a":"[[[[[[[[[["}"#, 2).is_ok());
         assert!(check_depth(br#"{"a":"\"[[[[","b":[[1]]}"#, 3).is_ok());
         assert!(check_depth(br#"{"b":[[[1]]]}"#, 3).is_err());
+    }
+
+    const HEAD: &str = r#""protocol":"mew/v0.4","id":"a","from":"x","kind":"chat""#;
+
+    fn with(extra: &str) -> Result<Envelope, ParseError> {
+        parse(&format!("{{{HEAD},{extra}}}"))
+    }
+
+    fn view(s: &str) -> Result<crate::RoutingView<'_>, ParseError> {
+        crate::RoutingView::parse(s.as_bytes(), &Limits::default())
+    }
+
+    #[test]
+    fn every_variant_has_its_own_code_and_message() {
+        let deep = format!(
+            r#"{{{HEAD},"payload":{{"x":{}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let cases: Vec<(Result<Envelope, ParseError>, ParseError)> = vec![
+            (
+                Envelope::parse(
+                    b"{}",
+                    &Limits {
+                        max_frame_bytes: 1,
+                        ..Limits::default()
+                    },
+                ),
+                ParseError::TooLarge { size: 2, max: 1 },
+            ),
+            (
+                parse(&deep),
+                ParseError::TooDeep {
+                    max: SERDE_MAX_DEPTH,
+                },
+            ),
+            (
+                Envelope::parse(b"{\"id\":\"\xc3\x28\"}", &Limits::default()),
+                ParseError::InvalidUtf8,
+            ),
+            (
+                parse("   "),
+                ParseError::InvalidJson {
+                    line: 1,
+                    column: 3,
+                    message: "EOF while parsing a value at line 1 column 3".into(),
+                },
+            ),
+            (parse("\"chat\""), ParseError::NotAnObject),
+            (parse("null"), ParseError::NotAnObject),
+            (
+                parse(r#"{"protocol":"mew/v0.3","id":"a","from":"x","kind":"chat"}"#),
+                ParseError::WrongProtocol {
+                    found: "mew/v0.3".into(),
+                },
+            ),
+            (
+                parse(r#"{"id":"a","from":"x","kind":"chat"}"#),
+                ParseError::MissingField("protocol"),
+            ),
+            (
+                parse(r#"{"protocol":"mew/v0.4","id":"a","kind":"chat"}"#),
+                ParseError::MissingField("from"),
+            ),
+            (
+                parse(r#"{"protocol":"mew/v0.4","id":"a","from":"x"}"#),
+                ParseError::MissingField("kind"),
+            ),
+            (
+                parse(r#"{"protocol":"mew/v0.4","id":null,"from":"x","kind":"chat"}"#),
+                ParseError::MissingField("id"),
+            ),
+            (
+                with(r#""ts":5"#),
+                ParseError::WrongType {
+                    field: "ts",
+                    expected: "a string",
+                },
+            ),
+            (
+                with(r#""context":{}"#),
+                ParseError::WrongType {
+                    field: "context",
+                    expected: "a string",
+                },
+            ),
+            (
+                with(r#""to":["a",1]"#),
+                ParseError::WrongType {
+                    field: "to",
+                    expected: "an array of participant id strings",
+                },
+            ),
+            (
+                with(r#""correlation_id":7"#),
+                ParseError::WrongType {
+                    field: "correlation_id",
+                    expected: "a string or an array of strings",
+                },
+            ),
+            (with(r#""payload":"text""#), PAYLOAD_NOT_OBJECT),
+            (with(r#""payload":[{}]"#), PAYLOAD_NOT_OBJECT),
+            (with(r#""id":"b""#), ParseError::DuplicateField("id")),
+        ];
+        let mut codes = std::collections::BTreeSet::new();
+        for (got, want) in cases {
+            let got = got.expect_err("must be refused");
+            assert_eq!(got, want);
+            assert!(!got.to_string().is_empty());
+            codes.insert(got.code());
+        }
+        assert_eq!(codes.len(), 9, "one code per variant: {codes:?}");
+    }
+
+    #[test]
+    fn view_reports_the_same_errors_leniently() {
+        assert!(view(r#"{"kind":"chat"}"#).is_ok());
+        assert_eq!(
+            view(r#"{"kind":"chat","to":"bob"}"#).unwrap_err(),
+            ParseError::WrongType {
+                field: "to",
+                expected: "an array of participant id strings",
+            }
+        );
+        assert_eq!(
+            view(r#"{"kind":"chat","from":1}"#).unwrap_err(),
+            ParseError::WrongType {
+                field: "from",
+                expected: "a string",
+            }
+        );
+        assert_eq!(
+            view(r#"{"kind":"chat","kind":"chat"}"#).unwrap_err(),
+            ParseError::DuplicateField("kind")
+        );
+        assert_eq!(view("[1]").unwrap_err(), ParseError::NotAnObject);
+        // Deep nesting in a field the view never reads is still refused.
+        let deep = format!(
+            r#"{{"kind":"chat","x":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(
+            view(&deep).unwrap_err(),
+            ParseError::TooDeep {
+                max: SERDE_MAX_DEPTH
+            }
+        );
+    }
+
+    #[test]
+    fn depth_limit_is_exact_both_ways() {
+        for (max, scanned) in [(SERDE_MAX_DEPTH, false), (5, true)] {
+            let limits = Limits {
+                max_depth: max,
+                ..Limits::default()
+            };
+            // The payload object is level 2; `x` adds `max - 2` more levels.
+            let nest = |n: usize| {
+                format!(
+                    r#"{{{HEAD},"payload":{{"x":{}1{}}}}}"#,
+                    "[".repeat(n),
+                    "]".repeat(n)
+                )
+            };
+            let ok = nest(max - 2);
+            let too_deep = nest(max - 1);
+            assert!(
+                Envelope::parse(ok.as_bytes(), &limits).is_ok(),
+                "scanned={scanned}"
+            );
+            assert_eq!(
+                Envelope::parse(too_deep.as_bytes(), &limits).unwrap_err(),
+                ParseError::TooDeep { max }
+            );
+            assert!(crate::RoutingView::parse(ok.as_bytes(), &limits).is_ok());
+            assert_eq!(
+                crate::RoutingView::parse(too_deep.as_bytes(), &limits).unwrap_err(),
+                ParseError::TooDeep { max }
+            );
+        }
+        // Configured above serde_json's ceiling: the ceiling applies.
+        let limits = Limits {
+            max_depth: 1000,
+            ..Limits::default()
+        };
+        assert_eq!(limits.effective_depth(), SERDE_MAX_DEPTH);
+    }
+
+    #[test]
+    fn correlation_id_normalises_to_a_list() {
+        assert_eq!(
+            with(r#""correlation_id":"c1""#).unwrap().correlation_id,
+            Some(vec!["c1".into()])
+        );
+        assert_eq!(
+            with(r#""correlation_id":["c1","c2"]"#)
+                .unwrap()
+                .correlation_id,
+            Some(vec!["c1".into(), "c2".into()])
+        );
+        assert_eq!(
+            with(r#""correlation_id":null"#).unwrap().correlation_id,
+            None
+        );
+        assert_eq!(
+            with(r#""correlation_id":[]"#).unwrap().correlation_id,
+            Some(vec![])
+        );
+        let e = with(r#""correlation_id":"c\"1""#).unwrap();
+        assert_eq!(e.first_correlation(), Some("c\"1"));
+        assert!(e.to_json().contains(r#""correlation_id":["c\"1"]"#));
+        let text = format!(r#"{{{HEAD},"correlation_id":["c1","c2"]}}"#);
+        let v = view(&text).unwrap();
+        let ids = v.correlation_id.as_ref().unwrap();
+        assert!(!ids.is_bare());
+        assert_eq!(ids.iter().collect::<Vec<_>>(), ["c1", "c2"]);
+    }
+
+    #[test]
+    fn string_skipping_survives_escapes_at_the_end() {
+        assert!(check_depth(br#""\"#, 1).is_ok());
+        assert!(check_depth(br#"["\\"]"#, 1).is_ok());
+        assert!(check_depth(br#"["\\",[1]]"#, 1).is_err());
+        assert!(check_depth(b"\"", 1).is_ok());
     }
 }
