@@ -58,17 +58,37 @@ pub struct Envelope {
 }
 
 fn de_correlation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
+    // A visitor rather than an untagged enum, which would buffer the value first.
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Option<Vec<String>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string or an array of strings")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(vec![v.to_owned()]))
+        }
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(vec![v]))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(16));
+            while let Some(id) = seq.next_element::<String>()? {
+                out.push(id);
+            }
+            Ok(Some(out))
+        }
     }
-    Ok(match Option::<OneOrMany>::deserialize(d)? {
-        None => None,
-        Some(OneOrMany::One(s)) => Some(vec![s]),
-        Some(OneOrMany::Many(v)) => Some(v),
-    })
+    d.deserialize_any(V)
 }
 
 impl Envelope {
