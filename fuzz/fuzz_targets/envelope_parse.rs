@@ -33,7 +33,10 @@ fuzz_target!(|data: &[u8]| {
             let _ = view.correlation_id.as_ref().map(|c| c.first());
         }
         Err(ParseError::TooDeep { .. }) => {}
-        Err(e) => assert!(parsed.is_err(), "view refused ({e}) what the envelope accepted"),
+        Err(e) => assert!(
+            parsed.is_err(),
+            "view refused ({e}) what the envelope accepted"
+        ),
     }
     // A lower configured depth goes through the scan instead of serde's own limit.
     if let Ok(env) = Envelope::parse(data, &shallow) {
