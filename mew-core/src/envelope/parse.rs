@@ -620,4 +620,12 @@ mod tests {
         assert!(check_depth(br#"["\\",[1]]"#, 1).is_err());
         assert!(check_depth(b"\"", 1).is_ok());
     }
+
+    #[test]
+    fn numbers_survive_a_round_trip() {
+        // A long integer literal becomes a float; it must print back to the same float.
+        let e = with(r#""payload":{"n":10485766666666666666666666666666666666666666666666666666666666666666666,"f":0.1,"g":-2.2250738585072014e-308}"#).unwrap();
+        let again = parse(&e.to_json()).unwrap();
+        assert_eq!(again, e);
+    }
 }
