@@ -719,7 +719,7 @@ impl Drop for World {
 
 /// The space the participant scenarios run in: a trusted human (`*`), a proposer that may
 /// only propose, chat and finish work, a caller that may request directly, a service that
-/// answers MCP, and two more services for discovery.
+/// answers MCP (and may document its own resume), and two more services for discovery.
 pub const SPACE: &str = r#"
 space: {id: test-space, name: Simulated space}
 participants:
@@ -747,6 +747,7 @@ participants:
       - {kind: chat/acknowledge}
       - {kind: participant/status}
       - {kind: participant/compact-done}
+      - {kind: participant/resume}
   slow:
     tokens: [slow-token]
     capabilities: [{kind: mcp/response}, {kind: chat}]
