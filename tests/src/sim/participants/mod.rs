@@ -134,7 +134,11 @@ impl World {
     /// A world running `config`, links with latencies in `latency_ms` (inclusive), seeded by
     /// `MEW_SIM_SEED` or `seed`.
     pub fn new(config: SpaceConfig, seed: u64, latency_ms: (u64, u64)) -> World {
-        let seed = seed_or(seed);
+        World::with_exact_seed(config, seed_or(seed), latency_ms)
+    }
+
+    /// [`World::new`] with exactly this seed, whatever `MEW_SIM_SEED` says.
+    pub fn with_exact_seed(config: SpaceConfig, seed: u64, latency_ms: (u64, u64)) -> World {
         World {
             gw: Gateway::new(config, seed, EPOCH),
             clock: Clock::new(EPOCH),
@@ -326,6 +330,15 @@ impl World {
     /// The participant's id.
     pub fn id_of(&self, n: NodeId) -> String {
         self.p(n).id().unwrap_or_default().to_owned()
+    }
+
+    /// Hands a frame straight to a participant machine, as if its gateway had sent it.
+    pub fn inject(&mut self, n: NodeId, frame: &str) {
+        let now = self.now();
+        if let Some(p) = self.nodes[n.0].machine.as_mut() {
+            p.handle_frame(now, frame);
+        }
+        self.pump();
     }
 
     /// Cuts a node's link without a close handshake: in-flight messages are lost and both
