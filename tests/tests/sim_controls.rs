@@ -3,8 +3,8 @@
 //! and shutdown after which the gateway refuses the participant until it rejoins.
 
 use mew_core::participant::{
-    ClientState, Control, Event, ForgetDirection, ParticipantConfig, RequestError,
-    RequestOptions, SendError, ToolSpec,
+    ClientState, Control, Event, ForgetDirection, ParticipantConfig, RequestError, RequestOptions,
+    SendError, ToolSpec,
 };
 use mew_tests::sim::participants::behaviour::{control_handler, tool_handler};
 use mew_tests::sim::participants::{NodeId, SPACE, World};
@@ -67,11 +67,16 @@ fn pause_with_timeout_is_enforced_by_both_ends_and_resumes_automatically() {
         reason: "rate_limit".into(),
         timeout: Some(Duration::from_secs(30)),
     };
-    let pause_id = w.act(human, |p, now| p.send_control(now, "service", &pause)).unwrap();
+    let pause_id = w
+        .act(human, |p, now| p.send_control(now, "service", &pause))
+        .unwrap();
     w.run_until_quiet();
     let paused_at = w.now();
     let st = w.p(service).pause_state().cloned().expect("paused");
-    assert_eq!((st.by.as_str(), st.reason.as_str()), ("human", "rate_limit"));
+    assert_eq!(
+        (st.by.as_str(), st.reason.as_str()),
+        ("human", "rate_limit")
+    );
     let s = statuses(&w, human, "service");
     assert_eq!(s.last().unwrap()["payload"]["status"], "paused");
     assert_eq!(s.last().unwrap()["correlation_id"], json!([pause_id]));
@@ -104,7 +109,9 @@ fn pause_with_timeout_is_enforced_by_both_ends_and_resumes_automatically() {
             )
         })
         .unwrap();
-    assert!(w.run_until(Duration::from_secs(5), |w| w.outcome(caller, &req).is_some()));
+    assert!(w.run_until(Duration::from_secs(5), |w| {
+        w.outcome(caller, &req).is_some()
+    }));
     assert!(w.outcome(caller, &req).unwrap().is_ok());
 
     // The timeout resumes the participant, which documents it with participant/resume.
@@ -130,7 +137,8 @@ fn pause_with_timeout_is_enforced_by_both_ends_and_resumes_automatically() {
         "active"
     );
     // The gateway lifted its pause too: chat flows again.
-    w.act(service, |p, now| p.chat(now, "back", vec![])).unwrap();
+    w.act(service, |p, now| p.chat(now, "back", vec![]))
+        .unwrap();
     w.run_until_quiet();
     let chats = w.node(human).received_kind("chat");
     assert_eq!(chats.len(), 1);
@@ -145,13 +153,24 @@ fn explicit_resume_lifts_the_pause_at_both_ends() {
         reason: "review".into(),
         timeout: None,
     };
-    w.act(human, |p, now| p.send_control(now, "service", &pause)).unwrap();
+    w.act(human, |p, now| p.send_control(now, "service", &pause))
+        .unwrap();
     w.run_for(Duration::from_secs(120));
-    assert!(w.p(service).pause_state().is_some(), "no timeout: stays paused");
-    w.act(human, |p, now| p.send_control(now, "service", &Control::Resume)).unwrap();
+    assert!(
+        w.p(service).pause_state().is_some(),
+        "no timeout: stays paused"
+    );
+    w.act(human, |p, now| {
+        p.send_control(now, "service", &Control::Resume)
+    })
+    .unwrap();
     w.run_until_quiet();
     assert!(w.p(service).pause_state().is_none());
-    assert!(w.events(service).iter().any(|e| matches!(e, Event::Resumed { automatic: false })));
+    assert!(
+        w.events(service)
+            .iter()
+            .any(|e| matches!(e, Event::Resumed { automatic: false }))
+    );
     w.send_raw(service, chat_frame("service", "c-1", "raw but allowed"));
     w.run_until_quiet();
     assert_eq!(w.node(human).received_kind("chat").len(), 1);
@@ -165,7 +184,9 @@ fn request_status_forget_compact_clear_and_restart() {
     w.act(service, |p, now| p.set_context_usage(now, 5_000, 40));
 
     let ask = |w: &mut World, c: Control| {
-        let id = w.act(human, |p, now| p.send_control(now, "service", &c)).unwrap();
+        let id = w
+            .act(human, |p, now| p.send_control(now, "service", &c))
+            .unwrap();
         w.run_until_quiet();
         let s: Vec<Value> = statuses(w, human, "service")
             .into_iter()
@@ -217,10 +238,19 @@ fn request_status_forget_compact_clear_and_restart() {
     w.behave(caller, control_handler(Duration::ZERO, 0));
     let pending = w
         .act(caller, |p, now| {
-            p.mcp_request(now, vec!["nobody".into()], json!({"method": "ping"}), RequestOptions::default())
+            p.mcp_request(
+                now,
+                vec!["nobody".into()],
+                json!({"method": "ping"}),
+                RequestOptions::default(),
+            )
         })
         .unwrap();
-    let id = w.act(human, |p, now| p.send_control(now, "caller", &Control::Restart)).unwrap();
+    let id = w
+        .act(human, |p, now| {
+            p.send_control(now, "caller", &Control::Restart)
+        })
+        .unwrap();
     w.run_until_quiet();
     assert_eq!(
         w.outcome(caller, &pending),
@@ -245,7 +275,9 @@ fn shutdown_then_the_gateway_refuses_until_rejoin() {
     // The service takes two seconds to wind down.
     w.behave(service, control_handler(Duration::from_secs(2), 0));
     let id = w
-        .act(human, |p, now| p.send_control(now, "service", &Control::Shutdown))
+        .act(human, |p, now| {
+            p.send_control(now, "service", &Control::Shutdown)
+        })
         .unwrap();
     w.run_for(Duration::from_millis(500));
     let s = statuses(&w, human, "service");
@@ -270,7 +302,11 @@ fn shutdown_then_the_gateway_refuses_until_rejoin() {
         Err(SendError::ShutDown)
     ));
     w.run_for(Duration::from_secs(60));
-    assert_eq!(w.p(service).state(), ClientState::Closed, "no reconnect after shutdown");
+    assert_eq!(
+        w.p(service).state(),
+        ClientState::Closed,
+        "no reconnect after shutdown"
+    );
     let leaves: Vec<Value> = w
         .node(human)
         .received_kind("system/presence")
@@ -283,7 +319,8 @@ fn shutdown_then_the_gateway_refuses_until_rejoin() {
     // A fresh process for the same participant rejoins and may speak again.
     let c = cfg(&w, "service");
     let again = w.join_with("service", c);
-    w.act(again, |p, now| p.chat(now, "I am back", vec![])).unwrap();
+    w.act(again, |p, now| p.chat(now, "I am back", vec![]))
+        .unwrap();
     w.run_until_quiet();
     let chats = w.node(human).received_kind("chat");
     assert_eq!(chats.len(), 1);

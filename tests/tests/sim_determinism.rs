@@ -40,10 +40,16 @@ fn busy_run(seed: u64) -> (u64, u64, Vec<String>) {
     let agent = w.join("agent", "agent-token");
     let caller = w.join("caller", "caller-token");
     for n in 0..6 {
-        let payload = json!({"method": "tools/call", "params": {"name": "work", "arguments": {"n": n}}});
+        let payload =
+            json!({"method": "tools/call", "params": {"name": "work", "arguments": {"n": n}}});
         let p2 = payload.clone();
         w.act(agent, |p, now| {
-            p.mcp_request(now, vec!["service".into()], payload, RequestOptions::default())
+            p.mcp_request(
+                now,
+                vec!["service".into()],
+                payload,
+                RequestOptions::default(),
+            )
         })
         .unwrap();
         w.act(caller, |p, now| {

@@ -30,7 +30,9 @@ fn broken(w: &mut World, answer: Option<Value>) -> NodeId {
         let Ok(env) = serde_json::from_str::<Value>(frame) else {
             return vec![];
         };
-        let for_me = env["to"].as_array().is_some_and(|t| t.iter().any(|x| x == "broken"));
+        let for_me = env["to"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|x| x == "broken"));
         if env["kind"] != "mcp/request" || !for_me {
             return vec![];
         }
@@ -112,7 +114,10 @@ fn discovery_settles_with_slow_and_erroring_participants() {
         .count();
     assert_eq!(asked, 3, "three attempts before failing");
     // Retries wait 5 s then 10 s: settling takes at least that long.
-    assert!(settled_after >= Duration::from_secs(15), "{settled_after:?}");
+    assert!(
+        settled_after >= Duration::from_secs(15),
+        "{settled_after:?}"
+    );
     assert_eq!(w.p(human).discoveries_pending(), 0);
     assert_eq!(settled_count(&w, human), 1);
 

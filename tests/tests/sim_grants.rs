@@ -57,16 +57,17 @@ fn grant_switches_proposals_to_direct_requests_and_revoke_switches_back() {
     // Before the grant: a proposal (nobody reviews it; withdraw it again).
     let before = ping_service(&mut w, agent);
     assert_eq!(last_route(&w, agent), Some(Route::Proposal));
-    w.act(agent, |p, now| p.withdraw(now, &before, "superseded")).unwrap();
+    w.act(agent, |p, now| p.withdraw(now, &before, "superseded"))
+        .unwrap();
     w.run_until_quiet();
 
     let grant_id = w
         .act(human, |p, now| {
             p.send(
                 now,
-                Draft::new(Kind::CapabilityGrant)
-                    .to(["agent"])
-                    .payload(json!({"recipient": "agent", "capabilities": [{"kind": "mcp/request"}]})),
+                Draft::new(Kind::CapabilityGrant).to(["agent"]).payload(
+                    json!({"recipient": "agent", "capabilities": [{"kind": "mcp/request"}]}),
+                ),
             )
         })
         .unwrap();
@@ -83,7 +84,11 @@ fn grant_switches_proposals_to_direct_requests_and_revoke_switches_back() {
         .position(|e| matches!(e, Event::Granted { grant_id: g, .. } if *g == grant_id))
         .unwrap();
     assert!(changed < granted);
-    assert!(w.p(agent).capabilities().allows("mcp/request", Some(&json!({"method": "x"}))));
+    assert!(
+        w.p(agent)
+            .capabilities()
+            .allows("mcp/request", Some(&json!({"method": "x"})))
+    );
     let acks = w.node(human).received_kind("capability/grant-ack");
     assert_eq!(acks.len(), 1);
     assert_eq!(acks[0]["from"], "agent");
@@ -96,7 +101,9 @@ fn grant_switches_proposals_to_direct_requests_and_revoke_switches_back() {
     // After the grant: a direct request, answered.
     let after = ping_service(&mut w, agent);
     assert_eq!(last_route(&w, agent), Some(Route::Request));
-    assert!(w.run_until(Duration::from_secs(5), |w| w.outcome(agent, &after).is_some()));
+    assert!(w.run_until(Duration::from_secs(5), |w| {
+        w.outcome(agent, &after).is_some()
+    }));
     let r = w.outcome(agent, &after).unwrap().clone().unwrap();
     assert_eq!(r["content"][0]["text"], json!({"n": 7}).to_string());
     let direct: Vec<Value> = w
@@ -118,7 +125,11 @@ fn grant_switches_proposals_to_direct_requests_and_revoke_switches_back() {
     })
     .unwrap();
     w.run_until_quiet();
-    assert!(!w.p(agent).capabilities().allows("mcp/request", Some(&json!({"method": "x"}))));
+    assert!(
+        !w.p(agent)
+            .capabilities()
+            .allows("mcp/request", Some(&json!({"method": "x"})))
+    );
     assert_eq!(
         w.gw.capabilities_of("agent").unwrap(),
         w.p(agent).capabilities().to_json()
@@ -147,7 +158,11 @@ fn a_grant_beyond_the_granters_own_capabilities_changes_nothing() {
     w.run_until_quiet();
     assert_eq!(w.p(agent).capabilities().to_json(), before);
     assert!(w.node(agent).received_kind("capability/grant").is_empty());
-    assert!(w.events(agent).iter().all(|e| !matches!(e, Event::Granted { .. })));
+    assert!(
+        w.events(agent)
+            .iter()
+            .all(|e| !matches!(e, Event::Granted { .. }))
+    );
     let refused = w.events(service).iter().any(|e| {
         matches!(e, Event::GatewayError { payload } if payload["error"] == "capability_violation")
     });

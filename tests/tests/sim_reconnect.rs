@@ -62,20 +62,30 @@ fn requester_link_dropped_mid_request_fails_typed_then_rejoins_and_works() {
     let deadline = w.p(caller).pending_requests().next().unwrap().1;
     w.run_for(Duration::from_secs(1));
     assert!(w.p(caller).is_pending(&id));
-    assert_eq!(w.p(service).pending_calls().count(), 1, "the service is working on it");
+    assert_eq!(
+        w.p(service).pending_calls().count(),
+        1,
+        "the service is working on it"
+    );
 
     w.drop_link(caller);
-    assert_eq!(w.outcome(caller, &id), Some(&Err(RequestError::Disconnected)));
+    assert_eq!(
+        w.outcome(caller, &id),
+        Some(&Err(RequestError::Disconnected))
+    );
     assert!(w.now() < deadline);
     assert_eq!(w.p(caller).pending_requests().count(), 0);
 
     // The client reconnects by its policy (about a second later) and is welcomed again.
-    assert!(w.run_until(Duration::from_secs(5), |w| w.p(caller).state() == ClientState::Ready));
-    assert!(
-        w.events(caller)
-            .iter()
-            .any(|e| matches!(e, Event::Ready { reconnected: true, .. }))
-    );
+    assert!(w.run_until(Duration::from_secs(5), |w| w.p(caller).state()
+        == ClientState::Ready));
+    assert!(w.events(caller).iter().any(|e| matches!(
+        e,
+        Event::Ready {
+            reconnected: true,
+            ..
+        }
+    )));
     w.run_until_quiet();
     let presence: Vec<String> = w
         .node(service)
@@ -94,7 +104,9 @@ fn requester_link_dropped_mid_request_fails_typed_then_rejoins_and_works() {
 
     // And it works again.
     let again = call(&mut w, caller);
-    assert!(w.run_until(Duration::from_secs(8), |w| w.outcome(caller, &again).is_some()));
+    assert!(w.run_until(Duration::from_secs(8), |w| {
+        w.outcome(caller, &again).is_some()
+    }));
     let r = w.outcome(caller, &again).unwrap().clone().unwrap();
     assert_eq!(r["content"][0]["text"], "done");
 }
@@ -106,7 +118,9 @@ fn target_link_dropped_mid_request_times_out_at_the_deadline() {
     let deadline = w.p(caller).pending_requests().next().unwrap().1;
     w.run_for(Duration::from_secs(1));
     w.drop_link(service);
-    assert!(w.run_until(Duration::from_secs(30), |w| w.outcome(caller, &id).is_some()));
+    assert!(w.run_until(Duration::from_secs(30), |w| {
+        w.outcome(caller, &id).is_some()
+    }));
     assert_eq!(w.outcome(caller, &id), Some(&Err(RequestError::Timeout)));
     assert_eq!(w.now(), deadline);
     // The service is back and answers new work (quickly this time).
@@ -136,10 +150,14 @@ fn an_unreachable_gateway_is_retried_with_backoff_until_it_returns() {
     for (k, pair) in attempts.windows(2).enumerate() {
         let gap = pair[1].1.saturating_since(pair[0].1);
         let base = Duration::from_secs(2 << k);
-        assert!(gap >= base && gap <= base * 12 / 10 + Duration::from_millis(80), "{gap:?}");
+        assert!(
+            gap >= base && gap <= base * 12 / 10 + Duration::from_millis(80),
+            "{gap:?}"
+        );
     }
     w.set_reachable(caller, true);
-    assert!(w.run_until(Duration::from_secs(30), |w| w.p(caller).state() == ClientState::Ready));
+    assert!(w.run_until(Duration::from_secs(30), |w| w.p(caller).state()
+        == ClientState::Ready));
     let id = call(&mut w, caller);
     assert!(w.run_until(Duration::from_secs(5), |w| w.outcome(caller, &id).is_some()));
     assert!(w.outcome(caller, &id).unwrap().is_ok());

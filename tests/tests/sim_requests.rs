@@ -65,7 +65,12 @@ fn direct_request_is_answered_by_the_tool() {
     let caller = others[0];
     let id = w
         .act(caller, |p, now| {
-            p.mcp_request(now, vec!["service".into()], add_call(2, 3), RequestOptions::default())
+            p.mcp_request(
+                now,
+                vec!["service".into()],
+                add_call(2, 3),
+                RequestOptions::default(),
+            )
         })
         .unwrap();
     assert_eq!(route_of(&w, caller), vec![Route::Request]);
@@ -82,10 +87,18 @@ fn direct_request_is_answered_by_the_tool() {
 fn proposal_fulfilled_by_a_reviewer_resolves_with_the_result() {
     let (mut w, _service, others) = world(2, &["agent", "human"]);
     let (agent, human) = (others[0], others[1]);
-    w.behave(human, reviewer(Duration::from_millis(200), |_, _| Verdict::Fulfil));
+    w.behave(
+        human,
+        reviewer(Duration::from_millis(200), |_, _| Verdict::Fulfil),
+    );
     let id = w
         .act(agent, |p, now| {
-            p.mcp_request(now, vec!["service".into()], add_call(20, 22), RequestOptions::default())
+            p.mcp_request(
+                now,
+                vec!["service".into()],
+                add_call(20, 22),
+                RequestOptions::default(),
+            )
         })
         .unwrap();
     // The agent may not request directly: its capabilities route it to a proposal.
@@ -114,12 +127,19 @@ fn rejected_proposal_fails_fast_with_rejecter_and_reason() {
     let (agent, human) = (others[0], others[1]);
     w.behave(
         human,
-        reviewer(Duration::from_millis(100), |_, _| Verdict::Reject("unsafe".into())),
+        reviewer(Duration::from_millis(100), |_, _| {
+            Verdict::Reject("unsafe".into())
+        }),
     );
     let start = w.now();
     let id = w
         .act(agent, |p, now| {
-            p.mcp_request(now, vec!["service".into()], add_call(1, 1), RequestOptions::default())
+            p.mcp_request(
+                now,
+                vec!["service".into()],
+                add_call(1, 1),
+                RequestOptions::default(),
+            )
         })
         .unwrap();
     assert!(w.run_until(Duration::from_secs(10), |w| w.outcome(agent, &id).is_some()));
@@ -141,7 +161,12 @@ fn withdrawn_proposal_completes_and_reviewers_see_it() {
     let (agent, human) = (others[0], others[1]);
     let id = w
         .act(agent, |p, now| {
-            p.mcp_request(now, vec!["service".into()], add_call(1, 2), RequestOptions::default())
+            p.mcp_request(
+                now,
+                vec!["service".into()],
+                add_call(1, 2),
+                RequestOptions::default(),
+            )
         })
         .unwrap();
     w.run_until_quiet();
@@ -149,7 +174,8 @@ fn withdrawn_proposal_completes_and_reviewers_see_it() {
         w.p(human).proposal(id.as_str()).map(|p| p.state.clone()),
         Some(ReviewState::Open)
     );
-    w.act(agent, |p, now| p.withdraw(now, &id, "changed_mind")).unwrap();
+    w.act(agent, |p, now| p.withdraw(now, &id, "changed_mind"))
+        .unwrap();
     assert_eq!(
         w.outcome(agent, &id),
         Some(&Err(RequestError::Withdrawn {
@@ -177,12 +203,19 @@ fn timed_out_proposal_is_withdrawn_with_reason_timeout() {
     let start = w.now();
     let id = w
         .act(agent, |p, now| {
-            p.mcp_request(now, vec!["service".into()], add_call(1, 2), RequestOptions::default())
+            p.mcp_request(
+                now,
+                vec!["service".into()],
+                add_call(1, 2),
+                RequestOptions::default(),
+            )
         })
         .unwrap();
     let deadline = w.p(agent).pending_requests().next().unwrap().1;
     assert_eq!(deadline, start + Duration::from_secs(60));
-    assert!(w.run_until(Duration::from_secs(120), |w| w.outcome(agent, &id).is_some()));
+    assert!(w.run_until(Duration::from_secs(120), |w| {
+        w.outcome(agent, &id).is_some()
+    }));
     assert_eq!(w.outcome(agent, &id), Some(&Err(RequestError::Timeout)));
     assert_eq!(w.now(), deadline);
     w.run_until_quiet();
@@ -216,7 +249,9 @@ fn direct_request_to_a_silent_target_times_out_at_its_deadline() {
             )
         })
         .unwrap();
-    assert!(w.run_until(Duration::from_secs(10), |w| w.outcome(caller, &id).is_some()));
+    assert!(w.run_until(Duration::from_secs(10), |w| {
+        w.outcome(caller, &id).is_some()
+    }));
     assert_eq!(w.outcome(caller, &id), Some(&Err(RequestError::Timeout)));
     assert_eq!(w.now(), start + Duration::from_secs(3));
 }

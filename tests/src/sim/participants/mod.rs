@@ -226,7 +226,9 @@ impl World {
     pub fn join_with(&mut self, id: &str, config: ParticipantConfig) -> NodeId {
         let n = self.add(id, config);
         self.start(n);
-        let ok = self.run_until(Duration::from_secs(30), |w| w.p(n).state() == ClientState::Ready);
+        let ok = self.run_until(Duration::from_secs(30), |w| {
+            w.p(n).state() == ClientState::Ready
+        });
         assert!(ok, "seed {}: {id} did not become ready", self.seed);
         n
     }
@@ -234,7 +236,11 @@ impl World {
     /// Starts a participant (it asks to connect).
     pub fn start(&mut self, n: NodeId) {
         let now = self.now();
-        self.node_mut(n).machine.as_mut().expect("participant").start(now);
+        self.node_mut(n)
+            .machine
+            .as_mut()
+            .expect("participant")
+            .start(now);
         self.pump();
     }
 
