@@ -327,3 +327,75 @@ fn shutdown_then_the_gateway_refuses_until_rejoin() {
     assert_eq!(chats[0]["payload"]["text"], "I am back");
     assert!(gateway_errors(&w, again).is_empty());
 }
+
+#[test]
+fn a_paused_participant_refuses_locally_what_the_gateway_would_refuse() {
+    // A reviewer paused by someone else: both ends must agree on what it may still send,
+    // or the participant reports success for envelopes the gateway drops.
+    let mut w = World::from_yaml(SPACE, 25, (1, 50));
+    let c = cfg(&w, "agent");
+    let agent = w.join_with("agent", c);
+    let c = cfg(&w, "human");
+    let human = w.join_with("human", c);
+    let c = cfg(&w, "caller");
+    let caller = w.join_with("caller", c);
+    w.run_until_quiet();
+    // The caller may not pause; grant it that from the human first.
+    w.act(human, |p, now| {
+        p.send(
+            now,
+            mew_core::participant::Draft::new(mew_core::envelope::Kind::CapabilityGrant)
+                .to(["caller"])
+                .payload(json!({"recipient": "caller", "capabilities": [{"kind": "participant/pause"}]})),
+        )
+    })
+    .unwrap();
+    w.run_until_quiet();
+    let proposal = w
+        .act(agent, |p, now| {
+            p.mcp_request(now, vec!["service".into()], json!({"method": "ping"}), RequestOptions::default())
+        })
+        .unwrap();
+    let pause = Control::Pause {
+        reason: "hold on".into(),
+        timeout: None,
+    };
+    w.act(caller, |p, now| p.send_control(now, "human", &pause)).unwrap();
+    w.run_until_quiet();
+    assert!(w.p(human).pause_state().is_some());
+    let mut accepted_locally = Vec::new();
+    for kind in [
+        "chat/acknowledge",
+        "chat/cancel",
+        "mcp/withdraw",
+        "mcp/reject",
+        "mcp/response",
+        "reasoning/cancel",
+        "capability/grant-ack",
+        "participant/status",
+        "participant/resume",
+        "participant/compact-done",
+        "stream/close",
+        "chat",
+    ] {
+        let k = mew_core::envelope::Kind::from(kind);
+        if w.p(human).can_send(&k, None) && w.p(human).config().pause_exempt_kinds.contains(&k) {
+            accepted_locally.push(kind);
+        }
+    }
+    // Rejecting while paused: whatever the participant answers, the gateway must agree.
+    let local = w.act(human, |p, now| p.reject(now, proposal.as_str(), "later"));
+    w.run_until_quiet();
+    let refused = gateway_errors(&w, human)
+        .iter()
+        .any(|e| e["error"] == "participant_paused");
+    assert!(
+        !refused,
+        "participant said {local:?} but the gateway refused; exempt locally: {accepted_locally:?}"
+    );
+    if local.is_ok() {
+        assert!(w.outcome(agent, &proposal).is_some());
+    } else {
+        assert!(w.p(agent).is_pending(&proposal));
+    }
+}
