@@ -399,3 +399,33 @@ fn a_paused_participant_refuses_locally_what_the_gateway_would_refuse() {
         assert!(w.p(agent).is_pending(&proposal));
     }
 }
+
+#[test]
+fn automatic_resume_sends_only_what_the_capabilities_allow() {
+    // The agent may not send participant/resume; its autonomous resume must not earn it a
+    // refusal, yet the pauser still learns it is active again.
+    let mut w = World::from_yaml(SPACE, 26, (1, 50));
+    let c = cfg(&w, "agent");
+    let agent = w.join_with("agent", c);
+    let c = cfg(&w, "human");
+    let human = w.join_with("human", c);
+    w.run_until_quiet();
+    let pause = Control::Pause {
+        reason: "breathe".into(),
+        timeout: Some(Duration::from_secs(5)),
+    };
+    let pause_id = w.act(human, |p, now| p.send_control(now, "agent", &pause)).unwrap();
+    assert!(w.run_until(Duration::from_secs(10), |w| {
+        w.events(agent)
+            .iter()
+            .any(|e| matches!(e, Event::Resumed { automatic: true }))
+    }));
+    w.run_until_quiet();
+    assert!(gateway_errors(&w, agent).is_empty(), "{:?}", gateway_errors(&w, agent));
+    let last = statuses(&w, human, "agent").pop().unwrap();
+    assert_eq!(last["payload"]["status"], "active");
+    assert_eq!(last["correlation_id"], json!([pause_id]));
+    w.act(agent, |p, now| p.chat(now, "free again", vec![])).unwrap();
+    w.run_until_quiet();
+    assert_eq!(w.node(human).received_kind("chat").len(), 1);
+}
