@@ -346,21 +346,29 @@ fn a_paused_participant_refuses_locally_what_the_gateway_would_refuse() {
             now,
             mew_core::participant::Draft::new(mew_core::envelope::Kind::CapabilityGrant)
                 .to(["caller"])
-                .payload(json!({"recipient": "caller", "capabilities": [{"kind": "participant/pause"}]})),
+                .payload(
+                    json!({"recipient": "caller", "capabilities": [{"kind": "participant/pause"}]}),
+                ),
         )
     })
     .unwrap();
     w.run_until_quiet();
     let proposal = w
         .act(agent, |p, now| {
-            p.mcp_request(now, vec!["service".into()], json!({"method": "ping"}), RequestOptions::default())
+            p.mcp_request(
+                now,
+                vec!["service".into()],
+                json!({"method": "ping"}),
+                RequestOptions::default(),
+            )
         })
         .unwrap();
     let pause = Control::Pause {
         reason: "hold on".into(),
         timeout: None,
     };
-    w.act(caller, |p, now| p.send_control(now, "human", &pause)).unwrap();
+    w.act(caller, |p, now| p.send_control(now, "human", &pause))
+        .unwrap();
     w.run_until_quiet();
     assert!(w.p(human).pause_state().is_some());
     let mut accepted_locally = Vec::new();
@@ -414,18 +422,25 @@ fn automatic_resume_sends_only_what_the_capabilities_allow() {
         reason: "breathe".into(),
         timeout: Some(Duration::from_secs(5)),
     };
-    let pause_id = w.act(human, |p, now| p.send_control(now, "agent", &pause)).unwrap();
+    let pause_id = w
+        .act(human, |p, now| p.send_control(now, "agent", &pause))
+        .unwrap();
     assert!(w.run_until(Duration::from_secs(10), |w| {
         w.events(agent)
             .iter()
             .any(|e| matches!(e, Event::Resumed { automatic: true }))
     }));
     w.run_until_quiet();
-    assert!(gateway_errors(&w, agent).is_empty(), "{:?}", gateway_errors(&w, agent));
+    assert!(
+        gateway_errors(&w, agent).is_empty(),
+        "{:?}",
+        gateway_errors(&w, agent)
+    );
     let last = statuses(&w, human, "agent").pop().unwrap();
     assert_eq!(last["payload"]["status"], "active");
     assert_eq!(last["correlation_id"], json!([pause_id]));
-    w.act(agent, |p, now| p.chat(now, "free again", vec![])).unwrap();
+    w.act(agent, |p, now| p.chat(now, "free again", vec![]))
+        .unwrap();
     w.run_until_quiet();
     assert_eq!(w.node(human).received_kind("chat").len(), 1);
 }

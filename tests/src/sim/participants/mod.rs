@@ -463,10 +463,7 @@ impl World {
     fn pump_node(&mut self, i: usize) -> bool {
         let now = self.now();
         let mut moved = false;
-        loop {
-            let Some(o) = self.nodes[i].machine.as_mut().and_then(|p| p.poll_output()) else {
-                break;
-            };
+        while let Some(o) = self.nodes[i].machine.as_mut().and_then(|p| p.poll_output()) {
             moved = true;
             match o {
                 POutput::Connect { headers, .. } => {
