@@ -6,7 +6,8 @@
 //! Invariants: nothing panics (and no timer is left unconsumed); every pending request
 //! has a deadline the machine's timer will honour; nothing is delivered from a sender
 //! whose capabilities (at that moment, at the gateway) did not allow it; after quiescence
-//! every ready participant's own capabilities equal the gateway's.
+//! every ready participant's own capabilities equal the gateway's, and it sees exactly the
+//! members the gateway has online.
 
 use mew_core::capability::CapabilitySet;
 use mew_core::envelope::Kind;
@@ -386,6 +387,18 @@ proptest! {
                 h.w.gw.capabilities_of(id),
                 "{}'s capabilities disagree with the gateway's", id
             );
+            let mut seen: Vec<String> = p.participants().map(|(id, _)| id.to_owned()).collect();
+            seen.sort();
+            let mut online: Vec<String> = h
+                .w
+                .gw
+                .participants()
+                .into_iter()
+                .filter(|m| m.online && m.id != id)
+                .map(|m| m.id)
+                .collect();
+            online.sort();
+            prop_assert_eq!(seen, online, "{}'s view of who is present disagrees", id);
         }
         let v = h.violations.borrow();
         prop_assert!(v.is_empty(), "{v:?}");
