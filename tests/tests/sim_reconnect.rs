@@ -162,3 +162,43 @@ fn an_unreachable_gateway_is_retried_with_backoff_until_it_returns() {
     assert!(w.run_until(Duration::from_secs(5), |w| w.outcome(caller, &id).is_some()));
     assert!(w.outcome(caller, &id).unwrap().is_ok());
 }
+
+#[test]
+fn a_pending_proposal_survives_a_reconnect_and_is_fulfilled_after_it() {
+    let (mut w, _service, _caller) = world(44, Duration::from_millis(100));
+    let c = cfg(&w, "agent");
+    let agent = w.join_with("agent", c);
+    let c = cfg(&w, "human");
+    let human = w.join_with("human", c);
+    w.run_until_quiet();
+    let id = w
+        .act(agent, |p, now| {
+            p.mcp_request(
+                now,
+                vec!["service".into()],
+                json!({"method": "tools/call", "params": {"name": "work"}}),
+                RequestOptions::default(),
+            )
+        })
+        .unwrap();
+    w.run_until_quiet();
+    let deadline = w.p(agent).pending_requests().next().unwrap().1;
+    w.drop_link(agent);
+    // Proposals stay pending across a reconnect (their fulfilment happens elsewhere).
+    assert!(w.p(agent).is_pending(&id));
+    assert_eq!(w.p(agent).pending_requests().next().unwrap().1, deadline);
+    // While disconnected, a chat waits in the not-ready queue.
+    w.act(agent, |p, now| p.chat(now, "queued while away", vec![]))
+        .unwrap();
+    assert!(w.run_until(Duration::from_secs(5), |w| w.p(agent).state()
+        == ClientState::Ready));
+    w.run_until_quiet();
+    let chats = w.node(human).received_kind("chat");
+    assert_eq!(chats.len(), 1, "the queued chat went out once ready");
+    assert_eq!(chats[0]["payload"]["text"], "queued while away");
+    // Now the reviewer fulfils it; the result reaches the agent's new connection.
+    w.act(human, |p, now| p.fulfil(now, id.as_str())).unwrap();
+    assert!(w.run_until(Duration::from_secs(5), |w| w.outcome(agent, &id).is_some()));
+    let r = w.outcome(agent, &id).unwrap().clone().unwrap();
+    assert_eq!(r["content"][0]["text"], "done");
+}
