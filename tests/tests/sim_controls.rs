@@ -232,41 +232,50 @@ fn request_status_forget_compact_clear_and_restart() {
     assert_eq!(s[0]["payload"]["status"], "cleared");
     assert_eq!(s[0]["payload"]["tokens"], 0);
 
-    // A restart ends the service's own outstanding work.
+    // A restart ends the service's outstanding work: a tool call it was still running is
+    // answered with an error, and the pauser-independent status says `restarted`.
+    w.act(service, |p, _| {
+        p.register_tool(ToolSpec {
+            name: "long".into(),
+            description: None,
+            input_schema: None,
+        })
+    })
+    .unwrap();
+    w.behave(
+        service,
+        mew_tests::sim::participants::behaviour::slow_tool_handler(
+            Duration::from_secs(60),
+            |_, _| Ok(json!("too late")),
+        ),
+    );
     let c = cfg(&w, "caller");
     let caller = w.join_with("caller", c);
-    w.behave(caller, control_handler(Duration::ZERO, 0));
     let pending = w
         .act(caller, |p, now| {
             p.mcp_request(
                 now,
-                vec!["nobody".into()],
-                json!({"method": "ping"}),
+                vec!["service".into()],
+                json!({"method": "tools/call", "params": {"name": "long"}}),
                 RequestOptions::default(),
             )
         })
         .unwrap();
-    let id = w
-        .act(human, |p, now| {
-            p.send_control(now, "caller", &Control::Restart)
-        })
-        .unwrap();
-    w.run_until_quiet();
-    assert_eq!(
-        w.outcome(caller, &pending),
-        Some(&Err(RequestError::Cancelled("restart".into())))
-    );
-    // The caller may not send participant/status: the gateway refuses its restarted
-    // status, and says so to the caller alone.
-    assert!(
-        statuses(&w, human, "caller")
-            .iter()
-            .all(|s| s["correlation_id"] != json!([id]))
-    );
-    assert_eq!(
-        gateway_errors(&w, caller).last().unwrap()["error"],
-        "capability_violation"
-    );
+    // Not run_until_quiet: the handler's scheduled answer would count as pending work.
+    w.run_for(Duration::from_secs(1));
+    assert_eq!(w.p(service).pending_calls().count(), 1);
+    let (_, s) = ask(&mut w, Control::Restart);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0]["payload"]["status"], "restarted");
+    assert_eq!(s[0]["payload"]["tokens"], 0);
+    assert_eq!(w.p(service).pending_calls().count(), 0);
+    match w.outcome(caller, &pending) {
+        Some(Err(RequestError::Rpc { message, .. })) => assert_eq!(message, "restart"),
+        other => panic!("expected the call to fail with the restart, got {other:?}"),
+    }
+    // The call's handler finishing later sends nothing more.
+    w.run_for(Duration::from_secs(90));
+    assert_eq!(w.node(caller).received_kind("mcp/response").len(), 1);
 }
 
 #[test]
