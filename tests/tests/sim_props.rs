@@ -13,7 +13,7 @@ use mew_core::capability::CapabilitySet;
 use mew_core::envelope::Kind;
 use mew_core::gateway::SpaceConfig;
 use mew_core::participant::{
-    ClientState, Control, Draft, ForgetDirection, RequestId, RequestOptions, ToolSpec,
+    ClientState, Control, Draft, ForgetDirection, RequestId, RequestOptions, StreamRole, ToolSpec,
 };
 use mew_tests::sim::participants::behaviour::{control_handler, reviewer, tool_handler};
 use mew_tests::sim::participants::{NodeId, SPACE, Verdict, World};
@@ -77,6 +77,10 @@ enum Op {
     Revoke(usize, usize),
     Control(usize, u8, u8),
     Drop(usize),
+    /// A second connection with the node's token, replacing the participant's.
+    Impostor(usize),
+    /// The node asks for a stream, or writes on the first it owns.
+    Stream(usize),
     Tick(u32),
 }
 
@@ -121,7 +125,9 @@ fn op() -> impl Strategy<Value = Op> {
         (node.clone(), 0..GRANTABLE.len()).prop_map(|(n, c)| Op::Grant(n, c)),
         (node.clone(), 0..GRANTABLE.len()).prop_map(|(n, c)| Op::Revoke(n, c)),
         (node.clone(), 0u8..8, 0u8..40).prop_map(|(n, c, t)| Op::Control(n, c, t)),
-        node.prop_map(Op::Drop),
+        node.clone().prop_map(Op::Drop),
+        node.clone().prop_map(Op::Impostor),
+        node.prop_map(Op::Stream),
         (0u32..20_000).prop_map(Op::Tick),
     ]
 }
@@ -334,6 +340,24 @@ impl Harness {
                 });
             }
             Op::Drop(n) => w.drop_link(self.nodes[*n]),
+            Op::Impostor(n) => {
+                w.connect_raw("impostor", Some(&format!("{}-token", NAMES[*n])));
+            }
+            Op::Stream(n) => {
+                let owned = w
+                    .p(self.nodes[*n])
+                    .streams()
+                    .find(|s| s.role == StreamRole::Owner)
+                    .map(|s| s.stream_id.clone());
+                let _ = match owned {
+                    Some(sid) => w
+                        .act(self.nodes[*n], |p, _| p.send_stream_data(&sid, "chunk"))
+                        .map(|_| String::new()),
+                    None => w.act(self.nodes[*n], |p, now| {
+                        p.request_stream(now, json!({"direction": "upload"}), vec![])
+                    }),
+                };
+            }
             Op::Tick(ms) => w.run_for(Duration::from_millis(u64::from(*ms))),
         }
         w.run_for(Duration::from_millis(20));
@@ -358,7 +382,11 @@ impl Harness {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    // PROPTEST_CASES raises the count for longer hunts.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(96),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn the_whole_system_keeps_its_invariants(
