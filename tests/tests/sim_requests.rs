@@ -106,7 +106,9 @@ fn proposal_fulfilled_by_a_reviewer_resolves_with_the_result() {
     assert!(w.run_until(Duration::from_secs(10), |w| w.outcome(agent, &id).is_some()));
     let result = w.outcome(agent, &id).unwrap().clone().unwrap();
     assert_eq!(result["content"][0]["text"], "42");
-    // The reviewer's view of the proposal ends fulfilled.
+    // The reviewer's view of the proposal ends fulfilled (once the response reached it
+    // too: each link has its own latency).
+    w.run_until_quiet();
     assert_eq!(
         w.p(human).proposal(id.as_str()).map(|p| p.state.clone()),
         Some(ReviewState::Fulfilled)
@@ -254,4 +256,55 @@ fn direct_request_to_a_silent_target_times_out_at_its_deadline() {
     }));
     assert_eq!(w.outcome(caller, &id), Some(&Err(RequestError::Timeout)));
     assert_eq!(w.now(), start + Duration::from_secs(3));
+}
+
+#[test]
+fn proposal_round_trip_holds_across_many_seeds_and_latencies() {
+    use mew_core::gateway::SpaceConfig;
+    for seed in 100..160 {
+        let config = SpaceConfig::from_yaml(SPACE).unwrap();
+        let mut w = World::with_exact_seed(config, seed, (0, 250));
+        let service = join(&mut w, "service");
+        w.act(service, |p, _| {
+            p.register_tool(ToolSpec {
+                name: "add".into(),
+                description: None,
+                input_schema: None,
+            })
+        })
+        .unwrap();
+        w.behave(
+            service,
+            tool_handler(|_, a| Ok(json!(a["a"].as_i64().unwrap_or(0) * 2))),
+        );
+        let agent = join(&mut w, "agent");
+        let human = join(&mut w, "human");
+        w.behave(human, reviewer(Duration::ZERO, |_, _| Verdict::Fulfil));
+        let ids: Vec<_> = (0..5)
+            .map(|i| {
+                w.act(agent, |p, now| {
+                    p.mcp_request(
+                        now,
+                        vec!["service".into()],
+                        add_call(i, 0),
+                        RequestOptions::default(),
+                    )
+                })
+                .unwrap()
+            })
+            .collect();
+        let done = w.run_until(Duration::from_secs(20), |w| {
+            ids.iter().all(|id| w.outcome(agent, id).is_some())
+        });
+        assert!(done, "seed {seed}: not every proposal settled");
+        for (i, id) in ids.iter().enumerate() {
+            let r = w.outcome(agent, id).unwrap().clone();
+            assert_eq!(
+                r.map(|v| v["content"][0]["text"].clone()),
+                Ok(json!((i * 2).to_string())),
+                "seed {seed}"
+            );
+        }
+        assert_eq!(w.p(agent).pending_requests().count(), 0, "seed {seed}");
+    }
 }
