@@ -1,7 +1,7 @@
 //! Property test over the whole system: participant machines and the gateway core under
 //! random interleavings of commands, garbage and valid envelopes written on sockets by
 //! hand, garbage handed straight to participants, grants, revocations, controls, dropped
-//! links and ticks.
+//! links and ticks, in both delivery modes.
 //!
 //! Invariants: nothing panics (and no timer is left unconsumed); every pending request
 //! has a deadline the machine's timer will honour; nothing is delivered from a sender
@@ -156,8 +156,13 @@ struct Harness {
 }
 
 impl Harness {
-    fn new(seed: u64) -> Harness {
-        let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    fn new(seed: u64, addressed: bool) -> Harness {
+        let yaml = if addressed {
+            format!("{SPACE}gateway: {{delivery: addressed}}\n")
+        } else {
+            SPACE.to_owned()
+        };
+        let config = SpaceConfig::from_yaml(&yaml).unwrap();
         let mut w = World::new(config, seed, (1, 200));
         let violations = Rc::new(RefCell::new(Vec::new()));
         let v = violations.clone();
@@ -391,44 +396,51 @@ proptest! {
     #[test]
     fn the_whole_system_keeps_its_invariants(
         seed in any::<u64>(),
+        addressed in any::<bool>(),
         ops in proptest::collection::vec(op(), 1..40),
     ) {
-        let mut h = Harness::new(seed);
-        for op in &ops {
-            h.apply(op);
-            h.check_deadlines()?;
-            let v = h.violations.borrow();
-            prop_assert!(v.is_empty(), "after {op:?}: {v:?}");
-        }
-        // Quiescence: let reconnects, pauses, proposals and requests run out.
-        h.w.run_for(Duration::from_secs(120));
-        h.w.run_until_quiet();
+        run(seed, addressed, &ops)?;
+    }
+}
+
+/// Runs `ops` in a fresh world (strict routing when `addressed`) and checks the invariants.
+fn run(seed: u64, addressed: bool, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut h = Harness::new(seed, addressed);
+    for op in ops {
+        h.apply(op);
         h.check_deadlines()?;
-        for &n in &h.nodes {
-            let p = h.w.p(n);
-            if p.state() != ClientState::Ready {
-                continue;
-            }
-            let id = p.id().unwrap();
-            prop_assert_eq!(
-                Some(p.capabilities().to_json()),
-                h.w.gw.capabilities_of(id),
-                "{}'s capabilities disagree with the gateway's", id
-            );
-            let mut seen: Vec<String> = p.participants().map(|(id, _)| id.to_owned()).collect();
-            seen.sort();
-            let mut online: Vec<String> = h
-                .w
-                .gw
+        let v = h.violations.borrow();
+        prop_assert!(v.is_empty(), "after {op:?}: {v:?}");
+    }
+    // Quiescence: let reconnects, pauses, proposals and requests run out.
+    h.w.run_for(Duration::from_secs(120));
+    h.w.run_until_quiet();
+    h.check_deadlines()?;
+    for &n in &h.nodes {
+        let p = h.w.p(n);
+        if p.state() != ClientState::Ready {
+            continue;
+        }
+        let id = p.id().unwrap();
+        prop_assert_eq!(
+            Some(p.capabilities().to_json()),
+            h.w.gw.capabilities_of(id),
+            "{}'s capabilities disagree with the gateway's",
+            id
+        );
+        let mut seen: Vec<String> = p.participants().map(|(id, _)| id.to_owned()).collect();
+        seen.sort();
+        let mut online: Vec<String> =
+            h.w.gw
                 .participants()
                 .into_iter()
                 .filter(|m| m.online && m.id != id)
                 .map(|m| m.id)
                 .collect();
-            online.sort();
-            prop_assert_eq!(seen, online, "{}'s view of who is present disagrees", id);
-        }
-        let v = h.violations.borrow();
-        prop_assert!(v.is_empty(), "{v:?}");
+        online.sort();
+        prop_assert_eq!(seen, online, "{}'s view of who is present disagrees", id);
     }
+    let v = h.violations.borrow();
+    prop_assert!(v.is_empty(), "{v:?}");
+    Ok(())
 }
