@@ -115,7 +115,10 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         println!("{id}");
         return Ok(());
     }
-    eprintln!("joined {} as {me}; type a line to chat, Ctrl-C to leave", args.space);
+    eprintln!(
+        "joined {} as {me}; type a line to chat, Ctrl-C to leave",
+        args.space
+    );
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
     loop {

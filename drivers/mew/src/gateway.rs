@@ -34,8 +34,8 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     let mut ids = IdGen::new(seed);
     let (config, base_dir, default_space) = match &args.config {
         Some(path) => {
-            let (text, base) =
-                files::read_config(path).map_err(|e| Failure::new(exit::UNREADABLE, e.to_string()))?;
+            let (text, base) = files::read_config(path)
+                .map_err(|e| Failure::new(exit::UNREADABLE, e.to_string()))?;
             let mut config = SpaceConfig::from_yaml(&text).map_err(|errs| {
                 let lines: Vec<String> = errs
                     .0
@@ -100,21 +100,24 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         .await
         .map_err(|e| {
             if e.kind() == std::io::ErrorKind::AddrInUse {
-                Failure::new(exit::ADDR_IN_USE, format!("cannot listen on {addr}: address in use"))
+                Failure::new(
+                    exit::ADDR_IN_USE,
+                    format!("cannot listen on {addr}: address in use"),
+                )
             } else {
                 Failure::new(exit::RUNTIME, format!("cannot listen on {addr}: {e}"))
             }
         })?;
     let local = server.local_addr();
-    println!("mew gateway: space {space:?} on ws://{local}/ws?space={space} (HTTP API on http://{local})");
+    println!(
+        "mew gateway: space {space:?} on ws://{local}/ws?space={space} (HTTP API on http://{local})"
+    );
     if default_space {
         println!("embedded default space; tokens for this run:");
         for (id, token, caps) in &tokens {
             println!("  {id:<8} token {token}  capabilities {caps}");
         }
-        println!(
-            "join with: mew client --gateway ws://{local} --space {space} --token <token>"
-        );
+        println!("join with: mew client --gateway ws://{local} --space {space} --token <token>");
     }
     let handle = server.shutdown_handle();
     let serve = tokio::spawn(server.serve());
@@ -123,7 +126,13 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     handle.shutdown();
     match serve.await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Failure::new(exit::RUNTIME, format!("log write failed: {e}"))),
-        Err(e) => Err(Failure::new(exit::RUNTIME, format!("server task failed: {e}"))),
+        Ok(Err(e)) => Err(Failure::new(
+            exit::RUNTIME,
+            format!("log write failed: {e}"),
+        )),
+        Err(e) => Err(Failure::new(
+            exit::RUNTIME,
+            format!("server task failed: {e}"),
+        )),
     }
 }

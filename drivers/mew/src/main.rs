@@ -15,7 +15,11 @@ use clap::{Parser, Subcommand};
 use mew_driver_common::exit;
 
 #[derive(Parser)]
-#[command(name = "mew", version, about = "MEW Protocol (mew/v0.4) gateway and client")]
+#[command(
+    name = "mew",
+    version,
+    about = "MEW Protocol (mew/v0.4) gateway and client"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -58,7 +62,11 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }

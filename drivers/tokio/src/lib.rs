@@ -12,5 +12,7 @@ pub mod clock;
 mod participant;
 mod server;
 
-pub use participant::{CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, ToolHandler};
+pub use participant::{
+    CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, ToolHandler,
+};
 pub use server::{GatewayServer, ServerOptions, ShutdownHandle};

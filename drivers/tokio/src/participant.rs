@@ -380,7 +380,9 @@ impl Inner {
                             }
                             Some(Ok(Message::Close(f))) => {
                                 break f
-                                    .map(|f| format!("closed by gateway ({}): {}", f.code, f.reason))
+                                    .map(|f| {
+                                        format!("closed by gateway ({}): {}", f.code, f.reason)
+                                    })
                                     .unwrap_or_else(|| "closed by gateway".into());
                             }
                             Some(Ok(_)) => {}
