@@ -532,3 +532,58 @@ participants:
     assert!(first.is_some(), "{observed}");
     let _ = WAIT;
 }
+
+pub async fn runtime_reconnects<D: Driver>() {
+    use mew_core::participant::{Event, ParticipantConfig, ReconnectPolicy};
+    use mew_tokio::ParticipantRuntime;
+    let mut gw = start::<D>("");
+    let addr = gw.addr;
+    let config = ParticipantConfig {
+        gateway_url: gw.ws_url("e2e"),
+        space: "e2e".into(),
+        token: "agent-token".into(),
+        reconnect: ReconnectPolicy {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(200),
+            ..ReconnectPolicy::default()
+        },
+        ..ParticipantConfig::default()
+    };
+    let (rt, mut events, id) = ParticipantRuntime::connect(config, Some(9)).await.unwrap();
+    assert_eq!(id, "agent");
+    tokio::task::spawn_blocking(move || gw.stop())
+        .await
+        .unwrap();
+    wait_for(&mut events, |e| matches!(e, Event::Disconnected { .. })).await;
+    // The same address comes back; the core schedules the reconnect, the driver dials.
+    let _gw2 = D::start_on(space(""), &temp_dir("gw2"), addr);
+    wait_for(&mut events, |e| {
+        matches!(
+            e,
+            Event::Ready {
+                reconnected: true,
+                ..
+            }
+        )
+    })
+    .await;
+    let (mut h, _) = RawClient::join(&_gw2, "human-token").await;
+    let sent = rt.chat("after the restart", vec![]).await.unwrap().unwrap();
+    h.expect_id(&sent).await;
+}
+
+async fn wait_for(
+    events: &mut tokio::sync::mpsc::Receiver<mew_core::participant::Event>,
+    want: fn(&mew_core::participant::Event) -> bool,
+) -> mew_core::participant::Event {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let e = events.recv().await.expect("runtime alive");
+            if want(&e) {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("event in time")
+}
