@@ -109,7 +109,7 @@ impl Gateway {
     fn joined_frame(&mut self, now: Time, conn: ConnId, member: usize, frame: Bytes) {
         match self.submit(now, member, Transport::WebSocket, Some(conn), frame.clone()) {
             Ok(_) => {}
-            Err(r) if r.code == "invalid_envelope" => {
+            Err(r) if r.code == "invalid_envelope" || r.code == "reserved_kind" => {
                 // A join repeated after the header (reference clients do this) is not an
                 // envelope; anything else that fails to parse is refused.
                 let join = serde_json::from_slice::<Value>(&frame)

@@ -1,5 +1,8 @@
 //! Connections and identity: bearer header at connect, the reference's first-message joins
 //! (`{"type":"join",…}` and `system/join`), anonymous joins, replacement connections.
+//!
+//! A join's `space` field is not checked: one gateway serves one space, and reference
+//! clients name it inconsistently (id or display name). Requested capabilities are ignored.
 
 use super::conn::{Conn, Phase};
 use super::member::{Hold, Member, Origin};

@@ -176,6 +176,10 @@ impl Members {
             .expect("member index refers to a live member")
     }
 
+    pub(super) fn try_get_mut(&mut self, idx: usize) -> Option<&mut Member> {
+        self.slots.get_mut(idx).and_then(Option::as_mut)
+    }
+
     pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &Member)> {
         self.slots
             .iter()
