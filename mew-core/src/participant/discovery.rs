@@ -349,7 +349,7 @@ impl Participant {
             }
             Ok(None) | Err(_) => {
                 if e.status.attempts < max {
-                    e.next_at = Some(now + retry_base * e.status.attempts);
+                    e.next_at = Some(now + retry_base.saturating_mul(e.status.attempts));
                     if e.status.state == DiscoveryState::Completed {
                         DiscoveryState::Completed
                     } else {
@@ -363,5 +363,25 @@ impl Participant {
             }
         };
         self.set_discovery_state(id, state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_lists_parse_leniently() {
+        let tools = parse_tools(&json!({"tools": [
+            {"name": "add", "description": "sum", "inputSchema": {"type": "object"}},
+            {"description": "nameless is skipped"},
+            {"name": "bare"}
+        ]}))
+        .unwrap();
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[0].description.as_deref(), Some("sum"));
+        assert_eq!(tools[1].input_schema, None);
+        assert_eq!(parse_tools(&json!({"tools": "x"})), None);
+        assert_eq!(parse_tools(&json!([])), None);
     }
 }
