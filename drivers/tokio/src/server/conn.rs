@@ -10,7 +10,7 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use mew_core::Limits;
 use mew_core::gateway::ConnId;
-use mew_driver_common::http::{self, HeadError, MAX_HEAD, RequestHead};
+use mew_driver_common::http::{self, HeadError, RequestHead};
 use mew_driver_common::route::{Route, route};
 use mew_driver_common::{Response, ws};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -69,14 +69,11 @@ async fn read_head(sock: &mut TcpStream) -> Result<Option<(RequestHead, Vec<u8>)
             Ok(0) | Err(_) => return Ok(None),
             Ok(n) => n,
         };
-        let room = MAX_HEAD + 1 - buf.len().min(MAX_HEAD + 1);
-        // Keep a whole chunk (it may carry a body) but never let the head grow past the cap.
+        // The buffer stays under MAX_HEAD plus one chunk: parse_head refuses a partial
+        // head once it reaches MAX_HEAD.
         buf.extend_from_slice(&chunk[..n]);
         if let Some((head, len)) = http::parse_head(&buf)? {
             return Ok(Some((head, buf.split_off(len))));
-        }
-        if room <= n {
-            return Err(HeadError::TooLarge);
         }
     }
 }

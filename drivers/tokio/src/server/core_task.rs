@@ -237,34 +237,12 @@ impl Core {
         }
     }
 
-    fn utf8(&mut self, frame: Bytes) -> Option<Utf8Bytes> {
-        if let Some((b, u)) = &self.last_frame
-            && b.as_ptr() == frame.as_ptr()
-            && b.len() == frame.len()
-        {
-            return Some(u.clone());
-        }
-        match Utf8Bytes::try_from(frame.clone()) {
-            Ok(u) => {
-                self.last_frame = Some((frame, u.clone()));
-                Some(u)
-            }
-            Err(_) => {
-                tracing::error!("the core produced a frame that is not UTF-8; dropped");
-                None
-            }
-        }
-    }
-
     fn drain(&mut self) {
         while let Some(out) = self.gateway.poll_output() {
             match out {
                 Output::Transmit { conn, frame } => {
-                    if !self.conns.contains_key(&conn) {
-                        continue;
-                    }
-                    if let Some(text) = self.utf8(frame)
-                        && let Some(h) = self.conns.get(&conn)
+                    if let Some(h) = self.conns.get(&conn)
+                        && let Some(text) = utf8(&mut self.last_frame, frame)
                     {
                         let _ = h.writer.send(WriterCmd::Frame(text));
                     }
@@ -302,6 +280,27 @@ impl Core {
             }
         }
         self.last_frame = None;
+    }
+}
+
+/// The frame as tungstenite text, reusing the previous conversion when the core hands out
+/// the same `Bytes` again (every recipient of a broadcast).
+fn utf8(last: &mut Option<(Bytes, Utf8Bytes)>, frame: Bytes) -> Option<Utf8Bytes> {
+    if let Some((b, u)) = last
+        && b.as_ptr() == frame.as_ptr()
+        && b.len() == frame.len()
+    {
+        return Some(u.clone());
+    }
+    match Utf8Bytes::try_from(frame.clone()) {
+        Ok(u) => {
+            *last = Some((frame, u.clone()));
+            Some(u)
+        }
+        Err(_) => {
+            tracing::error!("the core produced a frame that is not UTF-8; dropped");
+            None
+        }
     }
 }
 
