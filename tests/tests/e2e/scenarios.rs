@@ -372,7 +372,8 @@ pub async fn slow_consumer_is_closed<D: Driver>() {
     let (mut s, _) = RawClient::join(&gw, "service-token").await;
     // The slow one joins and then never reads again.
     let (slow, _) = RawClient::join(&gw, "agent-token").await;
-    let big = "x".repeat(16 * 1024);
+    // 32 MiB in all: more than loopback socket buffers hold, so the slow queue must grow.
+    let big = "x".repeat(32 * 1024);
     let (mut ids, mut left) = (Vec::new(), false);
     for i in 0..1000 {
         let id = h.send("chat", &[], json!({"text": big, "n": i})).await;

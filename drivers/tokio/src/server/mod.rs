@@ -151,8 +151,11 @@ impl GatewayServer {
         drop(tx);
         drop(shared);
         let _ = core.await;
-        tokio::task::spawn_blocking(move || logs.finish())
+        tracing::debug!("every connection closed; flushing logs");
+        let r = tokio::task::spawn_blocking(move || logs.finish())
             .await
-            .unwrap_or_else(|e| Err(io::Error::other(e)))
+            .unwrap_or_else(|e| Err(io::Error::other(e)));
+        tracing::debug!("logs flushed");
+        r
     }
 }
