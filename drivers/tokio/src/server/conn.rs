@@ -265,11 +265,13 @@ async fn writer(
         let mut n = 0;
         while let Some(cmd) = next.take() {
             match cmd {
-                WriterCmd::Frame(t) => {
-                    frames += 1;
-                    bytes += t.len();
-                    if !guarded!(sink.feed(Message::Text(t))) {
-                        break 'run;
+                WriterCmd::Frames(list) => {
+                    for t in list {
+                        frames += 1;
+                        bytes += t.len();
+                        if !guarded!(sink.feed(Message::Text(t))) {
+                            break 'run;
+                        }
                     }
                 }
                 WriterCmd::Ping => {

@@ -20,7 +20,9 @@ use crate::clock;
 /// What a connection's writer task is asked to do.
 #[derive(Debug)]
 pub(crate) enum WriterCmd {
-    Frame(Utf8Bytes),
+    /// Frames in order: everything one pass over the core's outputs had for this connection,
+    /// so a busy connection's writer is woken once per pass, not once per frame.
+    Frames(Vec<Utf8Bytes>),
     Ping,
     Close(u16, String),
 }
@@ -67,6 +69,8 @@ struct Core {
     /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
     /// every recipient, so it is checked as UTF-8 once, not once per recipient.
     last_frame: Option<(Bytes, Utf8Bytes)>,
+    /// Frames collected for each connection during one pass over the outputs.
+    pending: HashMap<ConnId, Vec<Utf8Bytes>>,
 }
 
 pub(crate) async fn run(
@@ -82,6 +86,7 @@ pub(crate) async fn run(
         logs,
         base_dir,
         last_frame: None,
+        pending: HashMap::new(),
     };
     let mut shutdown_deadline: Option<Instant> = None;
     loop {
@@ -122,6 +127,11 @@ pub(crate) async fn run(
         core.drain();
         if shutdown_deadline.is_some() && core.conns.is_empty() {
             break;
+        }
+        if n > 1 {
+            // Busy: let readers queue more before the next pass, so passes (and the writer
+            // wake-ups they cause) carry more frames each.
+            tokio::task::yield_now().await;
         }
     }
     // Whatever is still connected after the grace period is cut off.
@@ -241,18 +251,20 @@ impl Core {
         while let Some(out) = self.gateway.poll_output() {
             match out {
                 Output::Transmit { conn, frame } => {
-                    if let Some(h) = self.conns.get(&conn)
+                    if self.conns.contains_key(&conn)
                         && let Some(text) = utf8(&mut self.last_frame, frame)
                     {
-                        let _ = h.writer.send(WriterCmd::Frame(text));
+                        self.pending.entry(conn).or_default().push(text);
                     }
                 }
                 Output::Ping { conn } => {
+                    self.flush_pending(conn);
                     if let Some(h) = self.conns.get(&conn) {
                         let _ = h.writer.send(WriterCmd::Ping);
                     }
                 }
                 Output::Close { conn, code, reason } => {
+                    self.flush_pending(conn);
                     if let Some(h) = self.conns.get(&conn) {
                         let _ = h.writer.send(WriterCmd::Close(code, reason));
                         h.closing.send_replace(true);
@@ -279,7 +291,20 @@ impl Core {
                 Output::Event(e) => log_event(&e),
             }
         }
+        for (conn, frames) in self.pending.drain() {
+            if let Some(h) = self.conns.get(&conn) {
+                let _ = h.writer.send(WriterCmd::Frames(frames));
+            }
+        }
         self.last_frame = None;
+    }
+
+    fn flush_pending(&mut self, conn: ConnId) {
+        if let Some(frames) = self.pending.remove(&conn)
+            && let Some(h) = self.conns.get(&conn)
+        {
+            let _ = h.writer.send(WriterCmd::Frames(frames));
+        }
     }
 }
 
