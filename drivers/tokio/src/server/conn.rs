@@ -154,6 +154,7 @@ async fn websocket(shared: Arc<Shared>, mut sock: TcpStream, head: RequestHead, 
     let handle = ConnHandle {
         writer: wtx,
         closing: closing_tx.clone(),
+        pending: Vec::new(),
     };
     let connect = Input::Connect {
         bearer: head.bearer().map(str::to_owned),
