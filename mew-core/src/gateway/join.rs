@@ -201,6 +201,12 @@ impl Gateway {
                 "an anonymous join needs a printable participantId outside `system:`",
             ));
         };
+        if self.members.len() >= self.config.gateway.max_participants {
+            return Err(refuse(
+                "too_many_participants",
+                "the space holds as many participants as it may",
+            ));
+        }
         if self.members.find(p).is_some() {
             return Err(refuse(
                 "participant_id_taken",

@@ -156,6 +156,11 @@ impl Members {
         }
     }
 
+    /// Members currently held.
+    pub(super) fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
     pub(super) fn find(&self, id: &str) -> Option<usize> {
         self.by_id.get(id).copied()
     }
