@@ -517,6 +517,7 @@ async fn open(url: &str, headers: &[(String, String)], max_frame: usize) -> Resu
         req.headers_mut().insert(name, value);
     }
     let config = WebSocketConfig::default()
+        .read_buffer_size(16 * 1024)
         .max_frame_size(Some(max_frame))
         .max_message_size(Some(max_frame));
     let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(config), true)
