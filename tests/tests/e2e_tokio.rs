@@ -61,4 +61,6 @@ e2e_suite!(Tokio:
     graceful_shutdown,
     audit_and_virtual_logs,
     runtime_reconnects,
+    join_timeout,
+    heartbeat_and_idle_close,
 );

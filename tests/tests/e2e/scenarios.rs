@@ -588,3 +588,49 @@ async fn wait_for(
     .await
     .expect("event in time")
 }
+
+pub async fn join_timeout<D: Driver>() {
+    let gw = start::<D>("gateway: {join_timeout_ms: 300}");
+    // Connected, never joins: refused with an error, then closed.
+    let mut c = RawClient::open(&gw.ws_url("e2e"), None).await;
+    let e = c.expect_kind("system/error").await;
+    assert!(!error_code(&e).is_empty());
+    c.expect_close().await;
+}
+
+pub async fn heartbeat_and_idle_close<D: Driver>() {
+    use futures_util::StreamExt;
+    let gw = start::<D>("gateway: {heartbeat_interval_ms: 100, idle_timeout_ms: 600}");
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    // A reading client sees the gateway's pings (and tungstenite answers them).
+    let ping = tokio::time::timeout(WAIT, async {
+        loop {
+            match a.ws.next().await {
+                Some(Ok(Message::Ping(_))) => return true,
+                Some(Ok(_)) => continue,
+                _ => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(ping, Ok(true), "a ping within {WAIT:?}");
+    // Answered pings keep it online well past the idle timeout...
+    let until = tokio::time::Instant::now() + Duration::from_millis(1200);
+    while tokio::time::Instant::now() < until {
+        let _ = tokio::time::timeout(Duration::from_millis(50), a.ws.next()).await;
+    }
+    let online = |v: &Value| {
+        v["participants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == "agent")
+            .map(|p| p["online"].clone())
+    };
+    let (_, v) = http(gw.addr, "GET", "/participants", None, None).await;
+    assert_eq!(online(&v), Some(json!(true)), "{v}");
+    // ...while a client that stops reading (so never answers) is closed as idle.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, v) = http(gw.addr, "GET", "/participants", None, None).await;
+    assert_eq!(online(&v), Some(json!(false)), "{v}");
+}
