@@ -364,6 +364,40 @@ pub async fn http_injection_and_polling<D: Driver>() {
     let (st, v) = http(gw.addr, "GET", "/health", None, None).await;
     assert_eq!((st, v["status"].as_str()), (200, Some("ok")));
     assert_eq!(http(gw.addr, "GET", "/nope", None, None).await.0, 404);
+    assert_eq!(
+        http(gw.addr, "GET", "/participants?space=other", None, None)
+            .await
+            .0,
+        404
+    );
+    // A WebSocket upgrade naming another space is refused before the handshake.
+    let req = format!("ws://{}/ws?space=other", gw.addr);
+    assert!(tokio_tungstenite::connect_async(req).await.is_err());
+    // A body sent only after `100 Continue` (as curl does for larger bodies).
+    let mut sock = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = format!(
+        r#"{{"kind":"chat","payload":{{"text":"{}"}}}}"#,
+        "z".repeat(2000)
+    );
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer human-token\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    let mut buf = [0u8; 25];
+    tokio::time::timeout(WAIT, sock.read_exact(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&buf, b"HTTP/1.1 100 Continue\r\n\r\n");
+    sock.write_all(body.as_bytes()).await.unwrap();
+    let mut rest = String::new();
+    tokio::time::timeout(WAIT, sock.read_to_string(&mut rest))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(rest.starts_with("HTTP/1.1 200"), "{rest}");
 }
 
 pub async fn slow_consumer_is_closed<D: Driver>() {

@@ -108,6 +108,7 @@ impl GatewayServer {
         } = self;
         let seed = options.seed.unwrap_or_else(clock::os_seed);
         let limits = config.gateway.limits;
+        let space = config.id.clone();
         let report_every = (
             (config.gateway.max_queue_frames / 16).clamp(1, 64),
             (config.gateway.max_queue_bytes / 16).clamp(1, 256 * 1024),
@@ -126,6 +127,7 @@ impl GatewayServer {
         let mut shutdown_rx = shutdown_tx.subscribe();
         let shared = Arc::new(conn::Shared {
             core: tx.clone(),
+            space,
             limits,
             head_timeout: options.head_timeout,
             report_every,
