@@ -3,6 +3,7 @@
 //! - `mew gateway`: serve a space (the embedded default space when no `--config` is given).
 //! - `mew client`: join a space, print what is observed, send chat typed on stdin, or send one
 //!   envelope with `--send`.
+//! - `mew capcheck`: check capability patterns against messages, one JSON line at a time.
 //!
 //! Exit codes (see `mew_driver_common::exit`): 0 success, 1 runtime failure, 2 usage or
 //! configuration error, 3 address in use, 4 unreadable file, 5 gateway unreachable or join
@@ -31,6 +32,9 @@ enum Command {
     Gateway(gateway::Args),
     /// Join a space as a participant.
     Client(client::Args),
+    /// Check capabilities against messages: reads JSON lines `{"capability"|"capabilities",
+    /// "message"}` from stdin, prints `true`, `false` or `error: <reason>` per line.
+    Capcheck,
 }
 
 /// A failure with its exit code; printed as one line.
@@ -71,6 +75,9 @@ fn main() {
             std::process::exit(code);
         }
     };
+    if let Command::Capcheck = cli.command {
+        std::process::exit(capcheck());
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -85,6 +92,7 @@ fn main() {
         match cli.command {
             Command::Gateway(a) => gateway::run(a).await,
             Command::Client(a) => client::run(a).await,
+            Command::Capcheck => Ok(()),
         }
     });
     // Tasks still blocked on stdin must not hold the process open.
@@ -96,6 +104,30 @@ fn main() {
             std::process::exit(f.code);
         }
     }
+}
+
+/// The JSON-lines capability checker (the same as mew-core's `capcheck` example).
+fn capcheck() -> i32 {
+    use std::io::{BufRead, Write};
+    let stdin = std::io::stdin();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for line in stdin.lock().lines() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("mew: cannot read stdin: {e}");
+                return exit::RUNTIME;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        if writeln!(out, "{}", mew_core::capability::check_line(&line)).is_err() {
+            return exit::RUNTIME;
+        }
+    }
+    let _ = out.flush();
+    exit::OK
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -310,3 +310,37 @@ fn config_tokens_from_env_files_and_generation() {
         "the literal list is overridden by the file"
     );
 }
+
+#[test]
+fn capcheck_answers_one_line_per_input() {
+    let mut child = Command::new(MEW)
+        .arg("capcheck")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("mew runs");
+    let input = concat!(
+        r#"{"capability":{"kind":"mcp/*"},"message":{"kind":"mcp/request"}}"#,
+        "\n",
+        r#"{"capabilities":[{"kind":"chat"},{"kind":"mcp/request","payload":{"method":"!tools/call"}}],"message":{"kind":"mcp/request","payload":{"method":"tools/call"}}}"#,
+        "\n",
+        r#"{"capability":{"kind":"!"},"message":{"kind":"chat"}}"#,
+        "\n",
+        "not json\n",
+    );
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines[0], "true");
+    assert_eq!(lines[1], "false");
+    assert!(lines[2].starts_with("error: "), "{}", lines[2]);
+    assert!(lines[3].starts_with("error: invalid JSON"), "{}", lines[3]);
+}
