@@ -1,1 +1,381 @@
 //! The gateway's space state machine (connections, enforcement, delivery, space operations).
+//!
+//! One [`Gateway`] is one space. Drivers feed it connections, text frames, acknowledgements
+//! of written bytes and timer ticks, and drain [`Output`]s: frames to transmit, pings, closes,
+//! log lines and audit records. Every protocol rule lives here; a driver only moves bytes.
+//!
+//! Where the protocol is silent, this module decides (and the rest of the crate follows):
+//! - Delivery ([`DeliveryMode`]): `all` (default) hands every accepted envelope to every
+//!   member, the sender included; `addressed` sends a broadcast to everyone but the sender
+//!   and a directed envelope only to the members its `to` names. Gateway messages addressed
+//!   to one participant (welcome, error, invite token) go to that participant only in both.
+//! - Revocation by pattern removes matching *runtime* grants only; capabilities from the
+//!   space configuration change only by editing the configuration (see `grants.rs`).
+//! - A paused participant may still send acknowledgements, cancellations, status, responses
+//!   to work already requested and stream closes (see `pause.rs`).
+//! - Pause, resume and shutdown apply to the participants the envelope's `to` names; a
+//!   broadcast control envelope is delivered but changes no participant's state.
+
+mod audit;
+mod config;
+mod conn;
+mod deliver;
+mod enforce;
+mod grants;
+mod heartbeat;
+mod history;
+mod http;
+mod join;
+mod member;
+mod membership;
+mod pause;
+mod streams;
+mod system;
+
+pub use audit::{AuditFile, AuditRecord, Direction, Transport};
+pub use config::{
+    BridgeConfig, ConfigError, ConfigErrors, DeliveryMode, GatewayOptions, GeneratedToken,
+    LoggingConfig, McpServerConfig, ParticipantConfig, ParticipantType, SpaceConfig, TOKEN_LEN,
+    token_env_var,
+};
+pub use http::{HttpAccepted, HttpError};
+
+use crate::Time;
+use crate::ids::IdGen;
+use bytes::Bytes;
+use conn::Slab;
+use deliver::Recipient;
+use history::History;
+use member::Members;
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+
+/// Identifies one transport connection of a [`Gateway`]. Ids are never reused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(u64);
+
+impl ConnId {
+    fn new(slot: u32, generation: u32) -> ConnId {
+        ConnId(u64::from(generation) << 32 | u64::from(slot))
+    }
+
+    fn slot(self) -> usize {
+        (self.0 & 0xFFFF_FFFF) as usize
+    }
+
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    /// The id as a number (for logs and maps in drivers).
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for ConnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "conn-{}.{}", self.slot(), self.generation())
+    }
+}
+
+/// Something the driver must do or may log.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// Send this text frame on the connection.
+    Transmit {
+        /// Where.
+        conn: ConnId,
+        /// The frame (shared between recipients; never copied per recipient).
+        frame: Bytes,
+    },
+    /// Send a WebSocket ping on the connection.
+    Ping {
+        /// Where.
+        conn: ConnId,
+    },
+    /// Close the connection (after the Transmits queued before this) with this code.
+    Close {
+        /// Which.
+        conn: ConnId,
+        /// WebSocket close code.
+        code: u16,
+        /// Human-readable reason.
+        reason: String,
+    },
+    /// Append `line` (one JSON envelope and a newline) to a virtual participant's log.
+    AppendLog {
+        /// The participant's `output_log`, relative to the gateway's working directory.
+        path: String,
+        /// The line, newline included.
+        line: Bytes,
+    },
+    /// An audit record for the space's `.mew/logs`.
+    Audit(AuditRecord),
+    /// Something happened (for logs and metrics).
+    Event(GatewayEvent),
+}
+
+/// Notable happenings, for logging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayEvent {
+    /// A participant joined on a connection.
+    Joined {
+        /// The connection.
+        conn: ConnId,
+        /// Who.
+        participant: String,
+    },
+    /// A participant's new connection replaced its previous one.
+    Replaced {
+        /// The closed connection.
+        old: ConnId,
+        /// The new connection.
+        new: ConnId,
+        /// Who.
+        participant: String,
+    },
+    /// A participant left (closed, idle, slow, kicked, shut down by the gateway).
+    Left {
+        /// The connection.
+        conn: ConnId,
+        /// Who.
+        participant: String,
+        /// Why.
+        reason: String,
+    },
+    /// A connection was refused at join.
+    JoinRefused {
+        /// The connection.
+        conn: ConnId,
+        /// Machine-readable code.
+        code: &'static str,
+    },
+    /// An envelope or frame was refused.
+    Refused {
+        /// The sender.
+        participant: String,
+        /// Machine-readable code.
+        code: &'static str,
+    },
+    /// A grant took effect.
+    Granted {
+        /// The granter.
+        by: String,
+        /// The recipient.
+        participant: String,
+        /// The grant envelope's id.
+        grant_id: String,
+    },
+    /// Runtime capabilities were revoked.
+    Revoked {
+        /// Who revoked.
+        by: String,
+        /// Whose.
+        participant: String,
+        /// How many capabilities were removed.
+        removed: usize,
+    },
+    /// A participant was invited.
+    Invited {
+        /// The inviter.
+        by: String,
+        /// The invited id.
+        participant: String,
+    },
+    /// A participant was kicked.
+    Kicked {
+        /// Who kicked.
+        by: String,
+        /// Who was removed.
+        participant: String,
+    },
+    /// A participant was paused.
+    Paused {
+        /// Who.
+        participant: String,
+        /// Until when, if bounded.
+        until: Option<Time>,
+    },
+    /// A pause ended (resume or timeout).
+    Resumed {
+        /// Who.
+        participant: String,
+    },
+    /// A participant was told to shut down.
+    ShutDown {
+        /// Who.
+        participant: String,
+    },
+    /// A stream was opened.
+    StreamOpened {
+        /// Its id.
+        stream_id: String,
+        /// Its owner.
+        owner: String,
+    },
+    /// A stream was closed.
+    StreamClosed {
+        /// Its id.
+        stream_id: String,
+    },
+}
+
+/// One member of the space, for `GET /participants`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParticipantInfo {
+    /// Participant id.
+    pub id: String,
+    /// Current capabilities (static and granted).
+    pub capabilities: serde_json::Value,
+    /// Whether a connection (or, for virtual participants, the gateway) holds it online.
+    pub online: bool,
+    /// Whether the gateway holds its membership itself (`output_log` + `auto_connect`).
+    pub is_virtual: bool,
+}
+
+/// Figures for `GET /health`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthInfo {
+    /// The space id.
+    pub space: String,
+    /// Open transport connections (joined or not).
+    pub connections: usize,
+    /// Members online.
+    pub participants_online: usize,
+    /// Open streams.
+    pub active_streams: usize,
+    /// Envelopes in the polling history.
+    pub history_len: usize,
+}
+
+/// The state machine of one space.
+pub struct Gateway {
+    config: SpaceConfig,
+    space_id: Arc<str>,
+    ids: IdGen,
+    next_envelope: u64,
+    conns: Slab,
+    members: Members,
+    /// Everyone online, in member order: the broadcast fan-out list.
+    audience: Vec<Recipient>,
+    streams: streams::Streams,
+    history: History,
+    out: VecDeque<Output>,
+    /// Connections closed mid fan-out whose leave is still to be announced.
+    pending_leaves: Vec<(ConnId, usize, String)>,
+    audit_envelopes: bool,
+    audit_capabilities: bool,
+}
+
+impl Gateway {
+    /// A gateway for this space. `seed` fixes every id and token it generates.
+    pub fn new(config: SpaceConfig, seed: u64, now: Time) -> Gateway {
+        let _ = now;
+        let space_id: Arc<str> = Arc::from(config.id.as_str());
+        let members = Members::from_config(&config);
+        let logging = config.logging;
+        let mut g = Gateway {
+            space_id,
+            ids: IdGen::new(seed),
+            next_envelope: 0,
+            conns: Slab::default(),
+            members,
+            audience: Vec::new(),
+            streams: streams::Streams::default(),
+            history: History::new(config.gateway.history_size),
+            out: VecDeque::new(),
+            pending_leaves: Vec::new(),
+            audit_envelopes: logging.enabled && logging.envelope_history,
+            audit_capabilities: logging.enabled && logging.capability_decisions,
+            config,
+        };
+        g.rebuild_audience();
+        g
+    }
+
+    /// The configuration the gateway runs.
+    pub fn config(&self) -> &SpaceConfig {
+        &self.config
+    }
+
+    /// The next output to act on, in order.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// Members of the space, in configuration order then join order.
+    pub fn participants(&self) -> Vec<ParticipantInfo> {
+        self.members
+            .iter()
+            .map(|(_, m)| ParticipantInfo {
+                id: m.id.to_string(),
+                capabilities: m.caps.to_json(),
+                online: m.is_online(),
+                is_virtual: m.virtual_log.is_some(),
+            })
+            .collect()
+    }
+
+    /// Figures for a health endpoint.
+    pub fn health(&self) -> HealthInfo {
+        HealthInfo {
+            space: self.space_id.to_string(),
+            connections: self.conns.len(),
+            participants_online: self.members.iter().filter(|(_, m)| m.is_online()).count(),
+            active_streams: self.streams.len(),
+            history_len: self.history.len(),
+        }
+    }
+
+    /// The current capabilities of a member, as JSON (what its welcome shows).
+    pub fn capabilities_of(&self, participant: &str) -> Option<serde_json::Value> {
+        self.members
+            .find(participant)
+            .map(|i| self.members.get(i).caps.to_json())
+    }
+
+    /// The grant chain: every runtime grant in force, as (granter, recipient, grant id).
+    pub fn grant_chain(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for (_, m) in self.members.iter() {
+            for g in &m.grants {
+                out.push((g.granter.to_string(), m.id.to_string(), g.grant_id.clone()));
+            }
+        }
+        out
+    }
+
+    /// Graceful shutdown: close every connection with code 1001.
+    pub fn shutdown(&mut self, now: Time) {
+        let _ = now;
+        for id in self.conns.ids() {
+            self.out.push_back(Output::Close {
+                conn: id,
+                code: 1001,
+                reason: "gateway shutting down".into(),
+            });
+            self.conns.get_mut(id).expect("listed").phase = conn::Phase::Closed;
+        }
+        for i in self.members.indices() {
+            let m = self.members.get_mut(i);
+            m.conn = None;
+        }
+        self.rebuild_audience();
+    }
+
+    fn push_event(&mut self, e: GatewayEvent) {
+        self.out.push_back(Output::Event(e));
+    }
+
+    /// A fresh id for an envelope the gateway writes.
+    fn envelope_id(&mut self) -> String {
+        self.next_envelope += 1;
+        format!(
+            "gw-{}-{}",
+            self.ids.next_u64() & 0xFFFF_FFFF,
+            self.next_envelope
+        )
+    }
+}

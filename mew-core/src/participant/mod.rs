@@ -1,2 +1,526 @@
-//! Participant state machines: the client connection (SDK layer 1) and the participant
-//! (SDK layer 2).
+//! Participant state machines: the client connection (SDK layer 1, [`Client`]) and the
+//! participant (SDK layer 2, [`Participant`]), which owns a client by composition.
+//!
+//! Both are sans-IO: the driver feeds transport events, frames, ticks (`now`) and
+//! application commands in, and drains [`Output`]s: frames to send, connection requests,
+//! pings and [`Event`]s. Commands return ids synchronously; their completions arrive later
+//! as events carrying those ids, which maps directly onto futures in an async driver.
+//!
+//! Choices where the spec is silent:
+//! - Liveness: the core asks the driver for WebSocket pings ([`Output::Ping`]) and closes
+//!   after `idle_timeout` of silence; no protocol-level heartbeat envelope exists.
+//! - A connection loss fails every in-flight direct request with
+//!   [`RequestError::Disconnected`] (re-sending could run a tool twice); proposals stay
+//!   pending with their deadline, since their fulfilment happens elsewhere.
+//! - Before the first welcome the capabilities are unknown: `mcp_request` routes directly
+//!   and lets the gateway decide; capability checks apply once a welcome arrived.
+
+mod chat;
+mod client;
+mod config;
+mod context;
+mod controls;
+mod discovery;
+mod error;
+mod event;
+mod grants;
+mod proposals;
+mod reasoning;
+mod requests;
+pub mod schema;
+mod streams;
+mod tools;
+
+pub use chat::PendingChat;
+pub use client::{Client, ClientConfig, ClientState, Inbound};
+pub use config::{
+    Bounds, ContextConfig, DiscoveryConfig, HeartbeatPolicy, NotReadyPolicy, ParticipantConfig,
+    ReconnectPolicy, default_pause_exempt,
+};
+pub use context::{ContextUsage, Status};
+pub use controls::{CompactOutcome, Control, ForgetDirection, PauseState};
+pub use discovery::{AvailableTool, DiscoveryState, DiscoveryStatus, ToolInfo};
+pub use error::{CommandError, RequestError, SendError, ToolError};
+pub use event::{Event, Output, RouteReason};
+pub use proposals::{ReviewState, ReviewedProposal};
+pub use requests::{RequestId, RequestOptions, Route};
+pub use streams::{StreamInfo, StreamRole};
+pub use tools::{
+    CallId, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, ResourceSpec,
+    ToolSpec,
+};
+
+use crate::capability::CapabilitySet;
+use crate::envelope::{Envelope, Kind};
+use crate::ids::IdGen;
+use crate::time::Time;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// An envelope the application wants to send; the participant fills in `protocol`, `id`,
+/// `ts` and `from`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Draft {
+    /// Kind.
+    pub kind: Kind,
+    /// Addressees (empty: broadcast).
+    pub to: Vec<String>,
+    /// Related envelope ids.
+    pub correlation_id: Vec<String>,
+    /// Sub-context.
+    pub context: Option<String>,
+    /// Payload.
+    pub payload: Option<Value>,
+}
+
+impl Draft {
+    /// A broadcast draft of this kind without payload.
+    pub fn new(kind: Kind) -> Draft {
+        Draft {
+            kind,
+            to: Vec::new(),
+            correlation_id: Vec::new(),
+            context: None,
+            payload: None,
+        }
+    }
+
+    /// Addresses it.
+    pub fn to<S: Into<String>>(mut self, to: impl IntoIterator<Item = S>) -> Draft {
+        self.to = to.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the correlation ids.
+    pub fn correlation<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Draft {
+        self.correlation_id = ids.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the context.
+    pub fn context(mut self, context: impl Into<String>) -> Draft {
+        self.context = Some(context.into());
+        self
+    }
+
+    /// Sets the payload.
+    pub fn payload(mut self, payload: Value) -> Draft {
+        self.payload = Some(payload);
+        self
+    }
+}
+
+/// Layer 2: a protocol-aware participant.
+#[derive(Debug)]
+pub struct Participant {
+    config: ParticipantConfig,
+    client: Client,
+    ids: IdGen,
+    caps: CapabilitySet,
+    caps_known: bool,
+    others: BTreeMap<String, CapabilitySet>,
+    requests: requests::Requests,
+    review: proposals::Review,
+    tools: tools::Tools,
+    discovery: discovery::Discovery,
+    controls: controls::Controls,
+    context: context::Context,
+    chats: chat::Chats,
+    reasoning: reasoning::Reasoning,
+    streams: streams::Streams,
+}
+
+impl Participant {
+    /// A participant that has not connected yet; `seed` fixes every id and jitter it draws.
+    pub fn new(config: ParticipantConfig, seed: u64) -> Participant {
+        let client = Client::new(
+            ClientConfig {
+                gateway_url: config.gateway_url.clone(),
+                space: config.space.clone(),
+                token: config.token.clone(),
+                participant_id: config.participant_id.clone(),
+                reconnect: config.reconnect.clone(),
+                heartbeat: config.heartbeat.clone(),
+                not_ready: config.not_ready,
+                limits: config.limits,
+            },
+            seed ^ 0x5DEE_CE66_D1CE_5EED,
+        );
+        Participant {
+            context: context::Context::new(&config.context),
+            config,
+            client,
+            ids: IdGen::new(seed),
+            caps: CapabilitySet::default(),
+            caps_known: false,
+            others: BTreeMap::new(),
+            requests: Default::default(),
+            review: Default::default(),
+            tools: Default::default(),
+            discovery: Default::default(),
+            controls: Default::default(),
+            chats: Default::default(),
+            reasoning: Default::default(),
+            streams: Default::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ParticipantConfig {
+        &self.config
+    }
+
+    /// The connection machine.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Connection state.
+    pub fn state(&self) -> ClientState {
+        self.client.state()
+    }
+
+    /// Our participant id (the welcome's once it arrived).
+    pub fn id(&self) -> Option<&str> {
+        self.client.participant_id()
+    }
+
+    /// Our capabilities as of the latest welcome.
+    pub fn capabilities(&self) -> &CapabilitySet {
+        &self.caps
+    }
+
+    /// Other participants in the space and their capabilities.
+    pub fn participants(&self) -> impl Iterator<Item = (&str, &CapabilitySet)> {
+        self.others.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Emits [`Output::Connect`].
+    pub fn start(&mut self, now: Time) {
+        self.client.start(now);
+    }
+
+    /// The socket opened: sends the join.
+    pub fn handle_connected(&mut self, now: Time) {
+        self.client.handle_connected(now);
+    }
+
+    /// A pong arrived.
+    pub fn handle_pong(&mut self, now: Time) {
+        self.client.handle_pong(now);
+    }
+
+    /// The connection closed or could not open; schedules a reconnect per policy.
+    pub fn handle_disconnected(&mut self, now: Time, reason: &str) {
+        let was_up = !matches!(
+            self.client.state(),
+            ClientState::Disconnected | ClientState::Closed
+        );
+        self.client.handle_disconnected(now, reason);
+        if was_up {
+            self.on_connection_lost(now);
+        }
+    }
+
+    fn on_connection_lost(&mut self, now: Time) {
+        self.fail_direct_requests(now, RequestError::Disconnected);
+        self.discovery_connection_lost(now);
+    }
+
+    /// One inbound text frame. Never panics; garbage becomes [`Event::Malformed`].
+    pub fn handle_frame(&mut self, now: Time, frame: &str) {
+        if let Inbound::Envelope(env) = self.client.handle_frame(now, frame) {
+            self.on_envelope(now, env);
+        }
+    }
+
+    /// Fires every due timer.
+    pub fn handle_timeout(&mut self, now: Time) {
+        let before = self.client.state();
+        self.client.handle_timeout(now);
+        if before == ClientState::Ready && self.client.state() == ClientState::Disconnected {
+            self.on_connection_lost(now);
+        }
+        self.requests_timeout(now);
+        self.discovery_timeout(now);
+        self.controls_timeout(now);
+    }
+
+    /// The earliest time `handle_timeout` must run.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        [
+            self.client.poll_timeout(),
+            self.requests.next_deadline(),
+            self.discovery.next_action(),
+            self.controls.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Next output for the driver.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.client.poll_output()
+    }
+
+    /// Whether the capabilities allow sending this (before any welcome: unknown, `true`).
+    pub fn can_send(&self, kind: &Kind, payload: Option<&Value>) -> bool {
+        !self.caps_known || self.caps.allows(kind.as_str(), payload)
+    }
+
+    /// Sends an application envelope, checking reservation, pause and capabilities.
+    pub fn send(&mut self, now: Time, draft: Draft) -> Result<String, SendError> {
+        let env = self.build(
+            now,
+            draft.kind,
+            draft.to,
+            draft.correlation_id,
+            draft.context,
+            draft.payload,
+        );
+        let id = env.id.clone();
+        self.send_checked(env)?;
+        Ok(id)
+    }
+
+    fn check_send(&self, kind: &Kind, payload: Option<&Value>) -> Result<(), SendError> {
+        if kind.is_reserved() {
+            return Err(SendError::Reserved(kind.clone()));
+        }
+        if self.client.state() == ClientState::Closed {
+            return Err(SendError::ShutDown);
+        }
+        if let Some(p) = &self.controls.pause
+            && !self.config.pause_exempt_kinds.contains(kind)
+        {
+            return Err(SendError::Paused {
+                kind: kind.clone(),
+                reason: p.reason.clone(),
+            });
+        }
+        if !self.can_send(kind, payload) {
+            return Err(SendError::NotAllowed {
+                kind: kind.clone(),
+                held: self.caps.to_json(),
+            });
+        }
+        Ok(())
+    }
+
+    fn send_checked(&mut self, env: Envelope) -> Result<(), SendError> {
+        self.check_send(&env.kind, env.payload.as_ref())?;
+        self.client.send(env)
+    }
+
+    /// Protocol replies (responses, acks, status) the participant owes; the gateway
+    /// enforces capabilities on them, and a refusal to queue is reported, not returned.
+    fn send_internal(&mut self, env: Envelope) {
+        if let Err(e) = self.client.send(env) {
+            self.client.emit(Event::Invalid {
+                id: String::new(),
+                reason: format!("could not send a protocol reply: {e}"),
+            });
+        }
+    }
+
+    fn build(
+        &mut self,
+        now: Time,
+        kind: Kind,
+        to: Vec<String>,
+        correlation: Vec<String>,
+        context: Option<String>,
+        payload: Option<Value>,
+    ) -> Envelope {
+        Envelope {
+            protocol: crate::PROTOCOL.to_owned(),
+            id: self.ids.uuid_v4(),
+            ts: Some(now.rfc3339()),
+            from: self.client.participant_id().unwrap_or_default().to_owned(),
+            to: (!to.is_empty()).then_some(to),
+            kind,
+            correlation_id: (!correlation.is_empty()).then_some(correlation),
+            context,
+            payload,
+        }
+    }
+
+    fn me(&self) -> &str {
+        self.client.participant_id().unwrap_or_default()
+    }
+
+    /// Whether `env` names us in `to` explicitly.
+    fn addressed_to_me(&self, env: &Envelope) -> bool {
+        let me = self.me();
+        !me.is_empty() && env.to.as_ref().is_some_and(|t| t.iter().any(|p| p == me))
+    }
+
+    fn on_envelope(&mut self, now: Time, env: Box<Envelope>) {
+        match env.kind {
+            Kind::SystemWelcome => self.on_welcome(now, &env),
+            Kind::SystemPresence => self.on_presence(now, &env),
+            Kind::SystemError => self.on_system_error(now, &env),
+            Kind::McpRequest => {
+                self.on_request_seen(now, &env);
+                self.serve(now, &env);
+            }
+            Kind::McpResponse => self.on_response(now, &env),
+            Kind::McpProposal => self.on_proposal(now, &env),
+            Kind::McpReject => self.on_reject(now, &env),
+            Kind::McpWithdraw => self.on_withdraw(now, &env),
+            Kind::Chat => self.on_chat(now, &env),
+            Kind::ChatCancel => self.on_chat_cancel(&env),
+            Kind::ReasoningCancel => self.on_reasoning_cancel(&env),
+            Kind::CapabilityGrant => self.on_grant(now, &env),
+            Kind::StreamOpen => self.on_stream_open(&env),
+            Kind::StreamClose => self.on_stream_close(&env),
+            Kind::ParticipantPause
+            | Kind::ParticipantResume
+            | Kind::ParticipantRequestStatus
+            | Kind::ParticipantForget
+            | Kind::ParticipantCompact
+            | Kind::ParticipantClear
+            | Kind::ParticipantRestart
+            | Kind::ParticipantShutdown => self.on_control(now, &env),
+            _ => {}
+        }
+        self.client.emit(Event::Message(env));
+    }
+
+    fn on_welcome(&mut self, now: Time, env: &Envelope) {
+        let Some(payload) = env.payload.as_ref() else {
+            return self.invalid(env, "welcome without payload");
+        };
+        let you = payload.get("you");
+        let you_id = you.and_then(|y| y.get("id")).and_then(Value::as_str);
+        if you_id.is_some_and(|y| y != self.me()) {
+            return; // someone else's welcome
+        }
+        match you
+            .and_then(|y| y.get("capabilities"))
+            .and_then(Value::as_array)
+            .map(|a| CapabilitySet::compile(a))
+        {
+            Some(Ok(caps)) => {
+                if !self.caps_known || caps != self.caps {
+                    self.caps = caps;
+                    self.caps_known = true;
+                    self.client.emit(Event::CapabilitiesChanged {
+                        capabilities: self.caps.to_json(),
+                    });
+                }
+            }
+            Some(Err(e)) => self.invalid(env, &format!("welcome capabilities: {e}")),
+            None => self.invalid(env, "welcome without you.capabilities"),
+        }
+        let mut seen = Vec::new();
+        if let Some(list) = payload.get("participants").and_then(Value::as_array) {
+            for p in list.iter().take(self.config.bounds.max_participants) {
+                let Some(id) = p.get("id").and_then(Value::as_str) else {
+                    continue;
+                };
+                if id == self.me() {
+                    continue;
+                }
+                let caps = p
+                    .get("capabilities")
+                    .and_then(Value::as_array)
+                    .and_then(|a| CapabilitySet::compile(a).ok())
+                    .unwrap_or_default();
+                seen.push(id.to_owned());
+                if self.others.insert(id.to_owned(), caps).is_none() {
+                    self.client
+                        .emit(Event::ParticipantJoined { id: id.to_owned() });
+                }
+            }
+            let gone: Vec<String> = self
+                .others
+                .keys()
+                .filter(|k| !seen.contains(k))
+                .cloned()
+                .collect();
+            for id in gone {
+                self.remove_participant(&id);
+            }
+        }
+        if let Some(streams) = payload.get("active_streams").and_then(Value::as_array) {
+            self.streams_from_welcome(streams, self.config.bounds.max_streams);
+        }
+        self.discovery_schedule_all(now);
+    }
+
+    fn on_presence(&mut self, now: Time, env: &Envelope) {
+        let p = env.payload.as_ref();
+        let event = p.and_then(|p| p.get("event")).and_then(Value::as_str);
+        let part = p.and_then(|p| p.get("participant"));
+        let Some(id) = part.and_then(|x| x.get("id")).and_then(Value::as_str) else {
+            return self.invalid(env, "presence without participant.id");
+        };
+        if id == self.me() {
+            return;
+        }
+        match event {
+            Some("join") => {
+                if self.others.len() >= self.config.bounds.max_participants
+                    && !self.others.contains_key(id)
+                {
+                    return self.invalid(env, "too many participants tracked");
+                }
+                let caps = part
+                    .and_then(|x| x.get("capabilities"))
+                    .and_then(Value::as_array)
+                    .and_then(|a| CapabilitySet::compile(a).ok())
+                    .unwrap_or_default();
+                self.others.insert(id.to_owned(), caps);
+                self.client
+                    .emit(Event::ParticipantJoined { id: id.to_owned() });
+                self.discovery_schedule(now, id);
+            }
+            Some("leave") => {
+                let id = id.to_owned();
+                self.remove_participant(&id);
+            }
+            _ => self.invalid(env, "presence event must be join or leave"),
+        }
+    }
+
+    fn remove_participant(&mut self, id: &str) {
+        if self.others.remove(id).is_some() {
+            self.discovery_forget(id);
+            self.client
+                .emit(Event::ParticipantLeft { id: id.to_owned() });
+        }
+    }
+
+    fn on_system_error(&mut self, now: Time, env: &Envelope) {
+        let payload = env.payload.clone().unwrap_or(Value::Null);
+        if let Some(c) = env.first_correlation()
+            && self.requests.contains(c)
+        {
+            let error = payload
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("error")
+                .to_owned();
+            let id = c.to_owned();
+            self.settle(
+                now,
+                &id,
+                Err(RequestError::Gateway {
+                    error,
+                    detail: payload,
+                }),
+            );
+            return;
+        }
+        self.client.emit(Event::GatewayError { payload });
+    }
+
+    fn invalid(&mut self, env: &Envelope, reason: &str) {
+        self.client.emit(Event::Invalid {
+            id: env.id.clone(),
+            reason: reason.to_owned(),
+        });
+    }
+}

@@ -1,0 +1,89 @@
+//! Envelopes routed per second through the gateway core alone (no I/O): broadcast to 10,
+//! 100 and 1,000 participants, and directed delivery in `addressed` mode. Audit records off;
+//! the polling history at its default size.
+
+use bytes::Bytes;
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use mew_core::Time;
+use mew_core::capability::{Capability, CapabilitySet};
+use mew_core::gateway::{
+    ConnId, DeliveryMode, Gateway, LoggingConfig, ParticipantConfig, SpaceConfig,
+};
+use mew_core::ids::IdGen;
+use std::hint::black_box;
+
+fn space(n: usize, delivery: DeliveryMode) -> SpaceConfig {
+    let mut cfg = SpaceConfig::default_space(&mut IdGen::new(1));
+    let chat = CapabilitySet::from_capabilities(vec![
+        Capability::compile(serde_json::json!({"kind": "chat"})).unwrap(),
+    ]);
+    cfg.participants = (0..n)
+        .map(|i| ParticipantConfig::new(&format!("p{i}"), vec![format!("t{i}")], chat.clone()))
+        .collect();
+    cfg.logging = LoggingConfig::OFF;
+    cfg.gateway.delivery = delivery;
+    // The bench drains outputs without reporting writes; keep slow-consumer checks out of it.
+    cfg.gateway.max_queue_frames = usize::MAX;
+    cfg.gateway.max_queue_bytes = usize::MAX;
+    cfg
+}
+
+fn setup(n: usize, delivery: DeliveryMode) -> (Gateway, Vec<ConnId>) {
+    let now = Time::from_unix_millis(1_736_416_800_000);
+    let mut gw = Gateway::new(space(n, delivery), 1, now);
+    let conns: Vec<ConnId> = (0..n)
+        .map(|i| gw.connect(now, Some(&format!("t{i}"))))
+        .collect();
+    while gw.poll_output().is_some() {}
+    (gw, conns)
+}
+
+fn drain(gw: &mut Gateway) -> usize {
+    let mut n = 0;
+    while let Some(o) = gw.poll_output() {
+        black_box(&o);
+        n += 1;
+    }
+    n
+}
+
+fn broadcast(c: &mut Criterion) {
+    let now = Time::from_unix_millis(1_736_416_800_000);
+    let frame = Bytes::from_static(
+        br#"{"protocol":"mew/v0.4","id":"m-1","ts":"2025-01-09T10:00:00Z","from":"p0","kind":"chat","payload":{"text":"hello everyone","format":"plain"}}"#,
+    );
+    let mut g = c.benchmark_group("gateway_broadcast");
+    for n in [10usize, 100, 1000] {
+        let (mut gw, conns) = setup(n, DeliveryMode::All);
+        g.throughput(Throughput::Elements(1));
+        g.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| {
+                gw.handle_frame(now, conns[0], frame.clone());
+                assert_eq!(drain(&mut gw), n);
+            })
+        });
+    }
+    g.finish();
+}
+
+fn directed(c: &mut Criterion) {
+    let now = Time::from_unix_millis(1_736_416_800_000);
+    let frame = Bytes::from_static(
+        br#"{"protocol":"mew/v0.4","id":"m-2","ts":"2025-01-09T10:00:00Z","from":"p0","to":["p7"],"kind":"chat","payload":{"text":"just for you"}}"#,
+    );
+    let mut g = c.benchmark_group("gateway_directed");
+    for n in [10usize, 1000] {
+        let (mut gw, conns) = setup(n, DeliveryMode::Addressed);
+        g.throughput(Throughput::Elements(1));
+        g.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| {
+                gw.handle_frame(now, conns[0], frame.clone());
+                assert_eq!(drain(&mut gw), 1);
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, broadcast, directed);
+criterion_main!(benches);

@@ -1,0 +1,973 @@
+//! The space configuration: `space.yaml` as the reference reads it, plus mew-rs options.
+//!
+//! ```yaml
+//! space: {id: my-space, name: My space, description: ...}
+//! participants:
+//!   human: {tokens: [human-token], capabilities: [{kind: "*"}]}
+//!   files: {type: mcp-bridge, mcp_server: {command: npx, args: [...]}, ...}
+//! defaults: {capabilities: [{kind: chat}]}
+//! logging: {enabled: true, envelope_history: true, capability_decisions: true}
+//! # mew-rs only (the reference ignores this section); every key is optional.
+//! gateway:
+//!   anonymous_joins: false      # clients without a known token may pick an id
+//!   delivery: all               # `all` (everyone observes everything) or `addressed`
+//!   max_frame_bytes: 1048576
+//!   max_depth: 128
+//!   join_timeout_ms: 10000
+//!   heartbeat_interval_ms: 30000
+//!   idle_timeout_ms: 90000
+//!   max_queue_frames: 4096      # per connection, handed out but not yet written
+//!   max_queue_bytes: 16777216
+//!   history_size: 1000          # envelopes kept for HTTP polling
+//!   max_streams: 1024           # open streams in the space
+//!   max_grants_per_participant: 256
+//! ```
+//! `mew:` is accepted as a synonym of `gateway:`.
+
+use crate::capability::{Capability, CapabilitySet};
+use crate::envelope::Limits;
+use crate::ids::IdGen;
+use serde_json::Value;
+use serde_yaml::Value as Yaml;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// How envelopes are fanned out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeliveryMode {
+    /// Every participant observes every envelope, the sender included (the reference).
+    #[default]
+    All,
+    /// Strict routing: a broadcast goes to everyone but the sender, a directed envelope
+    /// only to the participants its `to` names.
+    Addressed,
+}
+
+/// What kind of participant a config entry describes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ParticipantType {
+    /// A participant that connects on its own (human, agent, script).
+    #[default]
+    Standard,
+    /// An MCP server behind a bridge (`type: mcp-bridge`).
+    McpBridge,
+}
+
+/// `mcp_server` of an `mcp-bridge` participant.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct McpServerConfig {
+    /// Program to run.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Working directory.
+    pub cwd: Option<String>,
+}
+
+/// `bridge_config` of an `mcp-bridge` participant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BridgeConfig {
+    /// How long the MCP server may take to initialise, in ms (default 30000).
+    pub init_timeout_ms: u64,
+    /// Restart the server when it exits.
+    pub reconnect: bool,
+    /// How many restarts at most.
+    pub max_reconnects: u32,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        BridgeConfig {
+            init_timeout_ms: 30_000,
+            reconnect: true,
+            max_reconnects: 3,
+        }
+    }
+}
+
+/// One `participants.<id>` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParticipantConfig {
+    /// The participant id (the map key).
+    pub id: String,
+    /// `type`.
+    pub kind: ParticipantType,
+    /// Tokens that authenticate as this participant (after [`SpaceConfig::resolve_tokens`]).
+    pub tokens: Vec<String>,
+    /// Static capabilities (`defaults.capabilities` when the entry has none).
+    pub capabilities: CapabilitySet,
+    /// Whether the entry listed its own capabilities.
+    pub explicit_capabilities: bool,
+    /// Start `command` with the space.
+    pub auto_start: bool,
+    /// Program for `auto_start`.
+    pub command: Option<String>,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Append every envelope delivered to this participant to this file.
+    pub output_log: Option<String>,
+    /// With `output_log`: the gateway holds this participant's membership itself.
+    pub auto_connect: bool,
+    /// `mcp_server` (bridges).
+    pub mcp_server: Option<McpServerConfig>,
+    /// `bridge_config` (bridges).
+    pub bridge_config: Option<BridgeConfig>,
+}
+
+impl ParticipantConfig {
+    /// A standard participant with these capabilities and tokens.
+    pub fn new(id: &str, tokens: Vec<String>, capabilities: CapabilitySet) -> Self {
+        ParticipantConfig {
+            id: id.to_owned(),
+            kind: ParticipantType::Standard,
+            tokens,
+            capabilities,
+            explicit_capabilities: true,
+            auto_start: false,
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            output_log: None,
+            auto_connect: false,
+            mcp_server: None,
+            bridge_config: None,
+        }
+    }
+
+    /// Whether the gateway itself holds this participant's membership (`output_log` and
+    /// `auto_connect: true`).
+    pub fn is_virtual(&self) -> bool {
+        self.output_log.is_some() && self.auto_connect
+    }
+}
+
+/// The `logging` switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggingConfig {
+    /// Master switch.
+    pub enabled: bool,
+    /// `envelope-history.jsonl` records.
+    pub envelope_history: bool,
+    /// `capability-decisions.jsonl` records.
+    pub capability_decisions: bool,
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        LoggingConfig {
+            enabled: true,
+            envelope_history: true,
+            capability_decisions: true,
+        }
+    }
+}
+
+impl LoggingConfig {
+    /// Everything off.
+    pub const OFF: LoggingConfig = LoggingConfig {
+        enabled: false,
+        envelope_history: false,
+        capability_decisions: false,
+    };
+}
+
+/// mew-rs options (`gateway:` section).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayOptions {
+    /// Let clients without a known token join under an id of their choice with
+    /// `defaults.capabilities`.
+    pub anonymous_joins: bool,
+    /// Fan-out rule.
+    pub delivery: DeliveryMode,
+    /// Frame size and JSON depth limits.
+    pub limits: Limits,
+    /// How long a connection may stay unauthenticated.
+    pub join_timeout: Duration,
+    /// Interval between pings to each connection.
+    pub heartbeat_interval: Duration,
+    /// A connection silent for longer than this is closed.
+    pub idle_timeout: Duration,
+    /// Frames handed to a connection but not yet reported written, before it is closed.
+    pub max_queue_frames: usize,
+    /// Bytes handed to a connection but not yet reported written, before it is closed.
+    pub max_queue_bytes: usize,
+    /// Envelopes kept for `GET /participants/{id}/messages`.
+    pub history_size: usize,
+    /// Open streams in the space at most.
+    pub max_streams: usize,
+    /// Runtime grants one participant may hold at most.
+    pub max_grants_per_participant: usize,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        GatewayOptions {
+            anonymous_joins: false,
+            delivery: DeliveryMode::All,
+            limits: Limits::default(),
+            join_timeout: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(90),
+            max_queue_frames: 4096,
+            max_queue_bytes: 16 * 1024 * 1024,
+            history_size: 1000,
+            max_streams: 1024,
+            max_grants_per_participant: 256,
+        }
+    }
+}
+
+/// A whole space configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpaceConfig {
+    /// `space.id`.
+    pub id: String,
+    /// `space.name`.
+    pub name: Option<String>,
+    /// `space.description`.
+    pub description: Option<String>,
+    /// Participants in file order.
+    pub participants: Vec<ParticipantConfig>,
+    /// `defaults.capabilities`: for entries without their own and for anonymous joins.
+    pub default_capabilities: CapabilitySet,
+    /// `logging`.
+    pub logging: LoggingConfig,
+    /// `gateway:` options.
+    pub gateway: GatewayOptions,
+}
+
+/// One problem found in a configuration, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Dotted path, e.g. `participants.agent.capabilities[1]`.
+    pub location: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.location.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.location, self.message)
+        }
+    }
+}
+
+/// Every problem found in a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// A token [`SpaceConfig::resolve_tokens`] generated; the driver stores it in
+/// `.mew/tokens/<participant>.token` (mode 0600).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedToken {
+    /// Whose token.
+    pub participant: String,
+    /// The token.
+    pub token: String,
+}
+
+/// Length of generated tokens.
+pub const TOKEN_LEN: usize = 32;
+
+/// The environment variable the reference reads a participant's token from.
+pub fn token_env_var(participant: &str) -> String {
+    let mut s = String::from("MEW_TOKEN_");
+    s.extend(participant.chars().map(|c| {
+        if c == '-' {
+            '_'
+        } else {
+            c.to_ascii_uppercase()
+        }
+    }));
+    s
+}
+
+impl SpaceConfig {
+    /// Parses and validates `space.yaml` text, reporting every problem found.
+    pub fn from_yaml(text: &str) -> Result<SpaceConfig, ConfigErrors> {
+        let root: Yaml = serde_yaml::from_str(text).map_err(|e| {
+            ConfigErrors(vec![ConfigError {
+                location: e
+                    .location()
+                    .map(|l| format!("line {} column {}", l.line(), l.column()))
+                    .unwrap_or_default(),
+                message: format!("invalid YAML: {e}"),
+            }])
+        })?;
+        let mut cx = Cx::default();
+        let cfg = cx.space(&root);
+        if cx.errors.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(ConfigErrors(cx.errors))
+        }
+    }
+
+    /// The space `mew gateway` runs without a config: `human` may do anything, `agent` may
+    /// only propose (plus chat and the acknowledgements and withdrawals it needs), `service`
+    /// answers MCP requests and chats. Tokens come from `ids`.
+    pub fn default_space(ids: &mut IdGen) -> SpaceConfig {
+        let caps = |kinds: &[&str]| {
+            CapabilitySet::from_capabilities(
+                kinds
+                    .iter()
+                    .map(|k| {
+                        Capability::compile(serde_json::json!({ "kind": k }))
+                            .expect("built-in capability compiles")
+                    })
+                    .collect(),
+            )
+        };
+        let human = ParticipantConfig::new("human", vec![ids.token(TOKEN_LEN)], caps(&["*"]));
+        let agent = ParticipantConfig::new(
+            "agent",
+            vec![ids.token(TOKEN_LEN)],
+            caps(&[
+                "mcp/proposal",
+                "mcp/withdraw",
+                "chat",
+                "chat/acknowledge",
+                "chat/cancel",
+                "capability/grant-ack",
+                "participant/status",
+                "reasoning/*",
+            ]),
+        );
+        let service = ParticipantConfig::new(
+            "service",
+            vec![ids.token(TOKEN_LEN)],
+            caps(&["mcp/response", "chat"]),
+        );
+        SpaceConfig {
+            id: "default".into(),
+            name: Some("default".into()),
+            description: Some("The built-in space of `mew gateway`".into()),
+            participants: vec![human, agent, service],
+            default_capabilities: caps(&["chat"]),
+            logging: LoggingConfig::default(),
+            gateway: GatewayOptions::default(),
+        }
+    }
+
+    /// A participant's entry by id.
+    pub fn participant(&self, id: &str) -> Option<&ParticipantConfig> {
+        self.participants.iter().find(|p| p.id == id)
+    }
+
+    /// Settles every participant's tokens in the reference's order: the environment
+    /// variable [`token_env_var`], then the token file (`.mew/tokens/<id>.token`, read by
+    /// `token_file`), then the literal `tokens:` list; a participant with none gets a fresh
+    /// token, returned so the driver can write that file.
+    pub fn resolve_tokens(
+        &mut self,
+        mut env: impl FnMut(&str) -> Option<String>,
+        mut token_file: impl FnMut(&str) -> Option<String>,
+        ids: &mut IdGen,
+    ) -> Vec<GeneratedToken> {
+        let mut generated = Vec::new();
+        for p in &mut self.participants {
+            let from_env = env(&token_env_var(&p.id))
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty());
+            if let Some(t) = from_env {
+                p.tokens = vec![t];
+                continue;
+            }
+            let from_file = token_file(&p.id)
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty());
+            if let Some(t) = from_file {
+                p.tokens = vec![t];
+                continue;
+            }
+            if !p.tokens.is_empty() {
+                continue;
+            }
+            let token = ids.token(TOKEN_LEN);
+            p.tokens = vec![token.clone()];
+            generated.push(GeneratedToken {
+                participant: p.id.clone(),
+                token,
+            });
+        }
+        generated
+    }
+}
+
+#[derive(Default)]
+struct Cx {
+    errors: Vec<ConfigError>,
+}
+
+fn type_name(v: &Yaml) -> &'static str {
+    match v {
+        Yaml::Null => "null",
+        Yaml::Bool(_) => "a boolean",
+        Yaml::Number(_) => "a number",
+        Yaml::String(_) => "a string",
+        Yaml::Sequence(_) => "a list",
+        Yaml::Mapping(_) => "a mapping",
+        Yaml::Tagged(_) => "a tagged value",
+    }
+}
+
+impl Cx {
+    fn err(&mut self, location: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(ConfigError {
+            location: location.into(),
+            message: message.into(),
+        });
+    }
+
+    fn map<'a>(&mut self, v: &'a Yaml, loc: &str) -> Option<&'a serde_yaml::Mapping> {
+        match v {
+            Yaml::Mapping(m) => Some(m),
+            Yaml::Null => None,
+            other => {
+                self.err(
+                    loc,
+                    format!("expected a mapping, found {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, v: Option<&Yaml>, loc: &str) -> Option<String> {
+        match v? {
+            Yaml::String(s) => Some(s.clone()),
+            Yaml::Number(n) => Some(n.to_string()),
+            Yaml::Null => None,
+            other => {
+                self.err(
+                    loc,
+                    format!("expected a string, found {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, v: Option<&Yaml>, loc: &str, default: bool) -> bool {
+        match v {
+            None | Some(Yaml::Null) => default,
+            Some(Yaml::Bool(b)) => *b,
+            Some(other) => {
+                self.err(
+                    loc,
+                    format!("expected true or false, found {}", type_name(other)),
+                );
+                default
+            }
+        }
+    }
+
+    fn uint(&mut self, v: Option<&Yaml>, loc: &str, default: u64, min: u64) -> u64 {
+        match v {
+            None | Some(Yaml::Null) => default,
+            Some(Yaml::Number(n)) => match n.as_u64() {
+                Some(x) if x >= min => x,
+                _ => {
+                    self.err(loc, format!("expected an integer >= {min}, found {n}"));
+                    default
+                }
+            },
+            Some(other) => {
+                self.err(
+                    loc,
+                    format!("expected an integer, found {}", type_name(other)),
+                );
+                default
+            }
+        }
+    }
+
+    fn strings(&mut self, v: Option<&Yaml>, loc: &str) -> Vec<String> {
+        match v {
+            None | Some(Yaml::Null) => Vec::new(),
+            Some(Yaml::Sequence(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, it)| self.string(Some(it), &format!("{loc}[{i}]")))
+                .collect(),
+            Some(other) => {
+                self.err(loc, format!("expected a list, found {}", type_name(other)));
+                Vec::new()
+            }
+        }
+    }
+
+    fn string_map(&mut self, v: Option<&Yaml>, loc: &str) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        let Some(v) = v else { return out };
+        let Some(m) = self.map(v, loc) else {
+            return out;
+        };
+        for (k, val) in m {
+            let Some(key) = k.as_str() else {
+                self.err(loc, "keys must be strings");
+                continue;
+            };
+            let kl = format!("{loc}.{key}");
+            match val {
+                Yaml::String(s) => {
+                    out.insert(key.to_owned(), s.clone());
+                }
+                Yaml::Number(n) => {
+                    out.insert(key.to_owned(), n.to_string());
+                }
+                Yaml::Bool(b) => {
+                    out.insert(key.to_owned(), b.to_string());
+                }
+                other => self.err(kl, format!("expected a string, found {}", type_name(other))),
+            }
+        }
+        out
+    }
+
+    fn capabilities(&mut self, v: &Yaml, loc: &str) -> CapabilitySet {
+        let Yaml::Sequence(items) = v else {
+            self.err(loc, format!("expected a list, found {}", type_name(v)));
+            return CapabilitySet::default();
+        };
+        let mut set = CapabilitySet::default();
+        for (i, item) in items.iter().enumerate() {
+            let l = format!("{loc}[{i}]");
+            let json = match item {
+                // A bare string is shorthand for `{kind: <string>}`.
+                Yaml::String(s) => serde_json::json!({ "kind": s }),
+                other => match serde_json::to_value(other) {
+                    Ok(j) => j,
+                    Err(e) => {
+                        self.err(l, format!("invalid capability: {e}"));
+                        continue;
+                    }
+                },
+            };
+            match Capability::compile(json) {
+                Ok(c) => set.push(c),
+                Err(e) => self.err(l, format!("invalid capability: {}", e.reason)),
+            }
+        }
+        set
+    }
+
+    fn space(&mut self, root: &Yaml) -> SpaceConfig {
+        let mut cfg = SpaceConfig {
+            id: String::new(),
+            name: None,
+            description: None,
+            participants: Vec::new(),
+            default_capabilities: CapabilitySet::default(),
+            logging: LoggingConfig::default(),
+            gateway: GatewayOptions::default(),
+        };
+        let Some(top) = self.map(root, "") else {
+            self.err("", "the configuration is empty");
+            return cfg;
+        };
+        match top.get("space") {
+            Some(Yaml::String(s)) => cfg.id = s.clone(),
+            Some(v) => {
+                if let Some(m) = self.map(v, "space") {
+                    cfg.id = self.string(m.get("id"), "space.id").unwrap_or_default();
+                    cfg.name = self.string(m.get("name"), "space.name");
+                    cfg.description = self.string(m.get("description"), "space.description");
+                }
+            }
+            None => {}
+        }
+        if cfg.id.is_empty() {
+            match &cfg.name {
+                Some(n) => cfg.id = n.clone(),
+                None => self.err("space.id", "missing: every space needs an id"),
+            }
+        }
+        if let Some(d) = top.get("defaults")
+            && let Some(m) = self.map(d, "defaults")
+            && let Some(c) = m.get("capabilities")
+        {
+            cfg.default_capabilities = self.capabilities(c, "defaults.capabilities");
+        }
+        if let Some(l) = top.get("logging") {
+            cfg.logging = self.logging(l);
+        }
+        let opts = match (top.get("gateway"), top.get("mew")) {
+            (Some(g), _) => Some((g, "gateway")),
+            (None, Some(m)) => Some((m, "mew")),
+            _ => None,
+        };
+        if let Some((v, loc)) = opts {
+            cfg.gateway = self.options(v, loc);
+        }
+        if let Some(p) = top.get("participants")
+            && let Some(m) = self.map(p, "participants")
+        {
+            for (k, v) in m {
+                let Some(id) = k.as_str() else {
+                    self.err("participants", "participant ids must be strings");
+                    continue;
+                };
+                let loc = format!("participants.{id}");
+                if id.is_empty() || id.starts_with("system:") || id.contains(char::is_whitespace) {
+                    self.err(
+                        &loc,
+                        "invalid participant id (empty, whitespace, or the reserved `system:` prefix)",
+                    );
+                    continue;
+                }
+                let p = self.participant(id, v, &loc, &cfg.default_capabilities);
+                cfg.participants.push(p);
+            }
+        }
+        // Tokens must identify exactly one participant.
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut dups = Vec::new();
+        for p in &cfg.participants {
+            for (i, t) in p.tokens.iter().enumerate() {
+                if let Some(first) = seen.insert(t, &p.id)
+                    && first != p.id
+                {
+                    dups.push((
+                        format!("participants.{}.tokens[{i}]", p.id),
+                        format!("duplicate token: already used by participant `{first}`"),
+                    ));
+                }
+            }
+        }
+        for (l, m) in dups {
+            self.err(l, m);
+        }
+        cfg
+    }
+
+    fn participant(
+        &mut self,
+        id: &str,
+        v: &Yaml,
+        loc: &str,
+        defaults: &CapabilitySet,
+    ) -> ParticipantConfig {
+        let mut p = ParticipantConfig::new(id, Vec::new(), defaults.clone());
+        p.explicit_capabilities = false;
+        let Some(m) = self.map(v, loc) else {
+            return p;
+        };
+        let m = m.clone();
+        let get = |k: &str| m.get(k);
+        match self.string(get("type"), &format!("{loc}.type")).as_deref() {
+            None | Some("standard") => {}
+            Some("mcp-bridge") => p.kind = ParticipantType::McpBridge,
+            Some(other) => self.err(
+                format!("{loc}.type"),
+                format!("unknown participant type `{other}` (known: mcp-bridge)"),
+            ),
+        }
+        p.tokens = self.strings(get("tokens"), &format!("{loc}.tokens"));
+        if let Some(t) = self.string(get("token"), &format!("{loc}.token")) {
+            p.tokens.push(t);
+        }
+        if let Some(c) = get("capabilities") {
+            p.capabilities = self.capabilities(c, &format!("{loc}.capabilities"));
+            p.explicit_capabilities = true;
+        }
+        p.auto_start = self.boolean(get("auto_start"), &format!("{loc}.auto_start"), false);
+        p.command = self.string(get("command"), &format!("{loc}.command"));
+        p.args = self.strings(get("args"), &format!("{loc}.args"));
+        p.env = self.string_map(get("env"), &format!("{loc}.env"));
+        p.output_log = self.string(get("output_log"), &format!("{loc}.output_log"));
+        p.auto_connect = self.boolean(get("auto_connect"), &format!("{loc}.auto_connect"), false);
+        if p.auto_start && p.command.is_none() && p.kind == ParticipantType::Standard {
+            self.err(format!("{loc}.command"), "auto_start needs a command");
+        }
+        if let Some(s) = get("mcp_server") {
+            let l = format!("{loc}.mcp_server");
+            if let Some(sm) = self.map(s, &l) {
+                let sm = sm.clone();
+                let command = self.string(sm.get("command"), &format!("{l}.command"));
+                if command.is_none() {
+                    self.err(
+                        format!("{l}.command"),
+                        "missing: an MCP server needs a command",
+                    );
+                }
+                p.mcp_server = Some(McpServerConfig {
+                    command: command.unwrap_or_default(),
+                    args: self.strings(sm.get("args"), &format!("{l}.args")),
+                    env: self.string_map(sm.get("env"), &format!("{l}.env")),
+                    cwd: self.string(sm.get("cwd"), &format!("{l}.cwd")),
+                });
+            }
+        } else if p.kind == ParticipantType::McpBridge {
+            self.err(
+                format!("{loc}.mcp_server"),
+                "missing: an mcp-bridge participant needs mcp_server",
+            );
+        }
+        if let Some(b) = get("bridge_config") {
+            let l = format!("{loc}.bridge_config");
+            if let Some(bm) = self.map(b, &l) {
+                let bm = bm.clone();
+                let d = BridgeConfig::default();
+                p.bridge_config = Some(BridgeConfig {
+                    init_timeout_ms: self.uint(
+                        bm.get("init_timeout"),
+                        &format!("{l}.init_timeout"),
+                        d.init_timeout_ms,
+                        1,
+                    ),
+                    reconnect: self.boolean(
+                        bm.get("reconnect"),
+                        &format!("{l}.reconnect"),
+                        d.reconnect,
+                    ),
+                    max_reconnects: self
+                        .uint(
+                            bm.get("max_reconnects"),
+                            &format!("{l}.max_reconnects"),
+                            u64::from(d.max_reconnects),
+                            0,
+                        )
+                        .min(u64::from(u32::MAX)) as u32,
+                });
+            }
+        }
+        p
+    }
+
+    fn logging(&mut self, v: &Yaml) -> LoggingConfig {
+        let mut l = LoggingConfig::default();
+        match v {
+            Yaml::Bool(b) => {
+                l.enabled = *b;
+                return l;
+            }
+            _ => {
+                let Some(m) = self.map(v, "logging") else {
+                    return l;
+                };
+                let m = m.clone();
+                l.enabled = self.boolean(m.get("enabled"), "logging.enabled", true);
+                l.envelope_history =
+                    self.boolean(m.get("envelope_history"), "logging.envelope_history", true);
+                l.capability_decisions = self.boolean(
+                    m.get("capability_decisions"),
+                    "logging.capability_decisions",
+                    true,
+                );
+            }
+        }
+        l
+    }
+
+    fn options(&mut self, v: &Yaml, loc: &str) -> GatewayOptions {
+        let mut o = GatewayOptions::default();
+        let Some(m) = self.map(v, loc) else {
+            return o;
+        };
+        let m = m.clone();
+        let l = |k: &str| format!("{loc}.{k}");
+        o.anonymous_joins = self.boolean(m.get("anonymous_joins"), &l("anonymous_joins"), false);
+        match self.string(m.get("delivery"), &l("delivery")).as_deref() {
+            None | Some("all") => {}
+            Some("addressed") => o.delivery = DeliveryMode::Addressed,
+            Some(other) => self.err(
+                l("delivery"),
+                format!("unknown delivery mode `{other}` (known: all, addressed)"),
+            ),
+        }
+        let d = GatewayOptions::default();
+        o.limits.max_frame_bytes = self.uint(
+            m.get("max_frame_bytes"),
+            &l("max_frame_bytes"),
+            d.limits.max_frame_bytes as u64,
+            64,
+        ) as usize;
+        o.limits.max_depth = self
+            .uint(m.get("max_depth"), &l("max_depth"), 128, 2)
+            .min(128) as usize;
+        let ms = |cx: &mut Cx, k: &str, d: Duration| {
+            Duration::from_millis(cx.uint(m.get(k), &l(k), d.as_millis() as u64, 1))
+        };
+        o.join_timeout = ms(self, "join_timeout_ms", d.join_timeout);
+        o.heartbeat_interval = ms(self, "heartbeat_interval_ms", d.heartbeat_interval);
+        o.idle_timeout = ms(self, "idle_timeout_ms", d.idle_timeout);
+        o.max_queue_frames = self.uint(
+            m.get("max_queue_frames"),
+            &l("max_queue_frames"),
+            d.max_queue_frames as u64,
+            1,
+        ) as usize;
+        o.max_queue_bytes = self.uint(
+            m.get("max_queue_bytes"),
+            &l("max_queue_bytes"),
+            d.max_queue_bytes as u64,
+            1,
+        ) as usize;
+        o.history_size = self.uint(
+            m.get("history_size"),
+            &l("history_size"),
+            d.history_size as u64,
+            0,
+        ) as usize;
+        o.max_streams = self.uint(
+            m.get("max_streams"),
+            &l("max_streams"),
+            d.max_streams as u64,
+            0,
+        ) as usize;
+        o.max_grants_per_participant = self.uint(
+            m.get("max_grants_per_participant"),
+            &l("max_grants_per_participant"),
+            d.max_grants_per_participant as u64,
+            0,
+        ) as usize;
+        o
+    }
+}
+
+/// Converts a capability list given as JSON (a grant's or an invite's payload) into a set,
+/// naming the first bad entry.
+pub(crate) fn compile_json_caps(v: Option<&Value>) -> Result<CapabilitySet, String> {
+    let Some(Value::Array(items)) = v else {
+        return Err("`capabilities` must be a list of capability objects".into());
+    };
+    CapabilitySet::compile(items).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_reference_layout() {
+        let yaml = r#"
+space: {id: my-space, name: My space, description: test}
+participants:
+  human: {tokens: [human-token], capabilities: [{kind: "*"}]}
+  agent:
+    tokens: [agent-token]
+    capabilities: [{kind: mcp/proposal}, {kind: chat}]
+    auto_start: true
+    command: node
+    args: [agent.js]
+    env: {A: "1"}
+  files:
+    type: mcp-bridge
+    tokens: [files-token]
+    capabilities: [{kind: mcp/response}]
+    mcp_server: {command: npx, args: [-y, server], env: {X: y}, cwd: /tmp}
+    bridge_config: {init_timeout: 5000, reconnect: false, max_reconnects: 1}
+  log: {output_log: logs/out.jsonl, auto_connect: true}
+defaults: {capabilities: [{kind: chat}]}
+gateway: {delivery: addressed, anonymous_joins: true, join_timeout_ms: 500}
+"#;
+        let c = SpaceConfig::from_yaml(yaml).unwrap();
+        assert_eq!(c.id, "my-space");
+        assert_eq!(c.participants.len(), 4);
+        let files = c.participant("files").unwrap();
+        assert_eq!(files.kind, ParticipantType::McpBridge);
+        assert_eq!(
+            files.mcp_server.as_ref().unwrap().cwd.as_deref(),
+            Some("/tmp")
+        );
+        assert_eq!(files.bridge_config.as_ref().unwrap().init_timeout_ms, 5000);
+        assert!(c.participant("log").unwrap().is_virtual());
+        assert_eq!(c.participant("log").unwrap().capabilities.len(), 1);
+        assert_eq!(c.gateway.delivery, DeliveryMode::Addressed);
+        assert!(c.gateway.anonymous_joins);
+        assert_eq!(c.gateway.join_timeout, Duration::from_millis(500));
+        assert_eq!(c.participant("agent").unwrap().env["A"], "1");
+    }
+
+    #[test]
+    fn reports_every_problem_with_location() {
+        let yaml = r#"
+space: {id: s}
+participants:
+  a: {type: robot, tokens: [t1], capabilities: [{kind: chat}, {nokind: 1}]}
+  b: {tokens: [t1], auto_start: maybe}
+gateway: {delivery: sideways, idle_timeout_ms: -3}
+"#;
+        let errs = SpaceConfig::from_yaml(yaml).unwrap_err();
+        let text = errs.to_string();
+        assert!(
+            text.contains("participants.a.type: unknown participant type `robot`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("participants.a.capabilities[1]: invalid capability"),
+            "{text}"
+        );
+        assert!(
+            text.contains("participants.b.tokens[0]: duplicate token"),
+            "{text}"
+        );
+        assert!(text.contains("participants.b.auto_start"), "{text}");
+        assert!(text.contains("gateway.delivery"), "{text}");
+        assert!(text.contains("gateway.idle_timeout_ms"), "{text}");
+        assert_eq!(errs.0.len(), 6, "{text}");
+    }
+
+    #[test]
+    fn token_sources_in_reference_order() {
+        let mut c = SpaceConfig::from_yaml(
+            "space: {id: s}\nparticipants:\n  my-agent: {tokens: [lit]}\n  b: {tokens: [lit-b]}\n  c: {}\n  d: {tokens: [lit-d]}\n",
+        )
+        .unwrap();
+        let mut ids = IdGen::new(1);
+        let generated = c.resolve_tokens(
+            |var| (var == "MEW_TOKEN_MY_AGENT").then(|| "from-env\n".to_owned()),
+            |id| (id == "b" || id == "my-agent").then(|| "from-file".to_owned()),
+            &mut ids,
+        );
+        assert_eq!(c.participant("my-agent").unwrap().tokens, vec!["from-env"]);
+        assert_eq!(c.participant("b").unwrap().tokens, vec!["from-file"]);
+        assert_eq!(c.participant("d").unwrap().tokens, vec!["lit-d"]);
+        assert_eq!(generated.len(), 1);
+        assert_eq!(generated[0].participant, "c");
+        assert_eq!(
+            c.participant("c").unwrap().tokens,
+            vec![generated[0].token.clone()]
+        );
+        assert_eq!(token_env_var("my-agent"), "MEW_TOKEN_MY_AGENT");
+    }
+
+    #[test]
+    fn default_space_is_seeded() {
+        let a = SpaceConfig::default_space(&mut IdGen::new(9));
+        let b = SpaceConfig::default_space(&mut IdGen::new(9));
+        assert_eq!(a, b);
+        let agent = a.participant("agent").unwrap();
+        assert!(agent.capabilities.allows("mcp/proposal", None));
+        assert!(!agent.capabilities.allows("mcp/request", None));
+        assert!(
+            a.participant("human")
+                .unwrap()
+                .capabilities
+                .allows("mcp/request", None)
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! Fan-out. The broadcast list is precomputed on membership changes, so delivering to N
+//! recipients costs N slab lookups, N `Bytes` clones and N output pushes: no allocation,
+//! no formatting and no map lookup per recipient unless audit records are enabled.
+
+use super::audit::Transport;
+use super::config::DeliveryMode;
+use super::conn::Phase;
+use super::{ConnId, Gateway, GatewayEvent, Output};
+use crate::Time;
+use crate::envelope::Text;
+use bytes::Bytes;
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// One online member and how to reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Recipient {
+    /// On a transport connection.
+    Conn { conn: ConnId, member: usize },
+    /// Held by the gateway; deliveries become log lines.
+    Virtual { member: usize },
+}
+
+impl Recipient {
+    fn member(self) -> usize {
+        match self {
+            Recipient::Conn { member, .. } | Recipient::Virtual { member } => member,
+        }
+    }
+}
+
+/// Who may see an envelope kept for polling.
+#[derive(Debug, Clone)]
+pub(super) enum Seen {
+    All,
+    Only(SmallVec<[Arc<str>; 2]>),
+}
+
+impl Gateway {
+    /// Recomputes the broadcast list after a membership change.
+    pub(super) fn rebuild_audience(&mut self) {
+        self.audience.clear();
+        for (i, m) in self.members.iter() {
+            if m.removed {
+                continue;
+            }
+            if let Some(conn) = m.conn {
+                self.audience.push(Recipient::Conn { conn, member: i });
+            } else if m.virtual_log.is_some() {
+                self.audience.push(Recipient::Virtual { member: i });
+            }
+        }
+    }
+
+    /// Hands a frame to a connection, closing it as a slow consumer when its unwritten
+    /// backlog passes the limit. Returns whether the frame was handed out.
+    pub(super) fn transmit(&mut self, now: Time, conn: ConnId, frame: Bytes) -> bool {
+        let max_frames = self.config.gateway.max_queue_frames;
+        let max_bytes = self.config.gateway.max_queue_bytes;
+        let Some(c) = self.conns.get_mut(conn) else {
+            return false;
+        };
+        if c.phase == Phase::Closed {
+            return false;
+        }
+        c.queued_frames += 1;
+        c.queued_bytes += frame.len();
+        // One frame alone is never a backlog, however large (frames are bounded separately).
+        if c.queued_frames > max_frames || (c.queued_bytes > max_bytes && c.queued_frames > 1) {
+            self.close_conn(
+                now,
+                conn,
+                1013,
+                "slow consumer: outbound queue limit exceeded",
+                "slow consumer",
+            );
+            return false;
+        }
+        self.out.push_back(Output::Transmit { conn, frame });
+        true
+    }
+
+    fn deliver_one(&mut self, now: Time, r: Recipient, frame: &Bytes, id: Option<&Arc<str>>) {
+        match r {
+            Recipient::Conn { conn, member } => {
+                if self.transmit(now, conn, frame.clone()) && self.audit_envelopes {
+                    let who = self.members.get(member).id.clone();
+                    self.audit_delivered(now, id.cloned(), frame, who, Transport::WebSocket);
+                }
+            }
+            Recipient::Virtual { member } => {
+                let m = self.members.get(member);
+                let Some(path) = m.virtual_log.clone() else {
+                    return;
+                };
+                let who = m.id.clone();
+                let mut line = Vec::with_capacity(frame.len() + 1);
+                line.extend_from_slice(frame);
+                line.push(b'\n');
+                self.out.push_back(Output::AppendLog {
+                    path,
+                    line: Bytes::from(line),
+                });
+                if self.audit_envelopes {
+                    self.audit_delivered(now, id.cloned(), frame, who, Transport::Virtual);
+                }
+            }
+        }
+    }
+
+    /// A gateway message for everyone online (but `except`).
+    pub(super) fn gateway_broadcast(
+        &mut self,
+        now: Time,
+        frame: Bytes,
+        id: &str,
+        except: Option<usize>,
+    ) {
+        let id: Arc<str> = Arc::from(id);
+        self.history.push(now, frame.clone(), Seen::All);
+        for i in 0..self.audience.len() {
+            let Some(&r) = self.audience.get(i) else {
+                break;
+            };
+            if Some(r.member()) == except {
+                continue;
+            }
+            self.deliver_one(now, r, &frame, Some(&id));
+        }
+    }
+
+    /// Delivers an accepted envelope per the space's delivery mode.
+    pub(super) fn deliver_envelope(
+        &mut self,
+        now: Time,
+        frame: &Bytes,
+        id: Option<Arc<str>>,
+        sender: usize,
+        to: Option<&[Text<'_>]>,
+    ) {
+        let to = to.filter(|t| !t.is_empty());
+        match (self.config.gateway.delivery, to) {
+            (DeliveryMode::All, _) => {
+                self.history.push(now, frame.clone(), Seen::All);
+                for i in 0..self.audience.len() {
+                    let Some(&r) = self.audience.get(i) else {
+                        break;
+                    };
+                    self.deliver_one(now, r, frame, id.as_ref());
+                }
+            }
+            (DeliveryMode::Addressed, None) => {
+                self.history.push(now, frame.clone(), Seen::All);
+                for i in 0..self.audience.len() {
+                    let Some(&r) = self.audience.get(i) else {
+                        break;
+                    };
+                    if r.member() != sender {
+                        self.deliver_one(now, r, frame, id.as_ref());
+                    }
+                }
+            }
+            (DeliveryMode::Addressed, Some(names)) => {
+                let mut targets: SmallVec<[usize; 4]> = SmallVec::new();
+                for n in names {
+                    if let Some(i) = self.members.find(n)
+                        && !targets.contains(&i)
+                    {
+                        targets.push(i);
+                    }
+                }
+                let mut seen: SmallVec<[Arc<str>; 2]> = SmallVec::new();
+                seen.push(self.members.get(sender).id.clone());
+                for &t in &targets {
+                    seen.push(self.members.get(t).id.clone());
+                }
+                self.history.push(now, frame.clone(), Seen::Only(seen));
+                for t in targets {
+                    let m = self.members.get(t);
+                    if m.removed {
+                        continue;
+                    }
+                    let r = match (m.conn, &m.virtual_log) {
+                        (Some(conn), _) => Recipient::Conn { conn, member: t },
+                        (None, Some(_)) => Recipient::Virtual { member: t },
+                        (None, None) => continue,
+                    };
+                    self.deliver_one(now, r, frame, id.as_ref());
+                }
+            }
+        }
+        self.finish_closes(now);
+    }
+
+    /// Tells the driver to close a connection and lets its member leave the space.
+    pub(super) fn close_conn(
+        &mut self,
+        now: Time,
+        conn: ConnId,
+        code: u16,
+        reason: &str,
+        leave_reason: &str,
+    ) {
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        let phase = std::mem::replace(&mut c.phase, Phase::Closed);
+        if phase == Phase::Closed {
+            return;
+        }
+        self.out.push_back(Output::Close {
+            conn,
+            code,
+            reason: reason.to_owned(),
+        });
+        if let Phase::Joined { member } = phase {
+            self.pending_leaves
+                .push((conn, member, leave_reason.to_owned()));
+        }
+        let _ = now;
+    }
+
+    /// Completes the leaves of connections closed during a fan-out (presence, streams).
+    pub(super) fn finish_closes(&mut self, now: Time) {
+        while let Some((conn, member, reason)) = self.pending_leaves.pop() {
+            self.member_left(now, conn, member, &reason);
+        }
+    }
+
+    /// A member's connection is gone: presence leave, its streams closed.
+    pub(super) fn member_left(&mut self, now: Time, conn: ConnId, member: usize, reason: &str) {
+        let m = self.members.get_mut(member);
+        if m.conn != Some(conn) {
+            return;
+        }
+        m.conn = None;
+        let id = m.id.clone();
+        let anonymous = m.origin == super::member::Origin::Anonymous;
+        self.rebuild_audience();
+        self.push_event(GatewayEvent::Left {
+            conn,
+            participant: id.to_string(),
+            reason: reason.to_owned(),
+        });
+        self.close_streams_of(now, &id);
+        self.send_presence_leave(now, &id);
+        if anonymous {
+            self.members.remove(member);
+        }
+    }
+}

@@ -1,0 +1,403 @@
+//! Inbound enforcement, one path for WebSocket and HTTP: size and parse limits, identity,
+//! the reserved `system/` namespace, holds (pause, shutdown), capabilities, then the
+//! gateway-owned operations and delivery.
+
+use super::audit::{Direction, Transport};
+use super::conn::Phase;
+use super::member::Hold;
+use super::system::ErrorPayload;
+use super::{ConnId, Gateway, GatewayEvent};
+use crate::capability::Precheck;
+use crate::envelope::{CorrelationIds, RoutingView};
+use crate::{PROTOCOL, Time};
+use bytes::Bytes;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Why an envelope was not accepted.
+#[derive(Debug)]
+pub(super) struct Refusal {
+    pub(super) code: &'static str,
+    pub(super) message: String,
+    /// The offending envelope's id, when it had one.
+    pub(super) correlation: Option<String>,
+    /// For `capability_violation`: the kind attempted.
+    pub(super) attempted_kind: Option<String>,
+}
+
+impl Refusal {
+    pub(super) fn new(code: &'static str, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+            correlation: None,
+            attempted_kind: None,
+        }
+    }
+
+    fn about(mut self, id: Option<&str>) -> Refusal {
+        self.correlation = id.map(str::to_owned);
+        self
+    }
+
+    /// Names the offending envelope.
+    pub(super) fn about_id(self, id: &str) -> Refusal {
+        self.about(Some(id))
+    }
+}
+
+/// An accepted envelope's id and timestamp, filled in only for HTTP's answer.
+pub(super) struct Accepted {
+    pub(super) id: Option<String>,
+    pub(super) ts: Option<String>,
+}
+
+impl Gateway {
+    /// One complete text frame from a connection (envelope JSON, join message, or
+    /// `#id#data`).
+    pub fn handle_frame(&mut self, now: Time, conn: ConnId, frame: Bytes) {
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        c.last_activity = now;
+        match c.phase {
+            Phase::Closed => {}
+            Phase::Pending { .. } => self.pending_frame(now, conn, &frame),
+            Phase::Joined { member } => {
+                if frame.first() == Some(&b'#') {
+                    self.stream_data(now, conn, member, frame);
+                } else {
+                    self.joined_frame(now, conn, member, frame);
+                }
+            }
+        }
+        self.finish_closes(now);
+    }
+
+    /// The driver saw a frame larger than the limit and did not buffer it.
+    pub fn handle_oversize(&mut self, now: Time, conn: ConnId, size: usize) {
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        c.last_activity = now;
+        let max = self.config.gateway.limits.max_frame_bytes;
+        let r = Refusal::new(
+            "frame_too_large",
+            format!("frame of {size} bytes exceeds the limit of {max} bytes"),
+        );
+        match c.phase {
+            Phase::Joined { member } => self.refuse_ws(now, conn, member, r, None),
+            Phase::Pending { .. } => {
+                let (f, _) = self.error_frame(
+                    now,
+                    None,
+                    None,
+                    ErrorPayload {
+                        error: r.code,
+                        attempted_kind: None,
+                        your_capabilities: None,
+                        message: &r.message,
+                    },
+                );
+                self.transmit(now, conn, f);
+            }
+            Phase::Closed => {}
+        }
+        self.finish_closes(now);
+    }
+
+    fn joined_frame(&mut self, now: Time, conn: ConnId, member: usize, frame: Bytes) {
+        match self.submit(now, member, Transport::WebSocket, Some(conn), frame.clone()) {
+            Ok(_) => {}
+            Err(r) if r.code == "invalid_envelope" => {
+                // A join repeated after the header (reference clients do this) is not an
+                // envelope; anything else that fails to parse is refused.
+                let join = serde_json::from_slice::<Value>(&frame)
+                    .ok()
+                    .and_then(|v| super::join::parse_join(&v));
+                match join {
+                    Some(req) => self.rejoin_frame(now, conn, member, req),
+                    None => self.refuse_ws(now, conn, member, r, Some(&frame)),
+                }
+            }
+            Err(r) => self.refuse_ws(now, conn, member, r, Some(&frame)),
+        }
+    }
+
+    /// Sends the `system/error` for a refused frame to its sender only.
+    pub(super) fn refuse_ws(
+        &mut self,
+        now: Time,
+        conn: ConnId,
+        member: usize,
+        r: Refusal,
+        frame: Option<&Bytes>,
+    ) {
+        let m = self.members.get(member);
+        let who = m.id.clone();
+        let caps = m.caps.clone();
+        let violation = r.code == "capability_violation";
+        if self.audit_envelopes {
+            let meta = serde_json::json!({ "error": r.code, "reason": r.message });
+            let is_json = r.code != "invalid_envelope";
+            self.audit_envelope(
+                now,
+                "rejected",
+                r.correlation.as_deref().map(Arc::from),
+                frame,
+                is_json,
+                who.clone(),
+                Direction::Inbound,
+                Transport::WebSocket,
+                Some(meta),
+            );
+        }
+        let (f, id) = self.error_frame(
+            now,
+            Some(&who),
+            r.correlation.as_deref(),
+            ErrorPayload {
+                error: r.code,
+                attempted_kind: r.attempted_kind.as_deref(),
+                your_capabilities: violation.then_some(&caps),
+                message: &r.message,
+            },
+        );
+        self.push_event(GatewayEvent::Refused {
+            participant: who.to_string(),
+            code: r.code,
+        });
+        self.gateway_send_one(now, conn, member, f, Some(&id), who);
+    }
+
+    /// Enforces and, if accepted, carries out one envelope from `member`.
+    pub(super) fn submit(
+        &mut self,
+        now: Time,
+        member: usize,
+        transport: Transport,
+        conn: Option<ConnId>,
+        frame: Bytes,
+    ) -> Result<Accepted, Refusal> {
+        let _ = conn;
+        let limits = self.config.gateway.limits;
+        if frame.len() > limits.max_frame_bytes {
+            return Err(Refusal::new(
+                "frame_too_large",
+                format!(
+                    "frame of {} bytes exceeds the limit of {} bytes",
+                    frame.len(),
+                    limits.max_frame_bytes
+                ),
+            ));
+        }
+        let view = RoutingView::parse(&frame, &limits)
+            .map_err(|e| Refusal::new("invalid_envelope", e.to_string()))?;
+        let m = self.members.get(member);
+        let sender = m.id.clone();
+        let claimed_id = view.id.as_deref();
+        if let Some(from) = &view.from
+            && **from != *sender
+        {
+            return Err(Refusal::new(
+                "identity_mismatch",
+                format!("`from` is `{}` but this connection is `{sender}`", &**from),
+            )
+            .about(claimed_id));
+        }
+        let kind: &str = &view.kind;
+        if crate::envelope::is_reserved_kind(kind) {
+            return Err(Refusal::new(
+                "reserved_kind",
+                format!("`{kind}` is reserved for the gateway"),
+            )
+            .about(claimed_id));
+        }
+        match m.hold {
+            Hold::None => {}
+            Hold::Paused(_) if super::pause::exempt_while_paused(kind) => {}
+            Hold::Paused(_) => {
+                return Err(Refusal::new(
+                    "participant_paused",
+                    "you are paused; only acknowledgements, cancellations, status and responses are accepted until resumed",
+                )
+                .about(claimed_id));
+            }
+            Hold::ShutDown if super::pause::exempt_after_shutdown(kind) => {}
+            Hold::ShutDown => {
+                return Err(Refusal::new(
+                    "participant_shutdown",
+                    "you were shut down; rejoin the space to send again",
+                )
+                .about(claimed_id));
+            }
+        }
+        // Kind first; the payload is parsed only when a payload pattern must decide.
+        let mut payload: Option<Value> = None;
+        let matched = match m.caps.precheck(kind) {
+            Precheck::Allowed(i) => m.caps.iter().nth(i).cloned(),
+            Precheck::Denied => None,
+            Precheck::NeedsPayload => {
+                payload = view.payload_value();
+                m.caps.first_match(kind, payload.as_ref()).cloned()
+            }
+        };
+        let allowed = matched.is_some();
+        if self.audit_capabilities {
+            self.audit_capability(now, claimed_id.map(Arc::from), member, kind, matched, None);
+        }
+        if !allowed {
+            let mut r = Refusal::new(
+                "capability_violation",
+                format!("you lack a capability for `{kind}`"),
+            )
+            .about(claimed_id);
+            r.attempted_kind = Some(kind.to_owned());
+            return Err(r);
+        }
+        // Fill in what the reference's clients omit; only then is the text rewritten.
+        let bare_correlation = view
+            .correlation_id
+            .as_ref()
+            .is_some_and(CorrelationIds::is_bare);
+        let incomplete = view.from.is_none()
+            || view.id.is_none()
+            || view.ts.is_none()
+            || view.protocol.is_none()
+            || bare_correlation;
+        let mut filled: Option<(String, String)> = None;
+        let out_frame = if incomplete {
+            let id = match &view.id {
+                Some(i) => i.to_string(),
+                None => self.ids.uuid_v4(),
+            };
+            let ts = match &view.ts {
+                Some(t) => t.to_string(),
+                None => now.rfc3339(),
+            };
+            let rewritten = rewrite(&frame, &sender, &id, &ts).ok_or_else(|| {
+                Refusal::new("invalid_envelope", "envelope could not be completed")
+            })?;
+            filled = Some((id, ts));
+            rewritten
+        } else {
+            frame.clone()
+        };
+        let id: &str = match &filled {
+            Some((id, _)) => id,
+            None => view.id.as_deref().unwrap_or_default(),
+        };
+        // Shared by the audit records of every recipient; not built when audit is off.
+        let id_arc: Option<Arc<str>> = self.audit_envelopes.then(|| Arc::from(id));
+        if self.audit_envelopes {
+            self.audit_envelope(
+                now,
+                "received",
+                id_arc.clone(),
+                Some(&out_frame),
+                true,
+                sender.clone(),
+                Direction::Inbound,
+                transport,
+                None,
+            );
+        }
+        let to = view.to.as_deref();
+        let op = Op {
+            member,
+            id,
+            kind,
+            to,
+            payload: payload.as_ref(),
+            view: &view,
+        };
+        self.dispatch(now, op, out_frame, id_arc)?;
+        if transport != Transport::Http {
+            return Ok(Accepted { id: None, ts: None });
+        }
+        let (id, ts) = match filled {
+            Some(f) => f,
+            None => (
+                view.id.as_deref().unwrap_or_default().to_owned(),
+                view.ts.as_deref().unwrap_or_default().to_owned(),
+            ),
+        };
+        Ok(Accepted {
+            id: Some(id),
+            ts: Some(ts),
+        })
+    }
+
+    /// Carries out an accepted envelope: the gateway-owned kinds, then delivery.
+    fn dispatch(
+        &mut self,
+        now: Time,
+        op: Op<'_, '_>,
+        frame: Bytes,
+        id: Option<Arc<str>>,
+    ) -> Result<(), Refusal> {
+        let audit = self.audit_envelopes;
+        let id = || if audit { id.clone() } else { None };
+        match op.kind {
+            "capability/grant" => self.op_grant(now, &op, &frame, id()),
+            "capability/revoke" => self.op_revoke(now, &op, &frame, id()),
+            "space/invite" => self.op_invite(now, &op, &frame, id()),
+            "space/kick" => self.op_kick(now, &op, &frame, id()),
+            "participant/pause" | "participant/resume" | "participant/shutdown" => {
+                self.op_control(now, &op, &frame, id())
+            }
+            "stream/request" => self.op_stream_request(now, &op, &frame, id()),
+            "stream/close" => self.op_stream_close(now, &op, &frame, id()),
+            _ => {
+                self.deliver_envelope(now, &frame, id(), op.member, op.to);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// An accepted envelope being carried out.
+pub(super) struct Op<'v, 'a> {
+    pub(super) member: usize,
+    pub(super) id: &'v str,
+    pub(super) kind: &'v str,
+    pub(super) to: Option<&'v [crate::envelope::Text<'a>]>,
+    /// Already parsed when a capability pattern needed it.
+    pub(super) payload: Option<&'v Value>,
+    pub(super) view: &'v RoutingView<'a>,
+}
+
+impl Op<'_, '_> {
+    /// The payload as a tree (parsed now if enforcement did not need it).
+    pub(super) fn payload(&self) -> Value {
+        match self.payload {
+            Some(p) => p.clone(),
+            None => self
+                .view
+                .payload_value()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+        }
+    }
+
+    /// The `to` ids.
+    pub(super) fn targets(&self) -> impl Iterator<Item = &str> {
+        self.to.into_iter().flatten().map(|t| &**t)
+    }
+}
+
+/// Completes an envelope the reference's clients sent partially.
+fn rewrite(frame: &[u8], from: &str, id: &str, ts: &str) -> Option<Bytes> {
+    let mut v: serde_json::Map<String, Value> = serde_json::from_slice(frame).ok()?;
+    v.insert("protocol".into(), Value::String(PROTOCOL.into()));
+    v.insert("id".into(), Value::String(id.into()));
+    v.insert("ts".into(), Value::String(ts.into()));
+    v.insert("from".into(), Value::String(from.into()));
+    if let Some(Value::String(c)) = v.get("correlation_id") {
+        let c = c.clone();
+        v.insert(
+            "correlation_id".into(),
+            Value::Array(vec![Value::String(c)]),
+        );
+    }
+    serde_json::to_vec(&v).ok().map(Bytes::from)
+}

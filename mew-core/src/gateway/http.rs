@@ -1,0 +1,163 @@
+//! HTTP injection (spec 5.3) through the same enforcement path as WebSocket frames, and the
+//! polling endpoint over the bounded history.
+//!
+//! `POST /participants/{id}/messages`: 401 without a bearer token; 403 when the token is not
+//! that participant's; 400 when the body is not a JSON object with a string `kind`; 413 when
+//! it is larger than the frame limit; 403 with the `system/error` payload when enforcement
+//! refuses it (`capability_violation` with `attempted_kind` and `your_capabilities`); else
+//! 200 `{"id","status":"accepted","timestamp"}`.
+
+use super::audit::Transport;
+use super::history::{Since, parse_rfc3339};
+use super::{Gateway, Time};
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+/// A 200 answer to an HTTP post.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpAccepted {
+    /// The envelope's id (assigned when the body had none).
+    pub id: String,
+    /// Its `ts`.
+    pub timestamp: String,
+}
+
+impl HttpAccepted {
+    /// The response body.
+    pub fn body_json(&self) -> String {
+        json!({"id": self.id, "status": "accepted", "timestamp": self.timestamp}).to_string()
+    }
+}
+
+/// A refused HTTP request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError {
+    /// HTTP status code.
+    pub status: u16,
+    /// JSON response body.
+    pub body_json: String,
+}
+
+fn http_error(status: u16, code: &str, message: &str) -> HttpError {
+    HttpError {
+        status,
+        body_json: json!({"error": code, "message": message}).to_string(),
+    }
+}
+
+impl Gateway {
+    fn http_auth(&self, participant: &str, bearer: Option<&str>) -> Result<usize, HttpError> {
+        let Some(token) = bearer else {
+            return Err(http_error(
+                401,
+                "unauthorized",
+                "an Authorization: Bearer token is required",
+            ));
+        };
+        match (self.members.by_token(token), self.members.find(participant)) {
+            (Some(t), Some(p)) if t == p && !self.members.get(p).removed => Ok(p),
+            _ => Err(http_error(
+                403,
+                "forbidden",
+                "the token does not authenticate this participant",
+            )),
+        }
+    }
+
+    /// `POST /participants/{participant}/messages` with a (possibly partial) envelope body.
+    pub fn http_post(
+        &mut self,
+        now: Time,
+        participant: &str,
+        bearer: Option<&str>,
+        body: &[u8],
+    ) -> Result<HttpAccepted, HttpError> {
+        let member = self.http_auth(participant, bearer)?;
+        let max = self.config.gateway.limits.max_frame_bytes;
+        if body.len() > max {
+            return Err(http_error(
+                413,
+                "frame_too_large",
+                &format!(
+                    "body of {} bytes exceeds the limit of {max} bytes",
+                    body.len()
+                ),
+            ));
+        }
+        let valid = crate::envelope::check_depth(body, self.config.gateway.limits.max_depth)
+            .is_ok()
+            && serde_json::from_slice::<Value>(body)
+                .ok()
+                .is_some_and(|v| v.get("kind").is_some_and(Value::is_string));
+        if !valid {
+            return Err(http_error(
+                400,
+                "invalid_request",
+                "the body must be a JSON object with a string `kind`",
+            ));
+        }
+        let result = self.submit(
+            now,
+            member,
+            Transport::Http,
+            None,
+            Bytes::copy_from_slice(body),
+        );
+        self.finish_closes(now);
+        match result {
+            Ok(a) => Ok(HttpAccepted {
+                id: a.id.unwrap_or_default(),
+                timestamp: a.ts.unwrap_or_default(),
+            }),
+            Err(r) => {
+                let m = self.members.get(member);
+                let mut body = json!({"error": r.code});
+                if let Some(k) = &r.attempted_kind {
+                    body["attempted_kind"] = json!(k);
+                    body["your_capabilities"] = m.caps.to_json();
+                }
+                body["message"] = json!(r.message);
+                let status = if r.code == "invalid_envelope" {
+                    400
+                } else {
+                    403
+                };
+                self.push_event(super::GatewayEvent::Refused {
+                    participant: m.id.to_string(),
+                    code: r.code,
+                });
+                Err(HttpError {
+                    status,
+                    body_json: body.to_string(),
+                })
+            }
+        }
+    }
+
+    /// `GET /participants/{participant}/messages?since=`: envelopes the participant could
+    /// see, oldest first, from the bounded history. `since` is an envelope id, an RFC 3339
+    /// time or milliseconds since the epoch.
+    pub fn http_messages(
+        &self,
+        participant: &str,
+        bearer: Option<&str>,
+        since: Option<&str>,
+    ) -> Result<Vec<Bytes>, HttpError> {
+        let member = self.http_auth(participant, bearer)?;
+        let since = match since {
+            None | Some("") => Since::Start,
+            Some(s) => {
+                if let Some(t) = parse_rfc3339(s) {
+                    Since::Time(t)
+                } else if let Ok(ms) = s.parse::<u64>() {
+                    Since::Time(Time::from_unix_millis(ms))
+                } else {
+                    Since::Id(s)
+                }
+            }
+        };
+        Ok(self
+            .history
+            .visible_since(&self.members.get(member).id, since))
+    }
+}

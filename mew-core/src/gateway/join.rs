@@ -1,0 +1,289 @@
+//! Connections and identity: bearer header at connect, the reference's first-message joins
+//! (`{"type":"join",…}` and `system/join`), anonymous joins, replacement connections.
+
+use super::conn::{Conn, Phase};
+use super::member::{Hold, Member, Origin};
+use super::system::ErrorPayload;
+use super::{ConnId, Gateway, GatewayEvent};
+use crate::Time;
+use crate::envelope::check_depth;
+use bytes::Bytes;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// What a join message carried.
+#[derive(Debug, Default)]
+pub(super) struct JoinRequest {
+    pub(super) token: Option<String>,
+    pub(super) participant: Option<String>,
+    pub(super) envelope_id: Option<String>,
+}
+
+/// Recognises a join message: `{"type":"join",…}` or a `system/join` envelope.
+pub(super) fn parse_join(v: &Value) -> Option<JoinRequest> {
+    let obj = v.as_object()?;
+    let s = |o: &serde_json::Map<String, Value>, k: &str| {
+        o.get(k).and_then(Value::as_str).map(str::to_owned)
+    };
+    if obj.get("type").and_then(Value::as_str) == Some("join") && !obj.contains_key("kind") {
+        return Some(JoinRequest {
+            token: s(obj, "token"),
+            participant: s(obj, "participantId")
+                .or_else(|| s(obj, "participant_id"))
+                .or_else(|| s(obj, "participant")),
+            envelope_id: None,
+        });
+    }
+    if obj.get("kind").and_then(Value::as_str) == Some("system/join") {
+        let p = obj.get("payload").and_then(Value::as_object);
+        let empty = serde_json::Map::new();
+        let p = p.unwrap_or(&empty);
+        return Some(JoinRequest {
+            token: s(p, "token").or_else(|| s(obj, "token")),
+            participant: s(p, "participant")
+                .or_else(|| s(p, "participantId"))
+                .or_else(|| s(p, "participant_id"))
+                .or_else(|| s(obj, "from")),
+            envelope_id: s(obj, "id"),
+        });
+    }
+    None
+}
+
+/// Why a join was refused.
+pub(super) struct JoinRefusal {
+    pub(super) code: &'static str,
+    pub(super) message: String,
+}
+
+fn refuse(code: &'static str, message: impl Into<String>) -> JoinRefusal {
+    JoinRefusal {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Anonymous ids: short, printable, outside the gateway's namespace.
+fn valid_anonymous_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with("system:")
+        && id.chars().all(|c| c.is_ascii_graphic())
+}
+
+impl Gateway {
+    /// A new transport connection; `bearer` from the Authorization header if any.
+    pub fn connect(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
+        let opts = &self.config.gateway;
+        let conn = self.conns.insert(Conn {
+            phase: Phase::Pending {
+                deadline: now + opts.join_timeout,
+            },
+            last_activity: now,
+            next_ping: now + opts.heartbeat_interval,
+            queued_frames: 0,
+            queued_bytes: 0,
+        });
+        if let Some(token) = bearer {
+            match self.members.by_token(token) {
+                Some(m) if !self.members.get(m).removed => self.join_member(now, conn, m),
+                _ => self.refuse_join(
+                    now,
+                    conn,
+                    None,
+                    refuse(
+                        "unknown_token",
+                        "the bearer token is not valid for this space",
+                    ),
+                ),
+            }
+        }
+        self.finish_closes(now);
+        conn
+    }
+
+    /// A frame on a connection that has not joined: it must be a join.
+    pub(super) fn pending_frame(&mut self, now: Time, conn: ConnId, frame: &Bytes) {
+        let parsed = self.parse_small_json(frame);
+        let Some(req) = parsed.as_ref().and_then(parse_join) else {
+            self.refuse_join(
+                now,
+                conn,
+                None,
+                refuse(
+                    "join_required",
+                    "the first message must be a join (or connect with an Authorization header)",
+                ),
+            );
+            return;
+        };
+        match self.authenticate(&req) {
+            Ok(member) => self.join_member(now, conn, member),
+            Err(r) => self.refuse_join(now, conn, req.envelope_id.as_deref(), r),
+        }
+    }
+
+    /// A join on a connection that already joined: a no-op for the same participant.
+    pub(super) fn rejoin_frame(
+        &mut self,
+        now: Time,
+        conn: ConnId,
+        member: usize,
+        req: JoinRequest,
+    ) {
+        let me = self.members.get(member);
+        let same_id = req.participant.as_deref().is_none_or(|p| p == &*me.id);
+        let same_token = req
+            .token
+            .as_deref()
+            .is_none_or(|t| self.members.by_token(t) == Some(member) || me.tokens.is_empty());
+        if same_id && same_token {
+            return;
+        }
+        let id = me.id.clone();
+        let (frame, _) = self.error_frame(
+            now,
+            Some(&id),
+            req.envelope_id.as_deref(),
+            ErrorPayload {
+                error: "identity_mismatch",
+                attempted_kind: None,
+                your_capabilities: None,
+                message: "this connection is already joined as another participant; a connection never changes identity",
+            },
+        );
+        self.push_event(GatewayEvent::Refused {
+            participant: id.to_string(),
+            code: "identity_mismatch",
+        });
+        self.transmit(now, conn, frame);
+    }
+
+    fn parse_small_json(&self, frame: &[u8]) -> Option<Value> {
+        let limits = &self.config.gateway.limits;
+        if frame.len() > limits.max_frame_bytes || check_depth(frame, limits.max_depth).is_err() {
+            return None;
+        }
+        serde_json::from_slice(frame).ok()
+    }
+
+    /// Maps a join request to a member: token decides; anonymous ids when allowed.
+    fn authenticate(&mut self, req: &JoinRequest) -> Result<usize, JoinRefusal> {
+        if let Some(token) = &req.token
+            && let Some(m) = self.members.by_token(token)
+        {
+            let member = self.members.get(m);
+            if member.removed {
+                return Err(refuse("unknown_token", "this token has been revoked"));
+            }
+            if let Some(p) = &req.participant
+                && p != &*member.id
+            {
+                return Err(refuse(
+                    "identity_mismatch",
+                    format!("the token does not belong to participant `{p}`"),
+                ));
+            }
+            return Ok(m);
+        }
+        if !self.config.gateway.anonymous_joins {
+            return Err(match &req.token {
+                Some(_) => refuse("unknown_token", "the token is not valid for this space"),
+                None => refuse("authentication_required", "a join needs a token"),
+            });
+        }
+        let Some(p) = req.participant.as_deref().filter(|p| valid_anonymous_id(p)) else {
+            return Err(refuse(
+                "invalid_participant_id",
+                "an anonymous join needs a printable participantId outside `system:`",
+            ));
+        };
+        if self.members.find(p).is_some() {
+            return Err(refuse(
+                "participant_id_taken",
+                format!("participant id `{p}` is already taken"),
+            ));
+        }
+        let caps = self.config.default_capabilities.clone();
+        Ok(self.members.insert(Member {
+            id: Arc::from(p),
+            origin: Origin::Anonymous,
+            tokens: Vec::new(),
+            static_caps: caps.clone(),
+            grants: Vec::new(),
+            caps,
+            conn: None,
+            virtual_log: None,
+            hold: Hold::None,
+            removed: false,
+        }))
+    }
+
+    fn refuse_join(&mut self, now: Time, conn: ConnId, correlation: Option<&str>, r: JoinRefusal) {
+        let (frame, _) = self.error_frame(
+            now,
+            None,
+            correlation,
+            ErrorPayload {
+                error: r.code,
+                attempted_kind: None,
+                your_capabilities: None,
+                message: &r.message,
+            },
+        );
+        self.transmit(now, conn, frame);
+        self.push_event(GatewayEvent::JoinRefused { conn, code: r.code });
+        self.close_conn(now, conn, 1008, &r.message, "join refused");
+    }
+
+    /// Binds a connection to a member: welcome to it, presence to the others.
+    fn join_member(&mut self, now: Time, conn: ConnId, member: usize) {
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.phase = Phase::Joined { member };
+        }
+        let m = self.members.get_mut(member);
+        let old = m.conn.replace(conn);
+        // Rejoining ends a shutdown.
+        if m.hold == Hold::ShutDown {
+            m.hold = Hold::None;
+        }
+        let id = m.id.to_string();
+        if let Some(old) = old.filter(|o| *o != conn) {
+            // The participant never left: no presence, streams kept.
+            if let Some(c) = self.conns.get_mut(old) {
+                c.phase = Phase::Closed;
+            }
+            self.out.push_back(super::Output::Close {
+                conn: old,
+                code: 1000,
+                reason: "replaced by a new connection".into(),
+            });
+            self.push_event(GatewayEvent::Replaced {
+                old,
+                new: conn,
+                participant: id.clone(),
+            });
+            self.rebuild_audience();
+            self.send_welcome(now, member);
+            return;
+        }
+        self.rebuild_audience();
+        self.push_event(GatewayEvent::Joined {
+            conn,
+            participant: id,
+        });
+        self.send_welcome(now, member);
+        self.send_presence_join(now, member);
+    }
+
+    /// The transport closed (peer close, error, or after an `Output::Close`).
+    pub fn handle_closed(&mut self, now: Time, conn: ConnId) {
+        let Some(c) = self.conns.remove(conn) else {
+            return;
+        };
+        if let Phase::Joined { member } = c.phase {
+            self.member_left(now, conn, member, "connection closed");
+        }
+        self.finish_closes(now);
+    }
+}

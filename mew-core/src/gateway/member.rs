@@ -1,0 +1,189 @@
+//! Members of the space: configured, invited and anonymous participants, their tokens and
+//! their capabilities (static from the configuration plus runtime grants).
+
+use super::ConnId;
+use super::config::SpaceConfig;
+use crate::Time;
+use crate::capability::{Capability, CapabilitySet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// How a member came to exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    Configured,
+    Invited,
+    /// Removed again when its connection leaves.
+    Anonymous,
+}
+
+/// One runtime grant.
+#[derive(Debug, Clone)]
+pub(super) struct Grant {
+    /// The grant envelope's id.
+    pub(super) grant_id: String,
+    pub(super) granter: Arc<str>,
+    pub(super) caps: Vec<Capability>,
+}
+
+/// Whether (and until when) a member's outbound traffic is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Hold {
+    None,
+    /// Paused until the time, or until resumed when `None`.
+    Paused(Option<Time>),
+    /// Shut down until it rejoins.
+    ShutDown,
+}
+
+#[derive(Debug)]
+pub(super) struct Member {
+    pub(super) id: Arc<str>,
+    pub(super) origin: Origin,
+    pub(super) tokens: Vec<String>,
+    pub(super) static_caps: CapabilitySet,
+    pub(super) grants: Vec<Grant>,
+    /// Static then granted: what enforcement and welcomes use.
+    pub(super) caps: CapabilitySet,
+    pub(super) conn: Option<ConnId>,
+    /// `output_log` of a virtual member.
+    pub(super) virtual_log: Option<String>,
+    pub(super) hold: Hold,
+    /// Kicked: tokens refused until re-invited.
+    pub(super) removed: bool,
+}
+
+impl Member {
+    pub(super) fn is_online(&self) -> bool {
+        !self.removed && (self.conn.is_some() || self.virtual_log.is_some())
+    }
+
+    pub(super) fn recompute_caps(&mut self) {
+        let mut caps = self.static_caps.clone();
+        for g in &self.grants {
+            for c in &g.caps {
+                caps.push(c.clone());
+            }
+        }
+        self.caps = caps;
+    }
+}
+
+/// The member table: indices stay stable while a member exists.
+#[derive(Debug, Default)]
+pub(super) struct Members {
+    slots: Vec<Option<Member>>,
+    free: Vec<usize>,
+    by_id: BTreeMap<Arc<str>, usize>,
+    by_token: BTreeMap<String, usize>,
+    /// Tokens claimed by more than one member: refused for all of them.
+    ambiguous: Vec<String>,
+}
+
+impl Members {
+    pub(super) fn from_config(cfg: &SpaceConfig) -> Members {
+        let mut m = Members::default();
+        for p in &cfg.participants {
+            let idx = m.insert(Member {
+                id: Arc::from(p.id.as_str()),
+                origin: Origin::Configured,
+                tokens: p.tokens.clone(),
+                static_caps: p.capabilities.clone(),
+                grants: Vec::new(),
+                caps: p.capabilities.clone(),
+                conn: None,
+                virtual_log: p.is_virtual().then(|| p.output_log.clone()).flatten(),
+                hold: Hold::None,
+                removed: false,
+            });
+            let _ = idx;
+        }
+        m
+    }
+
+    /// Adds a member and its tokens; the id must be free.
+    pub(super) fn insert(&mut self, member: Member) -> usize {
+        let id = member.id.clone();
+        let tokens = member.tokens.clone();
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(member);
+                i
+            }
+            None => {
+                self.slots.push(Some(member));
+                self.slots.len() - 1
+            }
+        };
+        self.by_id.insert(id, idx);
+        for t in tokens {
+            self.add_token(t, idx);
+        }
+        idx
+    }
+
+    pub(super) fn add_token(&mut self, token: String, idx: usize) {
+        if self.ambiguous.contains(&token) {
+            return;
+        }
+        match self.by_token.get(&token) {
+            Some(&other) if other != idx => {
+                // Two members claim one token: it identifies neither.
+                self.by_token.remove(&token);
+                self.ambiguous.push(token);
+            }
+            _ => {
+                self.by_token.insert(token, idx);
+            }
+        }
+    }
+
+    pub(super) fn remove_tokens(&mut self, idx: usize) {
+        let tokens = std::mem::take(&mut self.get_mut(idx).tokens);
+        for t in tokens {
+            if self.by_token.get(&t) == Some(&idx) {
+                self.by_token.remove(&t);
+            }
+        }
+    }
+
+    /// Drops a member entirely (anonymous members after they leave).
+    pub(super) fn remove(&mut self, idx: usize) {
+        self.remove_tokens(idx);
+        if let Some(m) = self.slots[idx].take() {
+            self.by_id.remove(&m.id);
+            self.free.push(idx);
+        }
+    }
+
+    pub(super) fn find(&self, id: &str) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
+    pub(super) fn by_token(&self, token: &str) -> Option<usize> {
+        self.by_token.get(token).copied()
+    }
+
+    pub(super) fn get(&self, idx: usize) -> &Member {
+        self.slots[idx]
+            .as_ref()
+            .expect("member index refers to a live member")
+    }
+
+    pub(super) fn get_mut(&mut self, idx: usize) -> &mut Member {
+        self.slots[idx]
+            .as_mut()
+            .expect("member index refers to a live member")
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &Member)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| m.as_ref().map(|m| (i, m)))
+    }
+
+    pub(super) fn indices(&self) -> Vec<usize> {
+        self.iter().map(|(i, _)| i).collect()
+    }
+}

@@ -1,0 +1,199 @@
+//! Envelopes the gateway writes: welcome, presence, errors, stream open/close, invite tokens.
+//! Field order follows the spec's examples (serde keeps struct declaration order).
+
+use super::Gateway;
+use super::deliver::Seen;
+use crate::capability::CapabilitySet;
+use crate::{GATEWAY_ID, PROTOCOL, Time};
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
+
+#[derive(Serialize)]
+struct Out<'a, P: Serialize> {
+    protocol: &'static str,
+    id: &'a str,
+    ts: String,
+    from: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    to: Option<[&'a str; 1]>,
+    kind: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    correlation_id: Option<[&'a str; 1]>,
+    payload: P,
+}
+
+#[derive(Serialize)]
+pub(super) struct PInfo<'a> {
+    pub(super) id: &'a str,
+    pub(super) capabilities: &'a CapabilitySet,
+}
+
+#[derive(Serialize)]
+struct Welcome<'a> {
+    you: PInfo<'a>,
+    participants: Vec<PInfo<'a>>,
+    active_streams: Vec<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct PresenceJoin<'a> {
+    event: &'static str,
+    participant: PInfo<'a>,
+}
+
+#[derive(Serialize)]
+struct LeftId<'a> {
+    id: &'a str,
+}
+
+#[derive(Serialize)]
+struct PresenceLeave<'a> {
+    event: &'static str,
+    participant: LeftId<'a>,
+}
+
+/// A refusal's `system/error` payload.
+#[derive(Serialize)]
+pub(super) struct ErrorPayload<'a> {
+    pub(super) error: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) attempted_kind: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) your_capabilities: Option<&'a CapabilitySet>,
+    pub(super) message: &'a str,
+}
+
+/// Serialises a gateway envelope; returns its frame and id.
+pub(super) fn write<P: Serialize>(
+    id: &str,
+    now: Time,
+    to: Option<&str>,
+    kind: &str,
+    correlation: Option<&str>,
+    payload: P,
+) -> Bytes {
+    let env = Out {
+        protocol: PROTOCOL,
+        id,
+        ts: now.rfc3339(),
+        from: GATEWAY_ID,
+        to: to.map(|t| [t]),
+        kind,
+        correlation_id: correlation.map(|c| [c]),
+        payload,
+    };
+    // Structs of strings and JSON values always serialise.
+    Bytes::from(serde_json::to_vec(&env).expect("gateway envelope serialises"))
+}
+
+impl Gateway {
+    /// Sends `system/welcome` to a member that is online on a connection.
+    pub(super) fn send_welcome(&mut self, now: Time, member: usize) {
+        let m = self.members.get(member);
+        let Some(conn) = m.conn else { return };
+        let id = self.envelope_id();
+        let m = self.members.get(member);
+        let participants = self
+            .members
+            .iter()
+            .filter(|(i, o)| *i != member && o.is_online())
+            .map(|(_, o)| PInfo {
+                id: &o.id,
+                capabilities: &o.caps,
+            })
+            .collect();
+        let payload = Welcome {
+            you: PInfo {
+                id: &m.id,
+                capabilities: &m.caps,
+            },
+            participants,
+            active_streams: self.streams.active_json(),
+        };
+        let frame = write(&id, now, Some(&m.id), "system/welcome", None, payload);
+        let who = m.id.clone();
+        self.gateway_send_one(now, conn, member, frame, Some(&id), who);
+    }
+
+    /// `system/presence` join for `member`, to every other online member.
+    pub(super) fn send_presence_join(&mut self, now: Time, member: usize) {
+        let id = self.envelope_id();
+        let m = self.members.get(member);
+        let payload = PresenceJoin {
+            event: "join",
+            participant: PInfo {
+                id: &m.id,
+                capabilities: &m.caps,
+            },
+        };
+        let frame = write(&id, now, None, "system/presence", None, payload);
+        self.gateway_broadcast(now, frame, &id, Some(member));
+    }
+
+    /// `system/presence` leave for `participant`, to every online member.
+    pub(super) fn send_presence_leave(&mut self, now: Time, participant: &str) {
+        let id = self.envelope_id();
+        let payload = PresenceLeave {
+            event: "leave",
+            participant: LeftId { id: participant },
+        };
+        let frame = write(&id, now, None, "system/presence", None, payload);
+        self.gateway_broadcast(now, frame, &id, None);
+    }
+
+    /// Builds a `system/error` frame addressed to `to`.
+    pub(super) fn error_frame(
+        &mut self,
+        now: Time,
+        to: Option<&str>,
+        correlation: Option<&str>,
+        payload: ErrorPayload<'_>,
+    ) -> (Bytes, String) {
+        let id = self.envelope_id();
+        let frame = write(&id, now, to, "system/error", correlation, payload);
+        (frame, id)
+    }
+
+    /// Sends a gateway frame to one member (its connection if online) and records it for
+    /// polling.
+    pub(super) fn gateway_to_member(&mut self, now: Time, member: usize, frame: Bytes, id: &str) {
+        let m = self.members.get(member);
+        let who = m.id.clone();
+        match m.conn {
+            Some(conn) => self.gateway_send_one(now, conn, member, frame, Some(id), who),
+            None => self
+                .history
+                .push(now, frame, Seen::Only(smallvec::smallvec![who])),
+        }
+    }
+
+    /// Sends a gateway frame to one member's connection and records it for polling.
+    pub(super) fn gateway_send_one(
+        &mut self,
+        now: Time,
+        conn: super::ConnId,
+        member: usize,
+        frame: Bytes,
+        id: Option<&str>,
+        who: Arc<str>,
+    ) {
+        let _ = member;
+        self.history.push(
+            now,
+            frame.clone(),
+            Seen::Only(smallvec::smallvec![who.clone()]),
+        );
+        if self.audit_envelopes {
+            self.audit_delivered(
+                now,
+                id.map(Arc::from),
+                &frame,
+                who,
+                super::audit::Transport::WebSocket,
+            );
+        }
+        self.transmit(now, conn, frame);
+    }
+}

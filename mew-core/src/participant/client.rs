@@ -1,0 +1,518 @@
+//! Layer 1: the connection machine (disconnected -> connecting -> connected -> joined ->
+//! ready), join, liveness, reconnect with backoff, the not-ready queue and stream frames.
+
+use super::config::{HeartbeatPolicy, NotReadyPolicy, ReconnectPolicy};
+use super::error::SendError;
+use super::event::{Event, Output};
+use crate::envelope::{Envelope, Kind, Limits, ParseError};
+use crate::ids::IdGen;
+use crate::time::Time;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Connection state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientState {
+    /// No connection, none scheduled or waiting for a reconnect.
+    Disconnected,
+    /// The driver is opening the socket.
+    Connecting,
+    /// Socket open, join not yet sent (transient).
+    Connected,
+    /// Join sent, waiting for the welcome.
+    Joined,
+    /// Welcome received.
+    Ready,
+    /// Shut down for good; no reconnect.
+    Closed,
+}
+
+/// Settings of the connection machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// Gateway URL.
+    pub gateway_url: String,
+    /// Space name.
+    pub space: String,
+    /// Bearer token.
+    pub token: String,
+    /// Requested id.
+    pub participant_id: Option<String>,
+    /// Reconnection.
+    pub reconnect: ReconnectPolicy,
+    /// Liveness.
+    pub heartbeat: HeartbeatPolicy,
+    /// Sending before ready.
+    pub not_ready: NotReadyPolicy,
+    /// Inbound frame limits.
+    pub limits: Limits,
+}
+
+/// What one inbound frame turned out to be.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A valid envelope (boxed: it moves on into [`Event::Message`] unchanged).
+    Envelope(Box<Envelope>),
+    /// A stream data frame (already surfaced as an event).
+    Stream,
+    /// Garbage (already surfaced as an event).
+    Malformed,
+}
+
+/// The connection machine. Used alone it is a bare MEW client; [`Participant`] owns one.
+///
+/// [`Participant`]: super::Participant
+#[derive(Debug)]
+pub struct Client {
+    config: ClientConfig,
+    state: ClientState,
+    me: Option<String>,
+    ids: IdGen,
+    out: VecDeque<Output>,
+    queue: VecDeque<Envelope>,
+    was_ready: bool,
+    attempts: u32,
+    reconnect_at: Option<Time>,
+    next_ping: Option<Time>,
+    last_heard: Time,
+}
+
+impl Client {
+    /// A disconnected client; `seed` fixes the jitter.
+    pub fn new(config: ClientConfig, seed: u64) -> Client {
+        let me = config.participant_id.clone();
+        Client {
+            config,
+            state: ClientState::Disconnected,
+            me,
+            ids: IdGen::new(seed),
+            out: VecDeque::new(),
+            queue: VecDeque::new(),
+            was_ready: false,
+            attempts: 0,
+            reconnect_at: None,
+            next_ping: None,
+            last_heard: Time::ZERO,
+        }
+    }
+
+    /// Current state.
+    pub fn state(&self) -> ClientState {
+        self.state
+    }
+
+    /// Our id: the welcome's, else the configured one.
+    pub fn participant_id(&self) -> Option<&str> {
+        self.me.as_deref()
+    }
+
+    /// Whether the welcome has arrived on the current connection.
+    pub fn is_ready(&self) -> bool {
+        self.state == ClientState::Ready
+    }
+
+    /// Envelopes waiting for ready.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Asks the driver to connect.
+    pub fn start(&mut self, now: Time) {
+        if matches!(self.state, ClientState::Disconnected) {
+            self.connect(now);
+        }
+    }
+
+    fn connect(&mut self, now: Time) {
+        self.state = ClientState::Connecting;
+        self.reconnect_at = None;
+        self.last_heard = now;
+        self.out.push_back(Output::Connect {
+            url: self.config.gateway_url.clone(),
+            headers: vec![(
+                "Authorization".into(),
+                format!("Bearer {}", self.config.token),
+            )],
+        });
+    }
+
+    /// The socket opened: send the compatibility join and wait for the welcome.
+    pub fn handle_connected(&mut self, now: Time) {
+        if self.state != ClientState::Connecting {
+            return;
+        }
+        self.state = ClientState::Connected;
+        self.last_heard = now;
+        let mut join = serde_json::json!({
+            "type": "join",
+            "space": self.config.space,
+            "token": self.config.token,
+        });
+        if let Some(id) = &self.me {
+            join["participantId"] = serde_json::Value::String(id.clone());
+        }
+        self.out.push_back(Output::Transmit(join.to_string()));
+        self.state = ClientState::Joined;
+        self.next_ping = self.config.heartbeat.interval.map(|i| now + i);
+        self.out.push_back(Output::Event(Event::Connected));
+    }
+
+    /// Any pong (or other sign of life) from the socket.
+    pub fn handle_pong(&mut self, now: Time) {
+        self.last_heard = now;
+    }
+
+    /// Classifies one inbound text frame. Envelopes are returned for the caller to act on;
+    /// stream frames and garbage become events here.
+    pub fn handle_frame(&mut self, now: Time, frame: &str) -> Inbound {
+        if !matches!(self.state, ClientState::Joined | ClientState::Ready) {
+            return Inbound::Malformed;
+        }
+        self.last_heard = now;
+        if let Some(rest) = frame.strip_prefix('#')
+            && let Some((id, data)) = rest.split_once('#')
+        {
+            if frame.len() > self.config.limits.max_frame_bytes {
+                self.out.push_back(Output::Event(Event::Malformed {
+                    error: ParseError::TooLarge {
+                        size: frame.len(),
+                        max: self.config.limits.max_frame_bytes,
+                    },
+                }));
+                return Inbound::Malformed;
+            }
+            self.out.push_back(Output::Event(Event::StreamData {
+                stream_id: id.to_owned(),
+                data: data.to_owned(),
+            }));
+            return Inbound::Stream;
+        }
+        match Envelope::parse(frame.as_bytes(), &self.config.limits) {
+            Ok(env) => {
+                if env.kind == Kind::SystemWelcome {
+                    self.on_welcome(&env);
+                }
+                Inbound::Envelope(Box::new(env))
+            }
+            Err(error) => {
+                self.out
+                    .push_back(Output::Event(Event::Malformed { error }));
+                Inbound::Malformed
+            }
+        }
+    }
+
+    fn on_welcome(&mut self, env: &Envelope) {
+        let you = env
+            .payload
+            .as_ref()
+            .and_then(|p| p.get("you"))
+            .and_then(|y| y.get("id"))
+            .and_then(|i| i.as_str());
+        // A welcome for someone else (observed under unified delivery) changes nothing.
+        if let (Some(me), Some(you)) = (&self.me, you)
+            && self.state == ClientState::Ready
+            && me != you
+        {
+            return;
+        }
+        if let Some(you) = you {
+            self.me = Some(you.to_owned());
+        }
+        if self.state == ClientState::Ready {
+            return; // an updated welcome (after a grant)
+        }
+        let reconnected = self.was_ready;
+        self.state = ClientState::Ready;
+        self.was_ready = true;
+        self.attempts = 0;
+        self.out.push_back(Output::Event(Event::Ready {
+            id: self.me.clone().unwrap_or_default(),
+            reconnected,
+        }));
+        while let Some(mut env) = self.queue.pop_front() {
+            if let Some(me) = &self.me {
+                env.from.clone_from(me);
+            }
+            self.out.push_back(Output::Transmit(env.to_json()));
+        }
+    }
+
+    /// The connection closed or failed to open.
+    pub fn handle_disconnected(&mut self, now: Time, reason: &str) {
+        if matches!(self.state, ClientState::Disconnected | ClientState::Closed) {
+            return;
+        }
+        self.lost(now, reason);
+    }
+
+    fn lost(&mut self, now: Time, reason: &str) {
+        self.state = ClientState::Disconnected;
+        self.next_ping = None;
+        self.out.push_back(Output::Event(Event::Disconnected {
+            reason: reason.to_owned(),
+        }));
+        let policy = &self.config.reconnect;
+        if !policy.enabled {
+            return;
+        }
+        if self.attempts >= policy.max_attempts {
+            self.out.push_back(Output::Event(Event::GaveUp {
+                attempts: self.attempts,
+            }));
+            return;
+        }
+        let delay = self.backoff(self.attempts);
+        self.attempts += 1;
+        let at = now + delay;
+        self.reconnect_at = Some(at);
+        self.out.push_back(Output::Event(Event::Reconnecting {
+            attempt: self.attempts,
+            at,
+        }));
+    }
+
+    /// Delay before attempt `n` (0-based): base * 2^n capped, plus seeded jitter.
+    fn backoff(&mut self, n: u32) -> Duration {
+        let p = &self.config.reconnect;
+        let base = p.base_delay.as_millis() as u64;
+        let cap = p.max_delay.as_millis() as u64;
+        let d = base.saturating_mul(1u64 << n.min(32)).min(cap.max(base));
+        let span = (d as f64 * p.jitter.clamp(0.0, 1.0)) as u64;
+        let jitter = if span > 0 {
+            self.ids.below(span + 1)
+        } else {
+            0
+        };
+        Duration::from_millis(d + jitter)
+    }
+
+    /// Closes the connection for good (shutdown).
+    pub fn close(&mut self, reason: &str) {
+        if !matches!(self.state, ClientState::Disconnected | ClientState::Closed) {
+            self.out.push_back(Output::Disconnect {
+                reason: reason.to_owned(),
+            });
+        }
+        self.state = ClientState::Closed;
+        self.reconnect_at = None;
+        self.next_ping = None;
+        self.queue.clear();
+    }
+
+    /// Fires due timers.
+    pub fn handle_timeout(&mut self, now: Time) {
+        if let Some(at) = self.reconnect_at
+            && now >= at
+            && self.state == ClientState::Disconnected
+        {
+            self.connect(now);
+        }
+        if let (Some(at), Some(interval)) = (self.next_ping, self.config.heartbeat.interval)
+            && now >= at
+        {
+            if now.saturating_since(self.last_heard) >= self.config.heartbeat.idle_timeout {
+                self.out.push_back(Output::Disconnect {
+                    reason: "heartbeat timeout".into(),
+                });
+                self.lost(now, "heartbeat timeout");
+            } else {
+                self.out.push_back(Output::Ping);
+                self.next_ping = Some(now + interval);
+            }
+        }
+    }
+
+    /// The earliest time `handle_timeout` has something to do.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        match (self.reconnect_at, self.next_ping) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Sends an envelope now, or queues it while not ready, per the not-ready policy.
+    pub fn send(&mut self, env: Envelope) -> Result<(), SendError> {
+        match self.state {
+            ClientState::Ready => {
+                self.out.push_back(Output::Transmit(env.to_json()));
+                Ok(())
+            }
+            ClientState::Closed => Err(SendError::ShutDown),
+            _ => match self.config.not_ready {
+                NotReadyPolicy::Refuse => Err(SendError::NotReady),
+                NotReadyPolicy::Queue { max } if self.queue.len() >= max => {
+                    Err(SendError::QueueFull { max })
+                }
+                NotReadyPolicy::Queue { .. } => {
+                    self.queue.push_back(env);
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    /// Writes a raw stream data frame; only when ready (streams do not survive a reconnect
+    /// unannounced, so nothing is queued).
+    pub fn send_stream_frame(&mut self, stream_id: &str, data: &str) -> Result<(), SendError> {
+        if self.state != ClientState::Ready {
+            return Err(SendError::NotReady);
+        }
+        let mut f = String::with_capacity(stream_id.len() + data.len() + 2);
+        f.push('#');
+        f.push_str(stream_id);
+        f.push('#');
+        f.push_str(data);
+        self.out.push_back(Output::Transmit(f));
+        Ok(())
+    }
+
+    /// Queues an event for the application.
+    pub(crate) fn emit(&mut self, e: Event) {
+        self.out.push_back(Output::Event(e));
+    }
+
+    /// Next output for the driver.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> ClientConfig {
+        ClientConfig {
+            gateway_url: "ws://gw/ws?space=s".into(),
+            space: "s".into(),
+            token: "t".into(),
+            participant_id: Some("me".into()),
+            reconnect: ReconnectPolicy {
+                jitter: 0.0,
+                ..Default::default()
+            },
+            heartbeat: HeartbeatPolicy::default(),
+            not_ready: NotReadyPolicy::Queue { max: 1 },
+            limits: Limits::default(),
+        }
+    }
+
+    fn drain(c: &mut Client) -> Vec<Output> {
+        std::iter::from_fn(|| c.poll_output()).collect()
+    }
+
+    const WELCOME: &str = r#"{"protocol":"mew/v0.4","id":"w","from":"system:gateway","to":["me"],"kind":"system/welcome","payload":{"you":{"id":"me","capabilities":[]},"participants":[]}}"#;
+
+    #[test]
+    fn connects_joins_and_becomes_ready() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        let out = drain(&mut c);
+        assert!(matches!(&out[0], Output::Connect { headers, .. } if headers[0].1 == "Bearer t"));
+        c.handle_connected(Time::ZERO);
+        let out = drain(&mut c);
+        let Output::Transmit(join) = &out[0] else {
+            panic!("{out:?}")
+        };
+        let j: serde_json::Value = serde_json::from_str(join).unwrap();
+        assert_eq!(j["type"], "join");
+        assert_eq!(j["participantId"], "me");
+        assert_eq!(c.state(), ClientState::Joined);
+        assert!(matches!(
+            c.handle_frame(Time::ZERO, WELCOME),
+            Inbound::Envelope(_)
+        ));
+        assert!(c.is_ready());
+    }
+
+    #[test]
+    fn backoff_doubles_to_cap_then_gives_up() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        c.handle_frame(Time::ZERO, WELCOME);
+        let mut now = Time::ZERO;
+        let mut delays = vec![];
+        for _ in 0..6 {
+            c.handle_disconnected(now, "x");
+            match c.poll_timeout() {
+                Some(at) if c.state() == ClientState::Disconnected => {
+                    delays.push((at - now).as_millis());
+                    now = at;
+                    c.handle_timeout(now);
+                    assert_eq!(c.state(), ClientState::Connecting);
+                }
+                _ => break,
+            }
+        }
+        assert_eq!(delays, vec![1000, 2000, 4000, 8000, 16000]);
+        assert!(
+            drain(&mut c)
+                .iter()
+                .any(|o| matches!(o, Output::Event(Event::GaveUp { attempts: 5 })))
+        );
+    }
+
+    #[test]
+    fn queue_is_bounded_and_flushed_on_ready() {
+        let mut c = Client::new(cfg(), 1);
+        let env = Envelope::parse(
+            br#"{"protocol":"mew/v0.4","id":"a","from":"me","kind":"chat"}"#,
+            &Limits::default(),
+        )
+        .unwrap();
+        assert!(c.send(env.clone()).is_ok());
+        assert_eq!(c.send(env), Err(SendError::QueueFull { max: 1 }));
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        drain(&mut c);
+        c.handle_frame(Time::ZERO, WELCOME);
+        let out = drain(&mut c);
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Transmit(t) if t.contains(r#""id":"a""#)))
+        );
+    }
+
+    #[test]
+    fn silence_closes_the_connection() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        c.handle_frame(Time::ZERO, WELCOME);
+        drain(&mut c);
+        let mut now = Time::ZERO;
+        let mut pings = 0;
+        while c.state() == ClientState::Ready {
+            now = c.poll_timeout().unwrap();
+            c.handle_timeout(now);
+            pings += drain(&mut c).iter().filter(|o| **o == Output::Ping).count();
+        }
+        assert_eq!(pings, 2);
+        assert_eq!(now, Time::from_unix_millis(90_000));
+    }
+
+    #[test]
+    fn stream_frames_are_recognised() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        drain(&mut c);
+        assert!(matches!(
+            c.handle_frame(Time::ZERO, "#s-1#hello#x"),
+            Inbound::Stream
+        ));
+        assert_eq!(
+            drain(&mut c),
+            vec![Output::Event(Event::StreamData {
+                stream_id: "s-1".into(),
+                data: "hello#x".into()
+            })]
+        );
+        assert!(matches!(
+            c.handle_frame(Time::ZERO, "{nope"),
+            Inbound::Malformed
+        ));
+    }
+}

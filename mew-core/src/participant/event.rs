@@ -1,0 +1,269 @@
+//! What the participant hands to its driver: [`Output`]s, some of which carry [`Event`]s.
+
+use super::controls::Control;
+use super::discovery::DiscoveryState;
+use super::error::RequestError;
+use super::proposals::ReviewState;
+use super::requests::{RequestId, Route};
+use super::tools::CallId;
+use crate::envelope::{Envelope, ParseError};
+use crate::time::Time;
+use serde_json::Value;
+
+/// One thing for the driver to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Open a WebSocket to `url` with these HTTP headers; then call `handle_connected`
+    /// (or `handle_disconnected` on failure).
+    Connect {
+        /// Gateway URL.
+        url: String,
+        /// Headers, including `Authorization: Bearer <token>`.
+        headers: Vec<(String, String)>,
+    },
+    /// Send one text frame.
+    Transmit(String),
+    /// Send a WebSocket ping (reply pongs are reported with `handle_pong`).
+    Ping,
+    /// Close the connection; no `handle_disconnected` is needed for this one.
+    Disconnect {
+        /// Why.
+        reason: String,
+    },
+    /// Tell the application something.
+    Event(Event),
+}
+
+/// Why a request was routed the way it was (ADR-WCM debugging aid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteReason {
+    /// `mcp/request` is allowed for the exact payload.
+    DirectAllowed,
+    /// The caller or config prefers proposals and `mcp/proposal` is allowed.
+    PreferProposal,
+    /// `mcp/request` is not allowed but `mcp/proposal` is.
+    DirectNotAllowed,
+}
+
+/// Something the application may want to react to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The socket opened and the join was sent.
+    Connected,
+    /// The welcome arrived: the participant may act.
+    Ready {
+        /// Our participant id.
+        id: String,
+        /// Whether this follows a reconnect.
+        reconnected: bool,
+    },
+    /// The connection was lost.
+    Disconnected {
+        /// Why.
+        reason: String,
+    },
+    /// A reconnect attempt is scheduled.
+    Reconnecting {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// When it starts.
+        at: Time,
+    },
+    /// Reconnection gave up after the maximum number of attempts.
+    GaveUp {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// An inbound frame was not a valid envelope (and was dropped).
+    Malformed {
+        /// What was wrong.
+        error: ParseError,
+    },
+    /// A structurally valid envelope whose payload made no sense for its kind.
+    Invalid {
+        /// The envelope id.
+        id: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Any valid inbound envelope, after the participant has processed it.
+    Message(Box<Envelope>),
+    /// Our capabilities changed (welcome or updated welcome).
+    CapabilitiesChanged {
+        /// The new capability list.
+        capabilities: Value,
+    },
+    /// A participant joined.
+    ParticipantJoined {
+        /// Its id.
+        id: String,
+    },
+    /// A participant left.
+    ParticipantLeft {
+        /// Its id.
+        id: String,
+    },
+    /// How `mcp_request` routed a request.
+    RouteDecision {
+        /// The request.
+        id: RequestId,
+        /// Request or proposal.
+        route: Route,
+        /// Why.
+        reason: RouteReason,
+    },
+    /// A request or proposal of ours finished.
+    RequestCompleted {
+        /// The id `mcp_request` (or `fulfil`, `call_tool`) returned.
+        id: RequestId,
+        /// The `result` of the response, or why there is none.
+        result: Result<Value, RequestError>,
+    },
+    /// One of our proposals is being fulfilled by someone.
+    ProposalFulfilling {
+        /// Our proposal.
+        id: RequestId,
+        /// The fulfiller.
+        by: String,
+        /// The fulfilling request's envelope id.
+        fulfilment_id: String,
+    },
+    /// Someone else's proposal appeared.
+    ProposalSeen {
+        /// Proposal envelope id.
+        id: String,
+        /// The proposer.
+        from: String,
+        /// The proposal's targets.
+        to: Vec<String>,
+        /// The proposed MCP payload.
+        payload: Value,
+    },
+    /// A reviewed proposal changed state.
+    ProposalStateChanged {
+        /// Proposal envelope id.
+        id: String,
+        /// New state.
+        state: ReviewState,
+    },
+    /// An MCP request addressed to us that the participant does not serve itself.
+    McpRequest {
+        /// Envelope id.
+        id: String,
+        /// Requester.
+        from: String,
+        /// The JSON-RPC payload.
+        payload: Value,
+    },
+    /// Run a registered tool; answer with `complete_call`.
+    ToolCall {
+        /// Handle for `complete_call`.
+        call_id: CallId,
+        /// Requester.
+        from: String,
+        /// Tool name.
+        tool: String,
+        /// Validated arguments.
+        arguments: Value,
+    },
+    /// Read a registered resource; answer with `complete_call`.
+    ResourceRead {
+        /// Handle for `complete_call`.
+        call_id: CallId,
+        /// Requester.
+        from: String,
+        /// The resource's URI.
+        uri: String,
+    },
+    /// A participant's discovery state changed.
+    Discovery {
+        /// The participant.
+        participant: String,
+        /// Its new state.
+        state: DiscoveryState,
+    },
+    /// No discovery is pending any more.
+    DiscoverySettled,
+    /// A chat addressed to us was queued for acknowledgement.
+    ChatReceived {
+        /// Envelope id.
+        id: String,
+        /// Sender.
+        from: String,
+        /// Text.
+        text: String,
+    },
+    /// A queued chat was cancelled by its sender.
+    ChatCancelled {
+        /// The chat's envelope id.
+        id: String,
+        /// Reason given.
+        reason: Option<String>,
+    },
+    /// Another participant cancelled one of our reasoning sequences.
+    ReasoningCancelled {
+        /// The context (our `reasoning/start` id).
+        context: String,
+        /// Who cancelled.
+        by: String,
+        /// Reason given.
+        reason: Option<String>,
+    },
+    /// A control addressed to us; pause, resume and request-status are handled by the
+    /// core, the others wait for the matching `complete_*` call.
+    Control {
+        /// The control envelope's id (handle for completion).
+        id: String,
+        /// Sender.
+        from: String,
+        /// What was asked.
+        control: Control,
+    },
+    /// The pause ended.
+    Resumed {
+        /// Whether it ended by its timeout rather than a `participant/resume`.
+        automatic: bool,
+    },
+    /// Context usage crossed the soft limit; a `near_limit` status was sent.
+    NearLimit {
+        /// Tokens used.
+        tokens: u64,
+        /// Context window.
+        max_tokens: u64,
+    },
+    /// A stream we requested opened.
+    StreamOpened {
+        /// Our `stream/request` id.
+        request_id: String,
+        /// The gateway's stream id.
+        stream_id: String,
+    },
+    /// A stream closed.
+    StreamClosed {
+        /// The stream id.
+        stream_id: String,
+        /// Reason given.
+        reason: Option<String>,
+    },
+    /// A stream data frame (`#id#data`).
+    StreamData {
+        /// The stream id.
+        stream_id: String,
+        /// The data after the second `#`.
+        data: String,
+    },
+    /// A capability grant addressed to us was acknowledged.
+    Granted {
+        /// The grant envelope id.
+        grant_id: String,
+        /// Granter.
+        from: String,
+        /// The granted capabilities.
+        capabilities: Value,
+    },
+    /// A `system/error` not tied to one of our requests.
+    GatewayError {
+        /// The error payload.
+        payload: Value,
+    },
+}

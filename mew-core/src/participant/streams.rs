@@ -1,0 +1,218 @@
+//! Streams: `stream/request`, tracking `stream/open` by correlation and `stream/close`,
+//! ownership, and sending data frames on owned streams only.
+
+use super::Participant;
+use super::error::CommandError;
+use super::event::Event;
+use crate::envelope::{Envelope, Kind};
+use crate::time::Time;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Our relation to a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamRole {
+    /// We requested it; we may send on it.
+    Owner,
+    /// Someone else's.
+    Observer,
+}
+
+/// A stream known to this participant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamInfo {
+    /// Stream id.
+    pub stream_id: String,
+    /// Owner's id.
+    pub owner: String,
+    /// Our role.
+    pub role: StreamRole,
+    /// The request payload (direction, description, ...), when known.
+    pub metadata: Value,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Streams {
+    /// Our `stream/request` id -> its payload.
+    requested: BTreeMap<String, Value>,
+    open: BTreeMap<String, StreamInfo>,
+}
+
+impl Participant {
+    /// Sends a `stream/request` (payload needs `direction`); the stream is ours once the
+    /// matching `stream/open` arrives ([`Event::StreamOpened`]).
+    pub fn request_stream(
+        &mut self,
+        now: Time,
+        payload: Value,
+        to: Vec<String>,
+    ) -> Result<String, CommandError> {
+        let max = self.config.bounds.max_streams;
+        if self.streams.requested.len() + self.streams.open.len() >= max {
+            return Err(CommandError::Full {
+                what: "streams",
+                max,
+            });
+        }
+        let env = self.build(
+            now,
+            Kind::StreamRequest,
+            to,
+            Vec::new(),
+            None,
+            Some(payload.clone()),
+        );
+        let id = env.id.clone();
+        self.send_checked(env)?;
+        self.streams.requested.insert(id.clone(), payload);
+        Ok(id)
+    }
+
+    /// Streams known (owned or observed).
+    pub fn streams(&self) -> impl Iterator<Item = &StreamInfo> {
+        self.streams.open.values()
+    }
+
+    /// Sends one data frame on a stream we own.
+    pub fn send_stream_data(&mut self, stream_id: &str, data: &str) -> Result<(), CommandError> {
+        match self.streams.open.get(stream_id) {
+            Some(s) if s.role == StreamRole::Owner => {
+                Ok(self.client.send_stream_frame(stream_id, data)?)
+            }
+            _ => Err(CommandError::NotStreamOwner(stream_id.to_owned())),
+        }
+    }
+
+    /// Closes a stream we own (`stream/close`).
+    pub fn close_stream(
+        &mut self,
+        now: Time,
+        stream_id: &str,
+        reason: &str,
+    ) -> Result<(), CommandError> {
+        match self.streams.open.get(stream_id) {
+            Some(s) if s.role == StreamRole::Owner => {}
+            _ => return Err(CommandError::NotStreamOwner(stream_id.to_owned())),
+        }
+        self.streams.open.remove(stream_id);
+        let env = self.build(
+            now,
+            Kind::StreamClose,
+            Vec::new(),
+            Vec::new(),
+            None,
+            Some(json!({"stream_id": stream_id, "reason": reason})),
+        );
+        self.send_checked(env)?;
+        Ok(())
+    }
+
+    pub(super) fn close_owned_streams(&mut self, now: Time, reason: &str) {
+        let owned: Vec<String> = self
+            .streams
+            .open
+            .values()
+            .filter(|s| s.role == StreamRole::Owner)
+            .map(|s| s.stream_id.clone())
+            .collect();
+        for id in owned {
+            let _ = self.close_stream(now, &id, reason);
+        }
+        self.streams.requested.clear();
+    }
+
+    pub(super) fn streams_from_welcome(&mut self, list: &[Value], max: usize) {
+        let me = self.me().to_owned();
+        for s in list {
+            if self.streams.open.len() >= max {
+                break;
+            }
+            let (Some(id), Some(owner)) = (
+                s.get("stream_id").and_then(Value::as_str),
+                s.get("owner").and_then(Value::as_str),
+            ) else {
+                continue;
+            };
+            let role = if owner == me {
+                StreamRole::Owner
+            } else {
+                StreamRole::Observer
+            };
+            self.streams
+                .open
+                .entry(id.to_owned())
+                .or_insert(StreamInfo {
+                    stream_id: id.to_owned(),
+                    owner: owner.to_owned(),
+                    role,
+                    metadata: s.clone(),
+                });
+        }
+    }
+
+    pub(super) fn on_stream_open(&mut self, env: &Envelope) {
+        let Some(stream_id) = env
+            .payload
+            .as_ref()
+            .and_then(|p| p.get("stream_id"))
+            .and_then(Value::as_str)
+        else {
+            return self.invalid(env, "stream/open without payload.stream_id");
+        };
+        let ours = env
+            .first_correlation()
+            .and_then(|c| self.streams.requested.remove_entry(c));
+        let (role, owner, metadata, request_id) = match ours {
+            Some((req, meta)) => (StreamRole::Owner, self.me().to_owned(), meta, Some(req)),
+            None => {
+                let owner = env
+                    .to
+                    .as_ref()
+                    .and_then(|t| t.first())
+                    .cloned()
+                    .unwrap_or_default();
+                (StreamRole::Observer, owner, Value::Null, None)
+            }
+        };
+        if request_id.is_none() && self.streams.open.len() >= self.config.bounds.max_streams {
+            return;
+        }
+        self.streams.open.insert(
+            stream_id.to_owned(),
+            StreamInfo {
+                stream_id: stream_id.to_owned(),
+                owner,
+                role,
+                metadata,
+            },
+        );
+        if let Some(request_id) = request_id {
+            self.client.emit(Event::StreamOpened {
+                request_id,
+                stream_id: stream_id.to_owned(),
+            });
+        }
+    }
+
+    pub(super) fn on_stream_close(&mut self, env: &Envelope) {
+        let p = env.payload.as_ref();
+        let id = p.and_then(|p| p.get("stream_id")).and_then(Value::as_str);
+        let id = id.or_else(|| {
+            // Close by correlation with the stream/open is also allowed by the spec.
+            env.first_correlation()
+                .filter(|c| self.streams.open.contains_key(*c))
+        });
+        let Some(id) = id else {
+            return;
+        };
+        if self.streams.open.remove(id).is_some() {
+            self.client.emit(Event::StreamClosed {
+                stream_id: id.to_owned(),
+                reason: p
+                    .and_then(|p| p.get("reason"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            });
+        }
+    }
+}

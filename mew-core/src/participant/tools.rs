@@ -1,0 +1,398 @@
+//! Own tools and resources: registry, serving `tools/*` and `resources/*` requests
+//! addressed to us, argument validation, and completion of calls by the application.
+
+use super::Participant;
+use super::error::{CommandError, ToolError};
+use super::event::Event;
+use super::schema::Schema;
+use crate::envelope::{Envelope, Kind};
+use crate::time::Time;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// JSON-RPC: the request is not a valid request object.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC: unknown method (also used for an unknown tool or resource).
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC: invalid parameters (schema violations).
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC: internal error.
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// Handle of a tool call or resource read handed to the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(pub u64);
+
+impl fmt::Display for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "call-{}", self.0)
+    }
+}
+
+/// A tool this participant offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// Name (unique per participant).
+    pub name: String,
+    /// Description shown in `tools/list`.
+    pub description: Option<String>,
+    /// JSON Schema of the arguments (see [`Schema`] for the subset checked).
+    pub input_schema: Option<Value>,
+}
+
+/// A resource this participant offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceSpec {
+    /// URI (unique per participant).
+    pub uri: String,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// MIME type.
+    pub mime_type: Option<String>,
+}
+
+#[derive(Debug)]
+struct PendingCall {
+    requester: String,
+    request_id: String,
+    rpc_id: Value,
+    /// `Some(uri)` for a resource read.
+    resource: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Tools {
+    tools: BTreeMap<String, (ToolSpec, Option<Schema>)>,
+    resources: BTreeMap<String, ResourceSpec>,
+    calls: BTreeMap<CallId, PendingCall>,
+    next_call: u64,
+}
+
+impl Tools {
+    fn list(&self) -> Value {
+        let tools: Vec<Value> = self
+            .tools
+            .values()
+            .map(|(t, _)| {
+                let mut v = json!({
+                    "name": t.name,
+                    "inputSchema": t.input_schema.clone().unwrap_or_else(|| json!({"type": "object"})),
+                });
+                if let Some(d) = &t.description {
+                    v["description"] = json!(d);
+                }
+                v
+            })
+            .collect();
+        json!({ "tools": tools })
+    }
+
+    fn resource_list(&self) -> Value {
+        let list: Vec<Value> = self
+            .resources
+            .values()
+            .map(|r| {
+                let mut v = json!({"uri": r.uri, "name": r.name});
+                if let Some(d) = &r.description {
+                    v["description"] = json!(d);
+                }
+                if let Some(m) = &r.mime_type {
+                    v["mimeType"] = json!(m);
+                }
+                v
+            })
+            .collect();
+        json!({ "resources": list })
+    }
+}
+
+fn rpc_error(code: i64, message: impl Into<String>, data: Option<Value>) -> ToolError {
+    ToolError {
+        code,
+        message: message.into(),
+        data,
+    }
+}
+
+impl Participant {
+    /// Registers (or replaces) a tool; its schema is compiled now.
+    pub fn register_tool(&mut self, spec: ToolSpec) -> Result<(), CommandError> {
+        let schema = match &spec.input_schema {
+            Some(s) => Some(
+                Schema::compile(s).map_err(|reason| CommandError::InvalidTool {
+                    name: spec.name.clone(),
+                    reason,
+                })?,
+            ),
+            None => None,
+        };
+        if spec.name.is_empty() {
+            return Err(CommandError::InvalidTool {
+                name: spec.name,
+                reason: "empty name".into(),
+            });
+        }
+        self.tools.tools.insert(spec.name.clone(), (spec, schema));
+        Ok(())
+    }
+
+    /// Removes a tool; whether it existed.
+    pub fn unregister_tool(&mut self, name: &str) -> bool {
+        self.tools.tools.remove(name).is_some()
+    }
+
+    /// Registers (or replaces) a resource.
+    pub fn register_resource(&mut self, spec: ResourceSpec) {
+        self.tools.resources.insert(spec.uri.clone(), spec);
+    }
+
+    /// Our registered tools.
+    pub fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.tools.tools.values().map(|(t, _)| t)
+    }
+
+    /// Calls handed to the application and not yet completed.
+    pub fn pending_calls(&self) -> impl Iterator<Item = CallId> + '_ {
+        self.tools.calls.keys().copied()
+    }
+
+    /// Completes a [`Event::ToolCall`] or [`Event::ResourceRead`]: sends the `mcp/response`.
+    ///
+    /// A tool result that is an object with `content` is sent as is; anything else is
+    /// wrapped as one text content item. A resource result with `contents` is sent as is;
+    /// anything else becomes one text entry for the URI.
+    pub fn complete_call(
+        &mut self,
+        now: Time,
+        call: CallId,
+        result: Result<Value, ToolError>,
+    ) -> Result<(), CommandError> {
+        let Some(p) = self.tools.calls.remove(&call) else {
+            return Err(CommandError::Unknown {
+                what: "call",
+                id: call.to_string(),
+            });
+        };
+        let result = result.map(|v| match &p.resource {
+            None if v.get("content").is_some() => v,
+            None => json!({"content": [{"type": "text", "text": as_text(&v)}]}),
+            Some(_) if v.get("contents").is_some() => v,
+            Some(uri) => json!({"contents": [{"uri": uri, "text": as_text(&v)}]}),
+        });
+        self.respond(now, &p.requester, &p.request_id, p.rpc_id, result);
+        Ok(())
+    }
+
+    /// Alias of [`complete_call`](Self::complete_call) for tool calls.
+    pub fn complete_tool_call(
+        &mut self,
+        now: Time,
+        call: CallId,
+        result: Result<Value, ToolError>,
+    ) -> Result<(), CommandError> {
+        self.complete_call(now, call, result)
+    }
+
+    fn respond(
+        &mut self,
+        now: Time,
+        to: &str,
+        request_id: &str,
+        rpc_id: Value,
+        result: Result<Value, ToolError>,
+    ) {
+        let payload = match result {
+            Ok(r) => json!({"jsonrpc": "2.0", "id": rpc_id, "result": r}),
+            Err(e) => {
+                let mut err = json!({"code": e.code, "message": e.message});
+                if let Some(d) = e.data {
+                    err["data"] = d;
+                }
+                json!({"jsonrpc": "2.0", "id": rpc_id, "error": err})
+            }
+        };
+        let env = self.build(
+            now,
+            Kind::McpResponse,
+            vec![to.to_owned()],
+            vec![request_id.to_owned()],
+            None,
+            Some(payload),
+        );
+        self.send_internal(env);
+    }
+
+    /// Serves an `mcp/request` when `to` is empty or names us (wire-compat.md).
+    pub(super) fn serve(&mut self, now: Time, env: &Envelope) {
+        let me = self.me();
+        if me.is_empty() || env.from == me || !env.is_for(me) {
+            return;
+        }
+        let explicit = self.addressed_to_me(env);
+        let payload = env.payload.as_ref();
+        let rpc_id = payload
+            .and_then(|p| p.get("id"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let method = payload
+            .and_then(|p| p.get("method"))
+            .and_then(Value::as_str);
+        let params = payload.and_then(|p| p.get("params"));
+        let Some(method) = method else {
+            if explicit {
+                self.respond(
+                    now,
+                    &env.from,
+                    &env.id,
+                    rpc_id,
+                    Err(rpc_error(INVALID_REQUEST, "missing method", None)),
+                );
+            }
+            return;
+        };
+        if method.starts_with("notifications/") {
+            return;
+        }
+        let reply = match method {
+            "tools/list" => Ok(self.tools.list()),
+            "resources/list" => Ok(self.tools.resource_list()),
+            "ping" => Ok(json!({})),
+            "tools/call" => return self.serve_tool_call(now, env, rpc_id, params),
+            "resources/read" => return self.serve_resource_read(now, env, rpc_id, params),
+            // A broadcast request for something we do not serve is somebody else's.
+            _ if !explicit => return,
+            other => Err(rpc_error(
+                METHOD_NOT_FOUND,
+                format!("method not found: {other}"),
+                None,
+            )),
+        };
+        self.respond(now, &env.from, &env.id, rpc_id, reply);
+    }
+
+    fn call_slot(&mut self) -> Result<CallId, ToolError> {
+        if self.tools.calls.len() >= self.config.bounds.max_pending_calls {
+            return Err(rpc_error(
+                INTERNAL_ERROR,
+                "too many calls in progress",
+                None,
+            ));
+        }
+        self.tools.next_call += 1;
+        Ok(CallId(self.tools.next_call))
+    }
+
+    fn serve_tool_call(
+        &mut self,
+        now: Time,
+        env: &Envelope,
+        rpc_id: Value,
+        params: Option<&Value>,
+    ) {
+        let explicit = self.addressed_to_me(env);
+        let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+        let arguments = params
+            .and_then(|p| p.get("arguments"))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let checked = match name {
+            None => Err(rpc_error(INVALID_PARAMS, "params.name is required", None)),
+            Some(n) => match self.tools.tools.get(n) {
+                // A broadcast call of a tool we lack is meant for whoever has it.
+                None if !explicit => return,
+                None => Err(rpc_error(
+                    METHOD_NOT_FOUND,
+                    format!("unknown tool: {n}"),
+                    None,
+                )),
+                Some((_, Some(schema))) => schema.validate(&arguments).map_err(|v| {
+                    rpc_error(
+                        INVALID_PARAMS,
+                        format!("invalid arguments for {n}: {v}"),
+                        Some(json!({"path": v.path, "message": v.message})),
+                    )
+                }),
+                Some((_, None)) => Ok(()),
+            },
+        };
+        let call = checked.and_then(|()| self.call_slot());
+        match call {
+            Err(e) => self.respond(now, &env.from, &env.id, rpc_id, Err(e)),
+            Ok(call_id) => {
+                let tool = name.unwrap_or_default().to_owned();
+                self.tools.calls.insert(
+                    call_id,
+                    PendingCall {
+                        requester: env.from.clone(),
+                        request_id: env.id.clone(),
+                        rpc_id,
+                        resource: None,
+                    },
+                );
+                self.client.emit(Event::ToolCall {
+                    call_id,
+                    from: env.from.clone(),
+                    tool,
+                    arguments,
+                });
+            }
+        }
+    }
+
+    fn serve_resource_read(
+        &mut self,
+        now: Time,
+        env: &Envelope,
+        rpc_id: Value,
+        params: Option<&Value>,
+    ) {
+        let explicit = self.addressed_to_me(env);
+        let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str);
+        let checked = match uri {
+            None => Err(rpc_error(INVALID_PARAMS, "params.uri is required", None)),
+            Some(u) if self.tools.resources.contains_key(u) => Ok(u.to_owned()),
+            Some(_) if !explicit => return,
+            Some(u) => Err(rpc_error(
+                METHOD_NOT_FOUND,
+                format!("unknown resource: {u}"),
+                None,
+            )),
+        };
+        match checked.and_then(|u| self.call_slot().map(|c| (c, u))) {
+            Err(e) => self.respond(now, &env.from, &env.id, rpc_id, Err(e)),
+            Ok((call_id, uri)) => {
+                self.tools.calls.insert(
+                    call_id,
+                    PendingCall {
+                        requester: env.from.clone(),
+                        request_id: env.id.clone(),
+                        rpc_id,
+                        resource: Some(uri.clone()),
+                    },
+                );
+                self.client.emit(Event::ResourceRead {
+                    call_id,
+                    from: env.from.clone(),
+                    uri,
+                });
+            }
+        }
+    }
+
+    pub(super) fn drop_pending_calls(&mut self, now: Time, reason: &str) {
+        let calls: Vec<CallId> = self.tools.calls.keys().copied().collect();
+        for c in calls {
+            let _ = self.complete_call(now, c, Err(ToolError::internal(reason)));
+        }
+    }
+}
+
+fn as_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,367 @@
+//! HTTP injection and polling, virtual participants, audit records.
+
+use mew_core::gateway::{AuditFile, Gateway, SpaceConfig};
+use mew_tests::fixtures::{SPACE, space_with};
+use mew_tests::sim::{EPOCH, Sim, envelope};
+use serde_json::{Value, json};
+
+fn body(e: &mew_core::gateway::HttpError) -> Value {
+    serde_json::from_str(&e.body_json).unwrap()
+}
+
+#[test]
+fn http_post_statuses() {
+    let mut sim = Sim::from_yaml(SPACE);
+    let h = sim.join("human-token");
+    sim.take(h);
+    let now = sim.now();
+    let chat = br#"{"kind":"chat","payload":{"text":"from a script"}}"#;
+
+    let e = sim.gw.http_post(now, "agent", None, chat).unwrap_err();
+    assert_eq!(e.status, 401);
+    let e = sim
+        .gw
+        .http_post(now, "agent", Some("human-token"), chat)
+        .unwrap_err();
+    assert_eq!(e.status, 403);
+    assert_eq!(body(&e)["error"], "forbidden");
+    let e = sim
+        .gw
+        .http_post(now, "nobody", Some("agent-token"), chat)
+        .unwrap_err();
+    assert_eq!(e.status, 403);
+    for bad in [
+        &b"[1]"[..],
+        b"not json",
+        br#"{"payload":{}}"#,
+        br#"{"kind":7}"#,
+    ] {
+        let e = sim
+            .gw
+            .http_post(now, "agent", Some("agent-token"), bad)
+            .unwrap_err();
+        assert_eq!(e.status, 400, "{}", String::from_utf8_lossy(bad));
+    }
+    let e = sim
+        .gw
+        .http_post(
+            now,
+            "agent",
+            Some("agent-token"),
+            br#"{"kind":"mcp/request","payload":{"method":"tools/call"}}"#,
+        )
+        .unwrap_err();
+    assert_eq!(e.status, 403);
+    let b = body(&e);
+    assert_eq!(b["error"], "capability_violation");
+    assert_eq!(b["attempted_kind"], "mcp/request");
+    assert_eq!(b["your_capabilities"][0], json!({"kind": "mcp/proposal"}));
+    let e = sim
+        .gw
+        .http_post(
+            now,
+            "agent",
+            Some("agent-token"),
+            br#"{"kind":"chat","from":"human"}"#,
+        )
+        .unwrap_err();
+    assert_eq!(
+        (e.status, body(&e)["error"].clone()),
+        (403, json!("identity_mismatch"))
+    );
+    let e = sim
+        .gw
+        .http_post(
+            now,
+            "agent",
+            Some("agent-token"),
+            br#"{"kind":"system/presence"}"#,
+        )
+        .unwrap_err();
+    assert_eq!(
+        (e.status, body(&e)["error"].clone()),
+        (403, json!("reserved_kind"))
+    );
+    sim.pump();
+    assert!(sim.take(h).is_empty(), "nothing refused was delivered");
+
+    let ok = sim
+        .gw
+        .http_post(now, "agent", Some("agent-token"), chat)
+        .unwrap();
+    assert_eq!(ok.timestamp, now.rfc3339());
+    let answer: Value = serde_json::from_str(&ok.body_json()).unwrap();
+    assert_eq!(
+        answer,
+        json!({"id": ok.id, "status": "accepted", "timestamp": ok.timestamp})
+    );
+    sim.pump();
+    let got = sim.take(h);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["from"], "agent");
+    assert_eq!(got[0]["id"], ok.id.as_str());
+    assert_eq!(got[0]["payload"]["text"], "from a script");
+}
+
+#[test]
+fn http_history_polling() {
+    let mut sim = Sim::from_yaml(&space_with("  delivery: addressed\n  history_size: 4"));
+    let h = sim.join("human-token");
+    let s = sim.join("service-token");
+    sim.send_and_settle(
+        h,
+        &envelope("to-s", "human", "chat", Some(&["service"]), json!({"n": 1})),
+    );
+    sim.send_and_settle(h, &envelope("all", "human", "chat", None, json!({"n": 2})));
+    sim.send_and_settle(
+        s,
+        &envelope("to-h", "service", "chat", Some(&["human"]), json!({"n": 3})),
+    );
+    let ids = |v: Vec<bytes::Bytes>| -> Vec<String> {
+        v.iter()
+            .map(|b| {
+                serde_json::from_slice::<Value>(b).unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    // The agent (never connected) sees only what was for everyone.
+    let agent_view = ids(sim
+        .gw
+        .http_messages("agent", Some("agent-token"), None)
+        .unwrap());
+    assert!(agent_view.contains(&"all".to_owned()));
+    assert!(!agent_view.contains(&"to-s".to_owned()) && !agent_view.contains(&"to-h".to_owned()));
+    let service_view = ids(sim
+        .gw
+        .http_messages("service", Some("service-token"), Some("to-s"))
+        .unwrap());
+    assert_eq!(service_view, vec!["all", "to-h"]);
+    assert_eq!(
+        sim.gw
+            .http_messages("service", None, None)
+            .unwrap_err()
+            .status,
+        401
+    );
+    assert_eq!(
+        sim.gw
+            .http_messages("service", Some("agent-token"), None)
+            .unwrap_err()
+            .status,
+        403
+    );
+    let later = (sim.now() + std::time::Duration::from_secs(1)).rfc3339();
+    assert!(
+        sim.gw
+            .http_messages("human", Some("human-token"), Some(&later))
+            .unwrap()
+            .is_empty()
+    );
+    // Bounded: only the last 4 envelopes are kept.
+    for i in 0..10 {
+        sim.send_and_settle(
+            h,
+            &envelope(&format!("b{i}"), "human", "chat", None, json!({})),
+        );
+    }
+    assert_eq!(sim.gw.health().history_len, 4);
+    assert_eq!(
+        ids(sim
+            .gw
+            .http_messages("agent", Some("agent-token"), None)
+            .unwrap()),
+        vec!["b6", "b7", "b8", "b9"]
+    );
+}
+
+#[test]
+fn virtual_participant_logs_and_acts_over_http() {
+    let mut sim = Sim::from_yaml(SPACE);
+    let h = sim.join("human-token");
+    sim.take(h);
+    sim.log_lines.clear();
+    sim.send_and_settle(
+        h,
+        &envelope("c1", "human", "chat", None, json!({"text": "to the log"})),
+    );
+    assert_eq!(sim.log_lines.len(), 1);
+    let (path, line) = &sim.log_lines[0];
+    assert_eq!(path, "logs/log.jsonl");
+    assert!(line.ends_with(b"\n"));
+    let v: Value = serde_json::from_slice(line).unwrap();
+    assert_eq!(v["id"], "c1");
+    let ok = sim.gw.http_post(
+        sim.now(),
+        "log",
+        Some("log-token"),
+        br#"{"kind":"chat","payload":{"text":"hi"}}"#,
+    );
+    assert!(ok.is_ok());
+    sim.pump();
+    assert_eq!(sim.received_kind(h, "chat").last().unwrap()["from"], "log");
+    let infos = sim.gw.participants();
+    let log = infos.iter().find(|p| p.id == "log").unwrap();
+    assert!(log.online && log.is_virtual);
+    assert!(!infos.iter().find(|p| p.id == "agent").unwrap().online);
+}
+
+fn keys(line: &str) -> Vec<String> {
+    // Top-level keys in textual order.
+    let v: Value = serde_json::from_str(line).unwrap();
+    let mut found: Vec<(usize, String)> = v
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| (line.find(&format!("\"{k}\":")).unwrap(), k.clone()))
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, k)| k).collect()
+}
+
+#[test]
+fn audit_lines_follow_the_reference_layout() {
+    let mut sim = Sim::from_yaml(SPACE);
+    let h = sim.join("human-token");
+    let a = sim.join("agent-token");
+    sim.audits.clear();
+    sim.send_and_settle(
+        a,
+        &envelope("ok-1", "agent", "chat", None, json!({"text": "x"})),
+    );
+    sim.send_and_settle(
+        a,
+        &envelope("bad-1", "agent", "mcp/request", None, json!({})),
+    );
+    let _ = h;
+    let lines: Vec<(AuditFile, String, String)> = sim
+        .audits
+        .iter()
+        .map(|r| (r.file(), r.event().to_owned(), r.to_json_line()))
+        .collect();
+    let decision = lines.iter().find(|l| l.1 == "capability_check").unwrap();
+    assert_eq!(decision.0.file_name(), "capability-decisions.jsonl");
+    assert_eq!(
+        keys(&decision.2),
+        [
+            "timestamp",
+            "event",
+            "envelope_id",
+            "participant",
+            "space_id",
+            "result",
+            "required_capability",
+            "matched_capability",
+            "granted_capabilities"
+        ]
+    );
+    let d: Value = serde_json::from_str(&decision.2).unwrap();
+    assert_eq!(
+        (d["result"].as_str(), d["required_capability"].as_str()),
+        (Some("allowed"), Some("chat"))
+    );
+    assert_eq!(d["matched_capability"], json!({"kind": "chat"}));
+    let denied = lines
+        .iter()
+        .filter(|l| l.1 == "capability_check")
+        .nth(1)
+        .unwrap();
+    let d: Value = serde_json::from_str(&denied.2).unwrap();
+    assert_eq!(d["result"], "denied");
+    assert!(d.get("matched_capability").is_none());
+
+    let received = lines.iter().find(|l| l.1 == "received").unwrap();
+    assert_eq!(received.0.file_name(), "envelope-history.jsonl");
+    assert_eq!(
+        keys(&received.2),
+        [
+            "timestamp",
+            "event",
+            "id",
+            "envelope",
+            "participant",
+            "space_id",
+            "direction",
+            "transport"
+        ]
+    );
+    let r: Value = serde_json::from_str(&received.2).unwrap();
+    assert_eq!(
+        (r["direction"].as_str(), r["transport"].as_str()),
+        (Some("inbound"), Some("websocket"))
+    );
+    assert_eq!(r["envelope"]["id"], "ok-1");
+    assert_eq!(r["space_id"], "test-space");
+    // One delivered record per recipient: human, agent and the virtual log.
+    let delivered: Vec<Value> = lines
+        .iter()
+        .filter(|l| l.1 == "delivered")
+        .map(|l| serde_json::from_str(&l.2).unwrap())
+        .filter(|v: &Value| v["id"] == "ok-1")
+        .collect();
+    let mut who: Vec<_> = delivered
+        .iter()
+        .map(|v| v["participant"].as_str().unwrap().to_owned())
+        .collect();
+    who.sort();
+    assert_eq!(who, ["agent", "human", "log"]);
+    assert!(delivered.iter().all(|v| v["direction"] == "outbound"));
+    assert_eq!(
+        delivered
+            .iter()
+            .find(|v| v["participant"] == "log")
+            .unwrap()["transport"],
+        "virtual"
+    );
+    let rejected = lines.iter().find(|l| l.1 == "rejected").unwrap();
+    assert_eq!(
+        keys(&rejected.2),
+        [
+            "timestamp",
+            "event",
+            "id",
+            "envelope",
+            "participant",
+            "space_id",
+            "direction",
+            "transport",
+            "metadata"
+        ]
+    );
+    let r: Value = serde_json::from_str(&rejected.2).unwrap();
+    assert_eq!(r["metadata"]["error"], "capability_violation");
+    assert_eq!(r["id"], "bad-1");
+}
+
+#[test]
+fn audit_switches_are_respected() {
+    let yaml = format!(
+        "{SPACE}logging: {{enabled: true, envelope_history: false, capability_decisions: true}}\n"
+    );
+    let mut sim = Sim::from_yaml(&yaml);
+    let a = sim.join("agent-token");
+    sim.send_and_settle(a, &envelope("x", "agent", "chat", None, json!({})));
+    assert!(!sim.audits.is_empty());
+    assert!(
+        sim.audits
+            .iter()
+            .all(|r| r.file() == AuditFile::CapabilityDecisions)
+    );
+
+    let mut cfg = SpaceConfig::from_yaml(SPACE).unwrap();
+    cfg.logging = mew_core::gateway::LoggingConfig::OFF;
+    let mut gw = Gateway::new(cfg, 1, EPOCH);
+    let c = gw.connect(EPOCH, Some("agent-token"));
+    gw.handle_frame(
+        EPOCH,
+        c,
+        envelope("y", "agent", "chat", None, json!({}))
+            .to_string()
+            .into(),
+    );
+    while let Some(o) = gw.poll_output() {
+        assert!(!matches!(o, mew_core::gateway::Output::Audit(_)));
+    }
+}
