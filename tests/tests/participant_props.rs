@@ -103,7 +103,7 @@ fn command(p: &mut Participant, now: Time, a: u8, b: u8, known: &mut Vec<String>
                 payload("mcp/request", b, known),
                 RequestOptions {
                     timeout: None,
-                    prefer_proposal: b % 3 == 0,
+                    prefer_proposal: b.is_multiple_of(3),
                 },
             ) {
                 known.push(id.to_string());
@@ -156,7 +156,7 @@ fn command(p: &mut Participant, now: Time, a: u8, b: u8, known: &mut Vec<String>
                 let _ = p.complete_call(
                     now,
                     c,
-                    if b % 2 == 0 {
+                    if b.is_multiple_of(2) {
                         Ok(json!(b))
                     } else {
                         Err(mew_core::participant::ToolError::internal("e"))
@@ -177,7 +177,7 @@ fn command(p: &mut Participant, now: Time, a: u8, b: u8, known: &mut Vec<String>
                     }
                     Control::Clear => p.complete_clear(now, id),
                     Control::Restart => p.complete_restart(now, id),
-                    Control::Shutdown if b % 4 == 0 => p.complete_shutdown(now, id),
+                    Control::Shutdown if b.is_multiple_of(4) => p.complete_shutdown(now, id),
                     _ => p.complete_clear(now, id),
                 };
             }

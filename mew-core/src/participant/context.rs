@@ -191,3 +191,25 @@ impl Participant {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_strings_match_the_reference() {
+        let all = [
+            (Status::Active, "active"),
+            (Status::Paused, "paused"),
+            (Status::NearLimit, "near_limit"),
+            (Status::Compacting, "compacting"),
+            (Status::Compacted, "compacted"),
+            (Status::Cleared, "cleared"),
+            (Status::Restarted, "restarted"),
+            (Status::ShuttingDown, "shutting_down"),
+        ];
+        for (s, text) in all {
+            assert_eq!(s.as_str(), text);
+        }
+    }
+}

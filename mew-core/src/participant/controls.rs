@@ -472,3 +472,83 @@ impl Participant {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(kind: Kind, payload: Option<Value>) -> Envelope {
+        Envelope {
+            protocol: "mew/v0.4".into(),
+            id: "c".into(),
+            ts: None,
+            from: "boss".into(),
+            to: Some(vec!["me".into()]),
+            kind,
+            correlation_id: None,
+            context: None,
+            payload,
+        }
+    }
+
+    #[test]
+    fn parses_and_round_trips_controls() {
+        for c in [
+            Control::Pause {
+                reason: "rate_limit".into(),
+                timeout: Some(Duration::from_secs(60)),
+            },
+            Control::Resume,
+            Control::RequestStatus {
+                fields: vec!["tokens".into()],
+            },
+            Control::Forget {
+                direction: ForgetDirection::Newest,
+                entries: Some(3),
+            },
+            Control::Compact {
+                reason: Some("token_pressure".into()),
+                target_tokens: Some(100),
+            },
+            Control::Clear,
+            Control::Restart,
+            Control::Shutdown,
+        ] {
+            assert_eq!(Control::parse(&env(c.kind(), c.payload())), Ok(c));
+        }
+    }
+
+    #[test]
+    fn refuses_bad_control_payloads() {
+        assert!(Control::parse(&env(Kind::ParticipantForget, None)).is_err());
+        assert!(
+            Control::parse(&env(
+                Kind::ParticipantPause,
+                Some(json!({"timeout_seconds": -5}))
+            ))
+            .is_err()
+        );
+        assert!(
+            Control::parse(&env(
+                Kind::ParticipantPause,
+                Some(json!({"timeout_seconds": "soon"}))
+            ))
+            .is_err()
+        );
+        assert_eq!(
+            Control::parse(&env(
+                Kind::ParticipantPause,
+                Some(json!({"timeout_seconds": 1e300}))
+            ))
+            .map(|c| matches!(
+                c,
+                Control::Pause {
+                    timeout: Some(_),
+                    ..
+                }
+            )),
+            Ok(true)
+        );
+        assert!(Control::parse(&env(Kind::Chat, None)).is_err());
+    }
+}

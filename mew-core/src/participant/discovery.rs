@@ -365,3 +365,23 @@ impl Participant {
         self.set_discovery_state(id, state);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_lists_parse_leniently() {
+        let tools = parse_tools(&json!({"tools": [
+            {"name": "add", "description": "sum", "inputSchema": {"type": "object"}},
+            {"description": "nameless is skipped"},
+            {"name": "bare"}
+        ]}))
+        .unwrap();
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[0].description.as_deref(), Some("sum"));
+        assert_eq!(tools[1].input_schema, None);
+        assert_eq!(parse_tools(&json!({"tools": "x"})), None);
+        assert_eq!(parse_tools(&json!([])), None);
+    }
+}
