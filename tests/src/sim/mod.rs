@@ -212,7 +212,9 @@ impl Sim {
     /// Takes (and forgets) what a connection received so far.
     pub fn take(&mut self, conn: ConnId) -> Vec<Value> {
         let v = self.received(conn);
-        self.net.endpoints.get_mut(&conn).map(|e| e.inbox.clear());
+        if let Some(e) = self.net.endpoints.get_mut(&conn) {
+            e.inbox.clear();
+        }
         v
     }
 

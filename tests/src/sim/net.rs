@@ -51,7 +51,7 @@ impl Net {
     /// A network whose latencies are fixed by `seed`.
     pub fn new(seed: u64, max_latency_ms: u64) -> Net {
         Net {
-            rng: IdGen::new(seed ^ 0x5EED_0F_4E7),
+            rng: IdGen::new(seed ^ 0x0005_EED0_F4E7),
             max_latency_ms,
             seq: 0,
             last_arrival: BTreeMap::new(),
