@@ -198,7 +198,7 @@ fn open_append(path: &Path) -> io::Result<BufWriter<File>> {
 fn run_writer(rx: Receiver<Cmd>) -> io::Result<()> {
     let mut files: BTreeMap<PathBuf, BufWriter<File>> = BTreeMap::new();
     let mut first_err: Option<io::Error> = None;
-    let mut note = |e: io::Error, first_err: &mut Option<io::Error>| {
+    let note = |e: io::Error, first_err: &mut Option<io::Error>| {
         if first_err.is_none() {
             *first_err = Some(e);
         }
