@@ -9,6 +9,10 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+mod participant;
 mod server;
 
+pub use participant::{
+    CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, ToolHandler,
+};
 pub use server::{GatewayServer, ServerOptions, ShutdownHandle};

@@ -116,9 +116,8 @@ async fn http_exchange(
         if shared.core.send(Input::Http(req, tx)).await.is_err() {
             return Response::error(503, "unavailable", "the gateway is shutting down");
         }
-        rx.await.unwrap_or_else(|_| {
-            Response::error(503, "unavailable", "the gateway is shutting down")
-        })
+        rx.await
+            .unwrap_or_else(|_| Response::error(503, "unavailable", "the gateway is shutting down"))
     }
     .await;
     let _ = sock.write_all(&resp.to_bytes()).await;

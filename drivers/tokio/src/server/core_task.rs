@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output};
+use mew_driver_common::Response;
 use mew_driver_common::files::LogHandle;
 use mew_driver_common::route::Route;
-use mew_driver_common::Response;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;

@@ -138,7 +138,7 @@ impl GatewayServer {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 },
-                _ = shutdown_rx.wait_for(|s| *s) => break,
+                _ = async { let _ = shutdown_rx.wait_for(|s| *s).await; } => break,
             }
         }
         drop(listener);
