@@ -9,7 +9,9 @@
 //! JSON-RPC error, code and message unchanged) goes back to the requester. Requests arriving
 //! while the server is starting or restarting wait, bounded, until it is ready.
 //!
-//! Lifecycle: a crashed server is restarted per the [`RestartPolicy`](crate::mcp::RestartPolicy);
+//! Lifecycle: a server that fails its very first start (a command that does not exist, a
+//! program that is not an MCP server, no `initialize` answer within the init timeout) is a
+//! configuration error, not a crash, and ends the bridge at once. A crashed server is restarted per the [`RestartPolicy`](crate::mcp::RestartPolicy);
 //! callers in flight get an error. When no restart is left the bridge broadcasts a
 //! `participant/status` with `status: "error"` and a chat line, and finishes with
 //! [`Exit::ServerGaveUp`]. A `participant/shutdown` (or [`Bridge::shutdown`]) stops the
@@ -79,6 +81,8 @@ pub struct Bridge {
     lifecycle: Lifecycle,
     exit_due: Option<Exit>,
     status: status::Tracker,
+    /// Whether the server ever became ready.
+    was_ready: bool,
 }
 
 impl Bridge {
@@ -98,6 +102,7 @@ impl Bridge {
             lifecycle: Lifecycle::Running,
             exit_due: None,
             status: status::Tracker::default(),
+            was_ready: false,
         }
     }
 
@@ -343,6 +348,7 @@ impl Bridge {
     fn on_mcp_event(&mut self, now: Time, e: McpEvent) {
         match &e {
             McpEvent::Ready(_) => {
+                self.was_ready = true;
                 self.sync_tools();
                 self.release_waiting(now);
             }
@@ -354,8 +360,21 @@ impl Bridge {
                 // Completions are per message; not worth repeating to the driver.
                 return;
             }
-            McpEvent::Restarting { .. } => self.status.restarts += 1,
-            McpEvent::Failed(err) => self.status.last_error = Some(err.to_string()),
+            McpEvent::Restarting { .. } if self.lifecycle == Lifecycle::Running => {
+                self.status.restarts += 1
+            }
+            McpEvent::Failed(err) => {
+                self.status.last_error = Some(err.to_string());
+                if !self.was_ready && self.lifecycle == Lifecycle::Running {
+                    // Retrying a command that never worked only delays the diagnosis.
+                    self.fail_waiting(now, err);
+                    self.report_gave_up(now, &err.to_string());
+                    self.begin_exit(now, Exit::ServerGaveUp(err.to_string()), None);
+                }
+            }
+            McpEvent::GaveUp { reason } if self.lifecycle != Lifecycle::Running => {
+                self.status.last_error = Some(reason.to_string());
+            }
             McpEvent::GaveUp { reason } => {
                 self.status.last_error = Some(reason.to_string());
                 self.fail_waiting(now, reason);

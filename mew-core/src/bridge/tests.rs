@@ -353,16 +353,13 @@ fn a_crash_fails_the_call_in_flight_and_the_server_comes_back() {
 }
 
 #[test]
-fn giving_up_reports_to_the_space_and_exits_with_an_error() {
-    let mut h = Harness::new(1);
+fn a_first_start_that_fails_ends_the_bridge_at_once() {
+    let mut h = Harness::new(3);
     h.join();
     let waiting = h.request(&[ME], "tools/call", json!({"name": "add"}));
-    h.b.handle_server_spawn_failed(h.now, "No such file or directory (os error 2)");
+    h.b.handle_server_spawn_failed(h.now, "nosuch: No such file or directory (os error 2)");
     h.drain();
-    assert!(h.exits.is_empty(), "one restart left");
-    h.advance(Duration::from_millis(100));
-    h.b.handle_server_spawn_failed(h.now, "No such file or directory (os error 2)");
-    h.drain();
+    assert_eq!(h.spawns, 1, "no retry of a command that never started");
     let r = h.response_to(&waiting).expect("waiting caller answered");
     assert!(
         r["payload"]["error"]["message"]
@@ -382,7 +379,6 @@ fn giving_up_reports_to_the_space_and_exits_with_an_error() {
             .unwrap()
             .contains("No such file")
     );
-    assert_eq!(status["payload"]["mcp_server"]["state"], "failed");
     assert!(status["payload"].get("messages_in_context").is_some());
     let chat = h.sent.iter().find(|e| e["kind"] == "chat").unwrap();
     assert!(
@@ -396,6 +392,51 @@ fn giving_up_reports_to_the_space_and_exits_with_an_error() {
     assert!(matches!(&h.exits[0], Exit::ServerGaveUp(r) if r.contains("No such file")));
     assert!(h.exits[0].is_error());
     assert!(h.b.is_done());
+    assert_eq!(h.b.restarts(), 0);
+}
+
+#[test]
+fn a_first_start_without_an_initialize_answer_times_out_and_stops_the_process() {
+    let mut h = Harness::new(3);
+    h.join();
+    h.b.handle_server_spawned(h.now);
+    h.b.handle_server_stderr(h.now, b"starting up...\n");
+    h.drain();
+    h.advance(Duration::from_secs(5));
+    assert_eq!(h.kills, 1, "the silent process is stopped");
+    assert!(h.exits.is_empty(), "after its exit");
+    h.b.handle_server_exit(h.now, ExitStatus::signal(15));
+    h.drain();
+    assert!(
+        matches!(&h.exits[..], [Exit::ServerGaveUp(r)] if r.contains("initialize within 5000 ms"))
+    );
+    assert_eq!(h.spawns, 1);
+}
+
+#[test]
+fn crashes_after_the_last_restart_report_to_the_space_and_exit_with_an_error() {
+    let mut h = Harness::new(1);
+    h.join();
+    h.server_up();
+    h.b.handle_server_exit(h.now, ExitStatus::code(1));
+    h.drain();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(h.spawns, 2);
+    assert!(h.exits.is_empty());
+    // The restarted process dies before answering; no restart is left.
+    h.b.handle_server_spawned(h.now);
+    h.b.handle_server_exit(h.now, ExitStatus::code(1));
+    h.drain();
+    let status = h
+        .sent
+        .iter()
+        .find(|e| e["kind"] == "participant/status")
+        .unwrap();
+    assert_eq!(status["payload"]["status"], "error");
+    assert_eq!(status["payload"]["mcp_server"]["state"], "failed");
+    assert_eq!(status["payload"]["mcp_server"]["restarts"], 1);
+    assert!(h.sent.iter().any(|e| e["kind"] == "chat"));
+    assert!(matches!(&h.exits[..], [Exit::ServerGaveUp(r)] if r.contains("exit code 1")));
 }
 
 #[test]
