@@ -1,6 +1,7 @@
 //! The `mew` command-line program.
 //!
 //! - `mew gateway`: serve a space (the embedded default space when no `--config` is given).
+//! - `mew bridge`: an MCP server (stdio command) joins a space as a participant.
 //! - `mew client`: join a space, print what is observed, send chat typed on stdin, or send one
 //!   envelope with `--send`.
 //!
@@ -8,6 +9,8 @@
 //! configuration error, 3 address in use, 4 unreadable file, 5 gateway unreachable or join
 //! refused.
 
+mod autostart;
+mod bridge;
 mod client;
 mod gateway;
 
@@ -31,6 +34,8 @@ enum Command {
     Gateway(gateway::Args),
     /// Join a space as a participant.
     Client(client::Args),
+    /// Bring an MCP server (any stdio command, after `--`) into a space.
+    Bridge(bridge::Args),
 }
 
 /// A failure with its exit code; printed as one line.
@@ -85,6 +90,7 @@ fn main() {
         match cli.command {
             Command::Gateway(a) => gateway::run(a).await,
             Command::Client(a) => client::run(a).await,
+            Command::Bridge(a) => bridge::run(a).await,
         }
     });
     // Tasks still blocked on stdin must not hold the process open.

@@ -363,6 +363,8 @@ impl Bridge {
             McpEvent::Restarting { .. } if self.lifecycle == Lifecycle::Running => {
                 self.status.restarts += 1
             }
+            // The client scheduled a restart the bridge will not wait for.
+            McpEvent::Restarting { .. } => return,
             McpEvent::Failed(err) => {
                 self.status.last_error = Some(err.to_string());
                 if !self.was_ready && self.lifecycle == Lifecycle::Running {

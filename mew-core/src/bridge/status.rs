@@ -103,6 +103,8 @@ impl Bridge {
         self.status.refresh(&mut self.participant, &self.mcp);
         let mut payload = self.participant.status_payload(Status::Active);
         payload["status"] = json!("error");
+        // The client may still be stopping the process; for the space it is over.
+        payload["mcp_server"]["state"] = json!(ServerState::Failed.as_str());
         payload["error"] = json!(format!("MCP server failed: {reason}"));
         let sent = self
             .participant
