@@ -346,6 +346,16 @@ impl Bridge {
     }
 
     fn on_mcp_event(&mut self, now: Time, e: McpEvent) {
+        // Completions are per message: moved, not cloned, and not repeated to the driver.
+        let e = match e {
+            McpEvent::CallCompleted { call_id, result } => {
+                if let Some(call) = self.calls.remove(&call_id) {
+                    self.answer(now, call, result.map_err(|e| e.to_rpc_error()));
+                }
+                return;
+            }
+            other => other,
+        };
         match &e {
             McpEvent::Ready(_) => {
                 self.was_ready = true;
@@ -353,13 +363,6 @@ impl Bridge {
                 self.release_waiting(now);
             }
             McpEvent::ToolsChanged(_) => self.sync_tools(),
-            McpEvent::CallCompleted { call_id, result } => {
-                if let Some(call) = self.calls.remove(call_id) {
-                    self.answer(now, call, result.clone().map_err(|e| e.to_rpc_error()));
-                }
-                // Completions are per message; not worth repeating to the driver.
-                return;
-            }
             McpEvent::Restarting { .. } if self.lifecycle == Lifecycle::Running => {
                 self.status.restarts += 1
             }
