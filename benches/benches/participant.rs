@@ -53,6 +53,15 @@ fn bench(c: &mut Criterion) {
         .collect();
     let mut g = c.benchmark_group("participant");
     g.throughput(Throughput::Elements(BATCH as u64));
+    // Baseline: parsing alone, to show what the participant adds on top.
+    g.bench_function("parse_only_chat", |b| {
+        let limits = mew_core::Limits::default();
+        b.iter(|| {
+            for f in &chats {
+                black_box(mew_core::Envelope::parse(f.as_bytes(), &limits).ok());
+            }
+        })
+    });
     g.bench_function("inbound_chat", |b| {
         let mut p = ready_participant();
         b.iter(|| {
@@ -60,6 +69,23 @@ fn bench(c: &mut Criterion) {
                 p.handle_frame(now, f);
             }
             drain(&mut p);
+        })
+    });
+    g.bench_function("parse_only_response", |b| {
+        let limits = mew_core::Limits::default();
+        let responses: Vec<String> = (0..BATCH)
+            .map(|i| {
+                let id = format!("{:08x}-0000-4000-8000-{:012x}", i, i);
+                json!({"protocol": "mew/v0.4", "id": format!("r-{id}"), "from": "calc", "to": ["agent"],
+                       "kind": "mcp/response", "correlation_id": [id],
+                       "payload": {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}})
+                .to_string()
+            })
+            .collect();
+        b.iter(|| {
+            for f in &responses {
+                black_box(mew_core::Envelope::parse(f.as_bytes(), &limits).ok());
+            }
         })
     });
     g.bench_function("responses_settle_requests", |b| {
@@ -86,7 +112,8 @@ fn bench(c: &mut Criterion) {
                 }
                 drain(&mut p);
                 assert_eq!(p.pending_requests().count(), 0);
-                p
+                // Returned so that dropping them stays outside the measurement.
+                (p, responses)
             },
             BatchSize::LargeInput,
         )

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use mew_core::Time;
 use mew_core::gateway::{ConnId, Gateway, Output, SpaceConfig};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 const YAML: &str = r#"
@@ -61,11 +62,21 @@ fn envelope(data: &mut &[u8]) -> String {
         0 => format!(r#"{{"recipient":"{target}","capabilities":[{{"kind":"chat"}}]}}"#),
         1 => format!(r#"{{"recipient":"{target}","grant_id":"g{}"}}"#, n / 6),
         2 => format!(r#"{{"participant_id":"{target}","initial_capabilities":[{{"kind":"*"}}]}}"#),
-        3 => format!(r#"{{"stream_id":"stream-{}","timeout_seconds":{}}}"#, n % 4, n),
+        3 => format!(
+            r#"{{"stream_id":"stream-{}","timeout_seconds":{}}}"#,
+            n % 4,
+            n
+        ),
         4 => r#"{"method":"tools/list"}"#.to_owned(),
-        _ => String::from_utf8_lossy(take(data, 24)).into_owned().replace('"', "'"),
+        _ => String::from_utf8_lossy(take(data, 24))
+            .into_owned()
+            .replace('"', "'"),
     };
-    let payload = if n % 6 == 5 { format!(r#"{{"t":"{payload}"}}"#) } else { payload };
+    let payload = if n % 6 == 5 {
+        format!(r#"{{"t":"{payload}"}}"#)
+    } else {
+        payload
+    };
     format!(
         r#"{{"protocol":"mew/v0.4","id":"g{}","from":"{from}","to":["{target}"],"kind":"{kind}","payload":{payload}}}"#,
         n / 6
@@ -75,7 +86,11 @@ fn envelope(data: &mut &[u8]) -> String {
 fuzz_target!(|input: &[u8]| {
     let mut data = input;
     let mut now = Time::from_unix_millis(1_736_416_800_000);
-    let config = SpaceConfig::from_yaml(YAML).expect("fuzz config is valid");
+    // Parsed once: the target exercises the gateway, not the YAML reader.
+    static CONFIG: OnceLock<SpaceConfig> = OnceLock::new();
+    let config = CONFIG
+        .get_or_init(|| SpaceConfig::from_yaml(YAML).expect("fuzz config is valid"))
+        .clone();
     let mut gw = Gateway::new(config, 7, now);
     let mut conns: Vec<ConnId> = Vec::new();
     while !data.is_empty() {
@@ -137,7 +152,11 @@ fuzz_target!(|input: &[u8]| {
                 let _ = gw.http_post(now, who, Some(TOKENS[pick % 5]), body.as_bytes());
                 let _ = gw.http_messages(who, Some(TOKENS[pick % 5]), Some("g1"));
                 if pick % 7 == 0 {
-                    gw.handle_oversize(now, conn.unwrap_or_else(|| gw.connect(now, None)), 1 << 30);
+                    let c = match conn {
+                        Some(c) => c,
+                        None => gw.connect(now, None),
+                    };
+                    gw.handle_oversize(now, c, 1 << 30);
                 }
             }
         }

@@ -2,6 +2,7 @@
 
 mod e2e;
 
+use std::net::SocketAddr;
 use std::path::Path;
 
 use mew_core::gateway::SpaceConfig;
@@ -10,7 +11,7 @@ use mew_tokio::{GatewayServer, ServerOptions};
 struct Tokio;
 
 impl e2e::Driver for Tokio {
-    fn start(config: SpaceConfig, base_dir: &Path) -> e2e::RunningGateway {
+    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> e2e::RunningGateway {
         let base_dir = base_dir.to_owned();
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -25,9 +26,7 @@ impl e2e::Driver for Tokio {
                     seed: Some(7),
                     ..ServerOptions::default()
                 };
-                let server = GatewayServer::bind_with("127.0.0.1:0".parse().unwrap(), config, opts)
-                    .await
-                    .unwrap();
+                let server = GatewayServer::bind_with(addr, config, opts).await.unwrap();
                 tx.send((server.local_addr(), server.shutdown_handle()))
                     .unwrap();
                 server.serve().await.unwrap();
@@ -61,4 +60,5 @@ e2e_suite!(Tokio:
     garbage_frames,
     graceful_shutdown,
     audit_and_virtual_logs,
+    runtime_reconnects,
 );

@@ -194,6 +194,12 @@ fn join_after_header_is_a_no_op_but_other_identity_is_refused() {
     assert!(sim.take(h).is_empty(), "no second presence");
     sim.send_and_settle(
         a,
+        &json!({"protocol": "mew/v0.4", "id": "join-2", "kind": "system/join", "payload": {"participant": "agent", "token": "agent-token"}}),
+    );
+    assert!(sim.take(a).is_empty(), "the envelope form is a no-op too");
+    assert!(sim.take(h).is_empty());
+    sim.send_and_settle(
+        a,
         &json!({"type": "join", "token": "human-token", "participantId": "human"}),
     );
     let r = sim.take(a);

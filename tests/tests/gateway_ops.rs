@@ -367,12 +367,7 @@ fn kick_closes_and_refuses_the_token_until_reinvited() {
     assert_eq!(kinds(&sim.take(s)), vec!["space/kick", "system/presence"]);
     let again = sim.connect(Some("agent-token"));
     assert_eq!(sim.received(again)[0]["payload"]["error"], "unknown_token");
-    assert!(
-        sim.gw
-            .participants()
-            .iter()
-            .all(|p| p.id != "agent" || !p.online)
-    );
+    assert!(sim.gw.participants().iter().all(|p| p.id != "agent"));
     // Kicking requires the capability.
     let s_kick = envelope(
         "k2",
@@ -538,4 +533,34 @@ fn shutdown_holds_until_rejoin() {
         &envelope("c2", "agent", "chat", None, json!({"text": "x"})),
     );
     assert_eq!(kinds(&sim.take(h)), vec!["chat"]);
+}
+
+#[test]
+fn invites_are_bounded() {
+    let yaml = "space: {id: s}\nparticipants:\n  host: {tokens: [host-token], capabilities: [{kind: \"*\"}]}\ngateway: {max_participants: 3}\n";
+    let mut sim = Sim::from_yaml(yaml);
+    let host = sim.join("host-token");
+    for i in 0..3 {
+        sim.send_and_settle(
+            host,
+            &envelope(
+                &format!("i{i}"),
+                "host",
+                "space/invite",
+                None,
+                json!({"participant_id": format!("guest-{i}")}),
+            ),
+        );
+    }
+    let errors: Vec<_> = sim
+        .received_kind(host, "system/error")
+        .iter()
+        .map(|e| e["payload"]["error"].clone())
+        .collect();
+    assert_eq!(
+        errors,
+        vec![json!("too_many_participants")],
+        "two fit beside the host, the third does not"
+    );
+    assert_eq!(sim.gw.participants().len(), 3);
 }

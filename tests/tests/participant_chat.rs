@@ -180,7 +180,34 @@ fn streams_request_open_data_close() {
             .iter()
             .any(|e| matches!(e, Event::StreamClosed { stream_id, .. } if stream_id == "stream-2"))
     );
+    // Closing by correlation with the stream/open, as in the spec's example.
+    let open3 = s.send_from(
+        "system:gateway",
+        &["bob"],
+        "stream/open",
+        Some("bob-req-2"),
+        json!({"stream_id": "stream-3"}),
+    );
+    s.send_from(
+        "bob",
+        &[],
+        "stream/close",
+        Some(&open3),
+        json!({"reason": "complete"}),
+    );
+    assert!(s.p.streams().all(|x| x.stream_id != "stream-3"));
+    let open1 =
+        s.p.streams()
+            .find(|x| x.stream_id == "stream-1")
+            .unwrap()
+            .open_id
+            .clone();
+    s.take_sent();
     s.p.close_stream(s.now, "stream-1", "complete").unwrap();
+    assert_eq!(
+        s.sent_of("stream/close")[0]["correlation_id"],
+        json!([open1.unwrap()])
+    );
     assert_eq!(
         s.sent_one("stream/close")["payload"]["stream_id"],
         "stream-1"
@@ -214,4 +241,30 @@ fn proactive_status_near_the_limit_with_cooldown() {
     s.advance(60_000);
     s.p.record_context_usage(s.now, 10, 1);
     assert_eq!(s.sent_one("participant/status")["payload"]["tokens"], 920);
+}
+
+#[test]
+fn streams_missing_from_a_rejoin_welcome_are_closed() {
+    let mut s = Script::joined(config(), all_caps(), &[]);
+    let req =
+        s.p.request_stream(s.now, json!({"direction": "upload"}), vec![])
+            .unwrap();
+    s.send_from(
+        "system:gateway",
+        &[ME],
+        "stream/open",
+        Some(&req),
+        json!({"stream_id": "stream-9"}),
+    );
+    s.p.handle_disconnected(s.now, "blip");
+    s.advance(2_000);
+    s.p.handle_connected(s.now);
+    s.welcome(all_caps(), &[]);
+    assert!(s.p.streams().next().is_none());
+    assert!(
+        s.events
+            .iter()
+            .any(|e| matches!(e, Event::StreamClosed { stream_id, .. } if stream_id == "stream-9"))
+    );
+    assert!(s.p.send_stream_data("stream-9", "x").is_err());
 }

@@ -257,8 +257,10 @@ fn reviewer_rejects_and_tracks_others() {
     // Proposals older than the proposal timeout expire.
     let p4 = s.send_from("agent2", &["fs"], "mcp/proposal", None, call());
     s.advance(s.p.config().proposal_timeout.as_millis() as u64);
-    assert!(s.p.fulfil(s.now, &p4).is_err());
     assert_eq!(s.p.proposal(&p4).unwrap().state, ReviewState::Expired);
+    assert!(s.events.iter().any(|e| matches!(e,
+        Event::ProposalStateChanged { id, state: ReviewState::Expired } if *id == p4)));
+    assert!(s.p.fulfil(s.now, &p4).is_err());
 }
 
 #[test]
@@ -272,4 +274,27 @@ fn review_queue_is_bounded() {
     assert_eq!(s.p.proposals().count(), 3);
     assert!(s.p.proposal(&ids[0]).is_none());
     assert!(s.p.proposal(&ids[4]).is_some());
+}
+
+#[test]
+fn fulfilment_answers_only_from_the_target() {
+    let mut s = proposer();
+    let id = propose(&mut s);
+    let f = s.send_from("human", &["fs"], "mcp/request", Some(id.as_str()), call());
+    s.send_from(
+        "mallory",
+        &["human"],
+        "mcp/response",
+        Some(&f),
+        json!({"result": "forged"}),
+    );
+    assert!(s.p.is_pending(&id));
+    s.send_from(
+        "fs",
+        &["human"],
+        "mcp/response",
+        Some(&f),
+        json!({"result": "real"}),
+    );
+    assert_eq!(s.completion(&id), Some(Ok(json!("real"))));
 }

@@ -275,3 +275,34 @@ impl Gateway {
             .push_back(super::Output::Audit(AuditRecord(Box::new(record))));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_escape_and_embed() {
+        let r = AuditRecord(Box::new(Inner::Envelope {
+            at: Time::from_unix_millis(0),
+            event: "rejected",
+            id: Some(Arc::from("a\"b")),
+            envelope: Some(Bytes::from_static(b"not \"json\"\n")),
+            envelope_is_json: false,
+            participant: Arc::from("p\u{1}"),
+            space_id: Arc::from("s"),
+            direction: Direction::Inbound,
+            transport: Transport::Http,
+            metadata: None,
+        }));
+        let line = r.to_json_line();
+        assert!(!line.contains('\n'));
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["id"], "a\"b");
+        assert_eq!(v["envelope"], "not \"json\"\n");
+        assert_eq!(v["participant"], "p\u{1}");
+        assert_eq!(v["transport"], "http");
+        assert_eq!(v["timestamp"], "1970-01-01T00:00:00.000Z");
+        assert!(v.get("metadata").is_none());
+        assert_eq!(r.file().file_name(), "envelope-history.jsonl");
+    }
+}

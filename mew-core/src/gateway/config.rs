@@ -21,6 +21,7 @@
 //!   history_size: 1000          # envelopes kept for HTTP polling
 //!   max_streams: 1024           # open streams in the space
 //!   max_grants_per_participant: 256
+//!   max_participants: 10000     # members at most, invited and anonymous included
 //! ```
 //! `mew:` is accepted as a synonym of `gateway:`.
 
@@ -202,6 +203,9 @@ pub struct GatewayOptions {
     pub max_streams: usize,
     /// Runtime grants one participant may hold at most.
     pub max_grants_per_participant: usize,
+    /// Members the space holds at most (configured ones always fit; invites and anonymous
+    /// joins beyond it are refused).
+    pub max_participants: usize,
 }
 
 impl Default for GatewayOptions {
@@ -218,6 +222,7 @@ impl Default for GatewayOptions {
             history_size: 1000,
             max_streams: 1024,
             max_grants_per_participant: 256,
+            max_participants: 10_000,
         }
     }
 }
@@ -838,6 +843,12 @@ impl Cx {
             d.max_streams as u64,
             0,
         ) as usize;
+        o.max_participants = self.uint(
+            m.get("max_participants"),
+            &l("max_participants"),
+            d.max_participants as u64,
+            1,
+        ) as usize;
         o.max_grants_per_participant = self.uint(
             m.get("max_grants_per_participant"),
             &l("max_grants_per_participant"),
@@ -953,6 +964,61 @@ gateway: {delivery: sideways, idle_timeout_ms: -3}
             vec![generated[0].token.clone()]
         );
         assert_eq!(token_env_var("my-agent"), "MEW_TOKEN_MY_AGENT");
+    }
+
+    #[test]
+    fn short_forms_and_options() {
+        let c = SpaceConfig::from_yaml(
+            "space: short\nparticipants:\n  a: {token: solo, capabilities: [chat, {kind: mcp/*}]}\nlogging: false\nmew: {delivery: all, history_size: 0, heartbeat_interval_ms: 5000}\n",
+        )
+        .unwrap();
+        assert_eq!(c.id, "short");
+        let a = c.participant("a").unwrap();
+        assert_eq!(a.tokens, vec!["solo"]);
+        assert!(a.capabilities.allows("chat", None));
+        assert!(a.capabilities.allows("mcp/request", None));
+        assert!(!c.logging.enabled);
+        assert_eq!(c.gateway.history_size, 0);
+        assert_eq!(c.gateway.heartbeat_interval, Duration::from_secs(5));
+        assert_eq!(c.gateway.idle_timeout, Duration::from_secs(90));
+        assert_eq!(c.gateway.limits, Limits::default());
+    }
+
+    #[test]
+    fn structural_errors_are_reported() {
+        for (yaml, needle) in [
+            ("", "empty"),
+            ("[1, 2]", "expected a mapping"),
+            (
+                "space: {name: 3}\nparticipants: []",
+                "participants: expected a mapping",
+            ),
+            ("participants: {}", "space.id: missing"),
+            (
+                "space: s\nparticipants:\n  b: {type: mcp-bridge}",
+                "participants.b.mcp_server: missing",
+            ),
+            (
+                "space: s\nparticipants:\n  c: {auto_start: true}",
+                "participants.c.command",
+            ),
+            (
+                "space: s\nparticipants:\n  \"system:x\": {}",
+                "reserved `system:` prefix",
+            ),
+            (
+                "space: s\nparticipants:\n  d: {capabilities: {kind: chat}}",
+                "participants.d.capabilities: expected a list",
+            ),
+            (
+                "space: s\ndefaults: {capabilities: [{kind: 5}]}",
+                "defaults.capabilities[0]: invalid capability",
+            ),
+            ("space: [unclosed", "invalid YAML"),
+        ] {
+            let text = SpaceConfig::from_yaml(yaml).unwrap_err().to_string();
+            assert!(text.contains(needle), "{yaml:?}: {text}");
+        }
     }
 
     #[test]

@@ -54,6 +54,7 @@ impl Gateway {
 
     /// Hands a frame to a connection, closing it as a slow consumer when its unwritten
     /// backlog passes the limit. Returns whether the frame was handed out.
+    #[inline]
     pub(super) fn transmit(&mut self, now: Time, conn: ConnId, frame: Bytes) -> bool {
         let max_frames = self.config.gateway.max_queue_frames;
         let max_bytes = self.config.gateway.max_queue_bytes;
@@ -67,19 +68,14 @@ impl Gateway {
         c.queued_bytes += frame.len();
         // One frame alone is never a backlog, however large (frames are bounded separately).
         if c.queued_frames > max_frames || (c.queued_bytes > max_bytes && c.queued_frames > 1) {
-            self.close_conn(
-                now,
-                conn,
-                1013,
-                "slow consumer: outbound queue limit exceeded",
-                "slow consumer",
-            );
+            self.close_slow(now, conn);
             return false;
         }
         self.out.push_back(Output::Transmit { conn, frame });
         true
     }
 
+    #[inline]
     fn deliver_one(&mut self, now: Time, r: Recipient, frame: &Bytes, id: Option<&Arc<str>>) {
         match r {
             Recipient::Conn { conn, member } => {
@@ -142,6 +138,7 @@ impl Gateway {
         match (self.config.gateway.delivery, to) {
             (DeliveryMode::All, _) => {
                 self.history.push(now, frame.clone(), Seen::All);
+                self.out.reserve(self.audience.len());
                 for i in 0..self.audience.len() {
                     let Some(&r) = self.audience.get(i) else {
                         break;
@@ -192,6 +189,17 @@ impl Gateway {
         self.finish_closes(now);
     }
 
+    #[cold]
+    fn close_slow(&mut self, now: Time, conn: ConnId) {
+        self.close_conn(
+            now,
+            conn,
+            1013,
+            "slow consumer: outbound queue limit exceeded",
+            "slow consumer",
+        );
+    }
+
     /// Tells the driver to close a connection and lets its member leave the space.
     pub(super) fn close_conn(
         &mut self,
@@ -229,7 +237,9 @@ impl Gateway {
 
     /// A member's connection is gone: presence leave, its streams closed.
     pub(super) fn member_left(&mut self, now: Time, conn: ConnId, member: usize, reason: &str) {
-        let m = self.members.get_mut(member);
+        let Some(m) = self.members.try_get_mut(member) else {
+            return;
+        };
         if m.conn != Some(conn) {
             return;
         }

@@ -109,7 +109,7 @@ impl Gateway {
     fn joined_frame(&mut self, now: Time, conn: ConnId, member: usize, frame: Bytes) {
         match self.submit(now, member, Transport::WebSocket, Some(conn), frame.clone()) {
             Ok(_) => {}
-            Err(r) if r.code == "invalid_envelope" => {
+            Err(r) if r.code == "invalid_envelope" || r.code == "reserved_kind" => {
                 // A join repeated after the header (reference clients do this) is not an
                 // envelope; anything else that fails to parse is refused.
                 let join = serde_json::from_slice::<Value>(&frame)
@@ -234,16 +234,22 @@ impl Gateway {
         }
         // Kind first; the payload is parsed only when a payload pattern must decide.
         let mut payload: Option<Value> = None;
-        let matched = match m.caps.precheck(kind) {
-            Precheck::Allowed(i) => m.caps.iter().nth(i).cloned(),
-            Precheck::Denied => None,
+        let pre = m.caps.precheck(kind);
+        let allowed = match pre {
+            Precheck::Allowed(_) => true,
+            Precheck::Denied => false,
             Precheck::NeedsPayload => {
                 payload = view.payload_value();
-                m.caps.first_match(kind, payload.as_ref()).cloned()
+                m.caps.allows(kind, payload.as_ref())
             }
         };
-        let allowed = matched.is_some();
         if self.audit_capabilities {
+            // Which capability matched is looked up again only for the record.
+            let matched = match pre {
+                Precheck::Allowed(i) => m.caps.iter().nth(i).cloned(),
+                Precheck::Denied => None,
+                Precheck::NeedsPayload => m.caps.first_match(kind, payload.as_ref()).cloned(),
+            };
             self.audit_capability(now, claimed_id.map(Arc::from), member, kind, matched, None);
         }
         if !allowed {

@@ -96,13 +96,8 @@ impl Gateway {
                 "the body must be a JSON object with a string `kind`",
             ));
         }
-        let result = self.submit(
-            now,
-            member,
-            Transport::Http,
-            None,
-            Bytes::copy_from_slice(body),
-        );
+        let frame = Bytes::copy_from_slice(body);
+        let result = self.submit(now, member, Transport::Http, None, frame.clone());
         self.finish_closes(now);
         match result {
             Ok(a) => Ok(HttpAccepted {
@@ -110,6 +105,20 @@ impl Gateway {
                 timestamp: a.ts.unwrap_or_default(),
             }),
             Err(r) => {
+                if self.audit_envelopes {
+                    let who = self.members.get(member).id.clone();
+                    self.audit_envelope(
+                        now,
+                        "rejected",
+                        r.correlation.as_deref().map(std::sync::Arc::from),
+                        Some(&frame),
+                        r.code != "invalid_envelope",
+                        who,
+                        super::audit::Direction::Inbound,
+                        Transport::Http,
+                        Some(json!({"error": r.code, "reason": r.message})),
+                    );
+                }
                 let m = self.members.get(member);
                 let mut body = json!({"error": r.code});
                 if let Some(k) = &r.attempted_kind {

@@ -1,5 +1,8 @@
 //! Connections and identity: bearer header at connect, the reference's first-message joins
 //! (`{"type":"join",…}` and `system/join`), anonymous joins, replacement connections.
+//!
+//! A join's `space` field is not checked: one gateway serves one space, and reference
+//! clients name it inconsistently (id or display name). Requested capabilities are ignored.
 
 use super::conn::{Conn, Phase};
 use super::member::{Hold, Member, Origin};
@@ -198,6 +201,12 @@ impl Gateway {
                 "an anonymous join needs a printable participantId outside `system:`",
             ));
         };
+        if self.members.len() >= self.config.gateway.max_participants {
+            return Err(refuse(
+                "too_many_participants",
+                "the space holds as many participants as it may",
+            ));
+        }
         if self.members.find(p).is_some() {
             return Err(refuse(
                 "participant_id_taken",

@@ -156,6 +156,11 @@ impl Members {
         }
     }
 
+    /// Members currently held.
+    pub(super) fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
     pub(super) fn find(&self, id: &str) -> Option<usize> {
         self.by_id.get(id).copied()
     }
@@ -174,6 +179,10 @@ impl Members {
         self.slots[idx]
             .as_mut()
             .expect("member index refers to a live member")
+    }
+
+    pub(super) fn try_get_mut(&mut self, idx: usize) -> Option<&mut Member> {
+        self.slots.get_mut(idx).and_then(Option::as_mut)
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = (usize, &Member)> {

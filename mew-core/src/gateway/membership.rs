@@ -56,6 +56,13 @@ impl Gateway {
             )
             .about_id(op.id));
         }
+        if existing.is_none() && self.members.len() >= self.config.gateway.max_participants {
+            return Err(Refusal::new(
+                "too_many_participants",
+                "the space holds as many participants as it may",
+            )
+            .about_id(op.id));
+        }
         let caps = match payload.get("initial_capabilities") {
             None | Some(Value::Null) => self.config.default_capabilities.clone(),
             v => compile_json_caps(v)

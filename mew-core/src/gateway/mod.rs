@@ -15,6 +15,16 @@
 //!   to work already requested and stream closes (see `pause.rs`).
 //! - Pause, resume and shutdown apply to the participants the envelope's `to` names; a
 //!   broadcast control envelope is delivered but changes no participant's state.
+//! - Identity (3.6.4): the token decides who a connection is, so a participant's runtime id
+//!   is always its logical name from the configuration (or its invited / anonymous id);
+//!   `recipient` and `participant_id` fields resolve by that id.
+//! - Participant envelopes missing `protocol`, `id`, `ts` or `from`, or with a bare-string
+//!   `correlation_id`, are completed and re-serialised; every other envelope is forwarded as
+//!   the exact bytes received, one shared buffer for all recipients.
+//! - A connection is closed as a slow consumer (1013) when the frames or bytes handed to it
+//!   and not yet reported written ([`Gateway::handle_sent`]) pass the configured limits; a
+//!   single frame alone never counts as a backlog. Idle connections close with 1001, refused
+//!   joins and kicks with 1008, replaced connections with 1000.
 
 mod audit;
 mod config;
@@ -305,10 +315,11 @@ impl Gateway {
         self.out.pop_front()
     }
 
-    /// Members of the space, in configuration order then join order.
+    /// Members of the space (kicked ones excluded), in configuration order then join order.
     pub fn participants(&self) -> Vec<ParticipantInfo> {
         self.members
             .iter()
+            .filter(|(_, m)| !m.removed)
             .map(|(_, m)| ParticipantInfo {
                 id: m.id.to_string(),
                 capabilities: m.caps.to_json(),
@@ -377,5 +388,25 @@ impl Gateway {
             self.ids.next_u64() & 0xFFFF_FFFF,
             self.next_envelope
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_moves_between_threads() {
+        // Drivers run the state machine on a runtime's worker threads.
+        fn is_send<T: Send + 'static>() {}
+        is_send::<Gateway>();
+        is_send::<Output>();
+    }
+
+    #[test]
+    fn conn_ids_carry_slot_and_generation() {
+        let id = ConnId::new(7, 3);
+        assert_eq!((id.slot(), id.generation()), (7, 3));
+        assert_eq!(id.to_string(), "conn-7.3");
     }
 }

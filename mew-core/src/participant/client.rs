@@ -189,7 +189,7 @@ impl Client {
         }
         match Envelope::parse(frame.as_bytes(), &self.config.limits) {
             Ok(env) => {
-                if env.kind == Kind::SystemWelcome {
+                if env.kind == Kind::SystemWelcome && env.from == crate::GATEWAY_ID {
                     self.on_welcome(&env);
                 }
                 Inbound::Envelope(Box::new(env))
@@ -352,6 +352,13 @@ impl Client {
         }
     }
 
+    /// Drops a queued (never transmitted) envelope; whether it was queued.
+    pub fn unqueue(&mut self, id: &str) -> bool {
+        let before = self.queue.len();
+        self.queue.retain(|e| e.id != id);
+        self.queue.len() != before
+    }
+
     /// Writes a raw stream data frame; only when ready (streams do not survive a reconnect
     /// unannounced, so nothing is queued).
     pub fn send_stream_frame(&mut self, stream_id: &str, data: &str) -> Result<(), SendError> {
@@ -455,6 +462,27 @@ mod tests {
     }
 
     #[test]
+    fn jitter_is_seeded_and_bounded() {
+        let delays = |seed| {
+            let mut c = Client::new(
+                ClientConfig {
+                    reconnect: ReconnectPolicy::default(),
+                    ..cfg()
+                },
+                seed,
+            );
+            (0..5).map(|n| c.backoff(n).as_millis()).collect::<Vec<_>>()
+        };
+        let a = delays(1);
+        assert_eq!(a, delays(1));
+        assert_ne!(a, delays(2));
+        for (n, d) in a.iter().enumerate() {
+            let base = 1000u128 << n;
+            assert!(*d >= base && *d <= base + base / 5, "attempt {n}: {d}");
+        }
+    }
+
+    #[test]
     fn queue_is_bounded_and_flushed_on_ready() {
         let mut c = Client::new(cfg(), 1);
         let env = Envelope::parse(
@@ -476,6 +504,40 @@ mod tests {
     }
 
     #[test]
+    fn the_welcome_decides_the_id() {
+        let mut c = Client::new(
+            ClientConfig {
+                participant_id: None,
+                ..cfg()
+            },
+            1,
+        );
+        let env = Envelope::parse(
+            br#"{"protocol":"mew/v0.4","id":"a","from":"","kind":"chat"}"#,
+            &Limits::default(),
+        )
+        .unwrap();
+        c.send(env).unwrap();
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        let join = drain(&mut c)
+            .into_iter()
+            .find_map(|o| match o {
+                Output::Transmit(t) => Some(t),
+                _ => None,
+            })
+            .unwrap();
+        assert!(!join.contains("participantId"));
+        c.handle_frame(Time::ZERO, &WELCOME.replace("\"me\"", "\"client-7\""));
+        assert_eq!(c.participant_id(), Some("client-7"));
+        assert!(
+            drain(&mut c)
+                .iter()
+                .any(|o| matches!(o, Output::Transmit(t) if t.contains(r#""from":"client-7""#)))
+        );
+    }
+
+    #[test]
     fn silence_closes_the_connection() {
         let mut c = Client::new(cfg(), 1);
         c.start(Time::ZERO);
@@ -491,6 +553,21 @@ mod tests {
         }
         assert_eq!(pings, 2);
         assert_eq!(now, Time::from_unix_millis(90_000));
+    }
+
+    #[test]
+    fn pongs_keep_the_connection() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        c.handle_frame(Time::ZERO, WELCOME);
+        for _ in 0..10 {
+            let now = c.poll_timeout().unwrap();
+            c.handle_timeout(now);
+            c.handle_pong(now);
+        }
+        assert!(c.is_ready());
+        assert_eq!(c.poll_timeout(), Some(Time::from_unix_millis(330_000)));
     }
 
     #[test]

@@ -349,7 +349,7 @@ impl Participant {
             }
             Ok(None) | Err(_) => {
                 if e.status.attempts < max {
-                    e.next_at = Some(now + retry_base * e.status.attempts);
+                    e.next_at = Some(now + retry_base.saturating_mul(e.status.attempts));
                     if e.status.state == DiscoveryState::Completed {
                         DiscoveryState::Completed
                     } else {

@@ -91,6 +91,9 @@ pub enum RequestError {
         /// The whole payload.
         detail: Value,
     },
+    /// The payload given to `mcp_request` is not a JSON object.
+    #[error("invalid MCP payload: {0}")]
+    InvalidPayload(String),
     /// The response carried neither `result` nor `error`.
     #[error("malformed response: {0}")]
     MalformedResponse(String),

@@ -6,6 +6,36 @@
 //! pings and [`Event`]s. Commands return ids synchronously; their completions arrive later
 //! as events carrying those ids, which maps directly onto futures in an async driver.
 //!
+//! A driver's loop, in short:
+//!
+//! ```
+//! use mew_core::Time;
+//! use mew_core::participant::{Event, Output, Participant, ParticipantConfig};
+//!
+//! let config = ParticipantConfig { token: "secret".into(), ..Default::default() };
+//! let mut p = Participant::new(config, 7);
+//! let now = Time::from_unix_millis(1_000);
+//! p.start(now); // queues Output::Connect
+//! p.handle_connected(now); // the socket opened: the join goes out
+//! p.handle_frame(now, r#"{"protocol":"mew/v0.4","id":"w","from":"system:gateway",
+//!     "kind":"system/welcome","payload":{"you":{"id":"me","capabilities":[{"kind":"chat"}]},
+//!     "participants":[]}}"#);
+//! p.chat(now, "hello", vec![]).unwrap();
+//! let mut frames = Vec::new();
+//! while let Some(out) = p.poll_output() {
+//!     match out {
+//!         Output::Connect { url: _, headers } => assert_eq!(headers[0].1, "Bearer secret"),
+//!         Output::Transmit(text) => frames.push(text), // write a text frame
+//!         Output::Ping => {}                           // send a WebSocket ping
+//!         Output::Disconnect { reason: _ } => {}       // close the socket
+//!         Output::Event(Event::Ready { id, .. }) => assert_eq!(id, "me"),
+//!         Output::Event(_) => {}                       // hand to the application
+//!     }
+//! }
+//! assert_eq!(frames.len(), 2); // the join, then the chat
+//! // Then sleep until `p.poll_timeout()` and call `p.handle_timeout(now)`.
+//! ```
+//!
 //! Choices where the spec is silent:
 //! - Liveness: the core asks the driver for WebSocket pings ([`Output::Ping`]) and closes
 //!   after `idle_timeout` of silence; no protocol-level heartbeat envelope exists.
@@ -14,6 +44,18 @@
 //!   pending with their deadline, since their fulfilment happens elsewhere.
 //! - Before the first welcome the capabilities are unknown: `mcp_request` routes directly
 //!   and lets the gateway decide; capability checks apply once a welcome arrived.
+//! - Requests made while not ready wait in the bounded not-ready queue with their deadline;
+//!   if they settle (timeout, withdraw) before the queue is flushed they are never sent.
+//! - Reconnects follow the policy also when the first connection fails (the reference only
+//!   reconnects after having been ready); attempts reset once ready again.
+//! - Tool discovery candidates are participants whose capabilities can allow
+//!   `mcp/response`; a `-32601` answer to `tools/list` means "no tools", not a failure.
+//! - Requests addressed explicitly to us get `-32601` for unknown methods and tools; a
+//!   broadcast request we cannot serve is left to whoever can (no error flood).
+//! - Proposals under review expire after `proposal_timeout` without an outcome.
+//! - Everyone observes every envelope (unified delivery), so a response settles a request
+//!   only when it comes from one of the request's targets, and `system/*` envelopes are
+//!   obeyed only from `system:gateway`.
 
 mod chat;
 mod client;
@@ -250,6 +292,7 @@ impl Participant {
         self.requests_timeout(now);
         self.discovery_timeout(now);
         self.controls_timeout(now);
+        self.review_timeout(now);
     }
 
     /// The earliest time `handle_timeout` must run.
@@ -259,6 +302,7 @@ impl Participant {
             self.requests.next_deadline(),
             self.discovery.next_action(),
             self.controls.next_deadline(),
+            self.review.next_expiry(self.config.proposal_timeout),
         ]
         .into_iter()
         .flatten()
@@ -363,6 +407,12 @@ impl Participant {
     }
 
     fn on_envelope(&mut self, now: Time, env: Box<Envelope>) {
+        if env.kind.is_reserved() && env.from != crate::GATEWAY_ID {
+            // Only the gateway speaks `system/*`; a forged one is reported, not obeyed.
+            self.invalid(&env, "system kind from a participant");
+            self.client.emit(Event::Message(env));
+            return;
+        }
         match env.kind {
             Kind::SystemWelcome => self.on_welcome(now, &env),
             Kind::SystemPresence => self.on_presence(now, &env),
@@ -395,6 +445,9 @@ impl Participant {
     }
 
     fn on_welcome(&mut self, now: Time, env: &Envelope) {
+        if self.client.is_ready() {
+            self.requests.all_in_flight();
+        }
         let Some(payload) = env.payload.as_ref() else {
             return self.invalid(env, "welcome without payload");
         };

@@ -87,6 +87,15 @@ pub(super) struct Review {
 }
 
 impl Review {
+    /// When the oldest open proposal expires (proposals are kept in arrival order).
+    pub(super) fn next_expiry(&self, timeout: std::time::Duration) -> Option<Time> {
+        self.order
+            .iter()
+            .filter_map(|id| self.proposals.get(id))
+            .find(|p| p.state == ReviewState::Open)
+            .map(|p| p.seen_at + timeout)
+    }
+
     fn evict_one(&mut self) {
         // Settled proposals go first, then the oldest open one.
         let pos = self
@@ -209,6 +218,22 @@ impl Participant {
         }
     }
 
+    /// Marks open proposals older than the proposal timeout as expired.
+    pub(super) fn review_timeout(&mut self, now: Time) {
+        let timeout = self.config.proposal_timeout;
+        let due: Vec<String> = self
+            .review
+            .order
+            .iter()
+            .filter_map(|id| self.review.proposals.get(id))
+            .filter(|p| p.state == ReviewState::Open && p.seen_at + timeout <= now)
+            .map(|p| p.id.clone())
+            .collect();
+        for id in due {
+            self.set_review(&id, ReviewState::Expired);
+        }
+    }
+
     pub(super) fn on_proposal(&mut self, now: Time, env: &Envelope) {
         if env.from == self.me() || self.review.proposals.contains_key(&env.id) {
             return;
@@ -260,6 +285,15 @@ impl Participant {
     }
 
     pub(super) fn review_response_seen(&mut self, fulfilment: &str, env: &Envelope) {
+        let from_target = self
+            .review
+            .fulfilments
+            .get(fulfilment)
+            .and_then(|p| self.review.proposals.get(p))
+            .is_some_and(|p| p.to.is_empty() || p.to.contains(&env.from));
+        if !from_target {
+            return;
+        }
         if let Some(proposal) = self.review.fulfilments.remove(fulfilment) {
             let ok = env
                 .payload

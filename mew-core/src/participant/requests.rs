@@ -73,9 +73,13 @@ pub(super) enum Purpose {
 #[derive(Debug)]
 pub(super) struct Pending {
     route: Route,
+    /// Transmitted (not waiting in the not-ready queue).
+    in_flight: bool,
     deadline: Time,
     purpose: Purpose,
     fulfilments: SmallVec<[String; 1]>,
+    /// Who may answer: the request's `to` (empty: anyone).
+    targets: Vec<String>,
 }
 
 /// The pending table; every entry has a deadline in `deadlines`.
@@ -83,8 +87,8 @@ pub(super) struct Pending {
 pub(super) struct Requests {
     pending: BTreeMap<RequestId, Pending>,
     deadlines: BTreeSet<(Time, RequestId)>,
-    /// Fulfilment envelope id -> our proposal id.
-    fulfilments: BTreeMap<String, RequestId>,
+    /// Fulfilment envelope id -> our proposal id and who may answer the fulfilment.
+    fulfilments: BTreeMap<String, (RequestId, Vec<String>)>,
     next_rpc_id: u64,
 }
 
@@ -101,15 +105,25 @@ impl Requests {
         self.pending.len()
     }
 
-    fn insert(&mut self, id: RequestId, route: Route, deadline: Time, purpose: Purpose) {
+    fn insert(
+        &mut self,
+        id: RequestId,
+        route: Route,
+        deadline: Time,
+        purpose: Purpose,
+        in_flight: bool,
+        targets: Vec<String>,
+    ) {
         self.deadlines.insert((deadline, id.clone()));
         self.pending.insert(
             id,
             Pending {
                 route,
+                in_flight,
                 deadline,
                 purpose,
                 fulfilments: SmallVec::new(),
+                targets,
             },
         );
     }
@@ -121,6 +135,13 @@ impl Requests {
             self.fulfilments.remove(f.as_str());
         }
         Some((k, p))
+    }
+
+    /// The client flushed its queue: everything pending is now on the wire.
+    pub(super) fn all_in_flight(&mut self) {
+        for p in self.pending.values_mut() {
+            p.in_flight = true;
+        }
     }
 
     fn rpc_id(&mut self) -> u64 {
@@ -194,7 +215,7 @@ impl Participant {
             return Err(RequestError::TooManyPending { max });
         }
         let Value::Object(body) = payload else {
-            return Err(RequestError::MalformedResponse(
+            return Err(RequestError::InvalidPayload(
                 "an MCP payload must be a JSON object".into(),
             ));
         };
@@ -232,9 +253,13 @@ impl Participant {
             Some(body),
         );
         let id = RequestId(env.id.clone());
+        let env_to = env.to.clone();
         self.send_checked(env)?;
         let deadline = now + opts.timeout.unwrap_or(timeout);
-        self.requests.insert(id.clone(), route, deadline, purpose);
+        let in_flight = self.client.is_ready();
+        let targets = env_to.unwrap_or_default();
+        self.requests
+            .insert(id.clone(), route, deadline, purpose, in_flight, targets);
         self.client.emit(Event::RouteDecision {
             id: id.clone(),
             route,
@@ -251,8 +276,8 @@ impl Participant {
         proposal: &RequestId,
         reason: &str,
     ) -> Result<(), super::CommandError> {
-        match self.requests.pending.get(proposal.as_str()) {
-            Some(p) if p.route == Route::Proposal => {}
+        let in_flight = match self.requests.pending.get(proposal.as_str()) {
+            Some(p) if p.route == Route::Proposal => p.in_flight,
             Some(_) => {
                 return Err(super::CommandError::WrongState {
                     what: "request",
@@ -266,8 +291,10 @@ impl Participant {
                     id: proposal.to_string(),
                 });
             }
+        };
+        if in_flight {
+            self.send_withdraw(now, proposal.as_str(), reason);
         }
-        self.send_withdraw(now, proposal.as_str(), reason);
         self.settle(
             now,
             proposal.as_str(),
@@ -305,6 +332,10 @@ impl Participant {
         let Some((id, p)) = self.requests.remove(id) else {
             return;
         };
+        if !p.in_flight {
+            // Never transmitted: make sure it never will be, now that it is settled.
+            self.client.unqueue(id.as_str());
+        }
         match p.purpose {
             Purpose::App => self.client.emit(Event::RequestCompleted { id, result }),
             Purpose::Discovery(participant) => {
@@ -322,7 +353,7 @@ impl Participant {
             .requests
             .pending
             .iter()
-            .filter(|(_, p)| p.route == Route::Request)
+            .filter(|(_, p)| p.route == Route::Request && p.in_flight)
             .map(|(k, _)| k.clone())
             .collect();
         for id in ids {
@@ -333,7 +364,13 @@ impl Participant {
     pub(super) fn fail_all_requests(&mut self, now: Time, error: RequestError) {
         let ids: Vec<RequestId> = self.requests.pending.keys().cloned().collect();
         for id in ids {
-            if self.requests.pending.get(id.as_str()).map(|p| p.route) == Some(Route::Proposal) {
+            if self
+                .requests
+                .pending
+                .get(id.as_str())
+                .map(|p| (p.route, p.in_flight))
+                == Some((Route::Proposal, true))
+            {
                 self.send_withdraw(now, id.as_str(), "no_longer_needed");
             }
             self.settle(now, id.as_str(), Err(error.clone()));
@@ -346,7 +383,12 @@ impl Participant {
                 break;
             }
             let route = self.requests.pending.get(id.as_str()).map(|p| p.route);
-            if route == Some(Route::Proposal) {
+            let in_flight = self
+                .requests
+                .pending
+                .get(id.as_str())
+                .is_some_and(|p| p.in_flight);
+            if route == Some(Route::Proposal) && in_flight {
                 self.send_withdraw(now, id.as_str(), "timeout");
             }
             if route.is_none() {
@@ -370,7 +412,10 @@ impl Participant {
             if p.fulfilments.len() < 8 && !p.fulfilments.contains(&env.id) {
                 p.fulfilments.push(env.id.clone());
                 let id = RequestId(c.to_owned());
-                self.requests.fulfilments.insert(env.id.clone(), id.clone());
+                let targets = env.to.clone().unwrap_or_default();
+                self.requests
+                    .fulfilments
+                    .insert(env.id.clone(), (id.clone(), targets));
                 self.client.emit(Event::ProposalFulfilling {
                     id,
                     by: env.from.clone(),
@@ -387,12 +432,27 @@ impl Participant {
         let Some(c) = env.first_correlation() else {
             return self.invalid(env, "mcp/response without correlation_id");
         };
-        if self.requests.pending.contains_key(c) {
+        // Under unified delivery everyone sees request ids: only a target may answer.
+        let from_target = |targets: &[String]| targets.is_empty() || targets.contains(&env.from);
+        if let Some(p) = self.requests.pending.get(c) {
+            if !from_target(&p.targets) {
+                return self.invalid(
+                    env,
+                    "response from a participant the request was not sent to",
+                );
+            }
             let id = c.to_owned();
             self.settle(now, &id, response_outcome(env.payload.as_ref()));
-        } else if let Some(proposal) = self.requests.fulfilments.get(c).cloned() {
+        } else if let Some((proposal, targets)) = self.requests.fulfilments.get(c) {
+            if !from_target(targets) {
+                return self.invalid(
+                    env,
+                    "response from a participant the fulfilment was not sent to",
+                );
+            }
             // First response to any fulfilment settles the proposal; later ones find
             // nothing pending.
+            let proposal = proposal.clone();
             self.settle(
                 now,
                 proposal.as_str(),

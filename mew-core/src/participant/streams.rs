@@ -29,6 +29,8 @@ pub struct StreamInfo {
     pub role: StreamRole,
     /// The request payload (direction, description, ...), when known.
     pub metadata: Value,
+    /// Id of the `stream/open` envelope, which a `stream/close` correlates with.
+    pub open_id: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -94,12 +96,12 @@ impl Participant {
             Some(s) if s.role == StreamRole::Owner => {}
             _ => return Err(CommandError::NotStreamOwner(stream_id.to_owned())),
         }
-        self.streams.open.remove(stream_id);
+        let info = self.streams.open.remove(stream_id);
         let env = self.build(
             now,
             Kind::StreamClose,
             Vec::new(),
-            Vec::new(),
+            info.and_then(|i| i.open_id).into_iter().collect(),
             None,
             Some(json!({"stream_id": stream_id, "reason": reason})),
         );
@@ -123,6 +125,26 @@ impl Participant {
 
     pub(super) fn streams_from_welcome(&mut self, list: &[Value], max: usize) {
         let me = self.me().to_owned();
+        // The welcome lists every active stream: ours that are missing ended while we
+        // were away (a reconnect), and so did others'.
+        let listed = |id: &str| {
+            list.iter()
+                .any(|s| s.get("stream_id").and_then(Value::as_str) == Some(id))
+        };
+        let gone: Vec<String> = self
+            .streams
+            .open
+            .keys()
+            .filter(|k| !listed(k))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.streams.open.remove(&id);
+            self.client.emit(Event::StreamClosed {
+                stream_id: id,
+                reason: Some("not active after rejoin".into()),
+            });
+        }
         for s in list {
             if self.streams.open.len() >= max {
                 break;
@@ -146,6 +168,7 @@ impl Participant {
                     owner: owner.to_owned(),
                     role,
                     metadata: s.clone(),
+                    open_id: None,
                 });
         }
     }
@@ -184,6 +207,7 @@ impl Participant {
                 owner,
                 role,
                 metadata,
+                open_id: Some(env.id.clone()),
             },
         );
         if let Some(request_id) = request_id {
@@ -197,14 +221,25 @@ impl Participant {
     pub(super) fn on_stream_close(&mut self, env: &Envelope) {
         let p = env.payload.as_ref();
         let id = p.and_then(|p| p.get("stream_id")).and_then(Value::as_str);
-        let id = id.or_else(|| {
-            // Close by correlation with the stream/open is also allowed by the spec.
-            env.first_correlation()
-                .filter(|c| self.streams.open.contains_key(*c))
-        });
-        let Some(id) = id else {
-            return;
+        // The spec's close correlates with the `stream/open`; the reference names the id.
+        let id = match id {
+            Some(id) => id.to_owned(),
+            None => {
+                let Some(c) = env.first_correlation() else {
+                    return;
+                };
+                match self
+                    .streams
+                    .open
+                    .values()
+                    .find(|s| s.open_id.as_deref() == Some(c) || s.stream_id == c)
+                {
+                    Some(s) => s.stream_id.clone(),
+                    None => return,
+                }
+            }
         };
+        let id = id.as_str();
         if self.streams.open.remove(id).is_some() {
             self.client.emit(Event::StreamClosed {
                 stream_id: id.to_owned(),

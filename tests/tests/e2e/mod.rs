@@ -27,8 +27,13 @@ pub const QUIET: Duration = Duration::from_millis(300);
 
 /// A gateway implementation under test.
 pub trait Driver {
-    /// Starts a gateway for `config` on 127.0.0.1 (port 0), audit logs under `base_dir`.
-    fn start(config: SpaceConfig, base_dir: &Path) -> RunningGateway;
+    /// Starts a gateway for `config` on `addr`, audit logs under `base_dir`.
+    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway;
+
+    /// Starts a gateway for `config` on 127.0.0.1 with a free port.
+    fn start(config: SpaceConfig, base_dir: &Path) -> RunningGateway {
+        Self::start_on(config, base_dir, "127.0.0.1:0".parse().unwrap())
+    }
 }
 
 /// A gateway running on its own thread and runtime.

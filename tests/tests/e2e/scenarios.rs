@@ -372,7 +372,8 @@ pub async fn slow_consumer_is_closed<D: Driver>() {
     let (mut s, _) = RawClient::join(&gw, "service-token").await;
     // The slow one joins and then never reads again.
     let (slow, _) = RawClient::join(&gw, "agent-token").await;
-    let big = "x".repeat(16 * 1024);
+    // 32 MiB in all: more than loopback socket buffers hold, so the slow queue must grow.
+    let big = "x".repeat(32 * 1024);
     let (mut ids, mut left) = (Vec::new(), false);
     for i in 0..1000 {
         let id = h.send("chat", &[], json!({"text": big, "n": i})).await;
@@ -531,4 +532,59 @@ participants:
         .find(|v| v["id"] == chat.as_str());
     assert!(first.is_some(), "{observed}");
     let _ = WAIT;
+}
+
+pub async fn runtime_reconnects<D: Driver>() {
+    use mew_core::participant::{Event, ParticipantConfig, ReconnectPolicy};
+    use mew_tokio::ParticipantRuntime;
+    let mut gw = start::<D>("");
+    let addr = gw.addr;
+    let config = ParticipantConfig {
+        gateway_url: gw.ws_url("e2e"),
+        space: "e2e".into(),
+        token: "agent-token".into(),
+        reconnect: ReconnectPolicy {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(200),
+            ..ReconnectPolicy::default()
+        },
+        ..ParticipantConfig::default()
+    };
+    let (rt, mut events, id) = ParticipantRuntime::connect(config, Some(9)).await.unwrap();
+    assert_eq!(id, "agent");
+    tokio::task::spawn_blocking(move || gw.stop())
+        .await
+        .unwrap();
+    wait_for(&mut events, |e| matches!(e, Event::Disconnected { .. })).await;
+    // The same address comes back; the core schedules the reconnect, the driver dials.
+    let _gw2 = D::start_on(space(""), &temp_dir("gw2"), addr);
+    wait_for(&mut events, |e| {
+        matches!(
+            e,
+            Event::Ready {
+                reconnected: true,
+                ..
+            }
+        )
+    })
+    .await;
+    let (mut h, _) = RawClient::join(&_gw2, "human-token").await;
+    let sent = rt.chat("after the restart", vec![]).await.unwrap().unwrap();
+    h.expect_id(&sent).await;
+}
+
+async fn wait_for(
+    events: &mut tokio::sync::mpsc::Receiver<mew_core::participant::Event>,
+    want: fn(&mew_core::participant::Event) -> bool,
+) -> mew_core::participant::Event {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let e = events.recv().await.expect("runtime alive");
+            if want(&e) {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("event in time")
 }

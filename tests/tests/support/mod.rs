@@ -73,7 +73,7 @@ impl Script {
         self.inject(json!({
             "protocol": "mew/v0.4", "id": id, "from": "system:gateway",
             "to": [ME], "kind": "system/welcome",
-            "payload": {"you": {"id": ME, "capabilities": caps}, "participants": participants}
+            "payload": {"you": {"id": ME, "capabilities": caps}, "participants": participants, "active_streams": []}
         }));
     }
 

@@ -10,7 +10,7 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use mew_core::Limits;
 use mew_core::gateway::ConnId;
-use mew_driver_common::http::{self, HeadError, MAX_HEAD, RequestHead};
+use mew_driver_common::http::{self, HeadError, RequestHead};
 use mew_driver_common::route::{Route, route};
 use mew_driver_common::{Response, ws};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,6 +28,10 @@ pub(crate) struct Shared {
     pub core: mpsc::Sender<Input>,
     pub limits: Limits,
     pub head_timeout: Duration,
+    /// Written frames and bytes a writer may hold back before reporting them to the core
+    /// (a small fraction of the queue limits, so the core's view of a queue is never off
+    /// by more than that, and a busy connection costs the core one report per batch).
+    pub report_every: (usize, usize),
 }
 
 /// How long a closing connection may take to finish its close handshake.
@@ -69,14 +73,11 @@ async fn read_head(sock: &mut TcpStream) -> Result<Option<(RequestHead, Vec<u8>)
             Ok(0) | Err(_) => return Ok(None),
             Ok(n) => n,
         };
-        let room = MAX_HEAD + 1 - buf.len().min(MAX_HEAD + 1);
-        // Keep a whole chunk (it may carry a body) but never let the head grow past the cap.
+        // The buffer stays under MAX_HEAD plus one chunk: parse_head refuses a partial
+        // head once it reaches MAX_HEAD.
         buf.extend_from_slice(&chunk[..n]);
         if let Some((head, len)) = http::parse_head(&buf)? {
             return Ok(Some((head, buf.split_off(len))));
-        }
-        if room <= n {
-            return Err(HeadError::TooLarge);
         }
     }
 }
@@ -153,6 +154,7 @@ async fn websocket(shared: Arc<Shared>, mut sock: TcpStream, head: RequestHead, 
     let handle = ConnHandle {
         writer: wtx,
         closing: closing_tx.clone(),
+        pending: Vec::new(),
     };
     let connect = Input::Connect {
         bearer: head.bearer().map(str::to_owned),
@@ -164,15 +166,15 @@ async fn websocket(shared: Arc<Shared>, mut sock: TcpStream, head: RequestHead, 
     }
     let Ok(id) = reply_rx.await else { return };
     let (done_tx, done_rx) = oneshot::channel::<()>();
-    tokio::spawn(writer(
-        sink,
-        wrx,
-        shared.core.clone(),
+    let ctx = WriterCtx {
+        core: shared.core.clone(),
+        report_every: shared.report_every,
         id,
         closing_tx,
-        closing_rx.clone(),
-        done_tx,
-    ));
+        closing: closing_rx.clone(),
+        _done: done_tx,
+    };
+    tokio::spawn(writer(sink, wrx, ctx));
     reader(stream, shared.core.clone(), id, closing_rx, done_rx).await;
     let _ = shared.core.send(Input::Closed(id)).await;
 }
@@ -223,15 +225,29 @@ async fn reader(
     }
 }
 
+struct WriterCtx {
+    core: mpsc::Sender<Input>,
+    report_every: (usize, usize),
+    id: ConnId,
+    closing_tx: Arc<watch::Sender<bool>>,
+    closing: watch::Receiver<bool>,
+    /// Dropped when the writer ends (the reader waits on it after an oversize frame).
+    _done: oneshot::Sender<()>,
+}
+
 async fn writer(
     mut sink: SplitSink<Ws, Message>,
     mut rx: mpsc::UnboundedReceiver<WriterCmd>,
-    core: mpsc::Sender<Input>,
-    id: ConnId,
-    closing_tx: Arc<watch::Sender<bool>>,
-    mut closing: watch::Receiver<bool>,
-    _done: oneshot::Sender<()>,
+    ctx: WriterCtx,
 ) {
+    let WriterCtx {
+        core,
+        report_every,
+        id,
+        closing_tx,
+        mut closing,
+        _done,
+    } = ctx;
     let deadline = close_deadline(&mut closing);
     tokio::pin!(deadline);
     // Every socket operation races the close deadline, so a peer that stopped reading
@@ -244,17 +260,19 @@ async fn writer(
             }
         };
     }
+    let (mut frames, mut bytes) = (0usize, 0usize);
     'run: while let Some(cmd) = rx.recv().await {
-        let (mut frames, mut bytes) = (0usize, 0usize);
         let mut next = Some(cmd);
         let mut n = 0;
         while let Some(cmd) = next.take() {
             match cmd {
-                WriterCmd::Frame(t) => {
-                    frames += 1;
-                    bytes += t.len();
-                    if !guarded!(sink.feed(Message::Text(t))) {
-                        break 'run;
+                WriterCmd::Frames(list) => {
+                    for t in list {
+                        frames += 1;
+                        bytes += t.len();
+                        if !guarded!(sink.feed(Message::Text(t))) {
+                            break 'run;
+                        }
                     }
                 }
                 WriterCmd::Ping => {
@@ -282,8 +300,11 @@ async fn writer(
         if !guarded!(sink.flush()) {
             break;
         }
-        if frames > 0 && core.send(Input::Sent(id, frames, bytes)).await.is_err() {
-            break;
+        if frames >= report_every.0 || bytes >= report_every.1 {
+            if core.send(Input::Sent(id, frames, bytes)).await.is_err() {
+                break;
+            }
+            (frames, bytes) = (0, 0);
         }
     }
     closing_tx.send_replace(true);

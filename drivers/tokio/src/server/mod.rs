@@ -108,6 +108,10 @@ impl GatewayServer {
         } = self;
         let seed = options.seed.unwrap_or_else(clock::os_seed);
         let limits = config.gateway.limits;
+        let report_every = (
+            (config.gateway.max_queue_frames / 16).clamp(1, 64),
+            (config.gateway.max_queue_bytes / 16).clamp(1, 256 * 1024),
+        );
         let logs = LogWriter::start()?;
         let gateway = Gateway::new(config, seed, clock::now());
         // Bounded: readers wait (back-pressure on their sockets) when the core is busy.
@@ -124,6 +128,7 @@ impl GatewayServer {
             core: tx.clone(),
             limits,
             head_timeout: options.head_timeout,
+            report_every,
         });
         loop {
             tokio::select! {
@@ -146,8 +151,11 @@ impl GatewayServer {
         drop(tx);
         drop(shared);
         let _ = core.await;
-        tokio::task::spawn_blocking(move || logs.finish())
+        tracing::debug!("every connection closed; flushing logs");
+        let r = tokio::task::spawn_blocking(move || logs.finish())
             .await
-            .unwrap_or_else(|e| Err(io::Error::other(e)))
+            .unwrap_or_else(|e| Err(io::Error::other(e)));
+        tracing::debug!("logs flushed");
+        r
     }
 }

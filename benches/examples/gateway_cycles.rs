@@ -1,0 +1,50 @@
+//! Fixed-count fan-out runs for `perf stat`: CPU cycles per routed envelope do not depend on
+//! how busy the machine is, unlike criterion's wall-clock figures.
+//!
+//! `perf stat -e task-clock,cycles,instructions target/release/examples/gateway_cycles <n> <iters>`
+
+use bytes::Bytes;
+use mew_core::Time;
+use mew_core::capability::{Capability, CapabilitySet};
+use mew_core::gateway::{Gateway, LoggingConfig, ParticipantConfig, SpaceConfig};
+use mew_core::ids::IdGen;
+use std::hint::black_box;
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let n = args.first().copied().unwrap_or(10);
+    let iters = args.get(1).copied().unwrap_or(1_000_000);
+    let now = Time::from_unix_millis(1_736_416_800_000);
+    let mut cfg = SpaceConfig::default_space(&mut IdGen::new(1));
+    let chat = CapabilitySet::from_capabilities(vec![
+        Capability::compile(serde_json::json!({"kind": "chat"})).unwrap(),
+    ]);
+    cfg.participants = (0..n)
+        .map(|i| ParticipantConfig::new(&format!("p{i}"), vec![format!("t{i}")], chat.clone()))
+        .collect();
+    cfg.logging = LoggingConfig::OFF;
+    cfg.gateway.max_queue_frames = usize::MAX;
+    cfg.gateway.max_queue_bytes = usize::MAX;
+    let mut gw = Gateway::new(cfg, 1, now);
+    let conns: Vec<_> = (0..n)
+        .map(|i| gw.connect(now, Some(&format!("t{i}"))))
+        .collect();
+    while gw.poll_output().is_some() {}
+    let frame = Bytes::from_static(
+        br#"{"protocol":"mew/v0.4","id":"m-1","ts":"2025-01-09T10:00:00Z","from":"p0","kind":"chat","payload":{"text":"hello everyone","format":"plain"}}"#,
+    );
+    let start = std::time::Instant::now();
+    let mut delivered = 0usize;
+    for _ in 0..iters {
+        gw.handle_frame(now, conns[0], frame.clone());
+        while let Some(o) = gw.poll_output() {
+            black_box(&o);
+            delivered += 1;
+        }
+    }
+    let el = start.elapsed();
+    println!("{n} participants: {iters} envelopes, {delivered} deliveries in {el:?} (wall)");
+}
