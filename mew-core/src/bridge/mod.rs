@@ -87,7 +87,11 @@ pub struct Bridge {
 
 impl Bridge {
     /// A bridge that has not started; `seed` fixes every id and jitter its participant draws.
-    pub fn new(config: BridgeConfig, seed: u64) -> Bridge {
+    ///
+    /// The participant's automatic tool discovery is turned off: a bridge serves tools and
+    /// never calls anyone else's, and its `tools/list` requests would only be refused.
+    pub fn new(mut config: BridgeConfig, seed: u64) -> Bridge {
+        config.participant.discovery.auto = false;
         let mut participant = Participant::new(config.participant.clone(), seed);
         for m in FORWARDED_METHODS {
             participant.forward_method(m);

@@ -59,8 +59,12 @@ fn tools() -> Value {
 
 impl Harness {
     fn new(max_reconnects: u32) -> Harness {
+        Harness::with(config(max_reconnects))
+    }
+
+    fn with(config: BridgeConfig) -> Harness {
         let mut h = Harness {
-            b: Bridge::new(config(max_reconnects), 7),
+            b: Bridge::new(config, 7),
             now: Time::from_unix_millis(1_700_000_000_000),
             sent: Vec::new(),
             written: Vec::new(),
@@ -583,4 +587,43 @@ fn a_lost_gateway_leaves_the_server_running() {
     h.join();
     let id = h.request(&[ME], "tools/list", json!({}));
     assert!(h.response_to(&id).is_some());
+}
+
+#[test]
+fn a_bridge_does_not_discover_other_participants_tools() {
+    let mut h = Harness::new(2);
+    h.join();
+    h.frame(json!({"protocol": "mew/v0.4", "id": "pj", "from": "system:gateway", "to": [ME],
+        "kind": "system/presence",
+        "payload": {"event": "join", "participant": {"id": "other", "capabilities": [{"kind": "mcp/response"}]}}}));
+    h.advance(Duration::from_secs(30));
+    assert!(
+        h.sent.iter().all(|e| e["kind"] != "mcp/request"),
+        "{:?}",
+        h.sent
+    );
+}
+
+#[test]
+fn losing_the_gateway_for_good_stops_the_server_and_exits_with_an_error() {
+    let mut cfg = config(2);
+    cfg.participant.reconnect.max_attempts = 1;
+    let mut h = Harness::with(cfg);
+    h.join();
+    h.server_up();
+    h.b.handle_disconnected(h.now, "connection reset");
+    h.drain();
+    h.advance(Duration::from_secs(10));
+    h.b.handle_disconnected(h.now, "connection refused");
+    h.drain();
+    assert_eq!(h.kills, 1, "the server is stopped");
+    assert!(h.exits.is_empty(), "after it exited");
+    h.b.handle_server_exit(h.now, ExitStatus::code(0));
+    h.drain();
+    assert!(
+        matches!(&h.exits[..], [Exit::GatewayGaveUp(r)] if r.contains("1 reconnect attempts")),
+        "{:?}",
+        h.exits
+    );
+    assert!(h.exits[0].is_error());
 }
