@@ -3,14 +3,33 @@
 //! The language is the one in `shared/notes/capability-patterns.md`. Patterns are compiled
 //! once when a capability enters the system; matching never fails, never panics and never
 //! allocates. The same matcher serves gateway enforcement and participant `can_send`.
+//!
+//! - `value`: value patterns, object keys, the security rules, compile-time limits
+//!   (nesting 32, 4 KiB of pattern text);
+//! - `string`: plain, glob, `/regex/` and `!` string patterns;
+//! - `glob`: the glob syntax and its matcher;
+//! - `jsonpath`: the `$…` key subset;
+//! - `covers`: the (sound) delegation rule used by [`CapabilitySet::covers`].
+//!
+//! Nothing here keeps a cache keyed by message content: the only state a check touches
+//! besides the compiled patterns is the `regex` crate's pooled scratch space for regexes and
+//! complex globs, allocated on a thread's first such check and reused after (the crate may
+//! build a throwaway one when many threads contend for the same pattern at once). Plain
+//! strings, `*` and the one-wildcard glob shapes never touch it.
 
-mod pattern;
+mod covers;
+mod glob;
+mod jsonpath;
+mod line;
+mod string;
+mod value;
 
-use pattern::Compiled;
+pub use line::check_line;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use std::sync::Arc;
 use thiserror::Error;
+use value::Compiled;
 
 /// Why a capability could not be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -186,10 +205,16 @@ impl CapabilitySet {
     /// Whether every message `cap` allows is allowed by this set (sound, not complete:
     /// may answer `false` for a grant that would have been safe, never `true` for an
     /// unsafe one). Used to refuse grants that exceed the granter's own capabilities.
+    ///
+    /// The rule is documented in the `covers` module: each alternative of the granted `kind` must be
+    /// covered by one of this set's capabilities.
     pub fn covers(&self, cap: &Capability) -> bool {
-        self.caps
-            .iter()
-            .any(|mine| pattern::covers(&mine.inner.compiled, &cap.inner.compiled))
+        let theirs = &cap.inner.compiled;
+        (0..theirs.kind.len()).all(|alt| {
+            self.caps
+                .iter()
+                .any(|mine| covers::covers_alt(&mine.inner.compiled, theirs, alt))
+        })
     }
 }
 

@@ -5,13 +5,19 @@
 //! can be forwarded unchanged. Both parse under [`Limits`] and fail with a [`ParseError`]
 //! whose message says what was wrong; neither panics on any input.
 
+mod frame;
 mod kind;
 mod parse;
+pub mod payload;
 mod routing;
 
+pub use frame::{FrameError, FrameKind, MAX_STREAM_ID_BYTES, StreamFrame};
 pub use kind::{Kind, is_reserved_kind};
-pub use parse::{Limits, ParseError, check_depth};
+pub use parse::{Limits, ParseError, SERDE_MAX_DEPTH, check_depth};
+pub use payload::{KindPayload, Payload, PayloadError};
 pub use routing::{CorrelationIds, RoutingView, Text};
+
+use crate::Time;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -52,21 +58,123 @@ pub struct Envelope {
 }
 
 fn de_correlation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
+    // A visitor rather than an untagged enum, which would buffer the value first.
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Option<Vec<String>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string or an array of strings")
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(vec![v.to_owned()]))
+        }
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(vec![v]))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(16));
+            while let Some(id) = seq.next_element::<String>()? {
+                out.push(id);
+            }
+            Ok(Some(out))
+        }
     }
-    Ok(match Option::<OneOrMany>::deserialize(d)? {
-        None => None,
-        Some(OneOrMany::One(s)) => Some(vec![s]),
-        Some(OneOrMany::Many(v)) => Some(v),
-    })
+    d.deserialize_any(V)
 }
 
 impl Envelope {
+    /// An envelope of `P`'s kind carrying `payload`, stamped with `now`, to everyone.
+    pub fn new<P: KindPayload>(
+        id: impl Into<String>,
+        from: impl Into<String>,
+        payload: &P,
+        now: Time,
+    ) -> Envelope {
+        Envelope::with_kind(id, from, P::KIND, Some(payload::to_value(payload)), now)
+    }
+
+    /// An envelope of any kind, including ones this version does not define.
+    pub fn with_kind(
+        id: impl Into<String>,
+        from: impl Into<String>,
+        kind: Kind,
+        payload: Option<Value>,
+        now: Time,
+    ) -> Envelope {
+        Envelope {
+            protocol: crate::PROTOCOL.to_owned(),
+            id: id.into(),
+            ts: Some(now.rfc3339()),
+            from: from.into(),
+            to: None,
+            kind,
+            correlation_id: None,
+            context: None,
+            payload,
+        }
+    }
+
+    /// An envelope carrying a [`Payload`]; `kind` is used only for [`Payload::Other`].
+    pub fn from_payload(
+        id: impl Into<String>,
+        from: impl Into<String>,
+        kind: Kind,
+        payload: &Payload,
+        now: Time,
+    ) -> Envelope {
+        let kind = payload.kind().unwrap_or(kind);
+        let body = match payload {
+            Payload::Other(Value::Null) => None,
+            p => Some(p.to_value()),
+        };
+        Envelope::with_kind(id, from, kind, body, now)
+    }
+
+    /// Addresses the envelope to `to` (an empty list is a broadcast).
+    pub fn to<I, S>(mut self, to: I) -> Envelope
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.to = Some(to.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Relates the envelope to `ids`.
+    pub fn correlate<I, S>(mut self, ids: I) -> Envelope
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.correlation_id = Some(ids.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Places the envelope in a sub-context.
+    pub fn in_context(mut self, context: impl Into<String>) -> Envelope {
+        self.context = Some(context.into());
+        self
+    }
+
+    /// Reads the payload as its kind's typed payload ([`Payload::Other`] for unknown kinds).
+    pub fn typed_payload(&self) -> Result<Payload, PayloadError> {
+        Payload::from_value(&self.kind, self.payload.as_ref())
+    }
+
     /// Parses and validates one envelope from a text frame's bytes.
+    ///
+    /// Unknown top-level fields are dropped; being dropped unread, they are not held to
+    /// [`Limits::max_depth`] unless a limit below [`SERDE_MAX_DEPTH`] is configured (which
+    /// scans the whole frame). Everything the envelope keeps is.
     pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Envelope, ParseError> {
         parse::parse_envelope(bytes, limits)
     }
@@ -95,5 +203,102 @@ impl Envelope {
             .as_ref()
             .and_then(|c| c.first())
             .map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::payload::{Chat, ParticipantClear, StreamRequest};
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn builds_envelopes_from_typed_payloads() {
+        let now = Time::from_unix_millis(1_736_416_800_000);
+        let chat = Chat {
+            text: "hi".into(),
+            format: Some("markdown".into()),
+        };
+        let env = Envelope::new("e1", "alice", &chat, now)
+            .to(["bob"])
+            .correlate(["c0"])
+            .in_context("r1");
+        assert_eq!(
+            serde_json::from_str::<Value>(&env.to_json()).unwrap(),
+            json!({"protocol": "mew/v0.4", "id": "e1", "ts": "2025-01-09T10:00:00.000Z",
+                   "from": "alice", "to": ["bob"], "kind": "chat", "correlation_id": ["c0"],
+                   "context": "r1", "payload": {"text": "hi", "format": "markdown"}})
+        );
+        assert_eq!(
+            Envelope::parse(env.to_json().as_bytes(), &Limits::default()).unwrap(),
+            env
+        );
+        assert_eq!(env.typed_payload().unwrap(), Payload::Chat(chat));
+
+        let clear = Envelope::new("e2", "o", &ParticipantClear::default(), now);
+        assert_eq!(clear.kind, Kind::ParticipantClear);
+        assert_eq!(clear.payload, Some(json!({})));
+
+        let other = Envelope::from_payload(
+            "e3",
+            "o",
+            Kind::parse("game/move"),
+            &Payload::Other(json!({"x": 1})),
+            now,
+        );
+        assert_eq!(other.kind.as_str(), "game/move");
+        assert_eq!(
+            other.typed_payload().unwrap(),
+            Payload::Other(json!({"x": 1}))
+        );
+        let known = Envelope::from_payload(
+            "e4",
+            "o",
+            Kind::Chat,
+            &Payload::StreamRequest(StreamRequest {
+                direction: payload::StreamDirection::Upload,
+                expected_size_bytes: None,
+                description: None,
+                content_type: None,
+                format: None,
+                metadata: None,
+                extra: [("x_game".to_owned(), json!(true))].into(),
+            }),
+            now,
+        );
+        assert_eq!(
+            known.kind,
+            Kind::StreamRequest,
+            "the payload decides the kind"
+        );
+        assert_eq!(
+            known.payload,
+            Some(json!({"direction": "upload", "x_game": true}))
+        );
+    }
+
+    #[test]
+    fn deep_unknown_fields_are_dropped_by_the_envelope_refused_by_the_view() {
+        let text = format!(
+            r#"{{"protocol":"mew/v0.4","id":"a","from":"x","kind":"chat","x":{}{}}}"#,
+            "[".repeat(500),
+            "]".repeat(500)
+        );
+        let env = Envelope::parse(text.as_bytes(), &Limits::default()).unwrap();
+        assert!(!env.to_json().contains('['));
+        assert_eq!(
+            RoutingView::parse(text.as_bytes(), &Limits::default()).unwrap_err(),
+            ParseError::TooDeep {
+                max: SERDE_MAX_DEPTH
+            }
+        );
+        let strict = Limits {
+            max_depth: 64,
+            ..Limits::default()
+        };
+        assert_eq!(
+            Envelope::parse(text.as_bytes(), &strict).unwrap_err(),
+            ParseError::TooDeep { max: 64 }
+        );
     }
 }

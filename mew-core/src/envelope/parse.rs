@@ -4,12 +4,16 @@
 use super::Envelope;
 use thiserror::Error;
 
+/// The deepest nesting serde_json itself parses (it refuses the 128th level).
+pub const SERDE_MAX_DEPTH: usize = 127;
+
 /// Bounds applied before and while parsing untrusted bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest accepted frame in bytes (default 1 MiB).
     pub max_frame_bytes: usize,
-    /// Deepest accepted JSON nesting (default 128, which is also serde_json's own ceiling).
+    /// Deepest accepted JSON nesting, `{"a":[1]}` being 2 (default and ceiling
+    /// [`SERDE_MAX_DEPTH`]; larger values act as the ceiling).
     pub max_depth: usize,
 }
 
@@ -17,8 +21,15 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_frame_bytes: 1024 * 1024,
-            max_depth: 128,
+            max_depth: SERDE_MAX_DEPTH,
         }
+    }
+}
+
+impl Limits {
+    /// The depth limit in force: the configured one, capped by serde_json's.
+    pub fn effective_depth(&self) -> usize {
+        self.max_depth.min(SERDE_MAX_DEPTH)
     }
 }
 
@@ -36,7 +47,7 @@ pub enum ParseError {
     /// JSON nested deeper than [`Limits::max_depth`].
     #[error("JSON nesting deeper than {max} levels")]
     TooDeep {
-        /// The configured limit.
+        /// The limit in force.
         max: usize,
     },
     /// Not valid UTF-8.
@@ -72,6 +83,9 @@ pub enum ParseError {
         /// What the field must be, in words.
         expected: &'static str,
     },
+    /// An envelope field appears twice in the object.
+    #[error("field `{0}` appears more than once")]
+    DuplicateField(&'static str),
 }
 
 impl ParseError {
@@ -86,6 +100,7 @@ impl ParseError {
             ParseError::WrongProtocol { .. } => "wrong_protocol",
             ParseError::MissingField(_) => "missing_field",
             ParseError::WrongType { .. } => "wrong_type",
+            ParseError::DuplicateField(_) => "duplicate_field",
         }
     }
 
@@ -100,25 +115,33 @@ impl ParseError {
 
 /// Fails when `bytes` nest arrays/objects deeper than `max`, scanning without allocating.
 ///
-/// Runs before serde so that a configured limit below serde_json's own 128 is honoured and
-/// a hostile frame costs one linear pass, not a deep recursion.
+/// Strings are skipped quote to quote with `memchr`; a quote preceded by an odd number of
+/// backslashes is escaped and does not end the string.
 pub fn check_depth(bytes: &[u8], max: usize) -> Result<(), ParseError> {
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let mut j = i + 1;
+                loop {
+                    let Some(k) = memchr::memchr(b'"', &bytes[j..]) else {
+                        return Ok(());
+                    };
+                    let quote = j + k;
+                    let backslashes = bytes[j..quote]
+                        .iter()
+                        .rev()
+                        .take_while(|&&b| b == b'\\')
+                        .count();
+                    j = quote + 1;
+                    if backslashes % 2 == 0 {
+                        break;
+                    }
+                }
+                i = j;
+                continue;
             }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
             b'{' | b'[' => {
                 depth += 1;
                 if depth > max {
@@ -128,11 +151,17 @@ pub fn check_depth(bytes: &[u8], max: usize) -> Result<(), ParseError> {
             b'}' | b']' => depth = depth.saturating_sub(1),
             _ => {}
         }
+        i += 1;
     }
     Ok(())
 }
 
-pub(super) fn precheck<'a>(bytes: &'a [u8], limits: &Limits) -> Result<&'a str, ParseError> {
+/// Size, UTF-8 and, when `scan` is set or a limit below serde_json's is configured, depth.
+pub(super) fn precheck<'a>(
+    bytes: &'a [u8],
+    limits: &Limits,
+    scan: bool,
+) -> Result<&'a str, ParseError> {
     if bytes.len() > limits.max_frame_bytes {
         return Err(ParseError::TooLarge {
             size: bytes.len(),
@@ -140,41 +169,118 @@ pub(super) fn precheck<'a>(bytes: &'a [u8], limits: &Limits) -> Result<&'a str, 
         });
     }
     let text = std::str::from_utf8(bytes).map_err(|_| ParseError::InvalidUtf8)?;
-    check_depth(bytes, limits.max_depth.min(128))?;
+    if scan || limits.max_depth < SERDE_MAX_DEPTH {
+        check_depth(bytes, limits.effective_depth())?;
+    }
     Ok(text)
 }
 
-pub(super) fn parse_envelope(bytes: &[u8], limits: &Limits) -> Result<Envelope, ParseError> {
-    let text = precheck(bytes, limits)?;
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| ParseError::from_json(&e))?;
-    let obj = value.as_object().ok_or(ParseError::NotAnObject)?;
-    // Field-by-field checks give users a precise message instead of serde's generic one.
+/// Rejects anything but a JSON object before a typed parse, which would accept an array
+/// as a struct's fields in order.
+pub(super) fn require_object(text: &str, limits: &Limits) -> Result<(), ParseError> {
+    if text.trim_start().starts_with('{') {
+        return Ok(());
+    }
+    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        Ok(_) => Err(ParseError::NotAnObject),
+        Err(e) => Err(syntax_error(&e, limits)),
+    }
+}
+
+/// Maps a serde_json failure that is not about a field's contents.
+pub(super) fn syntax_error(e: &serde_json::Error, limits: &Limits) -> ParseError {
+    if e.to_string().starts_with("recursion limit exceeded") {
+        return ParseError::TooDeep {
+            max: limits.effective_depth(),
+        };
+    }
+    ParseError::from_json(e)
+}
+
+/// Which envelope fields must be present: all of them for [`Envelope`], only `kind` for
+/// the gateway's lenient view of reference clients' envelopes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Strictness {
+    Envelope,
+    Routing,
+}
+
+const FIELDS: [&str; 9] = [
+    "protocol",
+    "id",
+    "ts",
+    "from",
+    "to",
+    "kind",
+    "correlation_id",
+    "context",
+    "payload",
+];
+
+/// Explains why a typed parse failed: slow, but only ever run on the error path.
+///
+/// The fast typed parse says little about *which* field was wrong, so the text is parsed
+/// again as a tree and checked field by field in a fixed order.
+pub(super) fn diagnose(
+    text: &str,
+    e: &serde_json::Error,
+    limits: &Limits,
+    strictness: Strictness,
+) -> ParseError {
+    if !e.is_data() {
+        return syntax_error(e, limits);
+    }
+    let value: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return syntax_error(&e, limits),
+    };
+    let Some(obj) = value.as_object() else {
+        return ParseError::NotAnObject;
+    };
+    if let Err(err) = check_fields(obj, strictness) {
+        return err;
+    }
+    // The tree keeps only the last of repeated keys, so duplicates pass the field checks.
+    let msg = e.to_string();
+    if let Some(rest) = msg.strip_prefix("duplicate field `")
+        && let Some(name) = rest.split('`').next()
+        && let Some(field) = FIELDS.iter().find(|f| **f == name)
+    {
+        return ParseError::DuplicateField(field);
+    }
+    ParseError::from_json(e)
+}
+
+fn check_fields(
+    obj: &serde_json::Map<String, serde_json::Value>,
+    strictness: Strictness,
+) -> Result<(), ParseError> {
+    use serde_json::Value;
+    let strict = strictness == Strictness::Envelope;
     let str_field = |name: &'static str, required: bool| -> Result<(), ParseError> {
         match obj.get(name) {
-            None | Some(serde_json::Value::Null) if required => Err(ParseError::MissingField(name)),
-            None | Some(serde_json::Value::Null) => Ok(()),
-            Some(serde_json::Value::String(_)) => Ok(()),
+            None | Some(Value::Null) if required => Err(ParseError::MissingField(name)),
+            None | Some(Value::Null) | Some(Value::String(_)) => Ok(()),
             Some(_) => Err(ParseError::WrongType {
                 field: name,
                 expected: "a string",
             }),
         }
     };
-    str_field("protocol", true)?;
-    if let Some(serde_json::Value::String(p)) = obj.get("protocol")
+    str_field("protocol", strict)?;
+    if let Some(Value::String(p)) = obj.get("protocol")
         && p != crate::PROTOCOL
     {
         return Err(ParseError::WrongProtocol { found: p.clone() });
     }
-    str_field("id", true)?;
-    str_field("from", true)?;
+    str_field("id", strict)?;
+    str_field("from", strict)?;
     str_field("kind", true)?;
     str_field("ts", false)?;
     str_field("context", false)?;
     match obj.get("to") {
-        None | Some(serde_json::Value::Null) => {}
-        Some(serde_json::Value::Array(a)) if a.iter().all(|v| v.is_string()) => {}
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {}
         Some(_) => {
             return Err(ParseError::WrongType {
                 field: "to",
@@ -183,8 +289,8 @@ pub(super) fn parse_envelope(bytes: &[u8], limits: &Limits) -> Result<Envelope, 
         }
     }
     match obj.get("correlation_id") {
-        None | Some(serde_json::Value::Null) | Some(serde_json::Value::String(_)) => {}
-        Some(serde_json::Value::Array(a)) if a.iter().all(|v| v.is_string()) => {}
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {}
         Some(_) => {
             return Err(ParseError::WrongType {
                 field: "correlation_id",
@@ -193,15 +299,30 @@ pub(super) fn parse_envelope(bytes: &[u8], limits: &Limits) -> Result<Envelope, 
         }
     }
     match obj.get("payload") {
-        None | Some(serde_json::Value::Null) | Some(serde_json::Value::Object(_)) => {}
-        Some(_) => {
-            return Err(ParseError::WrongType {
-                field: "payload",
-                expected: "an object",
-            });
-        }
+        None | Some(Value::Null) | Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err(PAYLOAD_NOT_OBJECT),
     }
-    serde_json::from_value(value).map_err(|e| ParseError::from_json(&e))
+}
+
+pub(super) const PAYLOAD_NOT_OBJECT: ParseError = ParseError::WrongType {
+    field: "payload",
+    expected: "an object",
+};
+
+pub(super) fn parse_envelope(bytes: &[u8], limits: &Limits) -> Result<Envelope, ParseError> {
+    let text = precheck(bytes, limits, false)?;
+    require_object(text, limits)?;
+    let env: Envelope =
+        serde_json::from_str(text).map_err(|e| diagnose(text, &e, limits, Strictness::Envelope))?;
+    if env.protocol != crate::PROTOCOL {
+        return Err(ParseError::WrongProtocol {
+            found: env.protocol,
+        });
+    }
+    if env.payload.as_ref().is_some_and(|p| !p.is_object()) {
+        return Err(PAYLOAD_NOT_OBJECT);
+    }
+    Ok(env)
 }
 
 #[cfg(test)]
@@ -273,5 +394,238 @@ mod tests {
         assert!(check_depth(br#"{"a":"[[[[[[[[[["}"#, 2).is_ok());
         assert!(check_depth(br#"{"a":"\"[[[[","b":[[1]]}"#, 3).is_ok());
         assert!(check_depth(br#"{"b":[[[1]]]}"#, 3).is_err());
+    }
+
+    const HEAD: &str = r#""protocol":"mew/v0.4","id":"a","from":"x","kind":"chat""#;
+
+    fn with(extra: &str) -> Result<Envelope, ParseError> {
+        parse(&format!("{{{HEAD},{extra}}}"))
+    }
+
+    fn view(s: &str) -> Result<crate::RoutingView<'_>, ParseError> {
+        crate::RoutingView::parse(s.as_bytes(), &Limits::default())
+    }
+
+    #[test]
+    fn every_variant_has_its_own_code_and_message() {
+        let deep = format!(
+            r#"{{{HEAD},"payload":{{"x":{}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let cases: Vec<(Result<Envelope, ParseError>, ParseError)> = vec![
+            (
+                Envelope::parse(
+                    b"{}",
+                    &Limits {
+                        max_frame_bytes: 1,
+                        ..Limits::default()
+                    },
+                ),
+                ParseError::TooLarge { size: 2, max: 1 },
+            ),
+            (
+                parse(&deep),
+                ParseError::TooDeep {
+                    max: SERDE_MAX_DEPTH,
+                },
+            ),
+            (
+                Envelope::parse(b"{\"id\":\"\xc3\x28\"}", &Limits::default()),
+                ParseError::InvalidUtf8,
+            ),
+            (
+                parse("   "),
+                ParseError::InvalidJson {
+                    line: 1,
+                    column: 3,
+                    message: "EOF while parsing a value at line 1 column 3".into(),
+                },
+            ),
+            (parse("\"chat\""), ParseError::NotAnObject),
+            (parse("null"), ParseError::NotAnObject),
+            (
+                parse(r#"{"protocol":"mew/v0.3","id":"a","from":"x","kind":"chat"}"#),
+                ParseError::WrongProtocol {
+                    found: "mew/v0.3".into(),
+                },
+            ),
+            (
+                parse(r#"{"id":"a","from":"x","kind":"chat"}"#),
+                ParseError::MissingField("protocol"),
+            ),
+            (
+                parse(r#"{"protocol":"mew/v0.4","id":"a","kind":"chat"}"#),
+                ParseError::MissingField("from"),
+            ),
+            (
+                parse(r#"{"protocol":"mew/v0.4","id":"a","from":"x"}"#),
+                ParseError::MissingField("kind"),
+            ),
+            (
+                parse(r#"{"protocol":"mew/v0.4","id":null,"from":"x","kind":"chat"}"#),
+                ParseError::MissingField("id"),
+            ),
+            (
+                with(r#""ts":5"#),
+                ParseError::WrongType {
+                    field: "ts",
+                    expected: "a string",
+                },
+            ),
+            (
+                with(r#""context":{}"#),
+                ParseError::WrongType {
+                    field: "context",
+                    expected: "a string",
+                },
+            ),
+            (
+                with(r#""to":["a",1]"#),
+                ParseError::WrongType {
+                    field: "to",
+                    expected: "an array of participant id strings",
+                },
+            ),
+            (
+                with(r#""correlation_id":7"#),
+                ParseError::WrongType {
+                    field: "correlation_id",
+                    expected: "a string or an array of strings",
+                },
+            ),
+            (with(r#""payload":"text""#), PAYLOAD_NOT_OBJECT),
+            (with(r#""payload":[{}]"#), PAYLOAD_NOT_OBJECT),
+            (with(r#""id":"b""#), ParseError::DuplicateField("id")),
+        ];
+        let mut codes = std::collections::BTreeSet::new();
+        for (got, want) in cases {
+            let got = got.expect_err("must be refused");
+            assert_eq!(got, want);
+            assert!(!got.to_string().is_empty());
+            codes.insert(got.code());
+        }
+        assert_eq!(codes.len(), 9, "one code per variant: {codes:?}");
+    }
+
+    #[test]
+    fn view_reports_the_same_errors_leniently() {
+        assert!(view(r#"{"kind":"chat"}"#).is_ok());
+        assert_eq!(
+            view(r#"{"kind":"chat","to":"bob"}"#).unwrap_err(),
+            ParseError::WrongType {
+                field: "to",
+                expected: "an array of participant id strings",
+            }
+        );
+        assert_eq!(
+            view(r#"{"kind":"chat","from":1}"#).unwrap_err(),
+            ParseError::WrongType {
+                field: "from",
+                expected: "a string",
+            }
+        );
+        assert_eq!(
+            view(r#"{"kind":"chat","kind":"chat"}"#).unwrap_err(),
+            ParseError::DuplicateField("kind")
+        );
+        assert_eq!(view("[1]").unwrap_err(), ParseError::NotAnObject);
+        // Deep nesting in a field the view never reads is still refused.
+        let deep = format!(
+            r#"{{"kind":"chat","x":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(
+            view(&deep).unwrap_err(),
+            ParseError::TooDeep {
+                max: SERDE_MAX_DEPTH
+            }
+        );
+    }
+
+    #[test]
+    fn depth_limit_is_exact_both_ways() {
+        for (max, scanned) in [(SERDE_MAX_DEPTH, false), (5, true)] {
+            let limits = Limits {
+                max_depth: max,
+                ..Limits::default()
+            };
+            // The payload object is level 2; `x` adds `max - 2` more levels.
+            let nest = |n: usize| {
+                format!(
+                    r#"{{{HEAD},"payload":{{"x":{}1{}}}}}"#,
+                    "[".repeat(n),
+                    "]".repeat(n)
+                )
+            };
+            let ok = nest(max - 2);
+            let too_deep = nest(max - 1);
+            assert!(
+                Envelope::parse(ok.as_bytes(), &limits).is_ok(),
+                "scanned={scanned}"
+            );
+            assert_eq!(
+                Envelope::parse(too_deep.as_bytes(), &limits).unwrap_err(),
+                ParseError::TooDeep { max }
+            );
+            assert!(crate::RoutingView::parse(ok.as_bytes(), &limits).is_ok());
+            assert_eq!(
+                crate::RoutingView::parse(too_deep.as_bytes(), &limits).unwrap_err(),
+                ParseError::TooDeep { max }
+            );
+        }
+        // Configured above serde_json's ceiling: the ceiling applies.
+        let limits = Limits {
+            max_depth: 1000,
+            ..Limits::default()
+        };
+        assert_eq!(limits.effective_depth(), SERDE_MAX_DEPTH);
+    }
+
+    #[test]
+    fn correlation_id_normalises_to_a_list() {
+        assert_eq!(
+            with(r#""correlation_id":"c1""#).unwrap().correlation_id,
+            Some(vec!["c1".into()])
+        );
+        assert_eq!(
+            with(r#""correlation_id":["c1","c2"]"#)
+                .unwrap()
+                .correlation_id,
+            Some(vec!["c1".into(), "c2".into()])
+        );
+        assert_eq!(
+            with(r#""correlation_id":null"#).unwrap().correlation_id,
+            None
+        );
+        assert_eq!(
+            with(r#""correlation_id":[]"#).unwrap().correlation_id,
+            Some(vec![])
+        );
+        let e = with(r#""correlation_id":"c\"1""#).unwrap();
+        assert_eq!(e.first_correlation(), Some("c\"1"));
+        assert!(e.to_json().contains(r#""correlation_id":["c\"1"]"#));
+        let text = format!(r#"{{{HEAD},"correlation_id":["c1","c2"]}}"#);
+        let v = view(&text).unwrap();
+        let ids = v.correlation_id.as_ref().unwrap();
+        assert!(!ids.is_bare());
+        assert_eq!(ids.iter().collect::<Vec<_>>(), ["c1", "c2"]);
+    }
+
+    #[test]
+    fn string_skipping_survives_escapes_at_the_end() {
+        assert!(check_depth(br#""\"#, 1).is_ok());
+        assert!(check_depth(br#"["\\"]"#, 1).is_ok());
+        assert!(check_depth(br#"["\\",[1]]"#, 1).is_err());
+        assert!(check_depth(b"\"", 1).is_ok());
+    }
+
+    #[test]
+    fn numbers_survive_a_round_trip() {
+        // A long integer literal becomes a float; it must print back to the same float.
+        let e = with(r#""payload":{"n":10485766666666666666666666666666666666666666666666666666666666666666666,"f":0.1,"g":-2.2250738585072014e-308}"#).unwrap();
+        let again = parse(&e.to_json()).unwrap();
+        assert_eq!(again, e);
     }
 }

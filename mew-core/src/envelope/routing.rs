@@ -1,7 +1,9 @@
 //! The gateway's routing view: the fields it needs, borrowed from the frame.
 
 use super::Limits;
-use super::parse::{ParseError, precheck};
+use super::parse::{
+    PAYLOAD_NOT_OBJECT, ParseError, Strictness, diagnose, precheck, require_object,
+};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use smallvec::SmallVec;
@@ -149,22 +151,12 @@ pub struct RoutingView<'a> {
 impl<'a> RoutingView<'a> {
     /// Parses the routing fields of `bytes` under `limits`, borrowing from them.
     pub fn parse(bytes: &'a [u8], limits: &Limits) -> Result<RoutingView<'a>, ParseError> {
-        let text = precheck(bytes, limits)?;
-        let trimmed = text.trim_start();
-        if !trimmed.starts_with('{') {
-            // Distinguish "not JSON" from "JSON but not an object" for the error message.
-            return match serde_json::from_str::<serde::de::IgnoredAny>(text) {
-                Ok(_) => Err(ParseError::NotAnObject),
-                Err(e) => Err(ParseError::from_json(&e)),
-            };
-        }
-        let mut view: RoutingView<'a> = serde_json::from_str(text).map_err(|e| {
-            if e.is_data() {
-                data_error(&e)
-            } else {
-                ParseError::from_json(&e)
-            }
-        })?;
+        // Unknown fields and the raw payload are skipped without serde's recursion limit,
+        // so the view always scans for depth.
+        let text = precheck(bytes, limits, true)?;
+        require_object(text, limits)?;
+        let mut view: RoutingView<'a> = serde_json::from_str(text)
+            .map_err(|e| diagnose(text, &e, limits, Strictness::Routing))?;
         if let Some(p) = &view.protocol
             && p != crate::PROTOCOL
         {
@@ -176,10 +168,7 @@ impl<'a> RoutingView<'a> {
             && !payload.get().starts_with('{')
             && payload.get() != "null"
         {
-            return Err(ParseError::WrongType {
-                field: "payload",
-                expected: "an object",
-            });
+            return Err(PAYLOAD_NOT_OBJECT);
         }
         view.raw = text;
         Ok(view)
@@ -200,35 +189,6 @@ impl<'a> RoutingView<'a> {
         // The text was already validated as JSON by the view's own parse.
         serde_json::from_str(raw).ok()
     }
-}
-
-/// Maps serde's data errors on known fields to the crate's typed errors.
-fn data_error(e: &serde_json::Error) -> ParseError {
-    let msg = e.to_string();
-    if msg.starts_with("missing field `kind`") {
-        return ParseError::MissingField("kind");
-    }
-    for (field, expected) in [
-        ("protocol", "a string"),
-        ("id", "a string"),
-        ("ts", "a string"),
-        ("from", "a string"),
-        ("kind", "a string"),
-        ("context", "a string"),
-        ("to", "an array of participant id strings"),
-        ("correlation_id", "a string or an array of strings"),
-    ] {
-        if field_named_in(&msg, field) {
-            return ParseError::WrongType { field, expected };
-        }
-    }
-    ParseError::from_json(e)
-}
-
-fn field_named_in(msg: &str, field: &str) -> bool {
-    // serde_json does not say which field failed a type check; the view deserialises fields
-    // in declaration order, so fall back to a generic error when unsure.
-    msg.contains(&format!("`{field}`"))
 }
 
 #[cfg(test)]

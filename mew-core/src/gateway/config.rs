@@ -12,7 +12,7 @@
 //!   anonymous_joins: false      # clients without a known token may pick an id
 //!   delivery: all               # `all` (everyone observes everything) or `addressed`
 //!   max_frame_bytes: 1048576
-//!   max_depth: 128
+//!   max_depth: 127             # serde_json's own ceiling; lower values are honoured
 //!   join_timeout_ms: 10000
 //!   heartbeat_interval_ms: 30000
 //!   idle_timeout_ms: 90000
@@ -811,8 +811,13 @@ impl Cx {
             64,
         ) as usize;
         o.limits.max_depth = self
-            .uint(m.get("max_depth"), &l("max_depth"), 128, 2)
-            .min(128) as usize;
+            .uint(
+                m.get("max_depth"),
+                &l("max_depth"),
+                d.limits.max_depth as u64,
+                2,
+            )
+            .min(crate::envelope::SERDE_MAX_DEPTH as u64) as usize;
         let ms = |cx: &mut Cx, k: &str, d: Duration| {
             Duration::from_millis(cx.uint(m.get(k), &l(k), d.as_millis() as u64, 1))
         };

@@ -219,19 +219,19 @@ impl Default for ParticipantConfig {
     }
 }
 
-/// Acknowledgements, cancellations, withdrawals and status reports: what a paused
-/// participant may still send (spec 3.9.1).
+/// Acknowledgements, cancellations, withdrawals, answers to accepted work and status
+/// reports: what a paused participant may still send (spec 3.9.1). The list is the one the
+/// gateway enforces, so nothing the participant lets out while paused is refused there;
+/// rejecting proposals and resuming others wait for the pause to end.
 pub fn default_pause_exempt() -> Vec<Kind> {
     vec![
         Kind::ChatAcknowledge,
         Kind::ChatCancel,
         Kind::McpWithdraw,
-        Kind::McpReject,
         Kind::McpResponse,
         Kind::ReasoningCancel,
         Kind::CapabilityGrantAck,
         Kind::ParticipantStatus,
-        Kind::ParticipantResume,
         Kind::ParticipantCompactDone,
         Kind::StreamClose,
     ]

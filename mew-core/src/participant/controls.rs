@@ -458,15 +458,20 @@ impl Participant {
         };
         if p.until.is_some_and(|t| t <= now) {
             let p = self.controls.pause.take().expect("checked above");
-            let env = self.build(
-                now,
-                Kind::ParticipantResume,
-                vec![p.by.clone()],
-                vec![p.id.clone()],
-                None,
-                Some(json!({"reason": "timeout"})),
-            );
-            self.send_internal(env);
+            let payload = json!({"reason": "timeout"});
+            // The spec asks for a resume envelope documenting the change; a participant not
+            // allowed to send one still reports `active` with the status below.
+            if self.can_send(&Kind::ParticipantResume, Some(&payload)) {
+                let env = self.build(
+                    now,
+                    Kind::ParticipantResume,
+                    vec![p.by.clone()],
+                    vec![p.id.clone()],
+                    None,
+                    Some(payload),
+                );
+                self.send_internal(env);
+            }
             self.send_status(now, Status::Active, vec![p.by], vec![p.id], None);
             self.client.emit(Event::Resumed { automatic: true });
         }

@@ -53,6 +53,10 @@
 //! - Requests addressed explicitly to us get `-32601` for unknown methods and tools; a
 //!   broadcast request we cannot serve is left to whoever can (no error flood).
 //! - Proposals under review expire after `proposal_timeout` without an outcome.
+//! - While paused, only the kinds the gateway also lets through go out
+//!   ([`default_pause_exempt`]); an automatic resume at the pause's timeout sends
+//!   `participant/resume` only when the capabilities allow it, and always an `active`
+//!   status.
 //! - Everyone observes every envelope (unified delivery), so a response settles a request
 //!   only when it comes from one of the request's targets, and `system/*` envelopes are
 //!   obeyed only from `system:gateway`.

@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod net;
+pub mod participants;
 
 pub use clock::Clock;
 pub use net::{Endpoint, Net};
