@@ -45,6 +45,13 @@ fn scratch(name: &str) -> PathBuf {
     dir.canonicalize().unwrap()
 }
 
+/// A distinct seed per participant: equal seeds would draw equal envelope ids.
+fn seed_of(id: &str) -> u64 {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
 fn space_yaml() -> String {
     let bridge = |id: &str| {
         format!(
@@ -99,7 +106,11 @@ impl Gateway {
     }
 
     fn bridge(&self, id: &str, command: ServerCommand, init_timeout: Duration) -> BridgeHandle {
-        spawn_bridge(self.bridge_config(id, init_timeout), command, Some(5))
+        spawn_bridge(
+            self.bridge_config(id, init_timeout),
+            command,
+            Some(seed_of(id)),
+        )
     }
 
     fn bridge_config(&self, id: &str, init_timeout: Duration) -> BridgeConfig {
@@ -132,7 +143,7 @@ impl Gateway {
             participant_id: Some(id.into()),
             ..ParticipantConfig::default()
         };
-        let (rt, events, _) = ParticipantRuntime::connect(config, Some(3))
+        let (rt, events, _) = ParticipantRuntime::connect(config, Some(seed_of(id)))
             .await
             .unwrap_or_else(|e| panic!("{id} could not join: {e}"));
         (rt, events)
@@ -565,7 +576,10 @@ async fn a_killed_server_fails_the_call_in_flight_and_is_restarted() {
             .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    bridge
+        .wait_for(WAIT, |s| s.calls_in_flight == 1)
+        .await
+        .expect("the call reached the server");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(first as i32),
         nix::sys::signal::Signal::SIGKILL,
@@ -606,6 +620,7 @@ async fn a_killed_server_fails_the_call_in_flight_and_is_restarted() {
         .unwrap();
     let status = next_envelope(&mut events, "every", "participant/status").await;
     assert_eq!(status["payload"]["mcp_server"]["restarts"], 1, "{status}");
+    assert_eq!(bridge.snapshot().restarts, 1);
     assert_eq!(status["payload"]["mcp_server"]["state"], "ready");
 
     bridge.shutdown();

@@ -30,11 +30,22 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// How long the last frames may take to leave when the bridge exits.
 const FLUSH_ON_EXIT: Duration = Duration::from_secs(2);
 
+/// What a running bridge looks like from outside (for monitoring and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BridgeSnapshot {
+    /// The MCP server's process id, while one runs.
+    pub server_pid: Option<u32>,
+    /// Requests forwarded to the server and not yet answered.
+    pub calls_in_flight: usize,
+    /// Restarts of the server so far.
+    pub restarts: u32,
+}
+
 /// A running bridge started with [`spawn_bridge`].
 #[derive(Debug)]
 pub struct BridgeHandle {
     shutdown: watch::Sender<bool>,
-    pid: watch::Receiver<Option<u32>>,
+    snapshot: watch::Receiver<BridgeSnapshot>,
     task: tokio::task::JoinHandle<Exit>,
 }
 
@@ -46,17 +57,31 @@ impl BridgeHandle {
 
     /// The MCP server's current process id.
     pub fn server_pid(&self) -> Option<u32> {
-        *self.pid.borrow()
+        self.snapshot.borrow().server_pid
+    }
+
+    /// The bridge's current state.
+    pub fn snapshot(&self) -> BridgeSnapshot {
+        *self.snapshot.borrow()
+    }
+
+    /// Waits, at most `timeout`, until the state satisfies `f`; returns it then.
+    pub async fn wait_for(
+        &mut self,
+        timeout: Duration,
+        f: impl FnMut(&BridgeSnapshot) -> bool,
+    ) -> Option<BridgeSnapshot> {
+        match tokio::time::timeout(timeout, self.snapshot.wait_for(f)).await {
+            Ok(Ok(s)) => Some(*s),
+            _ => None,
+        }
     }
 
     /// Waits until the server runs with a process id other than `not`, at most `timeout`.
     pub async fn wait_server_pid(&mut self, not: Option<u32>, timeout: Duration) -> Option<u32> {
-        let found =
-            tokio::time::timeout(timeout, self.pid.wait_for(|p| p.is_some() && *p != not)).await;
-        match found {
-            Ok(Ok(p)) => *p,
-            _ => None,
-        }
+        self.wait_for(timeout, |s| s.server_pid.is_some() && s.server_pid != not)
+            .await
+            .and_then(|s| s.server_pid)
     }
 
     /// Waits for the bridge to finish.
@@ -75,16 +100,16 @@ pub fn spawn_bridge(
     seed: Option<u64>,
 ) -> BridgeHandle {
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
-    let (pid_tx, pid_rx) = watch::channel(None);
+    let (snap_tx, snap_rx) = watch::channel(BridgeSnapshot::default());
     let task = tokio::spawn(async move {
         let stop = async move {
             let _ = shutdown_rx.wait_for(|s| *s).await;
         };
-        run(config, command, seed, stop, Some(pid_tx)).await
+        run(config, command, seed, stop, Some(snap_tx)).await
     });
     BridgeHandle {
         shutdown: shutdown_tx,
-        pid: pid_rx,
+        snapshot: snap_rx,
         task,
     }
 }
@@ -114,7 +139,7 @@ struct Driver {
     epoch: u64,
     sink: Option<SplitSink<Ws, Message>>,
     max_frame: usize,
-    pid: Option<watch::Sender<Option<u32>>>,
+    snapshot: Option<watch::Sender<BridgeSnapshot>>,
 }
 
 async fn run(
@@ -122,7 +147,7 @@ async fn run(
     command: ServerCommand,
     seed: Option<u64>,
     shutdown: impl Future<Output = ()> + Send,
-    pid: Option<watch::Sender<Option<u32>>>,
+    snapshot: Option<watch::Sender<BridgeSnapshot>>,
 ) -> Exit {
     let (net_tx, mut net_rx) = mpsc::channel::<Net>(1024);
     let max_frame = config.participant.limits.max_frame_bytes;
@@ -133,7 +158,7 @@ async fn run(
         epoch: 0,
         sink: None,
         max_frame,
-        pid,
+        snapshot,
     };
     if let Err(e) = d.bridge.start(clock::now()) {
         return Exit::ServerGaveUp(e.to_string());
@@ -141,7 +166,9 @@ async fn run(
     tokio::pin!(shutdown);
     let mut stopping = false;
     loop {
-        if let Some(exit) = d.pump().await {
+        let exit = d.pump().await;
+        d.publish();
+        if let Some(exit) = exit {
             d.finish().await;
             return exit;
         }
@@ -152,10 +179,7 @@ async fn run(
                 match ev {
                     ProcessEvent::Stdout(b) => d.bridge.handle_server_stdout(now, &b),
                     ProcessEvent::Stderr(b) => d.bridge.handle_server_stderr(now, &b),
-                    ProcessEvent::Exited(s) => {
-                        d.publish_pid();
-                        d.bridge.handle_server_exit(now, s);
-                    }
+                    ProcessEvent::Exited(s) => d.bridge.handle_server_exit(now, s),
                 }
             }
             Some(msg) = net_rx.recv() => d.net(msg),
@@ -175,9 +199,18 @@ async fn run(
 }
 
 impl Driver {
-    fn publish_pid(&self) {
-        if let Some(tx) = &self.pid {
-            tx.send_replace(self.process.pid());
+    fn publish(&self) {
+        if let Some(tx) = &self.snapshot {
+            let now = BridgeSnapshot {
+                server_pid: self.process.pid(),
+                calls_in_flight: self.bridge.calls_in_flight(),
+                restarts: self.bridge.restarts(),
+            };
+            tx.send_if_modified(|s| {
+                let changed = *s != now;
+                *s = now;
+                changed
+            });
         }
     }
 
@@ -245,7 +278,6 @@ impl Driver {
                     match self.process.spawn() {
                         Ok(pid) => {
                             tracing::debug!(pid, "MCP server started");
-                            self.publish_pid();
                             self.bridge.handle_server_spawned(now);
                         }
                         Err(e) => self.bridge.handle_server_spawn_failed(now, e.to_string()),
@@ -336,7 +368,7 @@ impl Driver {
             })
             .await;
         }
-        self.publish_pid();
+        self.publish();
     }
 }
 

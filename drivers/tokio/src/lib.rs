@@ -14,7 +14,7 @@ pub mod mcp_process;
 mod participant;
 mod server;
 
-pub use bridge::{BridgeHandle, run_bridge, spawn_bridge};
+pub use bridge::{BridgeHandle, BridgeSnapshot, run_bridge, spawn_bridge};
 pub use participant::{
     CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, ToolHandler,
 };
