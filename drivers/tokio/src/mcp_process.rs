@@ -51,8 +51,8 @@ pub enum ProcessEvent {
     Stdout(Vec<u8>),
     /// Bytes on stderr.
     Stderr(Vec<u8>),
-    /// The process exited; its stdout has been read to the end (or for a short while, when
-    /// something else it started still holds the pipe).
+    /// The process exited; its stdout and stderr have been read to the end (or for a short
+    /// while, when something else it started still holds them).
     Exited(ExitStatus),
 }
 
@@ -155,7 +155,9 @@ impl McpProcess {
         });
 
         let tx = self.events_tx.clone();
+        let (stderr_done_tx, stderr_done) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
+            let _done = stderr_done_tx;
             let mut stderr = stderr;
             let mut buf = vec![0u8; READ_CHUNK];
             while let Ok(n) = stderr.read(&mut buf).await {
@@ -178,6 +180,7 @@ impl McpProcess {
             child,
             pid,
             stdout,
+            stderr_done,
             kill_rx,
             generation,
             self.events_tx.clone(),
@@ -239,6 +242,7 @@ async fn watch(
     mut child: Child,
     pid: Option<u32>,
     mut stdout: ChildStdout,
+    stderr_done: tokio::sync::oneshot::Receiver<()>,
     mut kill: mpsc::Receiver<Duration>,
     generation: u64,
     tx: mpsc::Sender<(u64, ProcessEvent)>,
@@ -280,6 +284,9 @@ async fn watch(
     };
     // Whatever the server started must not outlive it.
     kill_group(pid, true);
+    // Its last words (a crash's stack trace) come before its exit: both pipes are read to
+    // the end, or for a short while when something else still holds them.
+    let deadline = tokio::time::Instant::now() + DRAIN_AFTER_EXIT;
     if stdout_open {
         let drain = async {
             loop {
@@ -298,8 +305,9 @@ async fn watch(
                 }
             }
         };
-        let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, drain).await;
+        let _ = tokio::time::timeout_at(deadline, drain).await;
     }
+    let _ = tokio::time::timeout_at(deadline, stderr_done).await;
     let status = match status {
         Ok(s) => exit_status(s),
         Err(_) => ExitStatus::default(),
