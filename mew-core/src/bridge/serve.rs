@@ -182,7 +182,11 @@ impl Bridge {
     pub(super) fn fail_waiting(&mut self, now: Time, reason: &McpError) {
         let err = match reason {
             McpError::Shutdown => reason.to_rpc_error(),
-            other => McpError::NotReady.to_rpc_error().with_cause(other),
+            other => {
+                let mut e = McpError::NotReady.to_rpc_error();
+                e.message = format!("{}: {other}", e.message);
+                e
+            }
         };
         for w in std::mem::take(&mut self.waiting) {
             self.answer(now, w.call, Err(err.clone()));
@@ -192,15 +196,4 @@ impl Bridge {
 
 fn object(m: &Map<String, Value>) -> Value {
     Value::Object(m.clone())
-}
-
-trait WithCause {
-    fn with_cause(self, cause: &McpError) -> Self;
-}
-
-impl WithCause for RpcError {
-    fn with_cause(mut self, cause: &McpError) -> Self {
-        self.message = format!("{}: {cause}", self.message);
-        self
-    }
 }
