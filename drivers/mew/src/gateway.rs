@@ -85,6 +85,8 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         ..ServerOptions::default()
     };
     let space = config.id.clone();
+    let bridges_to_start = crate::autostart::auto_started(&config.participants);
+    let bridges_base = options.base_dir.clone();
     let tokens: Vec<(String, String, String)> = config
         .participants
         .iter()
@@ -121,8 +123,15 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     }
     let handle = server.shutdown_handle();
     let serve = tokio::spawn(server.serve());
+    let bridges = crate::autostart::Bridges::start(
+        &bridges_to_start,
+        &format!("ws://{local}"),
+        &space,
+        &bridges_base,
+    );
     crate::signal().await;
     tracing::info!("shutting down");
+    bridges.stop().await;
     handle.shutdown();
     match serve.await {
         Ok(Ok(())) => Ok(()),

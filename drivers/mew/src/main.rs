@@ -1,6 +1,7 @@
 //! The `mew` command-line program.
 //!
 //! - `mew gateway`: serve a space (the embedded default space when no `--config` is given).
+//! - `mew bridge`: an MCP server (stdio command) joins a space as a participant.
 //! - `mew client`: join a space, print what is observed, send chat typed on stdin, or send one
 //!   envelope with `--send`.
 //! - `mew capcheck`: check capability patterns against messages, one JSON line at a time.
@@ -9,6 +10,8 @@
 //! configuration error, 3 address in use, 4 unreadable file, 5 gateway unreachable or join
 //! refused.
 
+mod autostart;
+mod bridge;
 mod client;
 mod gateway;
 
@@ -35,6 +38,8 @@ enum Command {
     /// Check capabilities against messages: reads JSON lines `{"capability"|"capabilities",
     /// "message"}` from stdin, prints `true`, `false` or `error: <reason>` per line.
     Capcheck,
+    /// Bring an MCP server (any stdio command, after `--`) into a space.
+    Bridge(bridge::Args),
 }
 
 /// A failure with its exit code; printed as one line.
@@ -93,6 +98,7 @@ fn main() {
             Command::Gateway(a) => gateway::run(a).await,
             Command::Client(a) => client::run(a).await,
             Command::Capcheck => Ok(()),
+            Command::Bridge(a) => bridge::run(a).await,
         }
     });
     // Tasks still blocked on stdin must not hold the process open.

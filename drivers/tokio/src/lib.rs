@@ -8,10 +8,13 @@
 //! No protocol rule lives here: this crate moves bytes, arms timers and writes files.
 #![forbid(unsafe_code)]
 
+mod bridge;
 pub mod clock;
+pub mod mcp_process;
 mod participant;
 mod server;
 
+pub use bridge::{BridgeHandle, BridgeSnapshot, run_bridge, spawn_bridge};
 pub use participant::{
     CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, ToolHandler,
 };

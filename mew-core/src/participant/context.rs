@@ -60,6 +60,8 @@ impl Status {
 pub(super) struct Context {
     usage: ContextUsage,
     last_proactive: Option<Time>,
+    /// Fields added to every status payload (see `set_status_extra`).
+    extra: serde_json::Map<String, Value>,
 }
 
 impl Context {
@@ -70,6 +72,7 @@ impl Context {
                 ..Default::default()
             },
             last_proactive: None,
+            extra: serde_json::Map::new(),
         }
     }
 }
@@ -118,12 +121,31 @@ impl Participant {
     /// A `participant/status` payload; always has `messages_in_context`.
     pub fn status_payload(&self, status: Status) -> Value {
         let u = self.context.usage;
-        json!({
+        let mut v = json!({
             "tokens": u.tokens,
             "max_tokens": u.max_tokens,
             "messages_in_context": u.messages_in_context,
             "status": status.as_str(),
-        })
+        });
+        if let Some(p) = v.as_object_mut() {
+            for (k, x) in &self.context.extra {
+                p.entry(k.as_str()).or_insert_with(|| x.clone());
+            }
+        }
+        v
+    }
+
+    /// Sets a field added to every `participant/status` this participant sends (e.g. the
+    /// state of a server it fronts); `None` removes it. The standard fields win over these.
+    pub fn set_status_extra(&mut self, key: &str, value: Option<Value>) {
+        match value {
+            Some(v) => {
+                self.context.extra.insert(key.to_owned(), v);
+            }
+            None => {
+                self.context.extra.remove(key);
+            }
+        }
     }
 
     /// Broadcasts a `participant/status` (current status when `None`).

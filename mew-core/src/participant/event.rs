@@ -166,6 +166,20 @@ pub enum Event {
         /// Validated arguments.
         arguments: Value,
     },
+    /// An `mcp/request` for a method registered with `forward_method`; answer with
+    /// `complete_call` (or `decline_call`).
+    Forwarded {
+        /// Handle for `complete_call`.
+        call_id: CallId,
+        /// Requester.
+        from: String,
+        /// The JSON-RPC method.
+        method: String,
+        /// Its params, as sent.
+        params: Option<Value>,
+        /// Whether `to` named us (rather than being empty).
+        explicit: bool,
+    },
     /// Read a registered resource; answer with `complete_call`.
     ResourceRead {
         /// Handle for `complete_call`.

@@ -268,6 +268,12 @@ impl Participant {
         }
     }
 
+    /// Closes the connection for good (no reconnect), e.g. when the process exits; envelopes
+    /// already handed out as [`Output::Transmit`] stay sent, queued ones are dropped.
+    pub fn close(&mut self, reason: &str) {
+        self.client.close(reason);
+    }
+
     fn on_connection_lost(&mut self, now: Time) {
         self.fail_direct_requests(now, RequestError::Disconnected);
         self.discovery_connection_lost(now);

@@ -8,7 +8,7 @@ use super::schema::Schema;
 use crate::envelope::{Envelope, Kind};
 use crate::time::Time;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// JSON-RPC: the request is not a valid request object.
@@ -61,6 +61,8 @@ struct PendingCall {
     rpc_id: Value,
     /// `Some(uri)` for a resource read.
     resource: Option<String>,
+    /// A forwarded request: the application's result is the JSON-RPC `result` as is.
+    raw: bool,
 }
 
 #[derive(Debug, Default)]
@@ -69,6 +71,8 @@ pub(super) struct Tools {
     resources: BTreeMap<String, ResourceSpec>,
     calls: BTreeMap<CallId, PendingCall>,
     next_call: u64,
+    /// Methods handed to the application as [`Event::Forwarded`] instead of being served here.
+    forwarded: BTreeSet<String>,
 }
 
 impl Tools {
@@ -149,6 +153,32 @@ impl Participant {
         self.tools.resources.insert(spec.uri.clone(), spec);
     }
 
+    /// Hands `mcp/request`s for `method` (addressed to us, or to everyone) to the application
+    /// as [`Event::Forwarded`] instead of serving them from the registry; the application
+    /// answers with [`complete_call`](Self::complete_call) (the value is sent as the JSON-RPC
+    /// `result` unchanged) or [`decline_call`](Self::decline_call). This is how a participant
+    /// fronts another server, e.g. an MCP bridge.
+    pub fn forward_method(&mut self, method: impl Into<String>) {
+        self.tools.forwarded.insert(method.into());
+    }
+
+    /// Stops forwarding `method`; whether it was forwarded.
+    pub fn unforward_method(&mut self, method: &str) -> bool {
+        self.tools.forwarded.remove(method)
+    }
+
+    /// Drops a forwarded request without answering (a broadcast request meant for someone
+    /// else).
+    pub fn decline_call(&mut self, call: CallId) -> Result<(), CommandError> {
+        match self.tools.calls.remove(&call) {
+            Some(_) => Ok(()),
+            None => Err(CommandError::Unknown {
+                what: "call",
+                id: call.to_string(),
+            }),
+        }
+    }
+
     /// Our registered tools.
     pub fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
         self.tools.tools.values().map(|(t, _)| t)
@@ -177,6 +207,7 @@ impl Participant {
             });
         };
         let result = result.map(|v| match &p.resource {
+            _ if p.raw => v,
             None if v.get("content").is_some() => v,
             None => json!({"content": [{"type": "text", "text": as_text(&v)}]}),
             Some(_) if v.get("contents").is_some() => v,
@@ -256,6 +287,9 @@ impl Participant {
         if method.starts_with("notifications/") {
             return;
         }
+        if self.tools.forwarded.contains(method) {
+            return self.forward(now, env, rpc_id, method, params, explicit);
+        }
         let reply = match method {
             "tools/list" => Ok(self.tools.list()),
             "resources/list" => Ok(self.tools.resource_list()),
@@ -283,6 +317,39 @@ impl Participant {
         }
         self.tools.next_call += 1;
         Ok(CallId(self.tools.next_call))
+    }
+
+    fn forward(
+        &mut self,
+        now: Time,
+        env: &Envelope,
+        rpc_id: Value,
+        method: &str,
+        params: Option<&Value>,
+        explicit: bool,
+    ) {
+        match self.call_slot() {
+            Err(e) => self.respond(now, &env.from, &env.id, rpc_id, Err(e)),
+            Ok(call_id) => {
+                self.tools.calls.insert(
+                    call_id,
+                    PendingCall {
+                        requester: env.from.clone(),
+                        request_id: env.id.clone(),
+                        rpc_id,
+                        resource: None,
+                        raw: true,
+                    },
+                );
+                self.client.emit(Event::Forwarded {
+                    call_id,
+                    from: env.from.clone(),
+                    method: method.to_owned(),
+                    params: params.cloned(),
+                    explicit,
+                });
+            }
+        }
     }
 
     fn serve_tool_call(
@@ -330,6 +397,7 @@ impl Participant {
                         request_id: env.id.clone(),
                         rpc_id,
                         resource: None,
+                        raw: false,
                     },
                 );
                 self.client.emit(Event::ToolCall {
@@ -371,6 +439,7 @@ impl Participant {
                         request_id: env.id.clone(),
                         rpc_id,
                         resource: Some(uri.clone()),
+                        raw: false,
                     },
                 );
                 self.client.emit(Event::ResourceRead {

@@ -1,0 +1,121 @@
+//! `mew bridge`: an MCP server (any stdio command) joins a space as a participant.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mew_core::bridge::{BridgeConfig, Exit};
+use mew_core::mcp::{McpConfig, RestartPolicy};
+use mew_core::participant::ParticipantConfig;
+use mew_driver_common::exit;
+use mew_tokio::mcp_process::ServerCommand;
+
+use crate::Failure;
+
+/// Options of `mew bridge`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Gateway URL, e.g. ws://127.0.0.1:8080 (`/ws?space=` is added when absent).
+    #[arg(long, short)]
+    pub gateway: String,
+    /// Space id.
+    #[arg(long, short)]
+    pub space: String,
+    /// Bearer token.
+    #[arg(long, short)]
+    pub token: String,
+    /// Participant id to name in the join (the token decides).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// How long the MCP server may take to answer `initialize`, in ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub init_timeout: u64,
+    /// Restarts of a crashed MCP server before giving up.
+    #[arg(long, default_value_t = 3)]
+    pub max_reconnects: u32,
+    /// Do not restart a crashed MCP server.
+    #[arg(long)]
+    pub no_reconnect: bool,
+    /// Deadline of each request forwarded to the MCP server, in ms.
+    #[arg(long, default_value_t = 60_000)]
+    pub call_timeout: u64,
+    /// Extra environment for the MCP server, KEY=VALUE (repeatable).
+    #[arg(long = "env", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Working directory of the MCP server.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Log filter (error, warn, info, debug, trace, or a tracing filter); the server's
+    /// stderr is logged at debug.
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+    /// The MCP server command and its arguments, after `--`.
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+/// The WebSocket URL of a space: `/ws?space=` is added to a bare gateway address.
+fn url_for(gateway: &str, space: &str) -> String {
+    if gateway.contains("space=") {
+        return gateway.to_owned();
+    }
+    let base = gateway.trim_end_matches('/');
+    let after_scheme = base.split_once("://").map(|(_, r)| r).unwrap_or(base);
+    if after_scheme.contains('/') {
+        let sep = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{sep}space={space}")
+    } else {
+        format!("{base}/ws?space={space}")
+    }
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
+/// The bridge's configuration from the command line.
+pub fn config(args: &Args) -> BridgeConfig {
+    BridgeConfig {
+        participant: ParticipantConfig {
+            gateway_url: url_for(&args.gateway, &args.space),
+            space: args.space.clone(),
+            token: args.token.clone(),
+            participant_id: args.id.clone(),
+            ..ParticipantConfig::default()
+        },
+        mcp: McpConfig {
+            init_timeout: Duration::from_millis(args.init_timeout),
+            restart: RestartPolicy {
+                enabled: !args.no_reconnect,
+                max_reconnects: args.max_reconnects,
+                ..RestartPolicy::default()
+            },
+            ..McpConfig::default()
+        },
+        call_timeout: Duration::from_millis(args.call_timeout),
+        ..BridgeConfig::default()
+    }
+}
+
+/// The server command from the command line.
+pub fn command(args: &Args) -> ServerCommand {
+    let (program, rest) = args.command.split_first().expect("clap requires a command");
+    ServerCommand {
+        program: program.clone(),
+        args: rest.to_vec(),
+        env: args.env.clone(),
+        cwd: args.cwd.clone(),
+    }
+}
+
+pub async fn run(args: Args) -> Result<(), Failure> {
+    crate::init_logging(&args.log_level)?;
+    let exit = mew_tokio::run_bridge(config(&args), command(&args), None, crate::signal()).await;
+    match exit {
+        Exit::Shutdown => Ok(()),
+        Exit::ServerGaveUp(_) => Err(Failure::new(exit::RUNTIME, exit.to_string())),
+        Exit::GatewayGaveUp(_) => Err(Failure::new(exit::CONNECT, exit.to_string())),
+    }
+}

@@ -1,0 +1,474 @@
+//! The MCP bridge, sans-IO: one [`Participant`] that joins a space and one [`McpClient`] that
+//! drives an MCP server over stdio, composed so that the server's tools, resources and
+//! prompts are served in the space.
+//!
+//! Requests addressed to the bridge (`tools/*`, `resources/*`, `prompts/*`,
+//! `completion/complete`) reach it as forwarded calls. Lists the server offers are answered
+//! from the catalog discovered at startup (and re-listed on `list_changed`), with the
+//! server's full definitions; everything else is sent to the server and its answer (or its
+//! JSON-RPC error, code and message unchanged) goes back to the requester. Requests arriving
+//! while the server is starting or restarting wait, bounded, until it is ready.
+//!
+//! Lifecycle: a server that fails its very first start (a command that does not exist, a
+//! program that is not an MCP server, no `initialize` answer within the init timeout) is a
+//! configuration error, not a crash, and ends the bridge at once. A crashed server is restarted per the [`RestartPolicy`](crate::mcp::RestartPolicy);
+//! callers in flight get an error. When no restart is left the bridge broadcasts a
+//! `participant/status` with `status: "error"` and a chat line, and finishes with
+//! [`Exit::ServerGaveUp`]. A `participant/shutdown` (or [`Bridge::shutdown`]) stops the
+//! server and finishes with [`Exit::Shutdown`]. A lost gateway connection is the
+//! participant's business (it reconnects); the server keeps running meanwhile.
+//!
+//! The driver feeds gateway events to the `handle_*` methods, server events to the
+//! `handle_server_*` methods, ticks to [`Bridge::handle_timeout`], and carries out
+//! [`Bridge::poll_output`].
+
+mod config;
+mod output;
+mod serve;
+mod status;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::BridgeConfig;
+pub use output::{Exit, Output};
+pub use status::ServerState;
+
+use crate::mcp::{self, ExitStatus, McpClient, McpEvent, Phase};
+use crate::participant::{self, CompactOutcome, Control, Participant};
+use crate::time::Time;
+use std::collections::{BTreeMap, VecDeque};
+
+/// The methods the bridge takes over from the participant's own registry.
+pub const FORWARDED_METHODS: [&str; 8] = [
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+];
+
+#[derive(Debug, Clone, PartialEq)]
+enum Lifecycle {
+    Running,
+    /// Stopping the server before exiting; `control` is the `participant/shutdown` to
+    /// acknowledge.
+    Stopping {
+        exit: Exit,
+        control: Option<String>,
+    },
+    /// The server is gone and the participant closed; [`Output::Exit`] follows their last
+    /// outputs.
+    Exiting,
+    /// [`Output::Exit`] was emitted.
+    Done,
+}
+
+/// The bridge state machine. See the module documentation.
+#[derive(Debug)]
+pub struct Bridge {
+    participant: Participant,
+    mcp: McpClient,
+    config: BridgeConfig,
+    /// MCP call -> the participant call it answers.
+    calls: BTreeMap<mcp::CallId, participant::CallId>,
+    /// Requests waiting for the server to become ready, oldest (earliest deadline) first.
+    waiting: VecDeque<serve::Waiting>,
+    out: VecDeque<Output>,
+    lifecycle: Lifecycle,
+    exit_due: Option<Exit>,
+    status: status::Tracker,
+    /// Whether the server ever became ready.
+    was_ready: bool,
+}
+
+impl Bridge {
+    /// A bridge that has not started; `seed` fixes every id and jitter its participant draws.
+    ///
+    /// The participant's automatic tool discovery is turned off: a bridge serves tools and
+    /// never calls anyone else's, and its `tools/list` requests would only be refused.
+    pub fn new(mut config: BridgeConfig, seed: u64) -> Bridge {
+        config.participant.discovery.auto = false;
+        let mut participant = Participant::new(config.participant.clone(), seed);
+        for m in FORWARDED_METHODS {
+            participant.forward_method(m);
+        }
+        Bridge {
+            participant,
+            mcp: McpClient::new(config.mcp.clone()),
+            config,
+            calls: BTreeMap::new(),
+            waiting: VecDeque::new(),
+            out: VecDeque::new(),
+            lifecycle: Lifecycle::Running,
+            exit_due: None,
+            status: status::Tracker::default(),
+            was_ready: false,
+        }
+    }
+
+    /// The participant (MEW side).
+    pub fn participant(&self) -> &Participant {
+        &self.participant
+    }
+
+    /// The MCP client (server side).
+    pub fn mcp(&self) -> &McpClient {
+        &self.mcp
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BridgeConfig {
+        &self.config
+    }
+
+    /// Requests forwarded to the server and not yet answered.
+    pub fn calls_in_flight(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Requests waiting for the server to become ready.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// The server's state as reported in `participant/status`.
+    pub fn server_state(&self) -> ServerState {
+        ServerState::of(self.mcp.phase())
+    }
+
+    /// Restarts of the server so far.
+    pub fn restarts(&self) -> u32 {
+        self.status.restarts
+    }
+
+    /// Whether [`Output::Exit`] has been emitted.
+    pub fn is_done(&self) -> bool {
+        self.lifecycle == Lifecycle::Done
+    }
+
+    /// Connects to the gateway and starts the server, both at once (the server's slow start
+    /// overlaps the join). Errors if already started.
+    pub fn start(&mut self, now: Time) -> Result<(), mcp::McpError> {
+        self.mcp.start(now)?;
+        self.participant.start(now);
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Stops the server (terminate, then kill after the grace) and finishes with
+    /// [`Exit::Shutdown`] once it exited; for SIGTERM and the like.
+    pub fn shutdown(&mut self, now: Time) {
+        self.begin_exit(now, Exit::Shutdown, None);
+        self.pump(now);
+    }
+
+    // ---- gateway side ----
+
+    /// The WebSocket opened.
+    pub fn handle_connected(&mut self, now: Time) {
+        self.participant.handle_connected(now);
+        self.pump(now);
+    }
+
+    /// A pong arrived.
+    pub fn handle_pong(&mut self, now: Time) {
+        self.participant.handle_pong(now);
+        self.pump(now);
+    }
+
+    /// One inbound text frame.
+    pub fn handle_frame(&mut self, now: Time, frame: &str) {
+        self.participant.handle_frame(now, frame);
+        self.pump(now);
+    }
+
+    /// The WebSocket closed or could not open; the participant reconnects per its policy.
+    pub fn handle_disconnected(&mut self, now: Time, reason: &str) {
+        self.participant.handle_disconnected(now, reason);
+        self.pump(now);
+    }
+
+    // ---- server side ----
+
+    /// The server process started.
+    pub fn handle_server_spawned(&mut self, now: Time) {
+        self.mcp.handle_spawned(now);
+        self.pump(now);
+    }
+
+    /// The server process could not be started.
+    pub fn handle_server_spawn_failed(&mut self, now: Time, error: impl Into<String>) {
+        self.mcp.handle_spawn_failed(now, error);
+        self.pump(now);
+    }
+
+    /// Bytes from the server's stdout.
+    pub fn handle_server_stdout(&mut self, now: Time, bytes: &[u8]) {
+        self.mcp.handle_stdout(now, bytes);
+        self.pump(now);
+    }
+
+    /// Bytes from the server's stderr.
+    pub fn handle_server_stderr(&mut self, now: Time, bytes: &[u8]) {
+        self.mcp.handle_stderr(now, bytes);
+        self.pump(now);
+    }
+
+    /// The server process exited (after its stdout was read to the end).
+    pub fn handle_server_exit(&mut self, now: Time, status: ExitStatus) {
+        self.mcp.handle_exit(now, status);
+        self.pump(now);
+    }
+
+    // ---- time ----
+
+    /// Fires every due timer of both sides and of the waiting requests.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.participant.handle_timeout(now);
+        self.mcp.handle_timeout(now);
+        self.expire_waiting(now);
+        self.pump(now);
+    }
+
+    /// The earliest time [`Bridge::handle_timeout`] must run.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        [
+            self.participant.poll_timeout(),
+            self.mcp.poll_timeout(),
+            self.waiting.front().map(|w| w.deadline),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// The next output for the driver.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    // ---- internals ----
+
+    /// Moves the inner machines' outputs to ours, acting on their events, until both are
+    /// quiet.
+    fn pump(&mut self, now: Time) {
+        loop {
+            let mut progressed = false;
+            while let Some(o) = self.participant.poll_output() {
+                progressed = true;
+                match o {
+                    participant::Output::Event(e) => self.on_participant_event(now, e),
+                    other => self.out.push_back(Output::Gateway(other)),
+                }
+            }
+            while let Some(o) = self.mcp.poll_output() {
+                progressed = true;
+                match o {
+                    mcp::Output::Event(e) => self.on_mcp_event(now, e),
+                    other => self.out.push_back(Output::Server(other)),
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        self.status.refresh(&mut self.participant, &self.mcp);
+        if let Some(exit) = self.exit_due.take() {
+            self.lifecycle = Lifecycle::Done;
+            self.out.push_back(Output::Exit(exit));
+        }
+    }
+
+    fn on_participant_event(&mut self, now: Time, e: participant::Event) {
+        match e {
+            participant::Event::Forwarded {
+                call_id,
+                method,
+                params,
+                explicit,
+                ..
+            } => self.on_request(now, call_id, &method, params, explicit),
+            // Inbound envelopes are the participant's business; repeating each one to the
+            // driver would cost a move per message for nothing.
+            participant::Event::Message(_) => {}
+            participant::Event::Control { id, control, from } => {
+                self.on_control(now, &id, &control);
+                self.out
+                    .push_back(Output::Participant(participant::Event::Control {
+                        id,
+                        from,
+                        control,
+                    }));
+            }
+            participant::Event::GaveUp { attempts } => {
+                self.begin_exit(
+                    now,
+                    Exit::GatewayGaveUp(format!("{attempts} reconnect attempts failed")),
+                    None,
+                );
+                self.out
+                    .push_back(Output::Participant(participant::Event::GaveUp { attempts }));
+            }
+            other => self.out.push_back(Output::Participant(other)),
+        }
+    }
+
+    fn on_control(&mut self, now: Time, id: &str, control: &Control) {
+        // Controls about a conversation context have nothing to act on here; they are
+        // completed at once so the requester is not left waiting.
+        let done = match control {
+            Control::Shutdown => {
+                self.begin_exit(now, Exit::Shutdown, Some(id.to_owned()));
+                Ok(())
+            }
+            Control::Forget { .. } => self.participant.complete_forget(now, id, 0, 0),
+            Control::Compact { .. } => self.participant.complete_compact(
+                now,
+                id,
+                CompactOutcome::Skipped {
+                    reason: Some("a bridge keeps no context".into()),
+                },
+            ),
+            Control::Clear => self.participant.complete_clear(now, id),
+            Control::Restart => {
+                // The participant fails our pending calls; stop their MCP counterparts too.
+                let calls = std::mem::take(&mut self.calls);
+                for mcp_call in calls.into_keys() {
+                    self.mcp.cancel(mcp_call, Some("restart"));
+                }
+                self.waiting.clear();
+                self.participant.complete_restart(now, id)
+            }
+            Control::Pause { .. } | Control::Resume | Control::RequestStatus { .. } => Ok(()),
+        };
+        // Only a control the participant no longer holds can fail here; nothing to undo.
+        let _ = done;
+    }
+
+    fn on_mcp_event(&mut self, now: Time, e: McpEvent) {
+        // Completions are per message: moved, not cloned, and not repeated to the driver.
+        let e = match e {
+            McpEvent::CallCompleted { call_id, result } => {
+                if let Some(call) = self.calls.remove(&call_id) {
+                    self.answer(now, call, result.map_err(|e| e.to_rpc_error()));
+                }
+                return;
+            }
+            other => other,
+        };
+        match &e {
+            McpEvent::Ready(_) => {
+                self.was_ready = true;
+                self.sync_tools();
+                self.release_waiting(now);
+            }
+            McpEvent::ToolsChanged(_) => self.sync_tools(),
+            McpEvent::Restarting { .. } if self.lifecycle == Lifecycle::Running => {
+                self.status.restarts += 1
+            }
+            // The client scheduled a restart the bridge will not wait for.
+            McpEvent::Restarting { .. } => return,
+            McpEvent::Failed(err) => {
+                self.status.last_error = Some(err.to_string());
+                if !self.was_ready && self.lifecycle == Lifecycle::Running {
+                    // Retrying a command that never worked only delays the diagnosis.
+                    self.fail_waiting(now, err);
+                    self.report_gave_up(now, &err.to_string());
+                    self.begin_exit(now, Exit::ServerGaveUp(err.to_string()), None);
+                }
+            }
+            McpEvent::GaveUp { reason } if self.lifecycle != Lifecycle::Running => {
+                self.status.last_error = Some(reason.to_string());
+            }
+            McpEvent::GaveUp { reason } => {
+                self.status.last_error = Some(reason.to_string());
+                self.fail_waiting(now, reason);
+                self.report_gave_up(now, &reason.to_string());
+                self.begin_exit(now, Exit::ServerGaveUp(reason.to_string()), None);
+            }
+            McpEvent::Stopped(_) => self.finish_exit(now),
+            _ => {}
+        }
+        self.out.push_back(Output::Mcp(e));
+    }
+
+    /// Registers the server's tools with the participant, so that its registry (and what it
+    /// reports about us) matches the server. Requests are still forwarded: the server
+    /// validates its own arguments and its definitions are served unabridged.
+    fn sync_tools(&mut self) {
+        let current: Vec<String> = self.participant.tools().map(|t| t.name.clone()).collect();
+        for name in current {
+            if self.mcp.catalog().tool(&name).is_none() {
+                self.participant.unregister_tool(&name);
+            }
+        }
+        for tool in &self.mcp.catalog().tools {
+            let description = tool
+                .definition
+                .get("description")
+                .and_then(|d| d.as_str())
+                .map(str::to_owned);
+            let schema = tool.definition.get("inputSchema").cloned();
+            let spec = participant::ToolSpec {
+                name: tool.name.clone(),
+                description,
+                input_schema: schema,
+            };
+            if let Err(participant::CommandError::InvalidTool { .. }) =
+                self.participant.register_tool(spec.clone())
+            {
+                // A schema beyond the participant's subset: keep the tool, unchecked.
+                let _ = self.participant.register_tool(participant::ToolSpec {
+                    input_schema: None,
+                    ..spec
+                });
+            }
+        }
+    }
+
+    /// Stops the server, then emits [`Output::Exit`].
+    fn begin_exit(&mut self, now: Time, exit: Exit, control: Option<String>) {
+        match &mut self.lifecycle {
+            Lifecycle::Running => {}
+            Lifecycle::Stopping { control: c, .. } => {
+                if c.is_none() {
+                    *c = control;
+                }
+                return;
+            }
+            Lifecycle::Exiting | Lifecycle::Done => return,
+        }
+        self.lifecycle = Lifecycle::Stopping { exit, control };
+        self.fail_waiting(now, &mcp::McpError::Shutdown);
+        self.mcp.shutdown(now);
+        if matches!(self.mcp.phase(), Phase::Stopped | Phase::GaveUp) {
+            self.finish_exit(now);
+        }
+    }
+
+    fn finish_exit(&mut self, now: Time) {
+        if !matches!(self.lifecycle, Lifecycle::Stopping { .. }) {
+            return;
+        }
+        let Lifecycle::Stopping { exit, control } =
+            std::mem::replace(&mut self.lifecycle, Lifecycle::Exiting)
+        else {
+            unreachable!("checked above")
+        };
+        let closed = control
+            .as_deref()
+            .is_some_and(|id| self.participant.complete_shutdown(now, id).is_ok());
+        if !closed {
+            self.participant.close(match exit {
+                Exit::Shutdown => "shutdown",
+                _ => "bridge failed",
+            });
+        }
+        self.lifecycle = Lifecycle::Exiting;
+        self.exit_due = Some(exit);
+    }
+}
