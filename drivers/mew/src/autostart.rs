@@ -16,6 +16,12 @@ pub struct Bridges {
     children: Vec<(String, Child)>,
 }
 
+/// The environment variable an auto-started bridge reads its token from.
+pub const TOKEN_ENV: &str = "MEW_BRIDGE_TOKEN";
+
+/// A bridge's command-line arguments and the environment it runs with.
+pub type Launch = (Vec<String>, Vec<(String, String)>);
+
 /// The participants of a space the gateway should start a bridge for.
 pub fn auto_started(participants: &[ParticipantConfig]) -> Vec<ParticipantConfig> {
     participants
@@ -27,14 +33,18 @@ pub fn auto_started(participants: &[ParticipantConfig]) -> Vec<ParticipantConfig
 
 /// The `mew bridge` arguments for one participant; `cwd` is taken relative to `base_dir`
 /// (the folder of space.yaml).
+/// The command line and environment of one auto-started bridge. Secrets (the token and the
+/// MCP server's `env`) travel in the environment, never in arguments other users can read
+/// with `ps`; the MCP server inherits the bridge's environment.
 pub fn bridge_args(
     p: &ParticipantConfig,
     gateway: &str,
     space: &str,
     base_dir: &Path,
-) -> Option<Vec<String>> {
+) -> Option<Launch> {
     let server = p.mcp_server.as_ref()?;
     let token = p.tokens.first()?;
+    let mut env = vec![(TOKEN_ENV.to_string(), token.clone())];
     let cfg = p.bridge_config.clone().unwrap_or_default();
     let mut a: Vec<String> = vec![
         "bridge".into(),
@@ -42,8 +52,6 @@ pub fn bridge_args(
         gateway.into(),
         "--space".into(),
         space.into(),
-        "--token".into(),
-        token.clone(),
         "--id".into(),
         p.id.clone(),
         "--init-timeout".into(),
@@ -54,9 +62,7 @@ pub fn bridge_args(
     if !cfg.reconnect {
         a.push("--no-reconnect".into());
     }
-    for (k, v) in &server.env {
-        a.push(format!("--env={k}={v}"));
-    }
+    env.extend(server.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     if let Some(cwd) = &server.cwd {
         a.push("--cwd".into());
         a.push(base_dir.join(cwd).to_string_lossy().into_owned());
@@ -64,7 +70,7 @@ pub fn bridge_args(
     a.push("--".into());
     a.push(server.command.clone());
     a.extend(server.args.iter().cloned());
-    Some(a)
+    Some((a, env))
 }
 
 impl Bridges {
@@ -84,12 +90,13 @@ impl Bridges {
             }
         };
         for p in participants {
-            let Some(args) = bridge_args(p, gateway, space, base_dir) else {
+            let Some((args, env)) = bridge_args(p, gateway, space, base_dir) else {
                 tracing::error!(participant = %p.id, "cannot start its bridge: no token");
                 continue;
             };
             match Command::new(&exe)
                 .args(&args)
+                .envs(env)
                 .stdin(std::process::Stdio::null())
                 .kill_on_drop(true)
                 .spawn()

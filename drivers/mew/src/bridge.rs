@@ -20,8 +20,8 @@ pub struct Args {
     /// Space id.
     #[arg(long, short)]
     pub space: String,
-    /// Bearer token.
-    #[arg(long, short)]
+    /// Bearer token (or the environment variable, which `ps` does not show).
+    #[arg(long, short, env = crate::autostart::TOKEN_ENV, hide_env_values = true)]
     pub token: String,
     /// Participant id to name in the join (the token decides).
     #[arg(long)]
