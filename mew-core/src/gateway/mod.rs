@@ -408,7 +408,7 @@ mod tests {
     fn outputs_stay_narrow() {
         // A fan-out pushes one Output per recipient: keep it a frame handle and a little more.
         assert!(
-            std::mem::size_of::<Output>() <= 64,
+            std::mem::size_of::<Output>() <= 56,
             "{}",
             std::mem::size_of::<Output>()
         );
