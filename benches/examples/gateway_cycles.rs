@@ -2,6 +2,10 @@
 //! how busy the machine is, unlike criterion's wall-clock figures.
 //!
 //! `perf stat -e task-clock,cycles,instructions target/release/examples/gateway_cycles <n> <iters>`
+//!
+//! Without hardware counters (virtual machines), count instructions with callgrind, and
+//! subtract a run with `<iters>` 0 to leave out the setup:
+//! `valgrind --tool=callgrind target/release/examples/gateway_cycles 10 20000`
 
 use bytes::Bytes;
 use mew_core::Time;

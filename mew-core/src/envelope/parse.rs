@@ -170,9 +170,34 @@ pub(super) fn precheck<'a>(
     }
     let text = std::str::from_utf8(bytes).map_err(|_| ParseError::InvalidUtf8)?;
     if scan || limits.max_depth < SERDE_MAX_DEPTH {
-        check_depth(bytes, limits.effective_depth())?;
+        let max = limits.effective_depth();
+        // Nesting never exceeds the number of openers, and counting them is a branch-free
+        // loop the compiler vectorises: typical envelopes skip the exact scan altogether.
+        if count_openers(bytes) > max {
+            check_depth(bytes, max)?;
+        }
     }
     Ok(text)
+}
+
+/// How many `{` and `[` bytes `bytes` holds, strings included: an upper bound on depth.
+#[inline]
+fn count_openers(bytes: &[u8]) -> usize {
+    // `[` is 0x5B and `{` is 0x7B: setting bit 5 maps both, and nothing else, to `{`.
+    // Counting per chunk in a u8 keeps the vector lanes narrow.
+    let mut total = 0usize;
+    let mut chunks = bytes.chunks_exact(255);
+    for chunk in &mut chunks {
+        total += usize::from(count_chunk(chunk));
+    }
+    total + usize::from(count_chunk(chunks.remainder()))
+}
+
+#[inline]
+fn count_chunk(chunk: &[u8]) -> u8 {
+    chunk
+        .iter()
+        .fold(0u8, |n, &b| n + u8::from(b | 0x20 == b'{'))
 }
 
 /// Rejects anything but a JSON object before a typed parse, which would accept an array
@@ -611,6 +636,59 @@ mod tests {
         let ids = v.correlation_id.as_ref().unwrap();
         assert!(!ids.is_bare());
         assert_eq!(ids.iter().collect::<Vec<_>>(), ["c1", "c2"]);
+    }
+
+    #[test]
+    fn openers_are_counted_exactly() {
+        assert_eq!(count_openers(b""), 0);
+        assert_eq!(count_openers(br#"{"a":[1,{"b":"[{"}]}"#), 5);
+        // Neighbours of the two openers in the byte table do not count.
+        assert_eq!(count_openers(b"[{;{{{]}KkZz"), 5);
+        // Across the 255-byte chunks, and past what one chunk's u8 could hold.
+        let many = "[".repeat(1000) + &"x".repeat(77) + &"{".repeat(300);
+        assert_eq!(count_openers(many.as_bytes()), 1300);
+    }
+
+    #[test]
+    fn serde_json_alone_does_not_bound_skipped_values() {
+        // Why the view scans: serde_json skips unknown fields and raw values iteratively,
+        // without its recursion limit, so a 200-deep payload would otherwise pass.
+        #[derive(serde::Deserialize)]
+        struct Skips<'a> {
+            #[serde(borrow)]
+            payload: &'a serde_json::value::RawValue,
+        }
+        let deep = format!(
+            r#"{{"payload":{}{},"x":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200),
+            "{\"a\":".repeat(200),
+            "}".repeat(200)
+        );
+        let skipped = serde_json::from_str::<Skips<'_>>(&deep).expect("no depth limit on skips");
+        assert_eq!(skipped.payload.get().len(), 400);
+        assert!(serde_json::from_str::<serde_json::Value>(&deep).is_err());
+        assert_eq!(
+            crate::RoutingView::parse(
+                deep.replace("\"payload\"", "\"kind\":\"chat\",\"payload\"")
+                    .as_bytes(),
+                &Limits::default()
+            )
+            .unwrap_err(),
+            ParseError::TooDeep {
+                max: SERDE_MAX_DEPTH
+            }
+        );
+    }
+
+    #[test]
+    fn openers_inside_strings_only_trigger_the_exact_scan() {
+        // Many brackets in a string exceed the opener bound, but the exact scan accepts.
+        let text = format!(
+            r#"{{"kind":"chat","payload":{{"t":"{}"}}}}"#,
+            "[".repeat(500)
+        );
+        assert!(crate::RoutingView::parse(text.as_bytes(), &Limits::default()).is_ok());
     }
 
     #[test]

@@ -21,14 +21,6 @@ pub(super) enum Recipient {
     Virtual { member: usize },
 }
 
-impl Recipient {
-    fn member(self) -> usize {
-        match self {
-            Recipient::Conn { member, .. } | Recipient::Virtual { member } => member,
-        }
-    }
-}
-
 /// Who may see an envelope kept for polling.
 #[derive(Debug, Clone)]
 pub(super) enum Seen {
@@ -104,6 +96,49 @@ impl Gateway {
         }
     }
 
+    /// Hands `frame` to everyone online but `except`.
+    ///
+    /// The common case (a connection, audit off) is handled inline: one slab lookup, the
+    /// backlog accounting, one `Bytes` clone and one push per recipient.
+    fn fan_out(&mut self, now: Time, frame: &Bytes, id: Option<&Arc<str>>, except: Option<usize>) {
+        let max_frames = self.config.gateway.max_queue_frames;
+        let max_bytes = self.config.gateway.max_queue_bytes;
+        let len = frame.len();
+        let audit = self.audit_envelopes;
+        self.out.reserve(self.audience.len());
+        let mut i = 0;
+        while let Some(&r) = self.audience.get(i) {
+            i += 1;
+            match r {
+                Recipient::Conn { member, .. } if Some(member) == except => {}
+                Recipient::Conn { conn, .. } if !audit => {
+                    let Some(c) = self.conns.get_mut(conn) else {
+                        continue;
+                    };
+                    if c.phase == Phase::Closed {
+                        continue;
+                    }
+                    c.queued_frames += 1;
+                    c.queued_bytes += len;
+                    if c.queued_frames > max_frames
+                        || (c.queued_bytes > max_bytes && c.queued_frames > 1)
+                    {
+                        // Closing rebuilds nothing yet (leaves are finished after the
+                        // fan-out), so the audience stays valid for the rest of the loop.
+                        self.close_slow(now, conn);
+                        continue;
+                    }
+                    self.out.push_back(Output::Transmit {
+                        conn,
+                        frame: frame.clone(),
+                    });
+                }
+                Recipient::Virtual { member } if Some(member) == except => {}
+                _ => self.deliver_one(now, r, frame, id),
+            }
+        }
+    }
+
     /// A gateway message for everyone online (but `except`).
     pub(super) fn gateway_broadcast(
         &mut self,
@@ -112,17 +147,10 @@ impl Gateway {
         id: &str,
         except: Option<usize>,
     ) {
-        let id: Arc<str> = Arc::from(id);
+        // The id is shared by the recipients' audit records; not built when audit is off.
+        let id: Option<Arc<str>> = self.audit_envelopes.then(|| Arc::from(id));
         self.history.push(now, frame.clone(), Seen::All);
-        for i in 0..self.audience.len() {
-            let Some(&r) = self.audience.get(i) else {
-                break;
-            };
-            if Some(r.member()) == except {
-                continue;
-            }
-            self.deliver_one(now, r, &frame, Some(&id));
-        }
+        self.fan_out(now, &frame, id.as_ref(), except);
     }
 
     /// Delivers an accepted envelope per the space's delivery mode.
@@ -138,24 +166,11 @@ impl Gateway {
         match (self.config.gateway.delivery, to) {
             (DeliveryMode::All, _) => {
                 self.history.push(now, frame.clone(), Seen::All);
-                self.out.reserve(self.audience.len());
-                for i in 0..self.audience.len() {
-                    let Some(&r) = self.audience.get(i) else {
-                        break;
-                    };
-                    self.deliver_one(now, r, frame, id.as_ref());
-                }
+                self.fan_out(now, frame, id.as_ref(), None);
             }
             (DeliveryMode::Addressed, None) => {
                 self.history.push(now, frame.clone(), Seen::All);
-                for i in 0..self.audience.len() {
-                    let Some(&r) = self.audience.get(i) else {
-                        break;
-                    };
-                    if r.member() != sender {
-                        self.deliver_one(now, r, frame, id.as_ref());
-                    }
-                }
+                self.fan_out(now, frame, id.as_ref(), Some(sender));
             }
             (DeliveryMode::Addressed, Some(names)) => {
                 let mut targets: SmallVec<[usize; 4]> = SmallVec::new();

@@ -123,8 +123,9 @@ pub enum Output {
     },
     /// An audit record for the space's `.mew/logs`.
     Audit(AuditRecord),
-    /// Something happened (for logs and metrics).
-    Event(GatewayEvent),
+    /// Something happened (for logs and metrics). Boxed: events are rare and large, and
+    /// every `Transmit` of a fan-out would otherwise be as wide as the widest event.
+    Event(Box<GatewayEvent>),
 }
 
 /// Notable happenings, for logging.
@@ -377,7 +378,7 @@ impl Gateway {
     }
 
     fn push_event(&mut self, e: GatewayEvent) {
-        self.out.push_back(Output::Event(e));
+        self.out.push_back(Output::Event(Box::new(e)));
     }
 
     /// A fresh id for an envelope the gateway writes.
@@ -401,6 +402,16 @@ mod tests {
         fn is_send<T: Send + 'static>() {}
         is_send::<Gateway>();
         is_send::<Output>();
+    }
+
+    #[test]
+    fn outputs_stay_narrow() {
+        // A fan-out pushes one Output per recipient: keep it a frame handle and a little more.
+        assert!(
+            std::mem::size_of::<Output>() <= 56,
+            "{}",
+            std::mem::size_of::<Output>()
+        );
     }
 
     #[test]

@@ -183,7 +183,7 @@ impl Sim {
                 }
                 Output::AppendLog { path, line } => self.log_lines.push((path, line)),
                 Output::Audit(a) => self.audits.push(a),
-                Output::Event(e) => self.events.push(e),
+                Output::Event(e) => self.events.push(*e),
             }
         }
     }
