@@ -453,7 +453,7 @@ impl World {
                         self.gw.handle_closed(now, conn);
                     }
                 }
-                GwOutput::Event(e) => self.gw_events.push(e),
+                GwOutput::Event(e) => self.gw_events.push(*e),
                 GwOutput::Audit(_) | GwOutput::AppendLog { .. } => {}
             }
         }
