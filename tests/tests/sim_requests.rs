@@ -22,7 +22,11 @@ fn join(w: &mut World, id: &str) -> NodeId {
 
 /// A world with a service offering `add` and the given extra participants joined.
 fn world(seed: u64, ids: &[&str]) -> (World, NodeId, Vec<NodeId>) {
-    let mut w = World::from_yaml(SPACE, seed, (1, 40));
+    world_in(SPACE, seed, ids)
+}
+
+fn world_in(space: &str, seed: u64, ids: &[&str]) -> (World, NodeId, Vec<NodeId>) {
+    let mut w = World::from_yaml(space, seed, (1, 40));
     let service = join(&mut w, "service");
     w.act(service, |p, _| {
         p.register_tool(ToolSpec {
@@ -307,4 +311,36 @@ fn proposal_round_trip_holds_across_many_seeds_and_latencies() {
         }
         assert_eq!(w.p(agent).pending_requests().count(), 0, "seed {seed}");
     }
+}
+
+#[test]
+fn proposals_work_under_addressed_delivery() {
+    // Strict routing by `to` would hide the proposal from the reviewer and the outcome from
+    // the proposer; the gateway routes the proposal workflow so neither happens.
+    let space = format!("{SPACE}gateway: {{delivery: addressed}}\n");
+    let (mut w, _service, others) = world_in(&space, 4, &["agent", "human", "caller"]);
+    let (agent, human, caller) = (others[0], others[1], others[2]);
+    w.behave(
+        human,
+        reviewer(Duration::from_millis(50), |_, _| Verdict::Fulfil),
+    );
+    let id = w
+        .act(agent, |p, now| {
+            p.mcp_request(
+                now,
+                vec!["service".into()],
+                add_call(40, 2),
+                RequestOptions::default(),
+            )
+        })
+        .unwrap();
+    assert!(w.run_until(Duration::from_secs(10), |w| w.outcome(agent, &id).is_some()));
+    let result = w.outcome(agent, &id).unwrap().clone().unwrap();
+    assert_eq!(result["content"][0]["text"], "42");
+    w.run_until_quiet();
+    // Strict routing still holds for everything else: the bystander saw the proposal (every
+    // reviewer may act on it) but neither the fulfilment nor its response.
+    assert_eq!(w.node(caller).received_kind("mcp/proposal").len(), 1);
+    assert_eq!(w.node(caller).received_kind("mcp/request").len(), 0);
+    assert_eq!(w.node(caller).received_kind("mcp/response").len(), 0);
 }

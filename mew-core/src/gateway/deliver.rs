@@ -162,6 +162,20 @@ impl Gateway {
         sender: usize,
         to: Option<&[Text<'_>]>,
     ) {
+        self.deliver_with(now, frame, id, sender, to, None);
+    }
+
+    /// [`deliver_envelope`](Self::deliver_envelope), with one more addressee under
+    /// `addressed` delivery (the proposer following its proposal, see `workflow`).
+    pub(super) fn deliver_with(
+        &mut self,
+        now: Time,
+        frame: &Bytes,
+        id: Option<Arc<str>>,
+        sender: usize,
+        to: Option<&[Text<'_>]>,
+        also: Option<&str>,
+    ) {
         let to = to.filter(|t| !t.is_empty());
         match (self.config.gateway.delivery, to) {
             (DeliveryMode::All, _) => {
@@ -174,7 +188,7 @@ impl Gateway {
             }
             (DeliveryMode::Addressed, Some(names)) => {
                 let mut targets: SmallVec<[usize; 4]> = SmallVec::new();
-                for n in names {
+                for n in names.iter().map(|n| &**n).chain(also) {
                     if let Some(i) = self.members.find(n)
                         && !targets.contains(&i)
                     {

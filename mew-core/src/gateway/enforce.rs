@@ -3,9 +3,11 @@
 //! gateway-owned operations and delivery.
 
 use super::audit::{Direction, Transport};
+use super::config::DeliveryMode;
 use super::conn::Phase;
 use super::member::Hold;
 use super::system::ErrorPayload;
+use super::workflow;
 use super::{ConnId, Gateway, GatewayEvent};
 use crate::capability::Precheck;
 use crate::envelope::{CorrelationIds, RoutingView};
@@ -354,6 +356,22 @@ impl Gateway {
             }
             "stream/request" => self.op_stream_request(now, &op, &frame, id()),
             "stream/close" => self.op_stream_close(now, &op, &frame, id()),
+            _ if self.config.gateway.delivery == DeliveryMode::Addressed => {
+                let sender = self.members.get(op.member).id.clone();
+                let correlation = op.view.correlation_id.as_ref().and_then(|c| c.first());
+                match self.workflow.route(op.kind, op.id, &sender, correlation) {
+                    workflow::Route::Strict => {
+                        self.deliver_envelope(now, &frame, id(), op.member, op.to)
+                    }
+                    workflow::Route::Everyone => {
+                        self.deliver_envelope(now, &frame, id(), op.member, None)
+                    }
+                    workflow::Route::AlsoTo(proposer) => {
+                        self.deliver_with(now, &frame, id(), op.member, op.to, Some(&proposer))
+                    }
+                }
+                Ok(())
+            }
             _ => {
                 self.deliver_envelope(now, &frame, id(), op.member, op.to);
                 Ok(())

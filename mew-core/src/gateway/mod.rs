@@ -41,6 +41,7 @@ mod membership;
 mod pause;
 mod streams;
 mod system;
+mod workflow;
 
 pub use audit::{AuditFile, AuditRecord, Direction, Transport};
 pub use config::{
@@ -276,6 +277,8 @@ pub struct Gateway {
     out: VecDeque<Output>,
     /// Connections closed mid fan-out whose leave is still to be announced.
     pending_leaves: Vec<(ConnId, usize, String)>,
+    /// Proposal routing under `addressed` delivery.
+    workflow: workflow::Workflow,
     audit_envelopes: bool,
     audit_capabilities: bool,
 }
@@ -298,6 +301,7 @@ impl Gateway {
             history: History::new(config.gateway.history_size),
             out: VecDeque::new(),
             pending_leaves: Vec::new(),
+            workflow: workflow::Workflow::default(),
             audit_envelopes: logging.enabled && logging.envelope_history,
             audit_capabilities: logging.enabled && logging.capability_decisions,
             config,
