@@ -1,5 +1,122 @@
 //! The `mew` command-line program.
+//!
+//! - `mew gateway`: serve a space (the embedded default space when no `--config` is given).
+//! - `mew client`: join a space, print what is observed, send chat typed on stdin, or send one
+//!   envelope with `--send`.
+//!
+//! Exit codes (see `mew_driver_common::exit`): 0 success, 1 runtime failure, 2 usage or
+//! configuration error, 3 address in use, 4 unreadable file, 5 gateway unreachable or join
+//! refused.
+
+mod client;
+mod gateway;
+
+use clap::{Parser, Subcommand};
+use mew_driver_common::exit;
+
+#[derive(Parser)]
+#[command(
+    name = "mew",
+    version,
+    about = "MEW Protocol (mew/v0.4) gateway and client"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a space: WebSocket endpoint and HTTP API on one port.
+    Gateway(gateway::Args),
+    /// Join a space as a participant.
+    Client(client::Args),
+}
+
+/// A failure with its exit code; printed as one line.
+pub struct Failure {
+    code: i32,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: i32, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+fn init_logging(level: &str) -> Result<(), Failure> {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .map_err(|e| Failure::new(exit::USAGE, format!("bad --log-level {level:?}: {e}")))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    Ok(())
+}
 
 fn main() {
-    println!("gateway coming");
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mew: cannot start the runtime: {e}");
+            std::process::exit(exit::RUNTIME);
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Gateway(a) => gateway::run(a).await,
+            Command::Client(a) => client::run(a).await,
+        }
+    });
+    // Tasks still blocked on stdin must not hold the process open.
+    rt.shutdown_background();
+    match result {
+        Ok(()) => std::process::exit(exit::OK),
+        Err(f) => {
+            eprintln!("mew: {}", f.message);
+            std::process::exit(f.code);
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

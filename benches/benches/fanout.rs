@@ -1,0 +1,301 @@
+//! End-to-end fan-out over real loopback WebSockets.
+//!
+//! Starts a server on 127.0.0.1:0, connects K receivers and one sender, and sends M chat
+//! envelopes from the sender with at most W in flight (sent, but not yet seen by every
+//! receiver). Reports messages delivered per second at the receivers and sender -> receiver
+//! latency (p50, p99). Server kinds: `ceiling`, a minimal tokio-tungstenite broadcast server
+//! with no protocol logic (the best any WebSocket broadcast on this machine can do), and
+//! `gateway`, the mew gateway through the tokio driver. Every kind receives the same frames,
+//! so the ratio between them is the cost of the protocol and the driver.
+//!
+//! Environment: `MEW_FANOUT_K` (10), `MEW_FANOUT_M` (20000), `MEW_FANOUT_WINDOW` (256),
+//! `MEW_FANOUT_SERVERS` (`ceiling,gateway`), `MEW_FANOUT_RUNS` (5, interleaved; the
+//! median run of each kind is reported).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A running server to measure and what clients need to join it.
+struct Server {
+    addr: SocketAddr,
+    /// Token per client (index 0 is the sender); `None` for servers without identity.
+    tokens: Vec<Option<String>>,
+    /// Whether a client waits for a `system/welcome` before it counts as joined.
+    welcome: bool,
+    stop: Box<dyn FnOnce() + Send>,
+}
+
+// ---------------------------------------------------------------- ceiling server
+
+async fn start_ceiling() -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    // The least a broadcast server can do: each text frame is cloned (a reference count) into
+    // every connection's queue under a read lock; a batching writer per connection.
+    let peers: Arc<RwLock<Vec<mpsc::UnboundedSender<Message>>>> = Arc::default();
+    let task = tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let _ = sock.set_nodelay(true);
+            let peers = peers.clone();
+            tokio::spawn(async move {
+                let Ok(ws) = tokio_tungstenite::accept_async(sock).await else {
+                    return;
+                };
+                let (mut sink, mut stream) = ws.split();
+                let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+                peers.write().unwrap().push(tx);
+                tokio::spawn(async move {
+                    while let Some(m) = rx.recv().await {
+                        if sink.feed(m).await.is_err() {
+                            return;
+                        }
+                        while let Ok(m) = rx.try_recv() {
+                            if sink.feed(m).await.is_err() {
+                                return;
+                            }
+                        }
+                        if sink.flush().await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                while let Some(Ok(msg)) = stream.next().await {
+                    if let Message::Text(_) = msg {
+                        for s in peers.read().unwrap().iter() {
+                            let _ = s.send(msg.clone());
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Server {
+        addr,
+        tokens: Vec::new(),
+        welcome: false,
+        stop: Box::new(move || task.abort()),
+    }
+}
+
+// ---------------------------------------------------------------- mew gateway
+
+async fn start_gateway(k: usize) -> Server {
+    use std::fmt::Write as _;
+    let mut yaml =
+        String::from("space: {id: bench, name: bench}\nlogging: {enabled: false}\nparticipants:\n");
+    let mut tokens = Vec::new();
+    for i in 0..=k {
+        let _ = writeln!(
+            yaml,
+            "  p{i}: {{tokens: [tok-{i}], capabilities: [{{kind: chat}}]}}"
+        );
+        tokens.push(Some(format!("tok-{i}")));
+    }
+    let config = mew_core::gateway::SpaceConfig::from_yaml(&yaml).expect("bench space config");
+    let server = mew_tokio::GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .expect("bind gateway");
+    let addr = server.local_addr();
+    let shutdown = server.shutdown_handle();
+    let task = tokio::spawn(server.serve());
+    Server {
+        addr,
+        tokens,
+        welcome: true,
+        stop: Box::new(move || {
+            shutdown.shutdown();
+            task.abort();
+        }),
+    }
+}
+
+// ---------------------------------------------------------------- clients
+
+async fn connect(server: &Server, index: usize) -> Ws {
+    let url = format!("ws://{}/ws?space=bench", server.addr);
+    let mut req = url.into_client_request().expect("request");
+    if let Some(Some(tok)) = server.tokens.get(index) {
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {tok}").parse().unwrap());
+    }
+    let (mut ws, _) = connect_async(req).await.expect("connect");
+    if let MaybeTlsStream::Plain(s) = ws.get_ref() {
+        let _ = s.set_nodelay(true);
+    }
+    if server.welcome {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) if t.contains("\"system/welcome\"") => break,
+                Some(Ok(_)) => continue,
+                other => panic!("no welcome: {other:?}"),
+            }
+        }
+    }
+    ws
+}
+
+/// The sequence number of a benchmark envelope (`"id":"m-<seq>"`), if the frame is one.
+fn seq_of(text: &str) -> Option<usize> {
+    let at = memchr::memmem::find(text.as_bytes(), b"\"id\":\"m-")? + 8;
+    let digits = &text[at..];
+    let end = digits.find('"')?;
+    digits[..end].parse().ok()
+}
+
+struct Outcome {
+    delivered: usize,
+    elapsed: Duration,
+    p50: Duration,
+    p99: Duration,
+}
+
+async fn run_once(kind: &str, k: usize, m: usize, window: usize) -> Outcome {
+    let server = match kind {
+        "ceiling" => start_ceiling().await,
+        "gateway" => start_gateway(k).await,
+        other => panic!("unknown server kind {other}"),
+    };
+    let base = Instant::now();
+    let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..m).map(|_| AtomicU64::new(0)).collect());
+    let received: Arc<Vec<AtomicU64>> = Arc::new((0..k).map(|_| AtomicU64::new(0)).collect());
+    let progress = Arc::new(Notify::new());
+
+    let sender = connect(&server, 0).await;
+    let mut receivers = Vec::with_capacity(k);
+    for i in 0..k {
+        receivers.push(connect(&server, i + 1).await);
+    }
+    // Presence of later joiners reaches earlier ones; let it drain before measuring.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let mut tasks = Vec::with_capacity(k);
+    for (i, mut ws) in receivers.into_iter().enumerate() {
+        let sent_at = sent_at.clone();
+        let received = received.clone();
+        let progress = progress.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(m);
+            let mut n = 0usize;
+            while n < m {
+                let Some(Ok(msg)) = ws.next().await else {
+                    panic!("receiver {i} lost its connection after {n} messages");
+                };
+                let Message::Text(t) = msg else { continue };
+                let Some(seq) = seq_of(&t) else { continue };
+                let now = base.elapsed().as_nanos() as u64;
+                lat.push(now.saturating_sub(sent_at[seq].load(Ordering::Relaxed)));
+                n += 1;
+                received[i].store(n as u64, Ordering::Release);
+                progress.notify_one();
+            }
+            let _ = ws.close(None).await;
+            lat
+        }));
+    }
+
+    let (mut sink, mut echo) = sender.split();
+    // The gateway echoes to the sender too; drain it so the sender is never a slow consumer.
+    let drain = tokio::spawn(async move { while let Some(Ok(_)) = echo.next().await {} });
+    let start = Instant::now();
+    let mut low = 0usize;
+    for seq in 0..m {
+        while seq - low >= window {
+            low = received
+                .iter()
+                .map(|r| r.load(Ordering::Acquire) as usize)
+                .min()
+                .unwrap_or(seq);
+            if seq - low >= window {
+                progress.notified().await;
+            }
+        }
+        let text = format!(
+            r#"{{"protocol":"mew/v0.4","id":"m-{seq}","ts":"2025-01-01T00:00:00.000Z","from":"p0","kind":"chat","payload":{{"text":"hello from the fan-out benchmark","format":"plain"}}}}"#
+        );
+        sent_at[seq].store(base.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        sink.feed(Message::text(text)).await.expect("send");
+        if seq + 1 == m || seq % 16 == 15 {
+            sink.flush().await.expect("flush");
+        }
+    }
+    sink.flush().await.expect("flush");
+    let mut lat = Vec::with_capacity(k * m);
+    for t in tasks {
+        lat.extend(t.await.expect("receiver"));
+    }
+    let elapsed = start.elapsed();
+    drain.abort();
+    (server.stop)();
+    lat.sort_unstable();
+    let pct = |p: f64| Duration::from_nanos(lat[((lat.len() as f64 - 1.0) * p) as usize]);
+    Outcome {
+        delivered: lat.len(),
+        elapsed,
+        p50: pct(0.50),
+        p99: pct(0.99),
+    }
+}
+
+fn main() {
+    let k = env_usize("MEW_FANOUT_K", 10);
+    let m = env_usize("MEW_FANOUT_M", 20_000);
+    let window = env_usize("MEW_FANOUT_WINDOW", 256).max(1);
+    let runs = env_usize("MEW_FANOUT_RUNS", 5).max(1);
+    let kinds = std::env::var("MEW_FANOUT_SERVERS").unwrap_or_else(|_| "ceiling,gateway".into());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("fan-out: K={k} receivers, M={m} envelopes, window {window}, median of {runs} runs");
+    println!(
+        "{:<10} {:>14} {:>12} {:>12} {:>10}",
+        "server", "delivered/s", "p50", "p99", "vs ceiling"
+    );
+    let kinds: Vec<&str> = kinds
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    // Runs of the kinds are interleaved so that load from elsewhere on the machine falls
+    // on all of them alike.
+    let mut outcomes: Vec<Vec<Outcome>> = kinds.iter().map(|_| Vec::new()).collect();
+    for _ in 0..runs {
+        for (i, kind) in kinds.iter().enumerate() {
+            outcomes[i].push(rt.block_on(run_once(kind, k, m, window)));
+        }
+    }
+    let mut ceiling_rate = None;
+    for (kind, mut runs) in kinds.iter().zip(outcomes) {
+        runs.sort_by_key(|o| o.elapsed);
+        let o = &runs[runs.len() / 2];
+        let rate = o.delivered as f64 / o.elapsed.as_secs_f64();
+        if *kind == "ceiling" {
+            ceiling_rate = Some(rate);
+        }
+        let ratio = ceiling_rate
+            .map(|c| format!("{:.2}x", c / rate))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<10} {:>14.0} {:>12.2?} {:>12.2?} {:>10}",
+            kind, rate, o.p50, o.p99, ratio
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! Which endpoint a request head asks for.
+
+use crate::http::{RequestHead, percent_decode};
+
+/// The gateway's endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// A WebSocket upgrade on any path (the reference's clients do not use `/ws`).
+    WebSocket {
+        /// `?space=` if given.
+        space: Option<String>,
+    },
+    /// `POST /participants/{id}/messages`: HTTP injection.
+    PostMessages {
+        /// The participant the caller acts as.
+        participant: String,
+    },
+    /// `GET /participants/{id}/messages?since=`: polling.
+    GetMessages {
+        /// The participant whose view is read.
+        participant: String,
+        /// `?since=`: a timestamp or an envelope id.
+        since: Option<String>,
+    },
+    /// `GET /participants?space=`.
+    Participants {
+        /// `?space=` if given.
+        space: Option<String>,
+    },
+    /// `GET /health`.
+    Health,
+    /// No such endpoint.
+    NotFound,
+    /// A known path with the wrong method.
+    MethodNotAllowed,
+}
+
+/// Routes a request head. Any request carrying `Upgrade: websocket` is a WebSocket route.
+pub fn route(head: &RequestHead) -> Route {
+    if head.header_has_token("upgrade", "websocket") {
+        return Route::WebSocket {
+            space: head.query_param("space"),
+        };
+    }
+    let get = head.method == "GET";
+    let post = head.method == "POST";
+    let trimmed = head.path.trim_end_matches('/');
+    let segs: Vec<&str> = trimmed.split('/').skip(1).collect();
+    match segs.as_slice() {
+        ["health"] => {
+            if get {
+                Route::Health
+            } else {
+                Route::MethodNotAllowed
+            }
+        }
+        ["participants"] => {
+            if get {
+                Route::Participants {
+                    space: head.query_param("space"),
+                }
+            } else {
+                Route::MethodNotAllowed
+            }
+        }
+        ["participants", id, "messages"] => {
+            let Some(participant) = percent_decode(id).filter(|p| !p.is_empty()) else {
+                return Route::NotFound;
+            };
+            if post {
+                Route::PostMessages { participant }
+            } else if get {
+                Route::GetMessages {
+                    participant,
+                    since: head.query_param("since"),
+                }
+            } else {
+                Route::MethodNotAllowed
+            }
+        }
+        _ => Route::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(method: &str, target: &str, headers: &[(&str, &str)]) -> RequestHead {
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+            None => (target.to_owned(), None),
+        };
+        RequestHead {
+            method: method.into(),
+            path,
+            query,
+            headers: headers
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn routes_every_endpoint() {
+        let up = [("Upgrade", "websocket"), ("Connection", "Upgrade")];
+        assert_eq!(
+            route(&head("GET", "/ws?space=s1", &up)),
+            Route::WebSocket {
+                space: Some("s1".into())
+            }
+        );
+        assert_eq!(
+            route(&head("GET", "/anything/else", &up)),
+            Route::WebSocket { space: None }
+        );
+        assert_eq!(route(&head("GET", "/health", &[])), Route::Health);
+        assert_eq!(
+            route(&head("POST", "/health", &[])),
+            Route::MethodNotAllowed
+        );
+        assert_eq!(
+            route(&head("GET", "/participants?space=x", &[])),
+            Route::Participants {
+                space: Some("x".into())
+            }
+        );
+        assert_eq!(
+            route(&head("POST", "/participants/my%2Did/messages", &[])),
+            Route::PostMessages {
+                participant: "my-id".into()
+            }
+        );
+        assert_eq!(
+            route(&head("GET", "/participants/p/messages?since=m-1", &[])),
+            Route::GetMessages {
+                participant: "p".into(),
+                since: Some("m-1".into())
+            }
+        );
+        assert_eq!(
+            route(&head("DELETE", "/participants/p/messages", &[])),
+            Route::MethodNotAllowed
+        );
+        assert_eq!(route(&head("GET", "/ws", &[])), Route::NotFound);
+        assert_eq!(
+            route(&head("GET", "/participants//messages", &[])),
+            Route::NotFound
+        );
+        assert_eq!(
+            route(&head("GET", "/participants/%zz/messages", &[])),
+            Route::NotFound
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! `mew client`.
+
+use std::time::Duration;
+
+use mew_core::Envelope;
+use mew_core::participant::{Event, ParticipantConfig, ReconnectPolicy};
+use mew_driver_common::exit;
+use mew_tokio::ParticipantRuntime;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::Failure;
+
+/// Options of `mew client`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Gateway URL, e.g. ws://127.0.0.1:8080 (`/ws?space=` is added when absent).
+    #[arg(long, short)]
+    gateway: String,
+    /// Space id.
+    #[arg(long, short)]
+    space: String,
+    /// Bearer token.
+    #[arg(long, short)]
+    token: String,
+    /// Participant id to name in the join (the token decides).
+    #[arg(long)]
+    participant: Option<String>,
+    /// Print raw JSON envelopes, one per line.
+    #[arg(long)]
+    json: bool,
+    /// Send this envelope (JSON; `kind` required, `id`/`from`/`ts` filled in) and exit.
+    #[arg(long)]
+    send: Option<String>,
+    /// Log filter.
+    #[arg(long, default_value = "warn")]
+    log_level: String,
+}
+
+fn url_for(gateway: &str, space: &str) -> String {
+    if gateway.contains("space=") {
+        return gateway.to_owned();
+    }
+    let base = gateway.trim_end_matches('/');
+    let after_scheme = base.split_once("://").map(|(_, r)| r).unwrap_or(base);
+    if after_scheme.contains('/') {
+        let sep = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{sep}space={space}")
+    } else {
+        format!("{base}/ws?space={space}")
+    }
+}
+
+/// One human-readable line for an envelope.
+fn human(env: &Envelope) -> String {
+    let to = match &env.to {
+        Some(t) if !t.is_empty() => format!(" -> {}", t.join(",")),
+        _ => String::new(),
+    };
+    let body = match (env.kind.as_str(), &env.payload) {
+        ("chat", Some(p)) => p
+            .get("text")
+            .and_then(|t| t.as_str())
+            .map(|t| format!("{t:?}"))
+            .unwrap_or_else(|| p.to_string()),
+        (_, Some(p)) => p.to_string(),
+        (_, None) => String::new(),
+    };
+    let ts = env.ts.as_deref().unwrap_or("-");
+    format!("{ts} {}{to} [{}] {body}", env.from, env.kind.as_str())
+}
+
+pub async fn run(args: Args) -> Result<(), Failure> {
+    crate::init_logging(&args.log_level)?;
+    let config = ParticipantConfig {
+        gateway_url: url_for(&args.gateway, &args.space),
+        space: args.space.clone(),
+        token: args.token.clone(),
+        participant_id: args.participant.clone(),
+        // A one-shot send must not retry forever against a wrong address.
+        reconnect: if args.send.is_some() {
+            ReconnectPolicy {
+                enabled: false,
+                ..ReconnectPolicy::default()
+            }
+        } else {
+            ReconnectPolicy::default()
+        },
+        ..ParticipantConfig::default()
+    };
+    let (rt, mut events, me) = ParticipantRuntime::connect(config, None)
+        .await
+        .map_err(|e| Failure::new(exit::CONNECT, format!("cannot join: {e}")))?;
+    if let Some(json) = &args.send {
+        let id = rt
+            .send_json(json)
+            .await
+            .map_err(|e| Failure::new(exit::USAGE, format!("not sent: {e}")))?;
+        // The gateway answers a refusal with a system/error naming our envelope.
+        let verdict = tokio::time::timeout(Duration::from_millis(500), async {
+            while let Some(ev) = events.recv().await {
+                if let Event::Message(env) = &ev
+                    && env.kind.as_str() == "system/error"
+                    && env.correlation_id.as_ref().is_some_and(|c| c.contains(&id))
+                {
+                    return Some(env.payload.clone().unwrap_or_default().to_string());
+                }
+            }
+            None
+        })
+        .await;
+        rt.close().await;
+        if let Ok(Some(err)) = verdict {
+            return Err(Failure::new(exit::RUNTIME, format!("refused: {err}")));
+        }
+        println!("{id}");
+        return Ok(());
+    }
+    eprintln!(
+        "joined {} as {me}; type a line to chat, Ctrl-C to leave",
+        args.space
+    );
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    let mut stdin_open = true;
+    loop {
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Some(Event::Message(env)) => {
+                    if args.json {
+                        println!("{}", env.to_json());
+                    } else {
+                        println!("{}", human(&env));
+                    }
+                }
+                Some(Event::Disconnected { reason }) => eprintln!("disconnected: {reason}"),
+                Some(Event::Ready { reconnected: true, .. }) => eprintln!("rejoined"),
+                Some(Event::GaveUp { attempts }) => {
+                    return Err(Failure::new(exit::CONNECT, format!("connection lost; gave up after {attempts} attempts")));
+                }
+                Some(_) => {}
+                None => return Err(Failure::new(exit::RUNTIME, "the participant stopped")),
+            },
+            line = stdin.next_line(), if stdin_open => match line {
+                Ok(Some(text)) if !text.trim().is_empty() => {
+                    match rt.chat(text, Vec::new()).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => eprintln!("not sent: {e}"),
+                        Err(_) => return Err(Failure::new(exit::RUNTIME, "the participant stopped")),
+                    }
+                }
+                Ok(Some(_)) => {}
+                _ => stdin_open = false,
+            },
+            _ = crate::signal() => {
+                rt.close().await;
+                return Ok(());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_for;
+
+    #[test]
+    fn adds_the_ws_path_and_space() {
+        assert_eq!(url_for("ws://h:1", "s"), "ws://h:1/ws?space=s");
+        assert_eq!(url_for("ws://h:1/", "s"), "ws://h:1/ws?space=s");
+        assert_eq!(url_for("ws://h:1/ws", "s"), "ws://h:1/ws?space=s");
+        assert_eq!(url_for("ws://h:1/ws?space=x", "s"), "ws://h:1/ws?space=x");
+    }
+}

@@ -1,0 +1,234 @@
+//! Runs the real `mew` binary: a gateway with the embedded default space, clients with
+//! `--send` and `--json`, exit codes, and a graceful stop on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const MEW: &str = env!("CARGO_BIN_EXE_mew");
+
+struct Gateway {
+    child: Child,
+    addr: String,
+    tokens: Vec<(String, String)>,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn lines_of(out: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+fn start_gateway() -> Gateway {
+    let mut child = Command::new(MEW)
+        .args(["gateway", "--port", "0", "--log-level", "warn"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run mew gateway");
+    let rx = lines_of(child.stdout.take().unwrap());
+    let mut addr = None;
+    let mut tokens = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) {
+        if let Some(rest) = line.split("ws://").nth(1)
+            && addr.is_none()
+        {
+            addr = Some(rest.split('/').next().unwrap().to_owned());
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.len() >= 3 && words[1] == "token" {
+            tokens.push((words[0].to_owned(), words[2].to_owned()));
+        }
+        if line.starts_with("join with:") {
+            break;
+        }
+    }
+    Gateway {
+        child,
+        addr: addr.expect("the gateway prints its address"),
+        tokens,
+    }
+}
+
+impl Gateway {
+    fn token(&self, id: &str) -> &str {
+        &self.tokens.iter().find(|(p, _)| p == id).unwrap().1
+    }
+}
+
+fn client(gw: &Gateway, who: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(MEW);
+    c.args([
+        "client",
+        "--gateway",
+        &format!("ws://{}", gw.addr),
+        "--space",
+        "default",
+        "--token",
+        gw.token(who),
+    ]);
+    c.args(extra);
+    c
+}
+
+fn http_get(addr: &str, path: &str, token: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn default_space_gateway_and_clients() {
+    let gw = start_gateway();
+    assert_eq!(
+        gw.tokens.len(),
+        3,
+        "human, agent and service tokens printed"
+    );
+
+    // A watcher prints every envelope as a JSON line.
+    let mut watcher = client(&gw, "service", &["--json"])
+        .stdout(Stdio::piped())
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let watched = lines_of(watcher.stdout.take().unwrap());
+    // Wait until the watcher is in (its own welcome is its first line).
+    let first = watched.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(first.contains("system/welcome"), "{first}");
+
+    let out = client(
+        &gw,
+        "human",
+        &[
+            "--send",
+            r#"{"kind":"chat","payload":{"text":"from the binary"}}"#,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(!id.is_empty());
+
+    let seen = loop {
+        let line = watched
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the watcher prints the chat");
+        if line.contains(&id) {
+            break line;
+        }
+    };
+    let v: serde_json::Value = serde_json::from_str(&seen).unwrap();
+    assert_eq!(v["payload"]["text"], "from the binary");
+    assert_eq!(v["from"], "human");
+
+    // The agent may only propose: a direct request is refused and the exit code says so.
+    let out = client(
+        &gw,
+        "agent",
+        &[
+            "--send",
+            r#"{"kind":"mcp/request","to":["service"],"payload":{"method":"tools/list"}}"#,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("mew: "));
+
+    // The polling endpoint has it too.
+    let resp = http_get(&gw.addr, "/participants/human/messages", gw.token("human"));
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains(&id));
+
+    // A taken port: exit code 3 and one line.
+    let port = gw.addr.rsplit(':').next().unwrap();
+    let out = Command::new(MEW)
+        .args(["gateway", "--port", port])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // SIGTERM: the watcher sees a close and the gateway exits 0.
+    let mut gw = gw;
+    let pid = gw.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = gw.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+}
+
+#[test]
+fn config_errors_have_exit_codes() {
+    let out = Command::new(MEW)
+        .args(["gateway", "--config", "/nonexistent/space.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("mew: cannot read /nonexistent/space.yaml"),
+        "{err}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("mew-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("space.yaml");
+    std::fs::write(
+        &bad,
+        "space: {id: s}\nparticipants:\n  a: {tokens: [t], capabilities: [{kind: 5}]}\n  b: {type: nonsense}\n",
+    )
+    .unwrap();
+    let out = Command::new(MEW)
+        .args(["gateway", "--port", "0", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("participants.a"), "{err}");
+    assert!(
+        err.contains("participants.b"),
+        "every problem is reported: {err}"
+    );
+
+    let out = Command::new(MEW)
+        .args(["gateway", "--bogus"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,590 @@
+//! The scenarios, each generic over the driver under test.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::{Driver, QUIET, RawClient, WAIT, http, space, temp_dir};
+use futures_util::SinkExt;
+
+fn start<D: Driver>(extra: &str) -> super::RunningGateway {
+    D::start(space(extra), &temp_dir("gw"))
+}
+
+fn error_code(v: &Value) -> &str {
+    v["payload"]["error"].as_str().unwrap_or("")
+}
+
+pub async fn join_by_header<D: Driver>() {
+    let gw = start::<D>("");
+    let (_h, w) = RawClient::join(&gw, "human-token").await;
+    assert_eq!(w["kind"], "system/welcome");
+    assert_eq!(w["from"], "system:gateway");
+    assert_eq!(w["to"], json!(["human"]));
+    assert_eq!(w["payload"]["you"]["id"], "human");
+    assert_eq!(w["payload"]["you"]["capabilities"], json!([{"kind": "*"}]));
+    assert!(w["payload"]["participants"].is_array());
+    assert!(w["payload"]["active_streams"].is_array());
+}
+
+pub async fn join_by_reference_messages<D: Driver>() {
+    let gw = start::<D>("");
+    // The reference's clients: any path, no header, a `type: join` first frame.
+    let mut a = RawClient::open(&format!("ws://{}/", gw.addr), None).await;
+    a.send_text(
+        json!({"type":"join","space":"e2e","token":"agent-token","participantId":"agent"})
+            .to_string(),
+    )
+    .await;
+    let w = a.expect_kind("system/welcome").await;
+    assert_eq!(w["payload"]["you"]["id"], "agent");
+    // Its interactive CLI: a `system/join` envelope.
+    let mut s = RawClient::open(&format!("ws://{}/some/path", gw.addr), None).await;
+    s.send_text(
+        json!({"protocol":"mew/v0.4","id":"join-1","kind":"system/join",
+               "payload":{"space":"e2e","participant":"service","token":"service-token"}})
+        .to_string(),
+    )
+    .await;
+    let w = s.expect_kind("system/welcome").await;
+    assert_eq!(w["payload"]["you"]["id"], "service");
+    // A header-authenticated client that also sends the join: no second presence.
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    h.send_text(json!({"type":"join","space":"e2e","token":"human-token"}).to_string())
+        .await;
+    loop {
+        let p = a.expect_kind("system/presence").await;
+        if p["payload"]["participant"]["id"] == "human" {
+            break;
+        }
+    }
+    a.expect_none(|v| v["kind"] == "system/presence").await;
+    // An unknown token is refused with an error, then the socket closes.
+    let mut bad = RawClient::open(&gw.ws_url("e2e"), Some("nope")).await;
+    let e = bad.expect_kind("system/error").await;
+    assert!(!error_code(&e).is_empty());
+    bad.expect_close().await;
+}
+
+pub async fn welcome_and_presence<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (a, w) = RawClient::join(&gw, "agent-token").await;
+    let ids: Vec<&str> = w["payload"]["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"human"), "{w}");
+    let p = h.expect_kind("system/presence").await;
+    assert_eq!(p["payload"]["event"], "join");
+    assert_eq!(p["payload"]["participant"]["id"], "agent");
+    assert!(p["payload"]["participant"]["capabilities"].is_array());
+    drop(a);
+    let p = h.expect_kind("system/presence").await;
+    assert_eq!(p["payload"]["event"], "leave");
+    assert_eq!(p["payload"]["participant"]["id"], "agent");
+}
+
+pub async fn chat_fan_out<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let (mut s, _) = RawClient::join(&gw, "service-token").await;
+    let text = r#"{"protocol":"mew/v0.4","id":"c-1","ts":"2025-01-01T00:00:00.000Z","from":"agent","kind":"chat","payload":{"text":"hello  all","format":"plain"}}"#;
+    a.send_text(text).await;
+    // Forwarded unchanged, byte for byte, to everyone, the sender included.
+    assert_eq!(h.expect_id("c-1").await, text);
+    assert_eq!(s.expect_id("c-1").await, text);
+    assert_eq!(a.expect_id("c-1").await, text);
+}
+
+pub async fn capability_violation<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let (mut s, _) = RawClient::join(&gw, "service-token").await;
+    let id = a
+        .send(
+            "mcp/request",
+            &["service"],
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+        )
+        .await;
+    let e = a.expect_kind("system/error").await;
+    assert_eq!(e["correlation_id"], json!([id]));
+    assert_eq!(error_code(&e), "capability_violation");
+    assert_eq!(e["payload"]["attempted_kind"], "mcp/request");
+    assert!(e["payload"]["your_capabilities"].as_array().unwrap().len() >= 2);
+    s.expect_none(|v| v["id"] == id.as_str()).await;
+    // `from` spoofing and system kinds are refused too.
+    a.send_text(
+        json!({"protocol":"mew/v0.4","id":"spoof","from":"human","kind":"chat","payload":{"text":"x"}})
+            .to_string(),
+    )
+    .await;
+    assert!(!error_code(&a.expect_kind("system/error").await).is_empty());
+    s.expect_none(|v| v["id"] == "spoof").await;
+}
+
+pub async fn proposal_fulfilled_by_another_participant<D: Driver>() {
+    use mew_core::participant::{Event, ParticipantConfig, RequestOptions, ToolSpec};
+    use mew_tokio::ParticipantRuntime;
+    let gw = start::<D>("");
+    let cfg = |token: &str| ParticipantConfig {
+        gateway_url: gw.ws_url("e2e"),
+        space: "e2e".into(),
+        token: token.into(),
+        ..ParticipantConfig::default()
+    };
+    let (service, _sev, _) = ParticipantRuntime::connect(cfg("service-token"), Some(1))
+        .await
+        .unwrap();
+    service
+        .register_tool(
+            ToolSpec {
+                name: "add".into(),
+                description: Some("adds".into()),
+                input_schema: Some(json!({"type":"object","required":["a","b"],
+                    "properties":{"a":{"type":"number"},"b":{"type":"number"}}})),
+            },
+            |args: Value| async move {
+                let sum = args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0);
+                Ok(json!({"content":[{"type":"text","text": sum.to_string()}]}))
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let (human, mut hev, _) = ParticipantRuntime::connect(cfg("human-token"), Some(2))
+        .await
+        .unwrap();
+    let (agent, _aev, _) = ParticipantRuntime::connect(cfg("agent-token"), Some(3))
+        .await
+        .unwrap();
+    let call = tokio::spawn(async move {
+        agent
+            .mcp_request(
+                vec!["service".into()],
+                json!({"method":"tools/call","params":{"name":"add","arguments":{"a":2,"b":3}}}),
+                RequestOptions::default(),
+            )
+            .await
+    });
+    let proposal = tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(Event::ProposalSeen { id, from, .. }) = hev.recv().await {
+                assert_eq!(from, "agent");
+                return id;
+            }
+        }
+    })
+    .await
+    .expect("the human sees the proposal");
+    let fulfilled = human.fulfil(proposal).await.expect("fulfilment answered");
+    assert_eq!(fulfilled["content"][0]["text"], "5");
+    let result = tokio::time::timeout(WAIT, call)
+        .await
+        .expect("proposal settled in time")
+        .unwrap()
+        .expect("proposal fulfilled");
+    assert_eq!(result["content"][0]["text"], "5");
+}
+
+pub async fn grant_then_direct_request<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let (mut s, _) = RawClient::join(&gw, "service-token").await;
+    let grant = h
+        .send(
+            "capability/grant",
+            &["agent"],
+            json!({"recipient":"agent","capabilities":[{"kind":"mcp/request"}],"reason":"trusted"}),
+        )
+        .await;
+    // The updated welcome comes first, then the grant itself.
+    let w = a.expect_kind("system/welcome").await;
+    assert!(
+        w["payload"]["you"]["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"kind":"mcp/request"})),
+        "{w}"
+    );
+    let g = a.expect_kind("capability/grant").await;
+    assert_eq!(g["id"], grant.as_str());
+    let req = a
+        .send(
+            "mcp/request",
+            &["service"],
+            json!({"jsonrpc":"2.0","id":7,"method":"tools/list"}),
+        )
+        .await;
+    s.expect_id(&req).await;
+}
+
+pub async fn pause_enforced<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let pause = h
+        .send(
+            "participant/pause",
+            &["agent"],
+            json!({"reason":"rate_limit","timeout_seconds":60}),
+        )
+        .await;
+    a.expect_id(&pause).await;
+    let chat = a.send("chat", &[], json!({"text":"still talking"})).await;
+    let e = a.expect_kind("system/error").await;
+    assert_eq!(error_code(&e), "participant_paused");
+    assert_eq!(e["correlation_id"], json!([chat]));
+    h.expect_none(|v| v["id"] == chat.as_str()).await;
+    let resume = h.send("participant/resume", &["agent"], json!({})).await;
+    a.expect_id(&resume).await;
+    let chat = a.send("chat", &[], json!({"text":"back"})).await;
+    h.expect_id(&chat).await;
+}
+
+pub async fn kick<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    h.send(
+        "space/kick",
+        &[],
+        json!({"participant_id":"agent","reason":"misbehaving"}),
+    )
+    .await;
+    a.expect_close().await;
+    loop {
+        let p = h.expect_kind("system/presence").await;
+        if p["payload"]["event"] == "leave" {
+            assert_eq!(p["payload"]["participant"]["id"], "agent");
+            break;
+        }
+    }
+    // The token no longer joins.
+    let mut again = RawClient::open(&gw.ws_url("e2e"), Some("agent-token")).await;
+    let e = again.expect_kind("system/error").await;
+    assert!(!error_code(&e).is_empty());
+    again.expect_close().await;
+}
+
+pub async fn streams_with_frames<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let req = h
+        .send(
+            "stream/request",
+            &["gateway"],
+            json!({"direction":"upload","description":"data"}),
+        )
+        .await;
+    let open = h.expect_kind("stream/open").await;
+    assert_eq!(open["correlation_id"], json!([req]));
+    let sid = open["payload"]["stream_id"].as_str().unwrap().to_owned();
+    h.send_text(format!("#{sid}#chunk-1")).await;
+    loop {
+        let t = a.next_text_within(WAIT).await.expect("stream frame");
+        if t.starts_with('#') {
+            assert_eq!(t, format!("#{sid}#chunk-1"));
+            break;
+        }
+    }
+    // A non-owner may not write on it.
+    a.send_text(format!("#{sid}#intruder")).await;
+    let e = a.expect_kind("system/error").await;
+    assert!(!error_code(&e).is_empty());
+    h.expect_none(|_| false).await;
+    // A late joiner sees it in its welcome.
+    let (_s, w) = RawClient::join(&gw, "service-token").await;
+    assert_eq!(w["payload"]["active_streams"][0]["stream_id"], sid.as_str());
+    h.send("stream/close", &[], json!({"stream_id": sid})).await;
+    a.expect_kind("stream/close").await;
+}
+
+pub async fn http_injection_and_polling<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let body = r#"{"kind":"chat","payload":{"text":"over http"}}"#;
+    let path = "/participants/human/messages";
+    assert_eq!(http(gw.addr, "POST", path, None, Some(body)).await.0, 401);
+    assert_eq!(
+        http(gw.addr, "POST", path, Some("agent-token"), Some(body))
+            .await
+            .0,
+        403
+    );
+    assert_eq!(
+        http(gw.addr, "POST", path, Some("human-token"), Some("[1]"))
+            .await
+            .0,
+        400
+    );
+    let (st, v) = http(
+        gw.addr,
+        "POST",
+        "/participants/agent/messages",
+        Some("agent-token"),
+        Some(r#"{"kind":"mcp/request","to":["service"],"payload":{"method":"tools/list"}}"#),
+    )
+    .await;
+    assert_eq!(
+        (st, v["error"].as_str()),
+        (403, Some("capability_violation"))
+    );
+    let (st, v) = http(gw.addr, "POST", path, Some("human-token"), Some(body)).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["status"], "accepted");
+    let id = v["id"].as_str().unwrap().to_owned();
+    let got: Value = serde_json::from_str(&a.expect_id(&id).await).unwrap();
+    assert_eq!(got["from"], "human");
+    assert_eq!(got["payload"]["text"], "over http");
+    let (st, list) = http(gw.addr, "GET", path, Some("human-token"), None).await;
+    assert_eq!(st, 200);
+    let list = list.as_array().unwrap();
+    assert!(list.iter().any(|e| e["id"] == id.as_str()), "{list:?}");
+    let since = format!("{path}?since={id}");
+    let (_, after) = http(gw.addr, "GET", &since, Some("human-token"), None).await;
+    assert!(
+        !after
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == id.as_str()),
+        "since excludes the envelope itself"
+    );
+    let (st, v) = http(gw.addr, "GET", "/participants?space=e2e", None, None).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["participants"].as_array().unwrap().len(), 3);
+    let (st, v) = http(gw.addr, "GET", "/health", None, None).await;
+    assert_eq!((st, v["status"].as_str()), (200, Some("ok")));
+    assert_eq!(http(gw.addr, "GET", "/nope", None, None).await.0, 404);
+}
+
+pub async fn slow_consumer_is_closed<D: Driver>() {
+    let gw = start::<D>("gateway: {max_queue_bytes: 262144, max_queue_frames: 100000}");
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (mut s, _) = RawClient::join(&gw, "service-token").await;
+    // The slow one joins and then never reads again.
+    let (slow, _) = RawClient::join(&gw, "agent-token").await;
+    // 32 MiB in all: more than loopback socket buffers hold, so the slow queue must grow.
+    let big = "x".repeat(32 * 1024);
+    let (mut ids, mut left) = (Vec::new(), false);
+    for i in 0..1000 {
+        let id = h.send("chat", &[], json!({"text": big, "n": i})).await;
+        ids.push(id);
+        // The fast receivers (the sender observes its own envelopes too) keep reading.
+        if i % 10 == 9 {
+            for id in &ids[ids.len() - 10..] {
+                s.expect_id(id).await;
+                h.expect_id(id).await;
+            }
+        }
+    }
+    // The service saw everything and, at some point, the slow agent's leave.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        let Some(t) = s.next_text_within(QUIET).await else {
+            break;
+        };
+        let v: Value = serde_json::from_str(&t).unwrap();
+        if v["kind"] == "system/presence" && v["payload"]["event"] == "leave" {
+            assert_eq!(v["payload"]["participant"]["id"], "agent");
+            left = true;
+        }
+    }
+    let (_, v) = http(gw.addr, "GET", "/participants", None, None).await;
+    let agent = v["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "agent")
+        .cloned()
+        .unwrap();
+    assert_eq!(agent["online"], false, "slow consumer disconnected: {v}");
+    let _ = left;
+    drop(slow);
+}
+
+pub async fn oversize_frame<D: Driver>() {
+    let gw = start::<D>("gateway: {max_frame_bytes: 4096}");
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let (mut s, _) = RawClient::join(&gw, "service-token").await;
+    let big = format!(
+        r#"{{"protocol":"mew/v0.4","id":"big","from":"agent","kind":"chat","payload":{{"text":"{}"}}}}"#,
+        "y".repeat(10_000)
+    );
+    a.send_text(big).await;
+    let e = a.expect_kind("system/error").await;
+    assert_eq!(error_code(&e), "frame_too_large");
+    let close = a.expect_close().await;
+    if let Some(f) = close {
+        assert_eq!(u16::from(f.code), 1009);
+    }
+    s.expect_none(|v| v["id"] == "big").await;
+}
+
+pub async fn garbage_frames<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let (mut s, _) = RawClient::join(&gw, "service-token").await;
+    for junk in ["not json", "{}", "[1,2,3]", r#"{"kind":5}"#, "{\"a\":"] {
+        a.send_text(junk).await;
+        let e = a.expect_kind("system/error").await;
+        assert!(!error_code(&e).is_empty(), "{junk}: {e}");
+    }
+    a.ws.send(Message::Binary(vec![0xff, 0xfe, 0x00].into()))
+        .await
+        .unwrap();
+    a.expect_kind("system/error").await;
+    // The connection still works and nobody else saw any of it.
+    let ok = a.send("chat", &[], json!({"text":"fine"})).await;
+    let t = s.expect_id(&ok).await;
+    assert!(t.contains("fine"));
+}
+
+pub async fn graceful_shutdown<D: Driver>() {
+    let mut gw = start::<D>("");
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let stopper = std::thread::spawn(move || {
+        gw.stop();
+        gw
+    });
+    for c in [&mut h, &mut a] {
+        let f = c.expect_close().await.expect("a close frame");
+        assert_eq!(u16::from(f.code), 1001);
+    }
+    let gw = tokio::task::spawn_blocking(move || stopper.join().unwrap())
+        .await
+        .unwrap();
+    // Nothing listens any more.
+    assert!(tokio::net::TcpStream::connect(gw.addr).await.is_err());
+}
+
+pub async fn audit_and_virtual_logs<D: Driver>() {
+    let dir = temp_dir("audit");
+    let log = dir.join("observer.jsonl");
+    let yaml = format!(
+        r#"
+space: {{id: e2e}}
+participants:
+  human: {{tokens: [human-token], capabilities: [{{kind: "*"}}]}}
+  agent: {{tokens: [agent-token], capabilities: [{{kind: chat}}]}}
+  observer: {{tokens: [observer-token], capabilities: [{{kind: chat}}], output_log: "{}", auto_connect: true}}
+"#,
+        log.display()
+    );
+    let config = mew_core::gateway::SpaceConfig::from_yaml(&yaml).unwrap();
+    let mut gw = D::start(config, &dir);
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let chat = h.send("chat", &[], json!({"text":"for the record"})).await;
+    a.expect_id(&chat).await;
+    let bad = a
+        .send("mcp/request", &[], json!({"method":"tools/list"}))
+        .await;
+    a.expect_kind("system/error").await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::task::spawn_blocking(move || gw.stop())
+        .await
+        .unwrap();
+    let history = std::fs::read_to_string(dir.join(".mew/logs/envelope-history.jsonl"))
+        .expect("envelope history written");
+    let lines: Vec<Value> = history
+        .lines()
+        .map(|l| {
+            assert!(l.starts_with(r#"{"timestamp":"#), "key order: {l}");
+            serde_json::from_str(l).unwrap()
+        })
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["event"] == "received" && l["id"] == chat.as_str())
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["event"] == "delivered" && l["id"] == chat.as_str())
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["event"] == "rejected" && l["id"] == bad.as_str())
+    );
+    let decisions = std::fs::read_to_string(dir.join(".mew/logs/capability-decisions.jsonl"))
+        .expect("capability decisions written");
+    assert!(
+        decisions
+            .lines()
+            .any(|l| l.contains(&bad) && l.contains("denied"))
+    );
+    let observed = std::fs::read_to_string(&log).expect("virtual participant log");
+    let first = observed
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("one JSON envelope per line"))
+        .find(|v| v["id"] == chat.as_str());
+    assert!(first.is_some(), "{observed}");
+    let _ = WAIT;
+}
+
+pub async fn runtime_reconnects<D: Driver>() {
+    use mew_core::participant::{Event, ParticipantConfig, ReconnectPolicy};
+    use mew_tokio::ParticipantRuntime;
+    let mut gw = start::<D>("");
+    let addr = gw.addr;
+    let config = ParticipantConfig {
+        gateway_url: gw.ws_url("e2e"),
+        space: "e2e".into(),
+        token: "agent-token".into(),
+        reconnect: ReconnectPolicy {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(200),
+            ..ReconnectPolicy::default()
+        },
+        ..ParticipantConfig::default()
+    };
+    let (rt, mut events, id) = ParticipantRuntime::connect(config, Some(9)).await.unwrap();
+    assert_eq!(id, "agent");
+    tokio::task::spawn_blocking(move || gw.stop())
+        .await
+        .unwrap();
+    wait_for(&mut events, |e| matches!(e, Event::Disconnected { .. })).await;
+    // The same address comes back; the core schedules the reconnect, the driver dials.
+    let _gw2 = D::start_on(space(""), &temp_dir("gw2"), addr);
+    wait_for(&mut events, |e| {
+        matches!(
+            e,
+            Event::Ready {
+                reconnected: true,
+                ..
+            }
+        )
+    })
+    .await;
+    let (mut h, _) = RawClient::join(&_gw2, "human-token").await;
+    let sent = rt.chat("after the restart", vec![]).await.unwrap().unwrap();
+    h.expect_id(&sent).await;
+}
+
+async fn wait_for(
+    events: &mut tokio::sync::mpsc::Receiver<mew_core::participant::Event>,
+    want: fn(&mew_core::participant::Event) -> bool,
+) -> mew_core::participant::Event {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let e = events.recv().await.expect("runtime alive");
+            if want(&e) {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("event in time")
+}
