@@ -7,9 +7,13 @@
 //! sockets and these functions and the core's state machines.
 #![forbid(unsafe_code)]
 
+pub mod clock;
+pub mod conn;
 pub mod exit;
 pub mod files;
+pub mod host;
 pub mod http;
+pub mod participant;
 pub mod response;
 pub mod route;
 pub mod ws;
