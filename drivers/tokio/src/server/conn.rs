@@ -154,6 +154,7 @@ async fn websocket(shared: Arc<Shared>, mut sock: TcpStream, head: RequestHead, 
     let handle = ConnHandle {
         writer: wtx,
         closing: closing_tx.clone(),
+        pending: Vec::new(),
     };
     let connect = Input::Connect {
         bearer: head.bearer().map(str::to_owned),
@@ -265,11 +266,13 @@ async fn writer(
         let mut n = 0;
         while let Some(cmd) = next.take() {
             match cmd {
-                WriterCmd::Frame(t) => {
-                    frames += 1;
-                    bytes += t.len();
-                    if !guarded!(sink.feed(Message::Text(t))) {
-                        break 'run;
+                WriterCmd::Frames(list) => {
+                    for t in list {
+                        frames += 1;
+                        bytes += t.len();
+                        if !guarded!(sink.feed(Message::Text(t))) {
+                            break 'run;
+                        }
                     }
                 }
                 WriterCmd::Ping => {

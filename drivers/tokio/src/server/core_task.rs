@@ -20,7 +20,9 @@ use crate::clock;
 /// What a connection's writer task is asked to do.
 #[derive(Debug)]
 pub(crate) enum WriterCmd {
-    Frame(Utf8Bytes),
+    /// Frames in order: everything one pass over the core's outputs had for this connection,
+    /// so a busy connection's writer is woken once per pass, not once per frame.
+    Frames(Vec<Utf8Bytes>),
     Ping,
     Close(u16, String),
 }
@@ -31,7 +33,31 @@ pub(crate) struct ConnHandle {
     /// Set once a close was requested: the reader and writer then give up within a grace
     /// period even if the peer never answers (a slow consumer cannot block its close).
     pub closing: std::sync::Arc<watch::Sender<bool>>,
+    /// Frames collected for this connection during one pass over the core's outputs, so a
+    /// busy connection's writer is woken once per pass, not once per frame.
+    pub pending: Vec<Utf8Bytes>,
 }
+
+/// Connection ids are small unique numbers: a multiplicative hash is enough and far cheaper
+/// than SipHash on the per-recipient path.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type ConnMap = HashMap<ConnId, ConnHandle, std::hash::BuildHasherDefault<IdHasher>>;
 
 /// An HTTP request for the core.
 pub(crate) struct HttpRequest {
@@ -61,12 +87,14 @@ const BATCH: usize = 64;
 
 struct Core {
     gateway: Gateway,
-    conns: HashMap<ConnId, ConnHandle>,
+    conns: ConnMap,
     logs: Option<LogHandle>,
     base_dir: PathBuf,
     /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
     /// every recipient, so it is checked as UTF-8 once, not once per recipient.
     last_frame: Option<(Bytes, Utf8Bytes)>,
+    /// Connections with frames in `pending`, in the order they got their first one.
+    dirty: Vec<ConnId>,
 }
 
 pub(crate) async fn run(
@@ -78,10 +106,11 @@ pub(crate) async fn run(
 ) {
     let mut core = Core {
         gateway,
-        conns: HashMap::new(),
+        conns: ConnMap::default(),
         logs,
         base_dir,
         last_frame: None,
+        dirty: Vec::new(),
     };
     let mut shutdown_deadline: Option<Instant> = None;
     loop {
@@ -122,6 +151,11 @@ pub(crate) async fn run(
         core.drain();
         if shutdown_deadline.is_some() && core.conns.is_empty() {
             break;
+        }
+        if n > 1 {
+            // Busy: let readers queue more before the next pass, so passes (and the writer
+            // wake-ups they cause) carry more frames each.
+            tokio::task::yield_now().await;
         }
     }
     // Whatever is still connected after the grace period is cut off.
@@ -241,18 +275,23 @@ impl Core {
         while let Some(out) = self.gateway.poll_output() {
             match out {
                 Output::Transmit { conn, frame } => {
-                    if let Some(h) = self.conns.get(&conn)
+                    if let Some(h) = self.conns.get_mut(&conn)
                         && let Some(text) = utf8(&mut self.last_frame, frame)
                     {
-                        let _ = h.writer.send(WriterCmd::Frame(text));
+                        if h.pending.is_empty() {
+                            self.dirty.push(conn);
+                        }
+                        h.pending.push(text);
                     }
                 }
                 Output::Ping { conn } => {
+                    self.flush_pending(conn);
                     if let Some(h) = self.conns.get(&conn) {
                         let _ = h.writer.send(WriterCmd::Ping);
                     }
                 }
                 Output::Close { conn, code, reason } => {
+                    self.flush_pending(conn);
                     if let Some(h) = self.conns.get(&conn) {
                         let _ = h.writer.send(WriterCmd::Close(code, reason));
                         h.closing.send_replace(true);
@@ -279,7 +318,21 @@ impl Core {
                 Output::Event(e) => log_event(&e),
             }
         }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for conn in dirty.drain(..) {
+            self.flush_pending(conn);
+        }
+        self.dirty = dirty;
         self.last_frame = None;
+    }
+
+    fn flush_pending(&mut self, conn: ConnId) {
+        if let Some(h) = self.conns.get_mut(&conn)
+            && !h.pending.is_empty()
+        {
+            let frames = std::mem::take(&mut h.pending);
+            let _ = h.writer.send(WriterCmd::Frames(frames));
+        }
     }
 }
 
