@@ -203,11 +203,13 @@ where
         let mut n = 0;
         while let Some(cmd) = next.take() {
             match cmd {
-                WriterCmd::Frame(t) => {
-                    frames += 1;
-                    bytes += t.len();
-                    if !guarded!(sink.feed(Message::Text(t))) {
-                        break 'run;
+                WriterCmd::Frames(list) => {
+                    for t in list {
+                        frames += 1;
+                        bytes += t.len();
+                        if !guarded!(sink.feed(Message::Text(t))) {
+                            break 'run;
+                        }
                     }
                 }
                 WriterCmd::Ping => {
@@ -273,17 +275,39 @@ pub async fn run_core<S: Sleep>(
         let Ok(input) = input else { break };
         let now = clock::now();
         host.apply(now, input);
-        for _ in 1..INPUT_BATCH {
+        let mut n = 1;
+        while n < INPUT_BATCH {
             match rx.try_recv() {
                 Ok(input) => host.apply(now, input),
                 Err(_) => break,
             }
+            n += 1;
         }
         host.drain();
         if host.finished() {
             break;
         }
+        if n > 1 {
+            // Busy: let readers queue more before the next pass, so passes (and the writer
+            // wake-ups they cause) carry more frames each.
+            yield_now().await;
+        }
     }
     // Whatever is still connected after the grace period is cut off.
     host.cut_all();
+}
+
+/// Gives other tasks on the executor a turn.
+async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }

@@ -33,8 +33,9 @@ use crate::route::Route;
 /// What a connection's writer is asked to do.
 #[derive(Debug)]
 pub enum WriterCmd {
-    /// Send a text frame.
-    Frame(Utf8Bytes),
+    /// Send text frames in order: everything one pass over the core's outputs had for this
+    /// connection, so a busy connection's writer is woken once per pass, not once per frame.
+    Frames(Vec<Utf8Bytes>),
     /// Send a ping.
     Ping,
     /// Send a close frame with this code and reason, then stop.
@@ -111,10 +112,37 @@ pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// Most frames a connection writer writes before one flush.
 pub const WRITE_BATCH: usize = 256;
 
+/// Connection ids are small unique numbers: a multiplicative hash is enough and far cheaper
+/// than SipHash on the per-recipient path.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+struct Conn<L> {
+    link: L,
+    /// Frames collected during one pass over the core's outputs.
+    pending: Vec<Utf8Bytes>,
+}
+
 /// The space's core with the connections it talks to.
 pub struct GatewayHost<L> {
     gateway: Gateway,
-    conns: HashMap<ConnId, L>,
+    conns: HashMap<ConnId, Conn<L>, std::hash::BuildHasherDefault<IdHasher>>,
+    /// Connections with pending frames, in the order they got their first one.
+    dirty: Vec<ConnId>,
     logs: Option<LogHandle>,
     base_dir: PathBuf,
     grace: Duration,
@@ -135,7 +163,8 @@ impl<L: ConnLink> GatewayHost<L> {
     ) -> Self {
         GatewayHost {
             gateway,
-            conns: HashMap::new(),
+            conns: HashMap::default(),
+            dirty: Vec::new(),
             logs,
             base_dir,
             grace,
@@ -182,7 +211,13 @@ impl<L: ConnLink> GatewayHost<L> {
                 reply,
             } => {
                 let id = self.gateway.connect(now, bearer.as_deref());
-                self.conns.insert(id, link);
+                self.conns.insert(
+                    id,
+                    Conn {
+                        link,
+                        pending: Vec::new(),
+                    },
+                );
                 if reply.reply(id).is_err() {
                     // The connection died while waiting: tell the core at once.
                     self.conns.remove(&id);
@@ -195,9 +230,9 @@ impl<L: ConnLink> GatewayHost<L> {
                 self.drain();
                 // The rest of the oversize frame is still in the socket: the stream cannot
                 // be resynchronised, so it is closed (1009, message too big).
-                if let Some(l) = self.conns.get(&id) {
-                    l.send(WriterCmd::Close(1009, "frame too large".into()));
-                    l.closing();
+                if let Some(c) = self.conns.get(&id) {
+                    c.link.send(WriterCmd::Close(1009, "frame too large".into()));
+                    c.link.closing();
                 }
             }
             Input::Pong(id) => self.gateway.handle_pong(now, id),
@@ -221,8 +256,8 @@ impl<L: ConnLink> GatewayHost<L> {
 
     /// Tells every connection still open to give up (after the grace period).
     pub fn cut_all(&mut self) {
-        for (_, l) in self.conns.drain() {
-            l.closing();
+        for (_, c) in self.conns.drain() {
+            c.link.closing();
         }
     }
 
@@ -287,21 +322,26 @@ impl<L: ConnLink> GatewayHost<L> {
         while let Some(out) = self.gateway.poll_output() {
             match out {
                 Output::Transmit { conn, frame } => {
-                    if let Some(l) = self.conns.get(&conn)
+                    if let Some(c) = self.conns.get_mut(&conn)
                         && let Some(text) = utf8(&mut self.last_frame, frame)
                     {
-                        l.send(WriterCmd::Frame(text));
+                        if c.pending.is_empty() {
+                            self.dirty.push(conn);
+                        }
+                        c.pending.push(text);
                     }
                 }
                 Output::Ping { conn } => {
-                    if let Some(l) = self.conns.get(&conn) {
-                        l.send(WriterCmd::Ping);
+                    self.flush_pending(conn);
+                    if let Some(c) = self.conns.get(&conn) {
+                        c.link.send(WriterCmd::Ping);
                     }
                 }
                 Output::Close { conn, code, reason } => {
-                    if let Some(l) = self.conns.get(&conn) {
-                        l.send(WriterCmd::Close(code, reason));
-                        l.closing();
+                    self.flush_pending(conn);
+                    if let Some(c) = self.conns.get(&conn) {
+                        c.link.send(WriterCmd::Close(code, reason));
+                        c.link.closing();
                     }
                 }
                 Output::AppendLog { path, mut line } => {
@@ -325,7 +365,21 @@ impl<L: ConnLink> GatewayHost<L> {
                 Output::Event(e) => log_event(&e),
             }
         }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for conn in dirty.drain(..) {
+            self.flush_pending(conn);
+        }
+        self.dirty = dirty;
         self.last_frame = None;
+    }
+
+    fn flush_pending(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn)
+            && !c.pending.is_empty()
+        {
+            let frames = std::mem::take(&mut c.pending);
+            c.link.send(WriterCmd::Frames(frames));
+        }
     }
 }
 
@@ -380,7 +434,7 @@ mod tests {
     impl ConnLink for Link {
         fn send(&self, cmd: WriterCmd) {
             let s = match cmd {
-                WriterCmd::Frame(t) => t.as_str().to_owned(),
+                WriterCmd::Frames(f) => f.iter().map(|t| t.as_str()).collect::<Vec<_>>().join("\n"),
                 WriterCmd::Ping => "<ping>".into(),
                 WriterCmd::Close(c, r) => format!("<close {c} {r}>"),
             };
