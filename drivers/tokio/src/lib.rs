@@ -13,6 +13,6 @@ mod participant;
 mod server;
 
 pub use participant::{
-    CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, ToolHandler,
+    CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, Tokio, ToolHandler,
 };
 pub use server::{GatewayServer, ServerOptions, ShutdownHandle};
