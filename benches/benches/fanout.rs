@@ -22,7 +22,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async_with_config};
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -31,6 +32,13 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// The socket settings of the benchmark's clients and of the ceiling server: the same
+/// 16 KiB read buffer as the gateway (tungstenite zero-fills its read buffer before each
+/// read, so its 128 KiB default would mostly measure memset).
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default().read_buffer_size(16 * 1024)
 }
 
 /// A running server to measure and what clients need to join it.
@@ -56,7 +64,9 @@ async fn start_ceiling() -> Server {
             let _ = sock.set_nodelay(true);
             let peers = peers.clone();
             tokio::spawn(async move {
-                let Ok(ws) = tokio_tungstenite::accept_async(sock).await else {
+                let Ok(ws) =
+                    tokio_tungstenite::accept_async_with_config(sock, Some(ws_config())).await
+                else {
                     return;
                 };
                 let (mut sink, mut stream) = ws.split();
@@ -136,7 +146,9 @@ async fn connect(server: &Server, index: usize) -> Ws {
         req.headers_mut()
             .insert("authorization", format!("Bearer {tok}").parse().unwrap());
     }
-    let (mut ws, _) = connect_async(req).await.expect("connect");
+    let (mut ws, _) = connect_async_with_config(req, Some(ws_config()), true)
+        .await
+        .expect("connect");
     if let MaybeTlsStream::Plain(s) = ws.get_ref() {
         let _ = s.set_nodelay(true);
     }

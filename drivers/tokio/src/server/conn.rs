@@ -36,6 +36,8 @@ pub(crate) struct Shared {
 
 /// How long a closing connection may take to finish its close handshake.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// Bytes read from a socket at a time.
+const READ_BUFFER: usize = 16 * 1024;
 /// Most frames written before one flush.
 const WRITE_BATCH: usize = 256;
 
@@ -142,7 +144,10 @@ async fn websocket(shared: Arc<Shared>, mut sock: TcpStream, head: RequestHead, 
         return;
     }
     let max = shared.limits.max_frame_bytes;
+    // tungstenite zero-fills a read buffer of this size before every socket read: the
+    // 128 KiB default costs a large memset per read and per idle connection's memory.
     let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER)
         .max_frame_size(Some(max))
         .max_message_size(Some(max));
     let ws = WebSocketStream::from_partially_read(sock, leftover, Role::Server, Some(config)).await;
