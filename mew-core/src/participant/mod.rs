@@ -264,6 +264,20 @@ impl Participant {
         }
     }
 
+    /// Leaves for good: a close frame with `reason` when connected ([`Output::Disconnect`]),
+    /// no reconnection, and direct requests still waiting fail as disconnected. Sending
+    /// afterwards fails with [`SendError::ShutDown`].
+    pub fn close(&mut self, now: Time, reason: &str) {
+        let was_up = !matches!(
+            self.client.state(),
+            ClientState::Disconnected | ClientState::Closed
+        );
+        self.client.close(reason);
+        if was_up {
+            self.on_connection_lost(now);
+        }
+    }
+
     fn on_connection_lost(&mut self, now: Time) {
         self.fail_direct_requests(now, RequestError::Disconnected);
         self.discovery_connection_lost(now);
