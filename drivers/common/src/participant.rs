@@ -336,7 +336,8 @@ impl<R: Runtime> ParticipantRuntime<R> {
     pub async fn close(&self) {
         let (tx, rx) = oneshot::channel();
         let sent = self
-            .job(Box::new(|inner, _| {
+            .job(Box::new(|inner, now| {
+                inner.p.close(now, "closed by the application");
                 inner.stopped = true;
                 inner.on_stop.push(tx);
             }))
