@@ -52,7 +52,8 @@ impl Runtime for AsyncStd {
             let port = uri.port_u16().unwrap_or(80);
             let sock = TcpStream::connect((host, port)).await?;
             sock.set_nodelay(true)?;
-            let (ws, _) = async_tungstenite::client_async_with_config(req, sock, Some(config)).await?;
+            let (ws, _) =
+                async_tungstenite::client_async_with_config(req, sock, Some(config)).await?;
             Ok(ws)
         }
     }

@@ -147,7 +147,9 @@ fn main() {
         token: token.clone(),
         ..ParticipantConfig::default()
     };
-    let greeting = rest.first().map_or("hello from a blocking participant", |s| s);
+    let greeting = rest
+        .first()
+        .map_or("hello from a blocking participant", |s| s);
     match run(config, greeting) {
         Ok(t) => println!("left after {} chats", t.chats.len()),
         Err(e) => {

@@ -203,7 +203,11 @@ impl<L: ConnLink> GatewayHost<L> {
     }
 
     /// Applies one input; call [`GatewayHost::drain`] after a batch.
-    pub fn apply<C: Reply<ConnId>, H: Reply<Response>>(&mut self, now: Time, input: Input<L, C, H>) {
+    pub fn apply<C: Reply<ConnId>, H: Reply<Response>>(
+        &mut self,
+        now: Time,
+        input: Input<L, C, H>,
+    ) {
         match input {
             Input::Connect {
                 bearer,
@@ -231,7 +235,8 @@ impl<L: ConnLink> GatewayHost<L> {
                 // The rest of the oversize frame is still in the socket: the stream cannot
                 // be resynchronised, so it is closed (1009, message too big).
                 if let Some(c) = self.conns.get(&id) {
-                    c.link.send(WriterCmd::Close(1009, "frame too large".into()));
+                    c.link
+                        .send(WriterCmd::Close(1009, "frame too large".into()));
                     c.link.closing();
                 }
             }
@@ -525,7 +530,13 @@ mod tests {
         let (id, link) = connect(&mut h, now, "ta");
         h.apply::<Gone, Gone>(now, Input::Shutdown);
         h.drain();
-        assert!(link.0.borrow().0.iter().any(|s| s.starts_with("<close 1001")));
+        assert!(
+            link.0
+                .borrow()
+                .0
+                .iter()
+                .any(|s| s.starts_with("<close 1001"))
+        );
         assert!(link.0.borrow().1, "marked closing");
         assert!(!h.finished());
         assert!(h.next_wake().unwrap() <= now + Duration::from_secs(2));
@@ -541,7 +552,11 @@ mod tests {
         let (id, link) = connect(&mut h, now, "ta");
         h.apply::<Gone, Gone>(now, Input::Oversize(id, 10_000_000));
         assert!(
-            link.0.borrow().0.iter().any(|s| s.starts_with("<close 1009")),
+            link.0
+                .borrow()
+                .0
+                .iter()
+                .any(|s| s.starts_with("<close 1009")),
             "{:?}",
             link.0.borrow().0
         );

@@ -46,7 +46,8 @@ impl Runtime for Tokio {
         config: WebSocketConfig,
     ) -> impl Future<Output = Result<Self::Ws, WsError>> + Send {
         async move {
-            let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(config), true).await?;
+            let (ws, _) =
+                tokio_tungstenite::connect_async_with_config(req, Some(config), true).await?;
             Ok(ws)
         }
     }
