@@ -300,7 +300,8 @@ fn main() {
     let m = env_usize("MEW_FANOUT_M", 20_000);
     let window = env_usize("MEW_FANOUT_WINDOW", 256).max(1);
     let runs = env_usize("MEW_FANOUT_RUNS", 5).max(1);
-    let kinds = std::env::var("MEW_FANOUT_SERVERS").unwrap_or_else(|_| "ceiling,gateway,async-std".into());
+    let kinds =
+        std::env::var("MEW_FANOUT_SERVERS").unwrap_or_else(|_| "ceiling,gateway,async-std".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

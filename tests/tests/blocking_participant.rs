@@ -73,10 +73,18 @@ fn blocking_participant_joins_chats_and_leaves() {
         };
         assert_eq!(env.payload.as_ref().unwrap()["text"], "hello, blocking");
         for text in ["hi there", "bye"] {
-            human.chat(text, vec!["agent".into()]).await.unwrap().unwrap();
+            human
+                .chat(text, vec!["agent".into()])
+                .await
+                .unwrap()
+                .unwrap();
         }
         // It closes for good: the gateway reports it gone.
-        next_matching(&events, |e| matches!(e, Event::ParticipantLeft { id } if id == "agent")).await;
+        next_matching(
+            &events,
+            |e| matches!(e, Event::ParticipantLeft { id } if id == "agent"),
+        )
+        .await;
         let transcript = agent.join().unwrap().expect("a clean run");
         assert_eq!(transcript.me, "agent");
         assert_eq!(

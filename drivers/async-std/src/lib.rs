@@ -10,20 +10,23 @@
 //! /participants/{id}/messages`, `GET /participants`, `GET /health`). The space's
 //! [`Gateway`](mew_core::gateway::Gateway) core runs in one task; connections feed it and
 //! carry out its outputs. [`ParticipantRuntime`] is the async face of the participant core.
-//! No protocol rule lives here: this crate moves bytes, arms timers and writes files.
+//! Both are the runtime-neutral implementations of `mew-driver-common` with this crate's
+//! [`AsyncStd`] hooks; no protocol rule lives here.
 #![forbid(unsafe_code)]
 
 mod runtime;
-mod server;
 
 pub use mew_driver_common::clock;
 pub use mew_driver_common::participant::{
     CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
 };
+pub use mew_driver_common::server::{ServerOptions, ShutdownHandle};
 pub use runtime::AsyncStd;
-pub use server::{GatewayServer, ServerOptions, ShutdownHandle};
 
-/// The async handle on a participant, driven on async-std / smol.
+/// A bound, not yet serving gateway (see [`mew_driver_common::server::GatewayServer`]).
+pub type GatewayServer = mew_driver_common::server::GatewayServer<AsyncStd>;
+/// The async handle on a participant, driven on async-std / smol. Clonable; the task stops
+/// when every handle is dropped or `close` is called.
 pub type ParticipantRuntime = mew_driver_common::participant::ParticipantRuntime<AsyncStd>;
 /// The events a [`ParticipantRuntime`] hands to the application.
 pub type Events = async_channel::Receiver<mew_core::participant::Event>;

@@ -41,15 +41,9 @@ impl Runtime for Tokio {
         tokio::spawn(fut);
     }
 
-    fn open(
-        req: Request,
-        config: WebSocketConfig,
-    ) -> impl Future<Output = Result<Self::Ws, WsError>> + Send {
-        async move {
-            let (ws, _) =
-                tokio_tungstenite::connect_async_with_config(req, Some(config), true).await?;
-            Ok(ws)
-        }
+    async fn open(req: Request, config: WebSocketConfig) -> Result<Self::Ws, WsError> {
+        let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(config), true).await?;
+        Ok(ws)
     }
 
     fn event_queue(capacity: usize) -> (Self::EventSender, Self::Events) {

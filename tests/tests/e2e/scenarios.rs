@@ -552,7 +552,9 @@ pub async fn runtime_reconnects<D: Driver>() {
         },
         ..ParticipantConfig::default()
     };
-    let (rt, mut events, id) = ParticipantRuntime::<D>::connect(config, Some(9)).await.unwrap();
+    let (rt, mut events, id) = ParticipantRuntime::<D>::connect(config, Some(9))
+        .await
+        .unwrap();
     assert_eq!(id, "agent");
     tokio::task::spawn_blocking(move || gw.stop())
         .await

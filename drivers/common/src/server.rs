@@ -1,31 +1,81 @@
-//! The gateway server: one port for the WebSocket endpoint and the HTTP API, one task that
-//! owns the space's [`Gateway`] core (through the shared [`GatewayHost`]).
+//! The gateway server, written once for every async runtime: one port for the WebSocket
+//! endpoint and the HTTP API, one task that owns the space's [`Gateway`] core (through the
+//! [`GatewayHost`]), a reader and a writer per WebSocket connection.
+//!
+//! A driver supplies a [`ServerRuntime`]: how to bind, accept, read and write a socket,
+//! upgrade it to a WebSocket, spawn tasks and sleep.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_net::{TcpListener, TcpStream};
-use async_tungstenite::WebSocketStream;
-use async_tungstenite::tungstenite::protocol::Role;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use futures_util::future::{Either, select};
-use futures_util::{AsyncReadExt, AsyncWriteExt};
+use futures_util::{Sink, Stream};
 use mew_core::Limits;
 use mew_core::gateway::{Gateway, SpaceConfig};
-use mew_driver_common::clock::{self, Sleep};
-use mew_driver_common::conn::{self, CoreInput};
-use mew_driver_common::files::LogWriter;
-use mew_driver_common::host::{GatewayHost, HttpRequest, Input, report_every};
-use mew_driver_common::http::{self, HeadError, RequestHead};
-use mew_driver_common::participant::ws_config;
-use mew_driver_common::route::{Route, route};
-use mew_driver_common::{Response, ws};
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Error as WsError, Message};
 
-use crate::runtime::{AsyncStd, spawn};
+use crate::clock::{self, Sleep};
+use crate::conn::{self, CoreInput};
+use crate::files::LogWriter;
+use crate::host::{GatewayHost, HttpRequest, Input, report_every};
+use crate::http::{self, HeadError, RequestHead};
+use crate::participant::ws_config;
+use crate::route::{Route, route};
+use crate::{Response, ws};
+
+/// What a gateway server needs from an async runtime.
+pub trait ServerRuntime: Sleep + Send + Sync + Sized {
+    /// A listening socket.
+    type Listener: Send + Sync + 'static;
+    /// An accepted connection.
+    type Sock: Send + 'static;
+    /// A server-side WebSocket over [`ServerRuntime::Sock`].
+    type Ws: Stream<Item = Result<Message, WsError>>
+        + Sink<Message, Error = WsError>
+        + Send
+        + 'static;
+
+    /// Runs `fut` in the background.
+    fn spawn(fut: impl Future<Output = ()> + Send + 'static);
+    /// Runs `f` where blocking is allowed; resolves with its result.
+    fn spawn_blocking<T: Send + 'static>(
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> impl Future<Output = T> + Send;
+    /// Binds a listener.
+    fn bind(addr: SocketAddr) -> impl Future<Output = io::Result<Self::Listener>> + Send;
+    /// The listener's address.
+    fn local_addr(l: &Self::Listener) -> io::Result<SocketAddr>;
+    /// Accepts one connection (with `TCP_NODELAY` set).
+    fn accept(
+        l: &Self::Listener,
+    ) -> impl Future<Output = io::Result<(Self::Sock, SocketAddr)>> + Send;
+    /// Reads some bytes; 0 at the end of the stream.
+    fn read<'a>(
+        s: &'a mut Self::Sock,
+        buf: &'a mut [u8],
+    ) -> impl Future<Output = io::Result<usize>> + Send + 'a;
+    /// Writes all of `buf`.
+    fn write_all<'a>(
+        s: &'a mut Self::Sock,
+        buf: &'a [u8],
+    ) -> impl Future<Output = io::Result<()>> + Send + 'a;
+    /// Flushes and shuts down the write side.
+    fn shutdown(s: &mut Self::Sock) -> impl Future<Output = io::Result<()>> + Send + '_;
+    /// Wraps a socket whose handshake is done; `leftover` are bytes already read past the
+    /// request head.
+    fn websocket(
+        s: Self::Sock,
+        leftover: Vec<u8>,
+        config: WebSocketConfig,
+    ) -> impl Future<Output = Self::Ws> + Send;
+}
 
 /// Transport settings that are not protocol rules.
 #[derive(Debug, Clone)]
@@ -52,8 +102,8 @@ impl Default for ServerOptions {
 }
 
 /// A bound, not yet serving gateway.
-pub struct GatewayServer {
-    listener: TcpListener,
+pub struct GatewayServer<R: ServerRuntime> {
+    listener: R::Listener,
     config: SpaceConfig,
     options: ServerOptions,
     shutdown: async_channel::Sender<()>,
@@ -80,9 +130,9 @@ struct Shared {
     report_every: (usize, usize),
 }
 
-impl GatewayServer {
+impl<R: ServerRuntime> GatewayServer<R> {
     /// Binds `addr` for a space with default [`ServerOptions`].
-    pub async fn bind(addr: SocketAddr, config: SpaceConfig) -> io::Result<GatewayServer> {
+    pub async fn bind(addr: SocketAddr, config: SpaceConfig) -> io::Result<Self> {
         Self::bind_with(addr, config, ServerOptions::default()).await
     }
 
@@ -91,8 +141,8 @@ impl GatewayServer {
         addr: SocketAddr,
         config: SpaceConfig,
         options: ServerOptions,
-    ) -> io::Result<GatewayServer> {
-        let listener = TcpListener::bind(addr).await?;
+    ) -> io::Result<Self> {
+        let listener = R::bind(addr).await?;
         let (shutdown, shutdown_rx) = async_channel::bounded(1);
         Ok(GatewayServer {
             listener,
@@ -105,9 +155,7 @@ impl GatewayServer {
 
     /// The bound address (useful after binding port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .expect("a bound listener has an address")
+        R::local_addr(&self.listener).expect("a bound listener has an address")
     }
 
     /// A handle that stops [`GatewayServer::serve`].
@@ -141,8 +189,8 @@ impl GatewayServer {
         // Bounded: readers wait (back-pressure on their sockets) when the core is busy.
         let (tx, rx) = async_channel::bounded::<CoreInput>(4096);
         let (core_done_tx, core_done) = oneshot::channel::<()>();
-        spawn(async move {
-            conn::run_core::<AsyncStd>(host, rx).await;
+        R::spawn(async move {
+            conn::run_core::<R>(host, rx).await;
             drop(core_done_tx);
         });
         let shared = Arc::new(Shared {
@@ -153,15 +201,14 @@ impl GatewayServer {
         });
         loop {
             let stop = shutdown_rx.recv();
-            match select(std::pin::pin!(listener.accept()), std::pin::pin!(stop)).await {
+            match select(std::pin::pin!(R::accept(&listener)), std::pin::pin!(stop)).await {
                 Either::Left((Ok((sock, peer)), _)) => {
-                    let _ = sock.set_nodelay(true);
-                    spawn(handle(shared.clone(), sock, peer));
+                    R::spawn(handle::<R>(shared.clone(), sock, peer));
                 }
                 Either::Left((Err(e), _)) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!("accept failed: {e}");
-                    AsyncStd::sleep(Duration::from_millis(50)).await;
+                    R::sleep(Duration::from_millis(50)).await;
                 }
                 Either::Right(_) => break,
             }
@@ -172,41 +219,47 @@ impl GatewayServer {
         drop(shared);
         let _ = core_done.await;
         tracing::debug!("every connection closed; flushing logs");
-        let r = async_global_executor::spawn_blocking(move || logs.finish()).await;
+        let r = R::spawn_blocking(move || logs.finish()).await;
         tracing::debug!("logs flushed");
         r
     }
 }
 
-async fn handle(shared: Arc<Shared>, mut sock: TcpStream, peer: SocketAddr) {
-    let head = clock::timeout::<AsyncStd, _>(shared.head_timeout, read_head(&mut sock)).await;
+async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: SocketAddr) {
+    let head = clock::timeout::<R, _>(shared.head_timeout, read_head::<R>(&mut sock)).await;
     let (head, leftover) = match head {
         Some(Ok(Some(h))) => h,
         Some(Ok(None)) => return,
         Some(Err(e)) => {
             tracing::debug!(%peer, "bad request head: {e}");
             let r = Response::error(e.status(), "bad_request", &e.to_string());
-            let _ = sock.write_all(&r.to_bytes()).await;
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
             return;
         }
         None => {
             let r = Response::error(408, "timeout", "request head not received in time");
-            let _ = sock.write_all(&r.to_bytes()).await;
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
             return;
         }
     };
     match route(&head) {
-        Route::WebSocket { .. } => websocket(shared, sock, head, leftover).await,
-        r => http_exchange(shared, sock, head, leftover, r).await,
+        Route::WebSocket { .. } => websocket::<R>(shared, sock, head, leftover).await,
+        r => {
+            let resp = http_response::<R>(&shared, &mut sock, &head, leftover, r).await;
+            let _ = R::write_all(&mut sock, &resp.to_bytes()).await;
+            let _ = R::shutdown(&mut sock).await;
+        }
     }
 }
 
 /// Reads until a complete head; `None` when the peer closed first.
-async fn read_head(sock: &mut TcpStream) -> Result<Option<(RequestHead, Vec<u8>)>, HeadError> {
+async fn read_head<R: ServerRuntime>(
+    sock: &mut R::Sock,
+) -> Result<Option<(RequestHead, Vec<u8>)>, HeadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
-        let n = match sock.read(&mut chunk).await {
+        let n = match R::read(sock, &mut chunk).await {
             Ok(0) | Err(_) => return Ok(None),
             Ok(n) => n,
         };
@@ -219,21 +272,21 @@ async fn read_head(sock: &mut TcpStream) -> Result<Option<(RequestHead, Vec<u8>)
     }
 }
 
-async fn http_exchange(
-    shared: Arc<Shared>,
-    mut sock: TcpStream,
-    head: RequestHead,
-    body: Vec<u8>,
-    route: Route,
-) {
-    let resp = http_response(&shared, &mut sock, &head, body, route).await;
-    let _ = sock.write_all(&resp.to_bytes()).await;
-    let _ = sock.close().await;
+/// Reads exactly `buf.len()` bytes.
+async fn read_exact<R: ServerRuntime>(sock: &mut R::Sock, buf: &mut [u8]) -> io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        match R::read(sock, &mut buf[at..]).await? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => at += n,
+        }
+    }
+    Ok(())
 }
 
-async fn http_response(
+async fn http_response<R: ServerRuntime>(
     shared: &Shared,
-    sock: &mut TcpStream,
+    sock: &mut R::Sock,
     head: &RequestHead,
     mut body: Vec<u8>,
     route: Route,
@@ -245,9 +298,11 @@ async fn http_response(
     if body.len() < len {
         let start = body.len();
         body.resize(len, 0);
-        let read =
-            clock::timeout::<AsyncStd, _>(shared.head_timeout, sock.read_exact(&mut body[start..]))
-                .await;
+        let read = clock::timeout::<R, _>(
+            shared.head_timeout,
+            read_exact::<R>(sock, &mut body[start..]),
+        )
+        .await;
         if !matches!(read, Some(Ok(()))) {
             return Response::error(400, "bad_request", "incomplete request body");
         }
@@ -266,30 +321,34 @@ async fn http_response(
     rx.await.unwrap_or_else(|_| unavailable())
 }
 
-async fn websocket(shared: Arc<Shared>, mut sock: TcpStream, head: RequestHead, leftover: Vec<u8>) {
+async fn websocket<R: ServerRuntime>(
+    shared: Arc<Shared>,
+    mut sock: R::Sock,
+    head: RequestHead,
+    leftover: Vec<u8>,
+) {
     let accept = match ws::accept_key(&head) {
         Ok(a) => a,
         Err(e) => {
             let r = Response::error(e.status(), "bad_upgrade", &e.to_string());
-            let _ = sock.write_all(&r.to_bytes()).await;
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
             return;
         }
     };
-    if sock
-        .write_all(&ws::switching_protocols(&accept))
+    if R::write_all(&mut sock, &ws::switching_protocols(&accept))
         .await
         .is_err()
     {
         return;
     }
     let config = ws_config(shared.limits.max_frame_bytes);
-    let ws = WebSocketStream::from_partially_read(sock, leftover, Role::Server, Some(config)).await;
-    conn::serve_websocket::<AsyncStd, _>(
+    let ws = R::websocket(sock, leftover, config).await;
+    conn::serve_websocket::<R, _>(
         ws,
         head.bearer().map(str::to_owned),
         shared.core.clone(),
         shared.report_every,
-        spawn,
+        |writer| R::spawn(writer),
     )
     .await;
 }
