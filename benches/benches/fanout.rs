@@ -344,6 +344,9 @@ fn main() {
     }
     let rate_of = |k: &str| rates.iter().find(|(n, _)| *n == k).map(|(_, r)| *r);
     if let (Some(t), Some(a)) = (rate_of("gateway"), rate_of("async-std")) {
-        println!("async-std driver / tokio driver, time for the same work: {:.2}x", t / a);
+        println!(
+            "async-std driver / tokio driver, time for the same work: {:.2}x",
+            t / a
+        );
     }
 }
