@@ -125,6 +125,8 @@ impl ShutdownHandle {
 
 struct Shared {
     core: async_channel::Sender<CoreInput>,
+    /// The id of the space this server serves (upgrades naming another get 404).
+    space: String,
     limits: Limits,
     head_timeout: Duration,
     report_every: (usize, usize),
@@ -165,7 +167,7 @@ impl<R: ServerRuntime> GatewayServer<R> {
 
     /// Serves until shut down; returns after every connection got its close frame (or the
     /// grace period ran out) and the logs are flushed. The error, if any, is a log write
-    /// failure.
+    /// failure or a failure of the core task.
     pub async fn serve(self) -> io::Result<()> {
         let GatewayServer {
             listener,
@@ -177,6 +179,7 @@ impl<R: ServerRuntime> GatewayServer<R> {
         } = self;
         let seed = options.seed.unwrap_or_else(clock::os_seed);
         let limits = config.gateway.limits;
+        let space = config.id.clone();
         let report_every = report_every(&config);
         let logs = LogWriter::start()?;
         let gateway = Gateway::new(config, seed, clock::now());
@@ -191,10 +194,11 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let (core_done_tx, core_done) = oneshot::channel::<()>();
         R::spawn(async move {
             conn::run_core::<R>(host, rx).await;
-            drop(core_done_tx);
+            let _ = core_done_tx.send(());
         });
         let shared = Arc::new(Shared {
             core: tx.clone(),
+            space,
             limits,
             head_timeout: options.head_timeout,
             report_every,
@@ -217,11 +221,15 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let _ = tx.send(Input::Shutdown).await;
         drop(tx);
         drop(shared);
-        let _ = core_done.await;
+        // A panic in the core is a broken invariant: still flush what was logged, then report.
+        let core_result = core_done.await;
         tracing::debug!("every connection closed; flushing logs");
         let r = R::spawn_blocking(move || logs.finish()).await;
         tracing::debug!("logs flushed");
-        r
+        match core_result {
+            Ok(()) => r,
+            Err(_) => Err(io::Error::other("gateway core failed")),
+        }
     }
 }
 
@@ -243,6 +251,10 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
         }
     };
     match route(&head) {
+        Route::WebSocket { space: Some(s) } if s != shared.space => {
+            let r = Response::error(404, "unknown_space", &format!("no space {s:?} here"));
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+        }
         Route::WebSocket { .. } => websocket::<R>(shared, sock, head, leftover).await,
         r => {
             let resp = http_response::<R>(&shared, &mut sock, &head, leftover, r).await;
@@ -296,6 +308,13 @@ async fn http_response<R: ServerRuntime>(
         Err(e) => return Response::error(e.status(), "bad_request", &e.to_string()),
     };
     if body.len() < len {
+        // curl and others wait for this before sending a larger body.
+        if head
+            .header("expect")
+            .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
+        {
+            let _ = R::write_all(sock, b"HTTP/1.1 100 Continue\r\n\r\n").await;
+        }
         let start = body.len();
         body.resize(len, 0);
         let read = clock::timeout::<R, _>(

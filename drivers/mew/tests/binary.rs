@@ -232,3 +232,81 @@ fn config_errors_have_exit_codes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn config_tokens_from_env_files_and_generation() {
+    let dir = std::env::temp_dir().join(format!("mew-bin-tokens-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(".mew/tokens")).unwrap();
+    std::fs::write(dir.join(".mew/tokens/human.token"), "file-token\n").unwrap();
+    let config = dir.join("space.yaml");
+    std::fs::write(
+        &config,
+        "space: {id: tok}\nparticipants:\n  human: {tokens: [literal], capabilities: [{kind: '*'}]}\n  my-agent: {capabilities: [{kind: chat}]}\n  service: {capabilities: [{kind: chat}]}\n",
+    )
+    .unwrap();
+    let mut child = Command::new(MEW)
+        .args(["gateway", "--port", "0", "--log-level", "warn", "--config"])
+        .arg(&config)
+        .env("MEW_TOKEN_MY_AGENT", "env-token")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(child.stdout.take().unwrap());
+    let mut addr = None;
+    let mut generated = false;
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) {
+        generated |= line.starts_with("generated a token for service");
+        if let Some(rest) = line.split("ws://").nth(1) {
+            addr = Some(rest.split('/').next().unwrap().to_owned());
+            break;
+        }
+    }
+    let gw = Gateway {
+        child,
+        addr: addr.expect("address printed"),
+        tokens: Vec::new(),
+    };
+    assert!(generated, "the generated token is announced");
+    let token_file = dir.join(".mew/tokens/service.token");
+    let service_token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let send = |token: &str| {
+        Command::new(MEW)
+            .args([
+                "client",
+                "--gateway",
+                &format!("ws://{}", gw.addr),
+                "--space",
+                "tok",
+            ])
+            .args([
+                "--token",
+                token,
+                "--send",
+                r#"{"kind":"chat","payload":{"text":"t"}}"#,
+            ])
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    // The env var beats everything, the token file beats the literal list.
+    assert_eq!(send("env-token"), Some(0));
+    assert_eq!(send("file-token"), Some(0));
+    assert_eq!(send(&service_token), Some(0));
+    assert_eq!(
+        send("literal"),
+        Some(5),
+        "the literal list is overridden by the file"
+    );
+}

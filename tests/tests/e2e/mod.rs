@@ -345,6 +345,8 @@ macro_rules! e2e_all {
             graceful_shutdown,
             audit_and_virtual_logs,
             runtime_reconnects,
+            join_timeout,
+            heartbeat_and_idle_close,
         );
     };
 }

@@ -367,6 +367,40 @@ pub async fn http_injection_and_polling<D: Driver>() {
     let (st, v) = http(gw.addr, "GET", "/health", None, None).await;
     assert_eq!((st, v["status"].as_str()), (200, Some("ok")));
     assert_eq!(http(gw.addr, "GET", "/nope", None, None).await.0, 404);
+    assert_eq!(
+        http(gw.addr, "GET", "/participants?space=other", None, None)
+            .await
+            .0,
+        404
+    );
+    // A WebSocket upgrade naming another space is refused before the handshake.
+    let req = format!("ws://{}/ws?space=other", gw.addr);
+    assert!(tokio_tungstenite::connect_async(req).await.is_err());
+    // A body sent only after `100 Continue` (as curl does for larger bodies).
+    let mut sock = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = format!(
+        r#"{{"kind":"chat","payload":{{"text":"{}"}}}}"#,
+        "z".repeat(2000)
+    );
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer human-token\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    let mut buf = [0u8; 25];
+    tokio::time::timeout(WAIT, sock.read_exact(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&buf, b"HTTP/1.1 100 Continue\r\n\r\n");
+    sock.write_all(body.as_bytes()).await.unwrap();
+    let mut rest = String::new();
+    tokio::time::timeout(WAIT, sock.read_to_string(&mut rest))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(rest.starts_with("HTTP/1.1 200"), "{rest}");
 }
 
 pub async fn slow_consumer_is_closed<D: Driver>() {
@@ -591,4 +625,50 @@ async fn wait_for<D: Driver>(
     })
     .await
     .expect("event in time")
+}
+
+pub async fn join_timeout<D: Driver>() {
+    let gw = start::<D>("gateway: {join_timeout_ms: 300}");
+    // Connected, never joins: refused with an error, then closed.
+    let mut c = RawClient::open(&gw.ws_url("e2e"), None).await;
+    let e = c.expect_kind("system/error").await;
+    assert!(!error_code(&e).is_empty());
+    c.expect_close().await;
+}
+
+pub async fn heartbeat_and_idle_close<D: Driver>() {
+    use futures_util::StreamExt;
+    let gw = start::<D>("gateway: {heartbeat_interval_ms: 100, idle_timeout_ms: 600}");
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    // A reading client sees the gateway's pings (and tungstenite answers them).
+    let ping = tokio::time::timeout(WAIT, async {
+        loop {
+            match a.ws.next().await {
+                Some(Ok(Message::Ping(_))) => return true,
+                Some(Ok(_)) => continue,
+                _ => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(ping, Ok(true), "a ping within {WAIT:?}");
+    // Answered pings keep it online well past the idle timeout...
+    let until = tokio::time::Instant::now() + Duration::from_millis(1200);
+    while tokio::time::Instant::now() < until {
+        let _ = tokio::time::timeout(Duration::from_millis(50), a.ws.next()).await;
+    }
+    let online = |v: &Value| {
+        v["participants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == "agent")
+            .map(|p| p["online"].clone())
+    };
+    let (_, v) = http(gw.addr, "GET", "/participants", None, None).await;
+    assert_eq!(online(&v), Some(json!(true)), "{v}");
+    // ...while a client that stops reading (so never answers) is closed as idle.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, v) = http(gw.addr, "GET", "/participants", None, None).await;
+    assert_eq!(online(&v), Some(json!(false)), "{v}");
 }

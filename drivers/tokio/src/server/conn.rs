@@ -26,6 +26,8 @@ use super::core_task::{ConnHandle, HttpRequest, Input, WriterCmd};
 
 pub(crate) struct Shared {
     pub core: mpsc::Sender<Input>,
+    /// The id of the space this server serves (requests naming another get 404).
+    pub space: String,
     pub limits: Limits,
     pub head_timeout: Duration,
     /// Written frames and bytes a writer may hold back before reporting them to the core
@@ -61,6 +63,10 @@ pub(crate) async fn handle(shared: Arc<Shared>, mut sock: TcpStream, peer: Socke
             }
         };
     match route(&head) {
+        Route::WebSocket { space: Some(s) } if s != shared.space => {
+            let r = Response::error(404, "unknown_space", &format!("no space {s:?} here"));
+            let _ = sock.write_all(&r.to_bytes()).await;
+        }
         Route::WebSocket { .. } => websocket(shared, sock, head, leftover).await,
         r => http_exchange(shared, sock, head, leftover, r).await,
     }
@@ -97,6 +103,13 @@ async fn http_exchange(
             Err(e) => return Response::error(e.status(), "bad_request", &e.to_string()),
         };
         if body.len() < len {
+            // curl and others wait for this before sending a larger body.
+            if head
+                .header("expect")
+                .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
+            {
+                let _ = sock.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+            }
             let need = len - body.len();
             let start = body.len();
             body.resize(len, 0);

@@ -98,7 +98,7 @@ impl GatewayServer {
 
     /// Serves until shut down; returns after every connection got its close frame (or the
     /// grace period ran out) and the logs are flushed. The error, if any, is a log write
-    /// failure.
+    /// failure or a failure of the core task.
     pub async fn serve(self) -> io::Result<()> {
         let GatewayServer {
             listener,
@@ -108,6 +108,7 @@ impl GatewayServer {
         } = self;
         let seed = options.seed.unwrap_or_else(clock::os_seed);
         let limits = config.gateway.limits;
+        let space = config.id.clone();
         let report_every = (
             (config.gateway.max_queue_frames / 16).clamp(1, 64),
             (config.gateway.max_queue_bytes / 16).clamp(1, 256 * 1024),
@@ -126,6 +127,7 @@ impl GatewayServer {
         let mut shutdown_rx = shutdown_tx.subscribe();
         let shared = Arc::new(conn::Shared {
             core: tx.clone(),
+            space,
             limits,
             head_timeout: options.head_timeout,
             report_every,
@@ -150,12 +152,16 @@ impl GatewayServer {
         let _ = tx.send(Input::Shutdown).await;
         drop(tx);
         drop(shared);
-        let _ = core.await;
+        // A panic in the core is a broken invariant: still flush what was logged, then report.
+        let core_result = core.await;
         tracing::debug!("every connection closed; flushing logs");
         let r = tokio::task::spawn_blocking(move || logs.finish())
             .await
             .unwrap_or_else(|e| Err(io::Error::other(e)));
         tracing::debug!("logs flushed");
-        r
+        match core_result {
+            Ok(()) => r,
+            Err(e) => Err(io::Error::other(format!("gateway core failed: {e}"))),
+        }
     }
 }
