@@ -5,7 +5,8 @@
 //! /participants/{id}/messages`, `GET /participants`, `GET /health`). The space's
 //! [`Gateway`](mew_core::gateway::Gateway) core runs in one task; connections feed it and carry
 //! out its outputs. [`ParticipantRuntime`] is the async face of the participant core.
-//! No protocol rule lives here: this crate moves bytes, arms timers and writes files.
+//! Both are the runtime-neutral implementations of `mew-driver-common` with this crate's
+//! [`Tokio`] hooks (sockets, tasks, timers, event queue); no protocol rule lives here.
 #![forbid(unsafe_code)]
 
 pub mod clock;
