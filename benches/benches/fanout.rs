@@ -5,11 +5,12 @@
 //! receiver). Reports messages delivered per second at the receivers and sender -> receiver
 //! latency (p50, p99). Server kinds: `ceiling`, a minimal tokio-tungstenite broadcast server
 //! with no protocol logic (the best any WebSocket broadcast on this machine can do), and
-//! `gateway`, the mew gateway through the tokio driver. Every kind receives the same frames,
-//! so the ratio between them is the cost of the protocol and the driver.
+//! `gateway`, the mew gateway through the tokio driver, and `async-std`, the same gateway
+//! through the async-std / smol driver. Every kind receives the same frames, so the ratio
+//! between them is the cost of the protocol and the driver.
 //!
 //! Environment: `MEW_FANOUT_K` (10), `MEW_FANOUT_M` (20000), `MEW_FANOUT_WINDOW` (256),
-//! `MEW_FANOUT_SERVERS` (`ceiling,gateway`), `MEW_FANOUT_RUNS` (5, interleaved; the
+//! `MEW_FANOUT_SERVERS` (`ceiling,gateway,async-std`), `MEW_FANOUT_RUNS` (5, interleaved; the
 //! median run of each kind is reported).
 
 use std::net::SocketAddr;
@@ -107,7 +108,8 @@ async fn start_ceiling() -> Server {
 
 // ---------------------------------------------------------------- mew gateway
 
-async fn start_gateway(k: usize) -> Server {
+/// A space where `p0`..`p{k}` may chat, and their tokens.
+fn bench_space(k: usize) -> (mew_core::gateway::SpaceConfig, Vec<Option<String>>) {
     use std::fmt::Write as _;
     let mut yaml =
         String::from("space: {id: bench, name: bench}\nlogging: {enabled: false}\nparticipants:\n");
@@ -120,6 +122,11 @@ async fn start_gateway(k: usize) -> Server {
         tokens.push(Some(format!("tok-{i}")));
     }
     let config = mew_core::gateway::SpaceConfig::from_yaml(&yaml).expect("bench space config");
+    (config, tokens)
+}
+
+async fn start_gateway(k: usize) -> Server {
+    let (config, tokens) = bench_space(k);
     let server = mew_tokio::GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
         .await
         .expect("bind gateway");
@@ -133,6 +140,27 @@ async fn start_gateway(k: usize) -> Server {
         stop: Box::new(move || {
             shutdown.shutdown();
             task.abort();
+        }),
+    }
+}
+
+/// The same gateway through the async-std / smol driver: its tasks run on the global
+/// executor (async-std's), its sockets on the async-io reactor.
+async fn start_gateway_async_std(k: usize) -> Server {
+    let (config, tokens) = bench_space(k);
+    let server = mew_async_std::GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .expect("bind gateway");
+    let addr = server.local_addr();
+    let shutdown = server.shutdown_handle();
+    let task = async_global_executor::spawn(server.serve());
+    Server {
+        addr,
+        tokens,
+        welcome: true,
+        stop: Box::new(move || {
+            shutdown.shutdown();
+            task.detach();
         }),
     }
 }
@@ -183,6 +211,7 @@ async fn run_once(kind: &str, k: usize, m: usize, window: usize) -> Outcome {
     let server = match kind {
         "ceiling" => start_ceiling().await,
         "gateway" => start_gateway(k).await,
+        "async-std" => start_gateway_async_std(k).await,
         other => panic!("unknown server kind {other}"),
     };
     let base = Instant::now();
@@ -271,7 +300,8 @@ fn main() {
     let m = env_usize("MEW_FANOUT_M", 20_000);
     let window = env_usize("MEW_FANOUT_WINDOW", 256).max(1);
     let runs = env_usize("MEW_FANOUT_RUNS", 5).max(1);
-    let kinds = std::env::var("MEW_FANOUT_SERVERS").unwrap_or_else(|_| "ceiling,gateway".into());
+    let kinds =
+        std::env::var("MEW_FANOUT_SERVERS").unwrap_or_else(|_| "ceiling,gateway,async-std".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -295,6 +325,7 @@ fn main() {
         }
     }
     let mut ceiling_rate = None;
+    let mut rates = Vec::new();
     for (kind, mut runs) in kinds.iter().zip(outcomes) {
         runs.sort_by_key(|o| o.elapsed);
         let o = &runs[runs.len() / 2];
@@ -302,12 +333,20 @@ fn main() {
         if *kind == "ceiling" {
             ceiling_rate = Some(rate);
         }
+        rates.push((*kind, rate));
         let ratio = ceiling_rate
             .map(|c| format!("{:.2}x", c / rate))
             .unwrap_or_else(|| "-".into());
         println!(
             "{:<10} {:>14.0} {:>12.2?} {:>12.2?} {:>10}",
             kind, rate, o.p50, o.p99, ratio
+        );
+    }
+    let rate_of = |k: &str| rates.iter().find(|(n, _)| *n == k).map(|(_, r)| *r);
+    if let (Some(t), Some(a)) = (rate_of("gateway"), rate_of("async-std")) {
+        println!(
+            "async-std driver / tokio driver, time for the same work: {:.2}x",
+            t / a
         );
     }
 }

@@ -1,1 +1,32 @@
-//! MEW gateway server and participant runtime on async-std.
+//! MEW gateway server and participant runtime for async-std and smol.
+//!
+//! Built on the runtime-neutral `futures-io` stack that both runtimes share: sockets from
+//! `async-net`, timers from `async-io`, tasks on `async-global-executor` (the executor
+//! async-std itself uses), WebSockets from `async-tungstenite`. The same code therefore runs
+//! under `async_std::main`, `smol::block_on`, or a plain `futures::executor::block_on`.
+//!
+//! [`GatewayServer`] serves one space on one port: the WebSocket endpoint (any path with an
+//! upgrade; `GET /ws?space=` by the spec) and the HTTP API (`POST`/`GET
+//! /participants/{id}/messages`, `GET /participants`, `GET /health`). The space's
+//! [`Gateway`](mew_core::gateway::Gateway) core runs in one task; connections feed it and
+//! carry out its outputs. [`ParticipantRuntime`] is the async face of the participant core.
+//! Both are the runtime-neutral implementations of `mew-driver-common` with this crate's
+//! [`AsyncStd`] hooks; no protocol rule lives here.
+#![forbid(unsafe_code)]
+
+mod runtime;
+
+pub use mew_driver_common::clock;
+pub use mew_driver_common::participant::{
+    CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
+};
+pub use mew_driver_common::server::{ServerOptions, ShutdownHandle};
+pub use runtime::AsyncStd;
+
+/// A bound, not yet serving gateway (see [`mew_driver_common::server::GatewayServer`]).
+pub type GatewayServer = mew_driver_common::server::GatewayServer<AsyncStd>;
+/// The async handle on a participant, driven on async-std / smol. Clonable; the task stops
+/// when every handle is dropped or `close` is called.
+pub type ParticipantRuntime = mew_driver_common::participant::ParticipantRuntime<AsyncStd>;
+/// The events a [`ParticipantRuntime`] hands to the application.
+pub type Events = async_channel::Receiver<mew_core::participant::Event>;

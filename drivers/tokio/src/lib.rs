@@ -5,7 +5,8 @@
 //! /participants/{id}/messages`, `GET /participants`, `GET /health`). The space's
 //! [`Gateway`](mew_core::gateway::Gateway) core runs in one task; connections feed it and carry
 //! out its outputs. [`ParticipantRuntime`] is the async face of the participant core.
-//! No protocol rule lives here: this crate moves bytes, arms timers and writes files.
+//! Both are the runtime-neutral implementations of `mew-driver-common` with this crate's
+//! [`Tokio`] hooks (sockets, tasks, timers, event queue); no protocol rule lives here.
 #![forbid(unsafe_code)]
 
 mod bridge;
@@ -16,6 +17,6 @@ mod server;
 
 pub use bridge::{BridgeHandle, BridgeSnapshot, run_bridge, spawn_bridge};
 pub use participant::{
-    CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, ToolHandler,
+    CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, Tokio, ToolHandler,
 };
 pub use server::{GatewayServer, ServerOptions, ShutdownHandle};

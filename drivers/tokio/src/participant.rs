@@ -1,527 +1,60 @@
-//! The participant runtime: the participant core driven by one task, with async commands.
-//!
-//! Every command runs inside the driving task against the core, so ordering is exactly the
-//! order of calls. Completions (`mcp_request`, `fulfil`, `call_tool`) resolve from the
-//! core's `RequestCompleted` events; tool calls run the registered async handler and feed
-//! its result back. The core decides when to connect and reconnect; the task only opens
-//! the sockets it is told to.
+//! The participant runtime on tokio: the shared runtime of `mew-driver-common` with tokio's
+//! tasks, timers, sockets and event queue.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
+use std::time::Duration;
 
-use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
-use mew_core::Time;
-use mew_core::participant::{
-    AvailableTool, CallId, Draft, Event, Output, Participant, ParticipantConfig, RequestError,
-    RequestId, RequestOptions, ReviewedProposal, SendError, ToolError, ToolSpec,
-};
-use serde_json::Value;
+use mew_core::participant::Event;
+use mew_driver_common::clock::Sleep;
+use mew_driver_common::participant::Runtime;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::clock;
+pub use mew_driver_common::participant::{
+    CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
+};
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-/// An async tool handler: arguments in, result out.
-pub type ToolHandler = Arc<dyn Fn(Value) -> BoxFuture<Result<Value, ToolError>> + Send + Sync>;
-type Job = Box<dyn FnOnce(&mut Inner, Time) + Send>;
+/// The async handle on a participant, driven on tokio. Clonable; the task stops when every
+/// handle is dropped or `close` is called.
+pub type ParticipantRuntime = mew_driver_common::participant::ParticipantRuntime<Tokio>;
 
-/// How many events may wait for the application before the oldest are dropped.
-pub const EVENT_QUEUE: usize = 4096;
+/// The tokio runtime hooks for the shared participant runtime.
+#[derive(Debug, Clone, Copy)]
+pub struct Tokio;
 
-/// The runtime is gone (closed, or its task ended).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the participant runtime has stopped")]
-pub struct Stopped;
-
-/// A failed awaited operation.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CallError {
-    /// The core refused or settled the request with an error.
-    #[error(transparent)]
-    Request(#[from] RequestError),
-    /// The runtime stopped first.
-    #[error(transparent)]
-    Stopped(#[from] Stopped),
-}
-
-/// Why [`ParticipantRuntime::send_json`] sent nothing.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SendJsonError {
-    /// Not a JSON object with a string `kind`.
-    #[error("invalid envelope: {0}")]
-    Invalid(String),
-    /// The core refused to send it.
-    #[error(transparent)]
-    Send(#[from] SendError),
-    /// The runtime stopped.
-    #[error(transparent)]
-    Stopped(#[from] Stopped),
-}
-
-enum Internal {
-    Connected(u64, Box<Ws>),
-    ConnectFailed(u64, String),
-    Frame(u64, String),
-    Pong(u64),
-    Closed(u64, String),
-    ToolDone(CallId, Result<Value, ToolError>),
-}
-
-struct Inner {
-    p: Participant,
-    waiters: HashMap<RequestId, oneshot::Sender<Result<Value, RequestError>>>,
-    tools: HashMap<String, ToolHandler>,
-    internal: mpsc::Sender<Internal>,
-    /// Connection epoch: frames from an older socket are ignored.
-    epoch: u64,
-    sink: Option<SplitSink<Ws, Message>>,
-    events: mpsc::Sender<Event>,
-    dropped_events: u64,
-    stopped: bool,
-}
-
-/// The async handle on a participant. Clonable; the task stops when every handle is dropped
-/// or [`ParticipantRuntime::close`] is called.
-#[derive(Clone)]
-pub struct ParticipantRuntime {
-    jobs: mpsc::Sender<Job>,
-}
-
-impl ParticipantRuntime {
-    /// Starts a participant: it connects (and reconnects) as the core directs. Returns the
-    /// handle and the stream of every event the core emits (bounded: when the application
-    /// does not keep up, events are dropped and counted rather than buffered without limit).
-    pub fn start(config: ParticipantConfig, seed: Option<u64>) -> (Self, mpsc::Receiver<Event>) {
-        let (jobs_tx, jobs_rx) = mpsc::channel::<Job>(256);
-        let (internal_tx, internal_rx) = mpsc::channel(1024);
-        let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
-        let p = Participant::new(config, seed.unwrap_or_else(clock::os_seed));
-        let inner = Inner {
-            p,
-            waiters: HashMap::new(),
-            tools: HashMap::new(),
-            internal: internal_tx,
-            epoch: 0,
-            sink: None,
-            events: events_tx,
-            dropped_events: 0,
-            stopped: false,
-        };
-        tokio::spawn(drive(inner, jobs_rx, internal_rx));
-        (ParticipantRuntime { jobs: jobs_tx }, events_rx)
-    }
-
-    /// Starts a participant and waits for its first welcome. Fails with the reason of the
-    /// first disconnection or refusal before that.
-    pub async fn connect(
-        config: ParticipantConfig,
-        seed: Option<u64>,
-    ) -> Result<(Self, mpsc::Receiver<Event>, String), String> {
-        let (rt, mut events) = Self::start(config, seed);
-        loop {
-            match events.recv().await {
-                Some(Event::Ready { id, .. }) => return Ok((rt, events, id)),
-                Some(Event::Disconnected { reason }) => {
-                    rt.close().await;
-                    return Err(reason);
-                }
-                Some(Event::GaveUp { attempts }) => {
-                    return Err(format!("gave up after {attempts} attempts"));
-                }
-                Some(Event::GatewayError { payload }) => {
-                    rt.close().await;
-                    return Err(payload.to_string());
-                }
-                Some(_) => continue,
-                None => return Err("the runtime stopped".into()),
-            }
-        }
-    }
-
-    /// Runs `f` against the core inside the driving task (for any command without a
-    /// dedicated method: controls, reasoning, acknowledgements, streams...).
-    pub async fn with<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Participant, Time) -> R + Send + 'static,
-    ) -> Result<R, Stopped> {
-        let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |inner, now| {
-            let _ = tx.send(f(&mut inner.p, now));
-        });
-        self.jobs.send(job).await.map_err(|_| Stopped)?;
-        rx.await.map_err(|_| Stopped)
-    }
-
-    /// Sends an application envelope; returns its id.
-    pub async fn send(&self, draft: Draft) -> Result<Result<String, SendError>, Stopped> {
-        self.with(move |p, now| p.send(now, draft)).await
-    }
-
-    /// Sends a chat message; returns its id.
-    pub async fn chat(
-        &self,
-        text: impl Into<String>,
-        to: Vec<String>,
-    ) -> Result<Result<String, SendError>, Stopped> {
-        let text = text.into();
-        self.with(move |p, now| p.chat(now, &text, to)).await
-    }
-
-    /// Sends an envelope given as JSON text (`kind`, `to`, `payload`, ... ; `id`, `from`,
-    /// `ts` and `protocol` are filled in).
-    pub async fn send_json(&self, json: &str) -> Result<String, SendJsonError> {
-        let v: Value = serde_json::from_str(json)
-            .map_err(|e| SendJsonError::Invalid(format!("not JSON: {e}")))?;
-        let Some(kind) = v.get("kind").and_then(Value::as_str) else {
-            return Err(SendJsonError::Invalid("no string `kind`".into()));
-        };
-        let strings = |key: &str| -> Vec<String> {
-            match v.get(key) {
-                Some(Value::String(s)) => vec![s.clone()],
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect(),
-                _ => Vec::new(),
-            }
-        };
-        let mut draft = Draft::new(mew_core::Kind::parse(kind))
-            .to(strings("to"))
-            .correlation(strings("correlation_id"));
-        if let Some(c) = v.get("context").and_then(Value::as_str) {
-            draft = draft.context(c);
-        }
-        if let Some(p) = v.get("payload") {
-            draft = draft.payload(p.clone());
-        }
-        Ok(self.send(draft).await??)
-    }
-
-    async fn awaited(
-        &self,
-        start: impl FnOnce(&mut Participant, Time) -> Result<RequestId, RequestError> + Send + 'static,
-    ) -> Result<Value, CallError> {
-        let (tx, rx) = oneshot::channel();
-        let (started_tx, started_rx) = oneshot::channel();
-        let job: Job = Box::new(move |inner, now| match start(&mut inner.p, now) {
-            Ok(id) => {
-                inner.waiters.insert(id, tx);
-                let _ = started_tx.send(Ok(()));
-            }
-            Err(e) => {
-                let _ = started_tx.send(Err(e));
-            }
-        });
-        self.jobs.send(job).await.map_err(|_| Stopped)?;
-        started_rx.await.map_err(|_| Stopped)??;
-        Ok(rx.await.map_err(|_| Stopped)??)
-    }
-
-    /// A smart MCP request (ADR-WCM: direct when allowed, else a proposal); resolves with
-    /// the response's `result` or the error that settled it.
-    pub async fn mcp_request(
-        &self,
-        to: Vec<String>,
-        payload: Value,
-        opts: RequestOptions,
-    ) -> Result<Value, CallError> {
-        self.awaited(move |p, now| p.mcp_request(now, to, payload, opts))
-            .await
-    }
-
-    /// Fulfils someone's proposal; resolves with the target's response.
-    pub async fn fulfil(&self, proposal: impl Into<String>) -> Result<Value, CallError> {
-        let proposal = proposal.into();
-        self.awaited(move |p, now| p.fulfil(now, &proposal)).await
-    }
-
-    /// Rejects someone's proposal.
-    pub async fn reject(
-        &self,
-        proposal: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Result<Result<(), RequestError>, Stopped> {
-        let (proposal, reason) = (proposal.into(), reason.into());
-        self.with(move |p, now| p.reject(now, &proposal, &reason))
-            .await
-    }
-
-    /// Proposals seen in the space, with their review state.
-    pub async fn proposals(&self) -> Result<Vec<ReviewedProposal>, Stopped> {
-        self.with(|p, _| p.proposals().cloned().collect()).await
-    }
-
-    /// Tools discovered on other participants.
-    pub async fn available_tools(&self) -> Result<Vec<AvailableTool>, Stopped> {
-        self.with(|p, _| p.available_tools()).await
-    }
-
-    /// Calls a discovered tool by its `participant/tool` name.
-    pub async fn call_tool(
-        &self,
-        name: impl Into<String>,
-        arguments: Value,
-    ) -> Result<Value, CallError> {
-        let name = name.into();
-        self.awaited(move |p, now| p.call_tool(now, &name, arguments, RequestOptions::default()))
-            .await
-    }
-
-    /// Offers a tool; `handler` runs for every valid call and its result is the response.
-    pub async fn register_tool<F, Fut>(
-        &self,
-        spec: ToolSpec,
-        handler: F,
-    ) -> Result<Result<(), mew_core::participant::CommandError>, Stopped>
-    where
-        F: Fn(Value) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
-    {
-        let handler: ToolHandler = Arc::new(move |args| Box::pin(handler(args)));
-        let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |inner, _| {
-            let name = spec.name.clone();
-            let r = inner.p.register_tool(spec);
-            if r.is_ok() {
-                inner.tools.insert(name, handler);
-            }
-            let _ = tx.send(r);
-        });
-        self.jobs.send(job).await.map_err(|_| Stopped)?;
-        rx.await.map_err(|_| Stopped)
-    }
-
-    /// Sends data on a stream this participant owns.
-    pub async fn send_stream_data(
-        &self,
-        stream_id: impl Into<String>,
-        data: impl Into<String>,
-    ) -> Result<Result<(), mew_core::participant::CommandError>, Stopped> {
-        let (s, d) = (stream_id.into(), data.into());
-        self.with(move |p, _| p.send_stream_data(&s, &d)).await
-    }
-
-    /// Closes the connection for good and stops the task.
-    pub async fn close(&self) {
-        let job: Job = Box::new(|inner, _| {
-            inner.stopped = true;
-        });
-        let _ = self.jobs.send(job).await;
-        self.jobs.closed().await;
+impl Sleep for Tokio {
+    fn sleep(d: Duration) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep(d)
     }
 }
 
-async fn drive(
-    mut inner: Inner,
-    mut jobs: mpsc::Receiver<Job>,
-    mut internal: mpsc::Receiver<Internal>,
-) {
-    inner.p.start(clock::now());
-    loop {
-        inner.pump().await;
-        if inner.stopped {
-            break;
-        }
-        let wake = inner.p.poll_timeout().map(clock::instant_for);
-        tokio::select! {
-            job = jobs.recv() => match job {
-                Some(job) => job(&mut inner, clock::now()),
-                None => break,
-            },
-            Some(msg) = internal.recv() => inner.internal(msg),
-            _ = async {
-                match wake {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            } => inner.p.handle_timeout(clock::now()),
-        }
-    }
-    if let Some(mut sink) = inner.sink.take() {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), sink.close()).await;
-    }
-    for (_, w) in inner.waiters.drain() {
-        drop(w);
-    }
-}
+impl Runtime for Tokio {
+    type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+    type Events = mpsc::Receiver<Event>;
+    type EventSender = mpsc::Sender<Event>;
 
-impl Inner {
-    fn internal(&mut self, msg: Internal) {
-        let now = clock::now();
-        match msg {
-            Internal::Connected(epoch, ws) if epoch == self.epoch => {
-                let (sink, mut stream) = (*ws).split();
-                self.sink = Some(sink);
-                let tx = self.internal.clone();
-                tokio::spawn(async move {
-                    let reason = loop {
-                        match stream.next().await {
-                            Some(Ok(Message::Text(t))) => {
-                                if tx
-                                    .send(Internal::Frame(epoch, t.as_str().to_owned()))
-                                    .await
-                                    .is_err()
-                                {
-                                    return;
-                                }
-                            }
-                            Some(Ok(Message::Pong(_))) => {
-                                let _ = tx.send(Internal::Pong(epoch)).await;
-                            }
-                            Some(Ok(Message::Close(f))) => {
-                                break f
-                                    .map(|f| {
-                                        format!("closed by gateway ({}): {}", f.code, f.reason)
-                                    })
-                                    .unwrap_or_else(|| "closed by gateway".into());
-                            }
-                            Some(Ok(_)) => {}
-                            Some(Err(e)) => break format!("connection error: {e}"),
-                            None => break "connection closed".into(),
-                        }
-                    };
-                    let _ = tx.send(Internal::Closed(epoch, reason)).await;
-                });
-                self.p.handle_connected(now);
-            }
-            Internal::ConnectFailed(epoch, reason) if epoch == self.epoch => {
-                self.p.handle_disconnected(now, &reason);
-            }
-            Internal::Frame(epoch, text) if epoch == self.epoch => self.p.handle_frame(now, &text),
-            Internal::Pong(epoch) if epoch == self.epoch => self.p.handle_pong(now),
-            Internal::Closed(epoch, reason) if epoch == self.epoch => {
-                self.sink = None;
-                self.p.handle_disconnected(now, &reason);
-            }
-            Internal::ToolDone(call, result) => {
-                let _ = self.p.complete_call(now, call, result);
-            }
-            _ => {}
-        }
+    fn spawn(fut: impl Future<Output = ()> + Send + 'static) {
+        tokio::spawn(fut);
     }
 
-    /// Carries out every queued output of the core.
-    async fn pump(&mut self) {
-        let mut wrote = false;
-        while let Some(out) = self.p.poll_output() {
-            match out {
-                Output::Connect { url, headers } => {
-                    self.epoch += 1;
-                    self.sink = None;
-                    let epoch = self.epoch;
-                    let tx = self.internal.clone();
-                    let limit = self.p.config().limits.max_frame_bytes;
-                    tokio::spawn(async move {
-                        let msg = match open(&url, &headers, limit).await {
-                            Ok(ws) => Internal::Connected(epoch, Box::new(ws)),
-                            Err(e) => Internal::ConnectFailed(epoch, e),
-                        };
-                        let _ = tx.send(msg).await;
-                    });
-                }
-                Output::Transmit(text) => {
-                    if let Some(sink) = &mut self.sink {
-                        if sink.feed(Message::text(text)).await.is_err() {
-                            self.sink = None;
-                        }
-                        wrote = true;
-                    }
-                }
-                Output::Ping => {
-                    if let Some(sink) = &mut self.sink {
-                        let _ = sink.feed(Message::Ping(Default::default())).await;
-                        wrote = true;
-                    }
-                }
-                Output::Disconnect { reason } => {
-                    self.epoch += 1;
-                    if let Some(mut sink) = self.sink.take() {
-                        let frame = tokio_tungstenite::tungstenite::protocol::CloseFrame {
-                            code: 1000.into(),
-                            reason: reason.into(),
-                        };
-                        let _ = sink.send(Message::Close(Some(frame))).await;
-                    }
-                }
-                Output::Event(e) => self.event(e),
-            }
-        }
-        if wrote && let Some(sink) = &mut self.sink {
-            let _ = sink.flush().await;
-        }
+    async fn open(req: Request, config: WebSocketConfig) -> Result<Self::Ws, WsError> {
+        let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(config), true).await?;
+        Ok(ws)
     }
 
-    fn event(&mut self, e: Event) {
-        match &e {
-            Event::RequestCompleted { id, result } => {
-                if let Some(w) = self.waiters.remove(id) {
-                    let _ = w.send(result.clone());
-                }
-            }
-            Event::ToolCall {
-                call_id,
-                tool,
-                arguments,
-                ..
-            } => {
-                let call = *call_id;
-                let tx = self.internal.clone();
-                match self.tools.get(tool) {
-                    Some(h) => {
-                        let fut = h(arguments.clone());
-                        tokio::spawn(async move {
-                            let r = fut.await;
-                            let _ = tx.send(Internal::ToolDone(call, r)).await;
-                        });
-                    }
-                    None => {
-                        let _ = self.p.complete_call(
-                            clock::now(),
-                            call,
-                            Err(ToolError::internal(format!("no handler for tool {tool}"))),
-                        );
-                    }
-                }
-            }
-            _ => {}
-        }
-        if self.events.try_send(e).is_err() {
-            self.dropped_events += 1;
-            if self.dropped_events.is_power_of_two() {
-                tracing::warn!(
-                    dropped = self.dropped_events,
-                    "participant events dropped: the application is not reading them"
-                );
-            }
-        }
+    fn event_queue(capacity: usize) -> (Self::EventSender, Self::Events) {
+        mpsc::channel(capacity)
     }
-}
 
-async fn open(url: &str, headers: &[(String, String)], max_frame: usize) -> Result<Ws, String> {
-    let mut req = url
-        .into_client_request()
-        .map_err(|e| format!("bad gateway url {url}: {e}"))?;
-    for (k, v) in headers {
-        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?;
-        let value = HeaderValue::from_str(v).map_err(|e| e.to_string())?;
-        req.headers_mut().insert(name, value);
+    fn try_send_event(tx: &Self::EventSender, e: Event) -> bool {
+        tx.try_send(e).is_ok()
     }
-    let config = WebSocketConfig::default()
-        .read_buffer_size(16 * 1024)
-        .max_frame_size(Some(max_frame))
-        .max_message_size(Some(max_frame));
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(config), true)
-        .await
-        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
-    Ok(ws)
+
+    fn recv_event(rx: &mut Self::Events) -> impl Future<Output = Option<Event>> + Send {
+        rx.recv()
+    }
 }

@@ -463,10 +463,13 @@ impl Bridge {
             .as_deref()
             .is_some_and(|id| self.participant.complete_shutdown(now, id).is_ok());
         if !closed {
-            self.participant.close(match exit {
-                Exit::Shutdown => "shutdown",
-                _ => "bridge failed",
-            });
+            self.participant.close(
+                now,
+                match exit {
+                    Exit::Shutdown => "shutdown",
+                    _ => "bridge failed",
+                },
+            );
         }
         self.lifecycle = Lifecycle::Exiting;
         self.exit_due = Some(exit);

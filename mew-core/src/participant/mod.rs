@@ -268,10 +268,18 @@ impl Participant {
         }
     }
 
-    /// Closes the connection for good (no reconnect), e.g. when the process exits; envelopes
-    /// already handed out as [`Output::Transmit`] stay sent, queued ones are dropped.
-    pub fn close(&mut self, reason: &str) {
+    /// Leaves for good: a close frame with `reason` when connected ([`Output::Disconnect`]),
+    /// no reconnection, and direct requests still waiting fail as disconnected. Sending
+    /// afterwards fails with [`SendError::ShutDown`].
+    pub fn close(&mut self, now: Time, reason: &str) {
+        let was_up = !matches!(
+            self.client.state(),
+            ClientState::Disconnected | ClientState::Closed
+        );
         self.client.close(reason);
+        if was_up {
+            self.on_connection_lost(now);
+        }
     }
 
     fn on_connection_lost(&mut self, now: Time) {

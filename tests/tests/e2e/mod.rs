@@ -4,6 +4,7 @@
 //! `e2e_suite!` instantiates every scenario for one driver.
 #![allow(dead_code)]
 
+pub mod drivers;
 pub mod scenarios;
 
 use std::net::SocketAddr;
@@ -25,14 +26,28 @@ pub const WAIT: Duration = Duration::from_secs(5);
 /// How long a test waits to be sure something does not happen.
 pub const QUIET: Duration = Duration::from_millis(300);
 
-/// A gateway implementation under test.
+/// A driver under test: its gateway server and its participant runtime.
 pub trait Driver {
+    /// The participant runtime hooks (the participant scenarios run this runtime).
+    type Rt: mew_driver_common::participant::Runtime;
+
     /// Starts a gateway for `config` on `addr`, audit logs under `base_dir`.
     fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway;
 
     /// Starts a gateway for `config` on 127.0.0.1 with a free port.
     fn start(config: SpaceConfig, base_dir: &Path) -> RunningGateway {
         Self::start_on(config, base_dir, "127.0.0.1:0".parse().unwrap())
+    }
+}
+
+/// One driver's gateway with another driver's participant runtime: interop both ways.
+pub struct Mixed<G, P>(std::marker::PhantomData<(G, P)>);
+
+impl<G: Driver, P: Driver> Driver for Mixed<G, P> {
+    type Rt = P::Rt;
+
+    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway {
+        G::start_on(config, base_dir, addr)
     }
 }
 
@@ -305,5 +320,33 @@ macro_rules! e2e_suite {
                 rt.block_on(e2e::scenarios::$name::<$driver>());
             }
         )*
+    };
+}
+
+/// Every scenario for a driver type.
+#[macro_export]
+macro_rules! e2e_all {
+    ($driver:ty) => {
+        e2e_suite!($driver:
+            join_by_header,
+            join_by_reference_messages,
+            welcome_and_presence,
+            chat_fan_out,
+            capability_violation,
+            proposal_fulfilled_by_another_participant,
+            grant_then_direct_request,
+            pause_enforced,
+            kick,
+            streams_with_frames,
+            http_injection_and_polling,
+            slow_consumer_is_closed,
+            oversize_frame,
+            garbage_frames,
+            graceful_shutdown,
+            audit_and_virtual_logs,
+            runtime_reconnects,
+            join_timeout,
+            heartbeat_and_idle_close,
+        );
     };
 }

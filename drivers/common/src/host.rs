@@ -1,0 +1,564 @@
+//! The runtime-neutral half of a gateway server's core task.
+//!
+//! A driver runs one task that owns the space's [`Gateway`]; connections send it
+//! [`Input`]s over a channel. Everything that task does besides waiting (applying inputs,
+//! answering HTTP requests, carrying out the core's outputs, tracking the shutdown grace
+//! period) lives in [`GatewayHost`], so each driver only supplies its channels, its timer
+//! and its sockets:
+//!
+//! ```text
+//! loop {
+//!     wait for an input or until host.next_wake()
+//!     on input:   host.apply(now, input) (a batch of them), then host.drain()
+//!     on wake:    if host.handle_wake(now) is Stop { break }
+//!     if host.finished() { break }
+//! }
+//! host.cut_all()
+//! ```
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use mew_core::Time;
+use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output};
+use serde_json::json;
+use tungstenite::Utf8Bytes;
+
+use crate::Response;
+use crate::files::LogHandle;
+use crate::route::Route;
+
+/// What a connection's writer is asked to do.
+#[derive(Debug)]
+pub enum WriterCmd {
+    /// Send text frames in order: everything one pass over the core's outputs had for this
+    /// connection, so a busy connection's writer is woken once per pass, not once per frame.
+    Frames(Vec<Utf8Bytes>),
+    /// Send a ping.
+    Ping,
+    /// Send a close frame with this code and reason, then stop.
+    Close(u16, String),
+}
+
+/// The host's end of one WebSocket connection, over the driver's channels.
+pub trait ConnLink {
+    /// Queues a command for the connection's writer; dropped when the writer is gone.
+    fn send(&self, cmd: WriterCmd);
+    /// Marks the connection as closing: its reader and writer then give up within a grace
+    /// period even if the peer never answers (a slow consumer cannot block its close).
+    fn closing(&self);
+}
+
+/// A one-shot answer channel of the driver's runtime.
+pub trait Reply<T> {
+    /// Delivers the answer; gives it back when the asker is gone.
+    fn reply(self, value: T) -> Result<(), T>;
+}
+
+/// An HTTP request for the core.
+#[derive(Debug)]
+pub struct HttpRequest {
+    /// The endpoint.
+    pub route: Route,
+    /// The bearer token, if any.
+    pub bearer: Option<String>,
+    /// The complete body.
+    pub body: Bytes,
+}
+
+/// Everything connections tell the core task. `L` is the driver's connection link, `C` and
+/// `H` its answer channels for connection ids and HTTP responses.
+pub enum Input<L, C, H> {
+    /// A WebSocket completed its handshake.
+    Connect {
+        /// The `Authorization: Bearer` token of the upgrade request.
+        bearer: Option<String>,
+        /// The way to the connection's writer.
+        link: L,
+        /// Where its id goes.
+        reply: C,
+    },
+    /// A text or binary frame.
+    Frame(ConnId, Bytes),
+    /// A frame over the size limit was refused by the WebSocket layer.
+    Oversize(ConnId, usize),
+    /// A pong (or a client's ping): the connection is alive.
+    Pong(ConnId),
+    /// The writer wrote this many frames and bytes since its last report.
+    Sent(ConnId, usize, usize),
+    /// The connection ended.
+    Closed(ConnId),
+    /// An HTTP API request.
+    Http(HttpRequest, H),
+    /// Start the graceful shutdown.
+    Shutdown,
+}
+
+/// Whether the core task goes on after a wake-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep serving.
+    Continue,
+    /// The shutdown grace period is over.
+    Stop,
+}
+
+/// How many queued inputs a core task applies before carrying out outputs.
+pub const INPUT_BATCH: usize = 64;
+/// How long a closing connection may take to finish its close handshake.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// Most frames a connection writer writes before one flush.
+pub const WRITE_BATCH: usize = 256;
+
+/// Connection ids are small unique numbers: a multiplicative hash is enough and far cheaper
+/// than SipHash on the per-recipient path.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+struct Conn<L> {
+    link: L,
+    /// Frames collected during one pass over the core's outputs.
+    pending: Vec<Utf8Bytes>,
+}
+
+/// The space's core with the connections it talks to.
+pub struct GatewayHost<L> {
+    gateway: Gateway,
+    conns: HashMap<ConnId, Conn<L>, std::hash::BuildHasherDefault<IdHasher>>,
+    /// Connections with pending frames, in the order they got their first one.
+    dirty: Vec<ConnId>,
+    logs: Option<LogHandle>,
+    base_dir: PathBuf,
+    grace: Duration,
+    shutdown_deadline: Option<Time>,
+    /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
+    /// every recipient, so it is checked as UTF-8 once, not once per recipient.
+    last_frame: Option<(Bytes, Utf8Bytes)>,
+}
+
+impl<L: ConnLink> GatewayHost<L> {
+    /// A host for `gateway`; audit records go under `base_dir/.mew/logs` through `logs`;
+    /// shutdown waits at most `grace` for clients to close.
+    pub fn new(
+        gateway: Gateway,
+        logs: Option<LogHandle>,
+        base_dir: PathBuf,
+        grace: Duration,
+    ) -> Self {
+        GatewayHost {
+            gateway,
+            conns: HashMap::default(),
+            dirty: Vec::new(),
+            logs,
+            base_dir,
+            grace,
+            shutdown_deadline: None,
+            last_frame: None,
+        }
+    }
+
+    /// The core.
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// When the task must wake without input: the core's timer or the end of the shutdown
+    /// grace period, whichever is first.
+    pub fn next_wake(&self) -> Option<Time> {
+        match (self.gateway.poll_timeout(), self.shutdown_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Handles a wake-up at `now` (timers), carrying out what follows.
+    pub fn handle_wake(&mut self, now: Time) -> Flow {
+        if self.shutdown_deadline.is_some_and(|d| now >= d) {
+            return Flow::Stop;
+        }
+        self.gateway.handle_timeout(now);
+        self.drain();
+        Flow::Continue
+    }
+
+    /// Whether shutdown has begun and every connection is gone.
+    pub fn finished(&self) -> bool {
+        self.shutdown_deadline.is_some() && self.conns.is_empty()
+    }
+
+    /// Applies one input; call [`GatewayHost::drain`] after a batch.
+    pub fn apply<C: Reply<ConnId>, H: Reply<Response>>(
+        &mut self,
+        now: Time,
+        input: Input<L, C, H>,
+    ) {
+        match input {
+            Input::Connect {
+                bearer,
+                link,
+                reply,
+            } => {
+                let id = self.gateway.connect(now, bearer.as_deref());
+                self.conns.insert(
+                    id,
+                    Conn {
+                        link,
+                        pending: Vec::new(),
+                    },
+                );
+                if reply.reply(id).is_err() {
+                    // The connection died while waiting: tell the core at once.
+                    self.conns.remove(&id);
+                    self.gateway.handle_closed(now, id);
+                }
+            }
+            Input::Frame(id, frame) => self.gateway.handle_frame(now, id, frame),
+            Input::Oversize(id, size) => {
+                self.gateway.handle_oversize(now, id, size);
+                self.drain();
+                // The rest of the oversize frame is still in the socket: the stream cannot
+                // be resynchronised, so it is closed (1009, message too big).
+                if let Some(c) = self.conns.get(&id) {
+                    c.link
+                        .send(WriterCmd::Close(1009, "frame too large".into()));
+                    c.link.closing();
+                }
+            }
+            Input::Pong(id) => self.gateway.handle_pong(now, id),
+            Input::Sent(id, frames, bytes) => self.gateway.handle_sent(id, frames, bytes),
+            Input::Closed(id) => {
+                self.conns.remove(&id);
+                self.gateway.handle_closed(now, id);
+            }
+            Input::Http(req, reply) => {
+                let resp = self.http(now, req);
+                let _ = reply.reply(resp);
+            }
+            Input::Shutdown => {
+                if self.shutdown_deadline.is_none() {
+                    self.shutdown_deadline = Some(now + self.grace);
+                    self.gateway.shutdown(now);
+                }
+            }
+        }
+    }
+
+    /// Tells every connection still open to give up (after the grace period).
+    pub fn cut_all(&mut self) {
+        for (_, c) in self.conns.drain() {
+            c.link.closing();
+        }
+    }
+
+    fn http(&mut self, now: Time, req: HttpRequest) -> Response {
+        match req.route {
+            Route::PostMessages { participant } => {
+                match self
+                    .gateway
+                    .http_post(now, &participant, req.bearer.as_deref(), &req.body)
+                {
+                    Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
+                    Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
+                }
+            }
+            Route::GetMessages { participant, since } => {
+                match self.gateway.http_messages(
+                    &participant,
+                    req.bearer.as_deref(),
+                    since.as_deref(),
+                ) {
+                    Ok(list) => Response::json_array(200, list.iter().map(|b| &b[..])),
+                    Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
+                }
+            }
+            Route::Participants { space } => {
+                let id = &self.gateway.config().id;
+                if space.as_deref().is_some_and(|s| s != id) {
+                    return Response::error(404, "unknown_space", "no such space here");
+                }
+                let list: Vec<_> = self
+                    .gateway
+                    .participants()
+                    .into_iter()
+                    .map(|p| {
+                        json!({"id": p.id, "capabilities": p.capabilities,
+                               "online": p.online, "virtual": p.is_virtual})
+                    })
+                    .collect();
+                Response::json(200, &json!({"space": id, "participants": list}))
+            }
+            Route::Health => {
+                let h = self.gateway.health();
+                Response::json(
+                    200,
+                    &json!({"status": "ok", "protocol": mew_core::PROTOCOL, "space": h.space,
+                            "connections": h.connections,
+                            "participants_online": h.participants_online,
+                            "active_streams": h.active_streams, "history": h.history_len}),
+                )
+            }
+            Route::NotFound | Route::WebSocket { .. } => {
+                Response::error(404, "not_found", "no such endpoint")
+            }
+            Route::MethodNotAllowed => {
+                Response::error(405, "method_not_allowed", "method not allowed here")
+            }
+        }
+    }
+
+    /// Carries out every queued output of the core.
+    pub fn drain(&mut self) {
+        while let Some(out) = self.gateway.poll_output() {
+            match out {
+                Output::Transmit { conn, frame } => {
+                    if let Some(c) = self.conns.get_mut(&conn)
+                        && let Some(text) = utf8(&mut self.last_frame, frame)
+                    {
+                        if c.pending.is_empty() {
+                            self.dirty.push(conn);
+                        }
+                        c.pending.push(text);
+                    }
+                }
+                Output::Ping { conn } => {
+                    self.flush_pending(conn);
+                    if let Some(c) = self.conns.get(&conn) {
+                        c.link.send(WriterCmd::Ping);
+                    }
+                }
+                Output::Close { conn, code, reason } => {
+                    self.flush_pending(conn);
+                    if let Some(c) = self.conns.get(&conn) {
+                        c.link.send(WriterCmd::Close(code, reason));
+                        c.link.closing();
+                    }
+                }
+                Output::AppendLog { path, mut line } => {
+                    if line.last() == Some(&b'\n') {
+                        line.truncate(line.len() - 1);
+                    }
+                    if let Some(l) = &self.logs {
+                        l.append(path, line);
+                    }
+                }
+                Output::Audit(rec) => {
+                    if let Some(l) = &self.logs {
+                        let path = self
+                            .base_dir
+                            .join(".mew")
+                            .join("logs")
+                            .join(rec.file().file_name());
+                        l.append(path, Bytes::from(rec.to_json_line()));
+                    }
+                }
+                Output::Event(e) => log_event(&e),
+            }
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for conn in dirty.drain(..) {
+            self.flush_pending(conn);
+        }
+        self.dirty = dirty;
+        self.last_frame = None;
+    }
+
+    fn flush_pending(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn)
+            && !c.pending.is_empty()
+        {
+            let frames = std::mem::take(&mut c.pending);
+            c.link.send(WriterCmd::Frames(frames));
+        }
+    }
+}
+
+/// The frame as tungstenite text, reusing the previous conversion when the core hands out
+/// the same `Bytes` again (every recipient of a broadcast).
+fn utf8(last: &mut Option<(Bytes, Utf8Bytes)>, frame: Bytes) -> Option<Utf8Bytes> {
+    if let Some((b, u)) = last
+        && b.as_ptr() == frame.as_ptr()
+        && b.len() == frame.len()
+    {
+        return Some(u.clone());
+    }
+    match Utf8Bytes::try_from(frame.clone()) {
+        Ok(u) => {
+            *last = Some((frame, u.clone()));
+            Some(u)
+        }
+        Err(_) => {
+            tracing::error!("the core produced a frame that is not UTF-8; dropped");
+            None
+        }
+    }
+}
+
+fn log_event(e: &GatewayEvent) {
+    match e {
+        GatewayEvent::Refused { .. } => tracing::debug!("{e:?}"),
+        _ => tracing::info!("{e:?}"),
+    }
+}
+
+/// The queue-report thresholds for a space: written frames and bytes a writer may hold
+/// back before reporting them to the core (a small fraction of the queue limits, so the
+/// core's view of a queue is never off by more than that, and a busy connection costs the
+/// core one report per batch).
+pub fn report_every(config: &mew_core::gateway::SpaceConfig) -> (usize, usize) {
+    (
+        (config.gateway.max_queue_frames / 16).clamp(1, 64),
+        (config.gateway.max_queue_bytes / 16).clamp(1, 256 * 1024),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    #[derive(Clone, Default)]
+    struct Link(Rc<RefCell<(Vec<String>, bool)>>);
+
+    impl ConnLink for Link {
+        fn send(&self, cmd: WriterCmd) {
+            let s = match cmd {
+                WriterCmd::Frames(f) => f.iter().map(|t| t.as_str()).collect::<Vec<_>>().join("\n"),
+                WriterCmd::Ping => "<ping>".into(),
+                WriterCmd::Close(c, r) => format!("<close {c} {r}>"),
+            };
+            self.0.borrow_mut().0.push(s);
+        }
+        fn closing(&self) {
+            self.0.borrow_mut().1 = true;
+        }
+    }
+
+    struct Slot<T>(Rc<RefCell<Option<T>>>);
+    impl<T> Reply<T> for Slot<T> {
+        fn reply(self, value: T) -> Result<(), T> {
+            *self.0.borrow_mut() = Some(value);
+            Ok(())
+        }
+    }
+    struct Gone;
+    impl<T> Reply<T> for Gone {
+        fn reply(self, value: T) -> Result<(), T> {
+            Err(value)
+        }
+    }
+
+    type In = Input<Link, Slot<ConnId>, Slot<Response>>;
+
+    fn host() -> GatewayHost<Link> {
+        let config = mew_core::gateway::SpaceConfig::from_yaml(
+            "space: {id: s, name: s}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: '*'}]}\n",
+        )
+        .unwrap();
+        let gw = Gateway::new(config, 1, Time::from_unix_millis(1_000));
+        GatewayHost::new(gw, None, PathBuf::from("."), Duration::from_secs(2))
+    }
+
+    fn connect(h: &mut GatewayHost<Link>, now: Time, token: &str) -> (ConnId, Link) {
+        let link = Link::default();
+        let slot = Slot(Rc::default());
+        let input: In = Input::Connect {
+            bearer: Some(token.into()),
+            link: link.clone(),
+            reply: Slot(slot.0.clone()),
+        };
+        h.apply(now, input);
+        h.drain();
+        let id = slot.0.borrow_mut().take().unwrap();
+        (id, link)
+    }
+
+    #[test]
+    fn welcome_goes_to_the_link_and_http_is_answered() {
+        let mut h = host();
+        let now = Time::from_unix_millis(2_000);
+        let (_, link) = connect(&mut h, now, "ta");
+        let sent = link.0.borrow().0.clone();
+        assert!(sent[0].contains("system/welcome"), "{sent:?}");
+        let slot = Slot(Rc::default());
+        let req = HttpRequest {
+            route: Route::Health,
+            bearer: None,
+            body: Bytes::new(),
+        };
+        h.apply::<Slot<ConnId>, _>(now, Input::Http(req, Slot(slot.0.clone())));
+        let resp = slot.0.borrow_mut().take().unwrap();
+        assert_eq!(resp.status, 200);
+        let body: serde_json::Value = serde_json::from_slice(&resp.body).unwrap();
+        assert_eq!(body["connections"], 1);
+    }
+
+    #[test]
+    fn a_connection_gone_before_its_id_is_closed_at_once() {
+        let mut h = host();
+        let now = Time::from_unix_millis(2_000);
+        let input: Input<Link, Gone, Gone> = Input::Connect {
+            bearer: Some("ta".into()),
+            link: Link::default(),
+            reply: Gone,
+        };
+        h.apply(now, input);
+        h.drain();
+        assert_eq!(h.gateway().health().connections, 0);
+    }
+
+    #[test]
+    fn shutdown_closes_then_stops_after_the_grace_period() {
+        let mut h = host();
+        let now = Time::from_unix_millis(2_000);
+        let (id, link) = connect(&mut h, now, "ta");
+        h.apply::<Gone, Gone>(now, Input::Shutdown);
+        h.drain();
+        assert!(
+            link.0
+                .borrow()
+                .0
+                .iter()
+                .any(|s| s.starts_with("<close 1001"))
+        );
+        assert!(link.0.borrow().1, "marked closing");
+        assert!(!h.finished());
+        assert!(h.next_wake().unwrap() <= now + Duration::from_secs(2));
+        assert_eq!(h.handle_wake(now + Duration::from_secs(3)), Flow::Stop);
+        h.apply::<Gone, Gone>(now, Input::Closed(id));
+        assert!(h.finished());
+    }
+
+    #[test]
+    fn oversize_frames_close_with_1009() {
+        let mut h = host();
+        let now = Time::from_unix_millis(2_000);
+        let (id, link) = connect(&mut h, now, "ta");
+        h.apply::<Gone, Gone>(now, Input::Oversize(id, 10_000_000));
+        assert!(
+            link.0
+                .borrow()
+                .0
+                .iter()
+                .any(|s| s.starts_with("<close 1009")),
+            "{:?}",
+            link.0.borrow().0
+        );
+    }
+}

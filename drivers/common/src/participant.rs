@@ -1,0 +1,639 @@
+//! The participant runtime, written once for every async runtime.
+//!
+//! The participant core is driven by one task; every command runs inside that task against
+//! the core, so ordering is exactly the order of calls. Completions (`mcp_request`,
+//! `fulfil`, `call_tool`) resolve from the core's `RequestCompleted` events; tool calls run
+//! the registered async handler and feed its result back. The core decides when to connect
+//! and reconnect; the task only opens the sockets it is told to.
+//!
+//! A driver supplies a [`Runtime`]: how to spawn a task, sleep, open a client WebSocket and
+//! hand events to the application. Channels here are runtime-neutral (`async-channel`,
+//! `futures-channel`), so one implementation serves tokio, async-std and smol.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use futures_util::{FutureExt, Sink, SinkExt, Stream, StreamExt};
+use mew_core::Time;
+use mew_core::participant::{
+    AvailableTool, CallId, CommandError, Draft, Event, Output, Participant, ParticipantConfig,
+    RequestError, RequestId, RequestOptions, ReviewedProposal, SendError, ToolError, ToolSpec,
+};
+use serde_json::Value;
+use tungstenite::client::IntoClientRequest;
+use tungstenite::handshake::client::Request;
+use tungstenite::http::{HeaderName, HeaderValue};
+use tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tungstenite::{Error as WsError, Message};
+
+use crate::clock::{self, Sleep};
+
+/// How many events may wait for the application before the oldest are dropped.
+pub const EVENT_QUEUE: usize = 4096;
+
+/// What a participant runtime needs from an async runtime.
+pub trait Runtime: Sleep + Send + Sync + Sized + 'static {
+    /// A client WebSocket.
+    type Ws: Stream<Item = Result<Message, WsError>>
+        + Sink<Message, Error = WsError>
+        + Send
+        + Unpin
+        + 'static;
+    /// The application's end of the event queue.
+    type Events: Send + 'static;
+    /// The runtime's end of the event queue.
+    type EventSender: Send + 'static;
+
+    /// Runs `fut` in the background.
+    fn spawn(fut: impl Future<Output = ()> + Send + 'static);
+    /// Opens a client WebSocket (TCP, then the handshake for `req`).
+    fn open(
+        req: Request,
+        config: WebSocketConfig,
+    ) -> impl Future<Output = Result<Self::Ws, WsError>> + Send;
+    /// A bounded event queue of `capacity`.
+    fn event_queue(capacity: usize) -> (Self::EventSender, Self::Events);
+    /// Queues an event without waiting; false when the queue is full or closed.
+    fn try_send_event(tx: &Self::EventSender, e: Event) -> bool;
+    /// The next event; `None` once the runtime stopped and the queue is empty.
+    fn recv_event(rx: &mut Self::Events) -> impl Future<Output = Option<Event>> + Send;
+}
+
+/// The runtime is gone (closed, or its task ended).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the participant runtime has stopped")]
+pub struct Stopped;
+
+/// A failed awaited operation.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The core refused or settled the request with an error.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The runtime stopped first.
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
+}
+
+/// Why [`ParticipantRuntime::send_json`] sent nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SendJsonError {
+    /// Not a JSON object with a string `kind`.
+    #[error("invalid envelope: {0}")]
+    Invalid(String),
+    /// The core refused to send it.
+    #[error(transparent)]
+    Send(#[from] SendError),
+    /// The runtime stopped.
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+/// An async tool handler: arguments in, result out.
+pub type ToolHandler = Arc<dyn Fn(Value) -> BoxFuture<Result<Value, ToolError>> + Send + Sync>;
+type Job<R> = Box<dyn FnOnce(&mut Inner<R>, Time) + Send>;
+
+enum Internal<W> {
+    Connected(u64, Box<W>),
+    ConnectFailed(u64, String),
+    Frame(u64, String),
+    Pong(u64),
+    Closed(u64, String),
+    ToolDone(CallId, Result<Value, ToolError>),
+}
+
+struct Inner<R: Runtime> {
+    p: Participant,
+    waiters: HashMap<RequestId, oneshot::Sender<Result<Value, RequestError>>>,
+    tools: HashMap<String, ToolHandler>,
+    internal: async_channel::Sender<Internal<R::Ws>>,
+    /// Connection epoch: frames from an older socket are ignored.
+    epoch: u64,
+    sink: Option<futures_util::stream::SplitSink<R::Ws, Message>>,
+    events: R::EventSender,
+    dropped_events: u64,
+    stopped: bool,
+    /// Dropped when the task ends: [`ParticipantRuntime::close`] waits on them.
+    on_stop: Vec<oneshot::Sender<()>>,
+}
+
+/// The async handle on a participant. Clonable; the task stops when every handle is dropped
+/// or [`ParticipantRuntime::close`] is called.
+pub struct ParticipantRuntime<R: Runtime> {
+    jobs: async_channel::Sender<Job<R>>,
+}
+
+impl<R: Runtime> Clone for ParticipantRuntime<R> {
+    fn clone(&self) -> Self {
+        ParticipantRuntime {
+            jobs: self.jobs.clone(),
+        }
+    }
+}
+
+impl<R: Runtime> ParticipantRuntime<R> {
+    /// Starts a participant: it connects (and reconnects) as the core directs. Returns the
+    /// handle and the stream of every event the core emits (bounded: when the application
+    /// does not keep up, events are dropped and counted rather than buffered without limit).
+    pub fn start(config: ParticipantConfig, seed: Option<u64>) -> (Self, R::Events) {
+        let (jobs_tx, jobs_rx) = async_channel::bounded::<Job<R>>(256);
+        let (internal_tx, internal_rx) = async_channel::bounded(1024);
+        let (events_tx, events_rx) = R::event_queue(EVENT_QUEUE);
+        let p = Participant::new(config, seed.unwrap_or_else(clock::os_seed));
+        let inner = Inner {
+            p,
+            waiters: HashMap::new(),
+            tools: HashMap::new(),
+            internal: internal_tx,
+            epoch: 0,
+            sink: None,
+            events: events_tx,
+            dropped_events: 0,
+            stopped: false,
+            on_stop: Vec::new(),
+        };
+        R::spawn(drive(inner, jobs_rx, internal_rx));
+        (ParticipantRuntime { jobs: jobs_tx }, events_rx)
+    }
+
+    /// Starts a participant and waits for its first welcome. Fails with the reason of the
+    /// first disconnection or refusal before that.
+    pub async fn connect(
+        config: ParticipantConfig,
+        seed: Option<u64>,
+    ) -> Result<(Self, R::Events, String), String> {
+        let (rt, mut events) = Self::start(config, seed);
+        loop {
+            match R::recv_event(&mut events).await {
+                Some(Event::Ready { id, .. }) => return Ok((rt, events, id)),
+                Some(Event::Disconnected { reason }) => {
+                    rt.close().await;
+                    return Err(reason);
+                }
+                Some(Event::GaveUp { attempts }) => {
+                    return Err(format!("gave up after {attempts} attempts"));
+                }
+                Some(Event::GatewayError { payload }) => {
+                    rt.close().await;
+                    return Err(payload.to_string());
+                }
+                Some(_) => continue,
+                None => return Err("the runtime stopped".into()),
+            }
+        }
+    }
+
+    async fn job(&self, job: Job<R>) -> Result<(), Stopped> {
+        self.jobs.send(job).await.map_err(|_| Stopped)
+    }
+
+    /// Runs `f` against the core inside the driving task (for any command without a
+    /// dedicated method: controls, reasoning, acknowledgements, streams...).
+    pub async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Participant, Time) -> T + Send + 'static,
+    ) -> Result<T, Stopped> {
+        let (tx, rx) = oneshot::channel();
+        self.job(Box::new(move |inner, now| {
+            let _ = tx.send(f(&mut inner.p, now));
+        }))
+        .await?;
+        rx.await.map_err(|_| Stopped)
+    }
+
+    /// Sends an application envelope; returns its id.
+    pub async fn send(&self, draft: Draft) -> Result<Result<String, SendError>, Stopped> {
+        self.with(move |p, now| p.send(now, draft)).await
+    }
+
+    /// Sends a chat message; returns its id.
+    pub async fn chat(
+        &self,
+        text: impl Into<String>,
+        to: Vec<String>,
+    ) -> Result<Result<String, SendError>, Stopped> {
+        let text = text.into();
+        self.with(move |p, now| p.chat(now, &text, to)).await
+    }
+
+    /// Sends an envelope given as JSON text (`kind`, `to`, `payload`, ... ; `id`, `from`,
+    /// `ts` and `protocol` are filled in).
+    pub async fn send_json(&self, json: &str) -> Result<String, SendJsonError> {
+        let draft = draft_from_json(json)?;
+        Ok(self.send(draft).await??)
+    }
+
+    async fn awaited(
+        &self,
+        start: impl FnOnce(&mut Participant, Time) -> Result<RequestId, RequestError> + Send + 'static,
+    ) -> Result<Value, CallError> {
+        let (tx, rx) = oneshot::channel();
+        let (started_tx, started_rx) = oneshot::channel();
+        self.job(Box::new(move |inner, now| match start(&mut inner.p, now) {
+            Ok(id) => {
+                inner.waiters.insert(id, tx);
+                let _ = started_tx.send(Ok(()));
+            }
+            Err(e) => {
+                let _ = started_tx.send(Err(e));
+            }
+        }))
+        .await?;
+        started_rx.await.map_err(|_| Stopped)??;
+        Ok(rx.await.map_err(|_| Stopped)??)
+    }
+
+    /// A smart MCP request (ADR-WCM: direct when allowed, else a proposal); resolves with
+    /// the response's `result` or the error that settled it.
+    pub async fn mcp_request(
+        &self,
+        to: Vec<String>,
+        payload: Value,
+        opts: RequestOptions,
+    ) -> Result<Value, CallError> {
+        self.awaited(move |p, now| p.mcp_request(now, to, payload, opts))
+            .await
+    }
+
+    /// Fulfils someone's proposal; resolves with the target's response.
+    pub async fn fulfil(&self, proposal: impl Into<String>) -> Result<Value, CallError> {
+        let proposal = proposal.into();
+        self.awaited(move |p, now| p.fulfil(now, &proposal)).await
+    }
+
+    /// Rejects someone's proposal.
+    pub async fn reject(
+        &self,
+        proposal: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Result<Result<(), RequestError>, Stopped> {
+        let (proposal, reason) = (proposal.into(), reason.into());
+        self.with(move |p, now| p.reject(now, &proposal, &reason))
+            .await
+    }
+
+    /// Proposals seen in the space, with their review state.
+    pub async fn proposals(&self) -> Result<Vec<ReviewedProposal>, Stopped> {
+        self.with(|p, _| p.proposals().cloned().collect()).await
+    }
+
+    /// Tools discovered on other participants.
+    pub async fn available_tools(&self) -> Result<Vec<AvailableTool>, Stopped> {
+        self.with(|p, _| p.available_tools()).await
+    }
+
+    /// Calls a discovered tool by its `participant/tool` name.
+    pub async fn call_tool(
+        &self,
+        name: impl Into<String>,
+        arguments: Value,
+    ) -> Result<Value, CallError> {
+        let name = name.into();
+        self.awaited(move |p, now| p.call_tool(now, &name, arguments, RequestOptions::default()))
+            .await
+    }
+
+    /// Offers a tool; `handler` runs for every valid call and its result is the response.
+    pub async fn register_tool<F, Fut>(
+        &self,
+        spec: ToolSpec,
+        handler: F,
+    ) -> Result<Result<(), CommandError>, Stopped>
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        let handler: ToolHandler = Arc::new(move |args| Box::pin(handler(args)));
+        let (tx, rx) = oneshot::channel();
+        self.job(Box::new(move |inner, _| {
+            let name = spec.name.clone();
+            let r = inner.p.register_tool(spec);
+            if r.is_ok() {
+                inner.tools.insert(name, handler);
+            }
+            let _ = tx.send(r);
+        }))
+        .await?;
+        rx.await.map_err(|_| Stopped)
+    }
+
+    /// Sends data on a stream this participant owns.
+    pub async fn send_stream_data(
+        &self,
+        stream_id: impl Into<String>,
+        data: impl Into<String>,
+    ) -> Result<Result<(), CommandError>, Stopped> {
+        let (s, d) = (stream_id.into(), data.into());
+        self.with(move |p, _| p.send_stream_data(&s, &d)).await
+    }
+
+    /// Closes the connection for good and stops the task; returns once it has ended.
+    pub async fn close(&self) {
+        let (tx, rx) = oneshot::channel();
+        let sent = self
+            .job(Box::new(|inner, now| {
+                inner.p.close(now, "closed by the application");
+                inner.stopped = true;
+                inner.on_stop.push(tx);
+            }))
+            .await;
+        if sent.is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// Parses an envelope given as JSON text into a [`Draft`] (`kind`, `to`, `correlation_id`,
+/// `context`, `payload`; the rest is the core's to fill in).
+pub fn draft_from_json(json: &str) -> Result<Draft, SendJsonError> {
+    let v: Value =
+        serde_json::from_str(json).map_err(|e| SendJsonError::Invalid(format!("not JSON: {e}")))?;
+    let Some(kind) = v.get("kind").and_then(Value::as_str) else {
+        return Err(SendJsonError::Invalid("no string `kind`".into()));
+    };
+    let strings = |key: &str| -> Vec<String> {
+        match v.get(key) {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut draft = Draft::new(mew_core::Kind::parse(kind))
+        .to(strings("to"))
+        .correlation(strings("correlation_id"));
+    if let Some(c) = v.get("context").and_then(Value::as_str) {
+        draft = draft.context(c);
+    }
+    if let Some(p) = v.get("payload") {
+        draft = draft.payload(p.clone());
+    }
+    Ok(draft)
+}
+
+/// The client handshake request for `url` with extra headers (e.g. `Authorization`).
+pub fn client_request(url: &str, headers: &[(String, String)]) -> Result<Request, String> {
+    let mut req = url
+        .into_client_request()
+        .map_err(|e| format!("bad gateway url {url}: {e}"))?;
+    for (k, v) in headers {
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?;
+        let value = HeaderValue::from_str(v).map_err(|e| e.to_string())?;
+        req.headers_mut().insert(name, value);
+    }
+    Ok(req)
+}
+
+/// Bytes read from a socket at a time.
+pub const READ_BUFFER: usize = 16 * 1024;
+
+/// WebSocket settings that refuse frames and messages over `max` bytes.
+pub fn ws_config(max: usize) -> WebSocketConfig {
+    // tungstenite zero-fills a read buffer of this size before every socket read: the
+    // 128 KiB default costs a large memset per read and per idle connection's memory.
+    WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER)
+        .max_frame_size(Some(max))
+        .max_message_size(Some(max))
+}
+
+/// The disconnect reason reported for a close frame from the gateway.
+pub fn close_reason(frame: Option<&CloseFrame>) -> String {
+    match frame {
+        Some(f) => format!("closed by gateway ({}): {}", f.code, f.reason),
+        None => "closed by gateway".into(),
+    }
+}
+
+async fn drive<R: Runtime>(
+    mut inner: Inner<R>,
+    jobs: async_channel::Receiver<Job<R>>,
+    internal: async_channel::Receiver<Internal<R::Ws>>,
+) {
+    inner.p.start(clock::now());
+    loop {
+        inner.pump().await;
+        if inner.stopped {
+            break;
+        }
+        let wake = inner.p.poll_timeout();
+        let timer = async {
+            match wake {
+                Some(at) => R::sleep(clock::until(at)).await,
+                None => std::future::pending().await,
+            }
+        };
+        futures_util::select_biased! {
+            job = jobs.recv().fuse() => match job {
+                Ok(job) => job(&mut inner, clock::now()),
+                Err(_) => break,
+            },
+            // The task holds a sender itself, so this never ends.
+            msg = internal.recv().fuse() => if let Ok(msg) = msg { inner.internal(msg) },
+            _ = timer.fuse() => inner.p.handle_timeout(clock::now()),
+        }
+    }
+    if let Some(mut sink) = inner.sink.take() {
+        let _ = clock::timeout::<R, _>(Duration::from_secs(1), sink.close()).await;
+    }
+}
+
+impl<R: Runtime> Inner<R> {
+    fn internal(&mut self, msg: Internal<R::Ws>) {
+        let now = clock::now();
+        match msg {
+            Internal::Connected(epoch, ws) if epoch == self.epoch => {
+                let (sink, stream) = (*ws).split();
+                self.sink = Some(sink);
+                R::spawn(read(stream, self.internal.clone(), epoch));
+                self.p.handle_connected(now);
+            }
+            Internal::ConnectFailed(epoch, reason) if epoch == self.epoch => {
+                self.p.handle_disconnected(now, &reason);
+            }
+            Internal::Frame(epoch, text) if epoch == self.epoch => self.p.handle_frame(now, &text),
+            Internal::Pong(epoch) if epoch == self.epoch => self.p.handle_pong(now),
+            Internal::Closed(epoch, reason) if epoch == self.epoch => {
+                self.sink = None;
+                self.p.handle_disconnected(now, &reason);
+            }
+            Internal::ToolDone(call, result) => {
+                let _ = self.p.complete_call(now, call, result);
+            }
+            _ => {}
+        }
+    }
+
+    /// Carries out every queued output of the core.
+    async fn pump(&mut self) {
+        let mut wrote = false;
+        while let Some(out) = self.p.poll_output() {
+            match out {
+                Output::Connect { url, headers } => {
+                    self.epoch += 1;
+                    self.sink = None;
+                    let epoch = self.epoch;
+                    let tx = self.internal.clone();
+                    let limit = self.p.config().limits.max_frame_bytes;
+                    R::spawn(async move {
+                        let opened = match client_request(&url, &headers) {
+                            Ok(req) => R::open(req, ws_config(limit))
+                                .await
+                                .map_err(|e| format!("cannot connect to {url}: {e}")),
+                            Err(e) => Err(e),
+                        };
+                        let msg = match opened {
+                            Ok(ws) => Internal::Connected(epoch, Box::new(ws)),
+                            Err(e) => Internal::ConnectFailed(epoch, e),
+                        };
+                        let _ = tx.send(msg).await;
+                    });
+                }
+                Output::Transmit(text) => {
+                    if let Some(sink) = &mut self.sink {
+                        if sink.feed(Message::text(text)).await.is_err() {
+                            self.sink = None;
+                        }
+                        wrote = true;
+                    }
+                }
+                Output::Ping => {
+                    if let Some(sink) = &mut self.sink {
+                        let _ = sink.feed(Message::Ping(Default::default())).await;
+                        wrote = true;
+                    }
+                }
+                Output::Disconnect { reason } => {
+                    self.epoch += 1;
+                    if let Some(mut sink) = self.sink.take() {
+                        let frame = CloseFrame {
+                            code: 1000.into(),
+                            reason: reason.into(),
+                        };
+                        let _ = sink.send(Message::Close(Some(frame))).await;
+                    }
+                }
+                Output::Event(e) => self.event(e),
+            }
+        }
+        if wrote && let Some(sink) = &mut self.sink {
+            let _ = sink.flush().await;
+        }
+    }
+
+    fn event(&mut self, e: Event) {
+        match &e {
+            Event::RequestCompleted { id, result } => {
+                if let Some(w) = self.waiters.remove(id) {
+                    let _ = w.send(result.clone());
+                }
+            }
+            Event::ToolCall {
+                call_id,
+                tool,
+                arguments,
+                ..
+            } => {
+                let call = *call_id;
+                match self.tools.get(tool) {
+                    Some(h) => {
+                        let fut = h(arguments.clone());
+                        let tx = self.internal.clone();
+                        R::spawn(async move {
+                            let r = fut.await;
+                            let _ = tx.send(Internal::ToolDone(call, r)).await;
+                        });
+                    }
+                    None => {
+                        let _ = self.p.complete_call(
+                            clock::now(),
+                            call,
+                            Err(ToolError::internal(format!("no handler for tool {tool}"))),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+        if !R::try_send_event(&self.events, e) {
+            self.dropped_events += 1;
+            if self.dropped_events.is_power_of_two() {
+                tracing::warn!(
+                    dropped = self.dropped_events,
+                    "participant events dropped: the application is not reading them"
+                );
+            }
+        }
+    }
+}
+
+/// Reads one socket until it ends, handing frames to the driving task.
+async fn read<S, W>(mut stream: S, tx: async_channel::Sender<Internal<W>>, epoch: u64)
+where
+    S: Stream<Item = Result<Message, WsError>> + Unpin,
+{
+    let reason = loop {
+        match stream.next().await {
+            Some(Ok(Message::Text(t))) => {
+                if tx
+                    .send(Internal::Frame(epoch, t.as_str().to_owned()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Some(Ok(Message::Pong(_))) => {
+                let _ = tx.send(Internal::Pong(epoch)).await;
+            }
+            Some(Ok(Message::Close(f))) => break close_reason(f.as_ref()),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => break format!("connection error: {e}"),
+            None => break "connection closed".into(),
+        }
+    };
+    let _ = tx.send(Internal::Closed(epoch, reason)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drafts_from_json() {
+        let d = draft_from_json(r#"{"kind":"chat","to":"b","payload":{"text":"hi"}}"#);
+        assert!(d.is_ok());
+        assert_eq!(
+            draft_from_json("[1]").unwrap_err(),
+            SendJsonError::Invalid("no string `kind`".into())
+        );
+        assert!(matches!(
+            draft_from_json("{"),
+            Err(SendJsonError::Invalid(m)) if m.starts_with("not JSON")
+        ));
+    }
+
+    #[test]
+    fn client_requests_carry_headers_and_refuse_bad_urls() {
+        let req = client_request(
+            "ws://127.0.0.1:1/ws?space=s",
+            &[("Authorization".into(), "Bearer t".into())],
+        )
+        .unwrap();
+        assert_eq!(req.headers()["authorization"], "Bearer t");
+        assert!(client_request("not a url", &[]).is_err());
+        assert!(client_request("ws://h/", &[("bad header".into(), "v".into())]).is_err());
+        let f = CloseFrame {
+            code: 1001.into(),
+            reason: "bye".into(),
+        };
+        assert_eq!(close_reason(Some(&f)), "closed by gateway (1001): bye");
+    }
+}

@@ -1,0 +1,373 @@
+//! The gateway server, written once for every async runtime: one port for the WebSocket
+//! endpoint and the HTTP API, one task that owns the space's [`Gateway`] core (through the
+//! [`GatewayHost`]), a reader and a writer per WebSocket connection.
+//!
+//! A driver supplies a [`ServerRuntime`]: how to bind, accept, read and write a socket,
+//! upgrade it to a WebSocket, spawn tasks and sleep.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_channel::oneshot;
+use futures_util::future::{Either, select};
+use futures_util::{Sink, Stream};
+use mew_core::Limits;
+use mew_core::gateway::{Gateway, SpaceConfig};
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Error as WsError, Message};
+
+use crate::clock::{self, Sleep};
+use crate::conn::{self, CoreInput};
+use crate::files::LogWriter;
+use crate::host::{GatewayHost, HttpRequest, Input, report_every};
+use crate::http::{self, HeadError, RequestHead};
+use crate::participant::ws_config;
+use crate::route::{Route, route};
+use crate::{Response, ws};
+
+/// What a gateway server needs from an async runtime.
+pub trait ServerRuntime: Sleep + Send + Sync + Sized {
+    /// A listening socket.
+    type Listener: Send + Sync + 'static;
+    /// An accepted connection.
+    type Sock: Send + 'static;
+    /// A server-side WebSocket over [`ServerRuntime::Sock`].
+    type Ws: Stream<Item = Result<Message, WsError>>
+        + Sink<Message, Error = WsError>
+        + Send
+        + 'static;
+
+    /// Runs `fut` in the background.
+    fn spawn(fut: impl Future<Output = ()> + Send + 'static);
+    /// Runs `f` where blocking is allowed; resolves with its result.
+    fn spawn_blocking<T: Send + 'static>(
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> impl Future<Output = T> + Send;
+    /// Binds a listener.
+    fn bind(addr: SocketAddr) -> impl Future<Output = io::Result<Self::Listener>> + Send;
+    /// The listener's address.
+    fn local_addr(l: &Self::Listener) -> io::Result<SocketAddr>;
+    /// Accepts one connection (with `TCP_NODELAY` set).
+    fn accept(
+        l: &Self::Listener,
+    ) -> impl Future<Output = io::Result<(Self::Sock, SocketAddr)>> + Send;
+    /// Reads some bytes; 0 at the end of the stream.
+    fn read<'a>(
+        s: &'a mut Self::Sock,
+        buf: &'a mut [u8],
+    ) -> impl Future<Output = io::Result<usize>> + Send + 'a;
+    /// Writes all of `buf`.
+    fn write_all<'a>(
+        s: &'a mut Self::Sock,
+        buf: &'a [u8],
+    ) -> impl Future<Output = io::Result<()>> + Send + 'a;
+    /// Flushes and shuts down the write side.
+    fn shutdown(s: &mut Self::Sock) -> impl Future<Output = io::Result<()>> + Send + '_;
+    /// Wraps a socket whose handshake is done; `leftover` are bytes already read past the
+    /// request head.
+    fn websocket(
+        s: Self::Sock,
+        leftover: Vec<u8>,
+        config: WebSocketConfig,
+    ) -> impl Future<Output = Self::Ws> + Send;
+}
+
+/// Transport settings that are not protocol rules.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Folder that holds `.mew/` (audit logs); the folder of `space.yaml`.
+    pub base_dir: PathBuf,
+    /// Seed for the core's ids and tokens; `None` draws one from the OS.
+    pub seed: Option<u64>,
+    /// How long a client may take to send its HTTP request head.
+    pub head_timeout: Duration,
+    /// How long shutdown waits for clients to acknowledge their close frames.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            base_dir: PathBuf::from("."),
+            seed: None,
+            head_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A bound, not yet serving gateway.
+pub struct GatewayServer<R: ServerRuntime> {
+    listener: R::Listener,
+    config: SpaceConfig,
+    options: ServerOptions,
+    shutdown: async_channel::Sender<()>,
+    shutdown_rx: async_channel::Receiver<()>,
+}
+
+/// Asks a running [`GatewayServer`] to shut down gracefully. Clonable.
+#[derive(Clone)]
+pub struct ShutdownHandle(async_channel::Sender<()>);
+
+impl ShutdownHandle {
+    /// Starts the graceful shutdown: no new connections, a close frame (1001) to every
+    /// client, logs flushed; `serve` returns when done.
+    pub fn shutdown(&self) {
+        // Nothing is sent: closing the channel wakes the accept loop, however often asked.
+        self.0.close();
+    }
+}
+
+struct Shared {
+    core: async_channel::Sender<CoreInput>,
+    /// The id of the space this server serves (upgrades naming another get 404).
+    space: String,
+    limits: Limits,
+    head_timeout: Duration,
+    report_every: (usize, usize),
+}
+
+impl<R: ServerRuntime> GatewayServer<R> {
+    /// Binds `addr` for a space with default [`ServerOptions`].
+    pub async fn bind(addr: SocketAddr, config: SpaceConfig) -> io::Result<Self> {
+        Self::bind_with(addr, config, ServerOptions::default()).await
+    }
+
+    /// Binds `addr` for a space.
+    pub async fn bind_with(
+        addr: SocketAddr,
+        config: SpaceConfig,
+        options: ServerOptions,
+    ) -> io::Result<Self> {
+        let listener = R::bind(addr).await?;
+        let (shutdown, shutdown_rx) = async_channel::bounded(1);
+        Ok(GatewayServer {
+            listener,
+            config,
+            options,
+            shutdown,
+            shutdown_rx,
+        })
+    }
+
+    /// The bound address (useful after binding port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        R::local_addr(&self.listener).expect("a bound listener has an address")
+    }
+
+    /// A handle that stops [`GatewayServer::serve`].
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.shutdown.clone())
+    }
+
+    /// Serves until shut down; returns after every connection got its close frame (or the
+    /// grace period ran out) and the logs are flushed. The error, if any, is a log write
+    /// failure or a failure of the core task.
+    pub async fn serve(self) -> io::Result<()> {
+        let GatewayServer {
+            listener,
+            config,
+            options,
+            // Held so the channel stays open while no handle exists.
+            shutdown: _keep_open,
+            shutdown_rx,
+        } = self;
+        let seed = options.seed.unwrap_or_else(clock::os_seed);
+        let limits = config.gateway.limits;
+        let space = config.id.clone();
+        let report_every = report_every(&config);
+        let logs = LogWriter::start()?;
+        let gateway = Gateway::new(config, seed, clock::now());
+        let host = GatewayHost::new(
+            gateway,
+            logs.handle(),
+            options.base_dir.clone(),
+            options.shutdown_grace,
+        );
+        // Bounded: readers wait (back-pressure on their sockets) when the core is busy.
+        let (tx, rx) = async_channel::bounded::<CoreInput>(4096);
+        let (core_done_tx, core_done) = oneshot::channel::<()>();
+        R::spawn(async move {
+            conn::run_core::<R>(host, rx).await;
+            let _ = core_done_tx.send(());
+        });
+        let shared = Arc::new(Shared {
+            core: tx.clone(),
+            space,
+            limits,
+            head_timeout: options.head_timeout,
+            report_every,
+        });
+        loop {
+            let stop = shutdown_rx.recv();
+            match select(std::pin::pin!(R::accept(&listener)), std::pin::pin!(stop)).await {
+                Either::Left((Ok((sock, peer)), _)) => {
+                    R::spawn(handle::<R>(shared.clone(), sock, peer));
+                }
+                Either::Left((Err(e), _)) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    R::sleep(Duration::from_millis(50)).await;
+                }
+                Either::Right(_) => break,
+            }
+        }
+        drop(listener);
+        let _ = tx.send(Input::Shutdown).await;
+        drop(tx);
+        drop(shared);
+        // A panic in the core is a broken invariant: still flush what was logged, then report.
+        let core_result = core_done.await;
+        tracing::debug!("every connection closed; flushing logs");
+        let r = R::spawn_blocking(move || logs.finish()).await;
+        tracing::debug!("logs flushed");
+        match core_result {
+            Ok(()) => r,
+            Err(_) => Err(io::Error::other("gateway core failed")),
+        }
+    }
+}
+
+async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: SocketAddr) {
+    let head = clock::timeout::<R, _>(shared.head_timeout, read_head::<R>(&mut sock)).await;
+    let (head, leftover) = match head {
+        Some(Ok(Some(h))) => h,
+        Some(Ok(None)) => return,
+        Some(Err(e)) => {
+            tracing::debug!(%peer, "bad request head: {e}");
+            let r = Response::error(e.status(), "bad_request", &e.to_string());
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+            return;
+        }
+        None => {
+            let r = Response::error(408, "timeout", "request head not received in time");
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+            return;
+        }
+    };
+    match route(&head) {
+        Route::WebSocket { space: Some(s) } if s != shared.space => {
+            let r = Response::error(404, "unknown_space", &format!("no space {s:?} here"));
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+        }
+        Route::WebSocket { .. } => websocket::<R>(shared, sock, head, leftover).await,
+        r => {
+            let resp = http_response::<R>(&shared, &mut sock, &head, leftover, r).await;
+            let _ = R::write_all(&mut sock, &resp.to_bytes()).await;
+            let _ = R::shutdown(&mut sock).await;
+        }
+    }
+}
+
+/// Reads until a complete head; `None` when the peer closed first.
+async fn read_head<R: ServerRuntime>(
+    sock: &mut R::Sock,
+) -> Result<Option<(RequestHead, Vec<u8>)>, HeadError> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = match R::read(sock, &mut chunk).await {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(n) => n,
+        };
+        // The buffer stays under MAX_HEAD plus one chunk: parse_head refuses a partial
+        // head once it reaches MAX_HEAD.
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some((head, len)) = http::parse_head(&buf)? {
+            return Ok(Some((head, buf.split_off(len))));
+        }
+    }
+}
+
+/// Reads exactly `buf.len()` bytes.
+async fn read_exact<R: ServerRuntime>(sock: &mut R::Sock, buf: &mut [u8]) -> io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        match R::read(sock, &mut buf[at..]).await? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => at += n,
+        }
+    }
+    Ok(())
+}
+
+async fn http_response<R: ServerRuntime>(
+    shared: &Shared,
+    sock: &mut R::Sock,
+    head: &RequestHead,
+    mut body: Vec<u8>,
+    route: Route,
+) -> Response {
+    let len = match head.content_length(shared.limits.max_frame_bytes) {
+        Ok(l) => l,
+        Err(e) => return Response::error(e.status(), "bad_request", &e.to_string()),
+    };
+    if body.len() < len {
+        // curl and others wait for this before sending a larger body.
+        if head
+            .header("expect")
+            .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
+        {
+            let _ = R::write_all(sock, b"HTTP/1.1 100 Continue\r\n\r\n").await;
+        }
+        let start = body.len();
+        body.resize(len, 0);
+        let read = clock::timeout::<R, _>(
+            shared.head_timeout,
+            read_exact::<R>(sock, &mut body[start..]),
+        )
+        .await;
+        if !matches!(read, Some(Ok(()))) {
+            return Response::error(400, "bad_request", "incomplete request body");
+        }
+    }
+    body.truncate(len);
+    let (tx, rx) = oneshot::channel();
+    let req = HttpRequest {
+        route,
+        bearer: head.bearer().map(str::to_owned),
+        body: Bytes::from(body),
+    };
+    let unavailable = || Response::error(503, "unavailable", "the gateway is shutting down");
+    if shared.core.send(Input::Http(req, tx)).await.is_err() {
+        return unavailable();
+    }
+    rx.await.unwrap_or_else(|_| unavailable())
+}
+
+async fn websocket<R: ServerRuntime>(
+    shared: Arc<Shared>,
+    mut sock: R::Sock,
+    head: RequestHead,
+    leftover: Vec<u8>,
+) {
+    let accept = match ws::accept_key(&head) {
+        Ok(a) => a,
+        Err(e) => {
+            let r = Response::error(e.status(), "bad_upgrade", &e.to_string());
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+            return;
+        }
+    };
+    if R::write_all(&mut sock, &ws::switching_protocols(&accept))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let config = ws_config(shared.limits.max_frame_bytes);
+    let ws = R::websocket(sock, leftover, config).await;
+    conn::serve_websocket::<R, _>(
+        ws,
+        head.bearer().map(str::to_owned),
+        shared.core.clone(),
+        shared.report_every,
+        |writer| R::spawn(writer),
+    )
+    .await;
+}

@@ -1,0 +1,84 @@
+//! The drivers under test: each starts its gateway server on a thread of its own, inside
+//! the runtime an application of that driver would use.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use mew_core::gateway::SpaceConfig;
+
+use super::{Driver, RunningGateway};
+
+/// The tokio driver (`mew-tokio`).
+pub struct Tokio;
+
+impl Driver for Tokio {
+    type Rt = mew_tokio::Tokio;
+
+    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway {
+        let base_dir = base_dir.to_owned();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let opts = mew_tokio::ServerOptions {
+                    base_dir,
+                    seed: Some(7),
+                    ..Default::default()
+                };
+                let server = mew_tokio::GatewayServer::bind_with(addr, config, opts)
+                    .await
+                    .unwrap();
+                tx.send((server.local_addr(), server.shutdown_handle()))
+                    .unwrap();
+                server.serve().await.unwrap();
+            });
+        });
+        let (addr, handle) = rx.recv().unwrap();
+        RunningGateway::new(
+            addr,
+            Box::new(move || {
+                handle.shutdown();
+                thread.join().unwrap();
+            }),
+        )
+    }
+}
+
+/// The async-std / smol driver (`mew-async-std`), served under `async_std::task::block_on`.
+pub struct AsyncStd;
+
+impl Driver for AsyncStd {
+    type Rt = mew_async_std::AsyncStd;
+
+    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway {
+        let base_dir = base_dir.to_owned();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            async_std::task::block_on(async move {
+                let opts = mew_async_std::ServerOptions {
+                    base_dir,
+                    seed: Some(7),
+                    ..Default::default()
+                };
+                let server = mew_async_std::GatewayServer::bind_with(addr, config, opts)
+                    .await
+                    .unwrap();
+                tx.send((server.local_addr(), server.shutdown_handle()))
+                    .unwrap();
+                server.serve().await.unwrap();
+            });
+        });
+        let (addr, handle) = rx.recv().unwrap();
+        RunningGateway::new(
+            addr,
+            Box::new(move || {
+                handle.shutdown();
+                thread.join().unwrap();
+            }),
+        )
+    }
+}

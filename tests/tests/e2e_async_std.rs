@@ -1,0 +1,7 @@
+//! The end-to-end suite against the async-std / smol driver.
+
+mod e2e;
+
+use e2e::drivers::AsyncStd;
+
+e2e_all!(AsyncStd);
