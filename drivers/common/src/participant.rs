@@ -574,32 +574,59 @@ impl<R: Runtime> Inner<R> {
     }
 }
 
+/// What a client connection's reader reports to the task driving the core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Incoming {
+    /// A text frame (envelope or `#stream#data`).
+    Frame(String),
+    /// A pong answering our ping.
+    Pong,
+    /// The connection ended, and why.
+    Closed(String),
+}
+
+/// Reads one client WebSocket until it ends, handing each event to `deliver`; stops early
+/// when `deliver` answers `false` (the driving task is gone). Shared by every client-side
+/// runtime (participant, bridge) so they read sockets the same way.
+pub async fn read_client<S, F, Fut>(mut stream: S, mut deliver: F)
+where
+    S: Stream<Item = Result<Message, WsError>> + Unpin,
+    F: FnMut(Incoming) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let reason = loop {
+        let event = match stream.next().await {
+            Some(Ok(Message::Text(t))) => Incoming::Frame(t.as_str().to_owned()),
+            Some(Ok(Message::Pong(_))) => Incoming::Pong,
+            Some(Ok(Message::Close(f))) => break close_reason(f.as_ref()),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => break format!("connection error: {e}"),
+            None => break "connection closed".into(),
+        };
+        if !deliver(event).await {
+            return;
+        }
+    };
+    deliver(Incoming::Closed(reason)).await;
+}
+
 /// Reads one socket until it ends, handing frames to the driving task.
-async fn read<S, W>(mut stream: S, tx: async_channel::Sender<Internal<W>>, epoch: u64)
+async fn read<S, W>(stream: S, tx: async_channel::Sender<Internal<W>>, epoch: u64)
 where
     S: Stream<Item = Result<Message, WsError>> + Unpin,
 {
-    let reason = loop {
-        match stream.next().await {
-            Some(Ok(Message::Text(t))) => {
-                if tx
-                    .send(Internal::Frame(epoch, t.as_str().to_owned()))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            Some(Ok(Message::Pong(_))) => {
-                let _ = tx.send(Internal::Pong(epoch)).await;
-            }
-            Some(Ok(Message::Close(f))) => break close_reason(f.as_ref()),
-            Some(Ok(_)) => {}
-            Some(Err(e)) => break format!("connection error: {e}"),
-            None => break "connection closed".into(),
+    read_client(stream, |event| {
+        let tx = tx.clone();
+        async move {
+            let msg = match event {
+                Incoming::Frame(t) => Internal::Frame(epoch, t),
+                Incoming::Pong => Internal::Pong(epoch),
+                Incoming::Closed(r) => Internal::Closed(epoch, r),
+            };
+            tx.send(msg).await.is_ok()
         }
-    };
-    let _ = tx.send(Internal::Closed(epoch, reason)).await;
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::clock;
 use crate::mcp_process::{McpProcess, ProcessEvent, ServerCommand};
+use mew_driver_common::participant::{Incoming, read_client};
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -218,38 +219,20 @@ impl Driver {
         let now = clock::now();
         match msg {
             Net::Connected(epoch, ws) if epoch == self.epoch => {
-                let (sink, mut stream) = (*ws).split();
+                let (sink, stream) = (*ws).split();
                 self.sink = Some(sink);
                 let tx = self.net_tx.clone();
-                tokio::spawn(async move {
-                    let reason = loop {
-                        match stream.next().await {
-                            Some(Ok(Message::Text(t))) => {
-                                if tx
-                                    .send(Net::Frame(epoch, t.as_str().to_owned()))
-                                    .await
-                                    .is_err()
-                                {
-                                    return;
-                                }
-                            }
-                            Some(Ok(Message::Pong(_))) => {
-                                let _ = tx.send(Net::Pong(epoch)).await;
-                            }
-                            Some(Ok(Message::Close(f))) => {
-                                break f
-                                    .map(|f| {
-                                        format!("closed by gateway ({}): {}", f.code, f.reason)
-                                    })
-                                    .unwrap_or_else(|| "closed by gateway".into());
-                            }
-                            Some(Ok(_)) => {}
-                            Some(Err(e)) => break format!("connection error: {e}"),
-                            None => break "connection closed".into(),
-                        }
-                    };
-                    let _ = tx.send(Net::Closed(epoch, reason)).await;
-                });
+                tokio::spawn(read_client(stream, move |event| {
+                    let tx = tx.clone();
+                    async move {
+                        let msg = match event {
+                            Incoming::Frame(t) => Net::Frame(epoch, t),
+                            Incoming::Pong => Net::Pong(epoch),
+                            Incoming::Closed(r) => Net::Closed(epoch, r),
+                        };
+                        tx.send(msg).await.is_ok()
+                    }
+                }));
                 self.bridge.handle_connected(now);
             }
             Net::ConnectFailed(epoch, reason) if epoch == self.epoch => {
