@@ -8,5 +8,6 @@ if [ -f tests/mcp-servers/package.json ]; then
   (cd tests/mcp-servers && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-cargo nextest run --workspace --no-fail-fast --failure-output final
+# Doc tests first, so the run closes on nextest's summary of the whole suite.
 cargo test --workspace --doc --quiet
+cargo nextest run --workspace --no-fail-fast --failure-output final
