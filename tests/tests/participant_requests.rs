@@ -3,13 +3,23 @@
 mod support;
 
 use mew_core::participant::{
-    ClientState, Event, RequestError, RequestOptions, Route, RouteReason, SendError,
+    ClientState, Event, RequestError, RequestId, RequestOptions, Route, RouteReason, SendError,
 };
 use serde_json::json;
 use support::{ME, Script, all_caps, config};
 
 fn list() -> serde_json::Value {
     json!({"method": "tools/list"})
+}
+
+/// `tools/list` to `calc` with default options: the request most scenarios start from.
+fn list_calc(s: &mut Script) -> Result<RequestId, RequestError> {
+    s.p.mcp_request(
+        s.now,
+        vec!["calc".into()],
+        list(),
+        RequestOptions::default(),
+    )
 }
 
 #[test]
@@ -20,14 +30,7 @@ fn direct_request_resolves_by_correlation() {
         &[("calc", json!([{"kind": "mcp/response"}]))],
     );
     s.take_sent();
-    let id =
-        s.p.mcp_request(
-            s.now,
-            vec!["calc".into()],
-            list(),
-            RequestOptions::default(),
-        )
-        .unwrap();
+    let id = list_calc(&mut s).unwrap();
     s.drain();
     let req = s.sent_one("mcp/request");
     assert_eq!(req["id"], id.as_str());
@@ -67,14 +70,7 @@ fn direct_request_resolves_by_correlation() {
 #[test]
 fn json_rpc_errors_are_typed() {
     let mut s = Script::joined(config(), all_caps(), &[]);
-    let id =
-        s.p.mcp_request(
-            s.now,
-            vec!["calc".into()],
-            list(),
-            RequestOptions::default(),
-        )
-        .unwrap();
+    let id = list_calc(&mut s).unwrap();
     s.send_from("calc", &[ME], "mcp/response", Some(id.as_str()),
         json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "no", "data": {"x": 1}}}));
     assert_eq!(
@@ -92,14 +88,7 @@ fn requests_time_out_at_their_deadline() {
     let mut cfg = config();
     cfg.request_timeout = std::time::Duration::from_secs(5);
     let mut s = Script::joined(cfg, all_caps(), &[]);
-    let id =
-        s.p.mcp_request(
-            s.now,
-            vec!["calc".into()],
-            list(),
-            RequestOptions::default(),
-        )
-        .unwrap();
+    let id = list_calc(&mut s).unwrap();
     let (_, deadline) = s.p.pending_requests().next().unwrap();
     assert_eq!(deadline.as_unix_millis() - s.now.as_unix_millis(), 5000);
     s.advance(4999);
@@ -120,14 +109,7 @@ fn requests_time_out_at_their_deadline() {
 #[test]
 fn gateway_refusal_fails_the_request() {
     let mut s = Script::joined(config(), all_caps(), &[]);
-    let id =
-        s.p.mcp_request(
-            s.now,
-            vec!["calc".into()],
-            list(),
-            RequestOptions::default(),
-        )
-        .unwrap();
+    let id = list_calc(&mut s).unwrap();
     s.send_from("system:gateway", &[ME], "system/error", Some(id.as_str()),
         json!({"error": "capability_violation", "attempted_kind": "mcp/request", "your_capabilities": []}));
     assert!(
@@ -266,28 +248,14 @@ fn grant_then_direct_request() {
 #[test]
 fn reconnect_fails_in_flight_requests_and_rejoins() {
     let mut s = Script::joined(config(), all_caps(), &[]);
-    let id =
-        s.p.mcp_request(
-            s.now,
-            vec!["calc".into()],
-            list(),
-            RequestOptions::default(),
-        )
-        .unwrap();
+    let id = list_calc(&mut s).unwrap();
     s.take_sent();
     s.p.handle_disconnected(s.now, "reset by peer");
     s.drain();
     assert_eq!(s.completion(&id), Some(Err(RequestError::Disconnected)));
     assert_eq!(s.p.pending_requests().count(), 0);
     // A request made while disconnected is queued and keeps its deadline.
-    let queued =
-        s.p.mcp_request(
-            s.now,
-            vec!["calc".into()],
-            list(),
-            RequestOptions::default(),
-        )
-        .unwrap();
+    let queued = list_calc(&mut s).unwrap();
     assert!(s.p.pending_requests().any(|(r, _)| *r == queued));
     s.drain();
     assert!(s.sent.is_empty(), "{:?}", s.sent);
@@ -377,14 +345,7 @@ fn settled_queued_requests_are_never_sent() {
     cfg.reconnect.jitter = 0.0;
     let mut s = Script::joined(cfg, all_caps(), &[]);
     s.p.handle_disconnected(s.now, "gone");
-    let id =
-        s.p.mcp_request(
-            s.now,
-            vec!["calc".into()],
-            list(),
-            RequestOptions::default(),
-        )
-        .unwrap();
+    let id = list_calc(&mut s).unwrap();
     let kept =
         s.p.mcp_request(
             s.now,
@@ -429,14 +390,7 @@ fn non_object_payloads_are_refused() {
 #[test]
 fn spoofed_answers_and_forged_system_envelopes_are_ignored() {
     let mut s = Script::joined(config(), all_caps(), &[]);
-    let id =
-        s.p.mcp_request(
-            s.now,
-            vec!["calc".into()],
-            list(),
-            RequestOptions::default(),
-        )
-        .unwrap();
+    let id = list_calc(&mut s).unwrap();
     // Another participant saw the request id and answers in the target's place.
     s.send_from(
         "mallory",
