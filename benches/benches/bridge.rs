@@ -143,7 +143,7 @@ impl Space {
             "127.0.0.1:0".parse().unwrap(),
             config,
             ServerOptions {
-                base_dir: std::env::temp_dir(),
+                log_dir: std::env::temp_dir().join("mew-bench-logs"),
                 seed: Some(1),
                 ..ServerOptions::default()
             },

@@ -77,7 +77,7 @@ impl Gateway {
     async fn start_on(addr: std::net::SocketAddr, name: &str) -> Gateway {
         let config = SpaceConfig::from_yaml(&space_yaml()).unwrap();
         let opts = ServerOptions {
-            base_dir: scratch(&format!("gw-{name}")),
+            log_dir: scratch(&format!("gw-{name}")).join(".mew/logs"),
             seed: Some(11),
             ..ServerOptions::default()
         };

@@ -35,7 +35,55 @@ pub fn read_config(path: &Path) -> Result<(String, PathBuf), ReadError> {
     Ok((text, dir))
 }
 
-/// `<base>/.mew/tokens/<id>.token`, the reference's token file location.
+/// Where a space's files live, from the path of its `space.yaml`, by the reference's rules
+/// (both layouts it uses: `<space>/.mew/space.yaml`, written by its `mew init`, and
+/// `<space>/space.yaml`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpaceLayout {
+    /// The space folder: token files are in `<root>/.mew/tokens/`.
+    pub root: PathBuf,
+    /// The folder of `space.yaml`: relative `cwd`s of started processes resolve here.
+    pub config_dir: PathBuf,
+    /// Where the audit logs go: `<config folder>/.mew/logs` when that `.mew/` exists, else
+    /// `<config folder>/logs` (so `<space>/.mew/space.yaml` logs to `<space>/.mew/logs`).
+    pub log_dir: PathBuf,
+}
+
+impl SpaceLayout {
+    /// The layout of the space whose configuration is at `config` (a file path). The log
+    /// folder depends on whether `<config folder>/.mew/` exists when this is called.
+    pub fn for_config(config: &Path) -> SpaceLayout {
+        let config_dir = config
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(Path::to_owned)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let inside_mew = config_dir.file_name().is_some_and(|n| n == ".mew");
+        let root = if inside_mew {
+            config_dir
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(Path::to_owned)
+                .unwrap_or_else(|| PathBuf::from("."))
+        } else {
+            config_dir.clone()
+        };
+        let nested = config_dir.join(".mew");
+        let log_dir = if nested.is_dir() {
+            nested.join("logs")
+        } else {
+            config_dir.join("logs")
+        };
+        SpaceLayout {
+            root,
+            config_dir,
+            log_dir,
+        }
+    }
+}
+
+/// `<base>/.mew/tokens/<id>.token`, the reference's token file location (`base` is the space
+/// folder, [`SpaceLayout::root`]).
 pub fn token_path(base: &Path, participant: &str) -> PathBuf {
     base.join(".mew")
         .join("tokens")
@@ -312,6 +360,32 @@ mod tests {
         assert!(write_token_file(&d, "../evil", "x").is_err());
         assert_eq!(read_token_file(&d, "../evil"), None);
         assert_eq!(token_env_name("my-agent"), "MEW_TOKEN_MY_AGENT");
+    }
+
+    #[test]
+    fn layouts_of_the_reference() {
+        let d = tempdir("layout");
+        // <space>/.mew/space.yaml: logs in <space>/.mew/logs, tokens in <space>/.mew/tokens.
+        std::fs::create_dir_all(d.join("a/.mew")).unwrap();
+        let l = SpaceLayout::for_config(&d.join("a/.mew/space.yaml"));
+        assert_eq!(l.root, d.join("a"));
+        assert_eq!(l.log_dir, d.join("a/.mew/logs"));
+        assert_eq!(token_path(&l.root, "x"), d.join("a/.mew/tokens/x.token"));
+        // <space>/space.yaml beside an existing .mew/: logs in <space>/.mew/logs.
+        std::fs::create_dir_all(d.join("b/.mew")).unwrap();
+        let l = SpaceLayout::for_config(&d.join("b/space.yaml"));
+        assert_eq!(
+            (l.root.clone(), l.log_dir),
+            (d.join("b"), d.join("b/.mew/logs"))
+        );
+        assert_eq!(l.config_dir, d.join("b"));
+        // <space>/space.yaml with no .mew/: the folder itself.
+        std::fs::create_dir_all(d.join("c")).unwrap();
+        let l = SpaceLayout::for_config(&d.join("c/space.yaml"));
+        assert_eq!(l.log_dir, d.join("c/logs"));
+        // A bare file name in the working directory.
+        let l = SpaceLayout::for_config(Path::new("space.yaml"));
+        assert_eq!(l.root, PathBuf::from("."));
     }
 
     #[test]

@@ -144,7 +144,7 @@ pub struct GatewayHost<L> {
     /// Connections with pending frames, in the order they got their first one.
     dirty: Vec<ConnId>,
     logs: Option<LogHandle>,
-    base_dir: PathBuf,
+    log_dir: PathBuf,
     grace: Duration,
     shutdown_deadline: Option<Time>,
     /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
@@ -153,12 +153,12 @@ pub struct GatewayHost<L> {
 }
 
 impl<L: ConnLink> GatewayHost<L> {
-    /// A host for `gateway`; audit records go under `base_dir/.mew/logs` through `logs`;
+    /// A host for `gateway`; audit records go into `log_dir` through `logs`;
     /// shutdown waits at most `grace` for clients to close.
     pub fn new(
         gateway: Gateway,
         logs: Option<LogHandle>,
-        base_dir: PathBuf,
+        log_dir: PathBuf,
         grace: Duration,
     ) -> Self {
         GatewayHost {
@@ -166,7 +166,7 @@ impl<L: ConnLink> GatewayHost<L> {
             conns: HashMap::default(),
             dirty: Vec::new(),
             logs,
-            base_dir,
+            log_dir,
             grace,
             shutdown_deadline: None,
             last_frame: None,
@@ -359,11 +359,7 @@ impl<L: ConnLink> GatewayHost<L> {
                 }
                 Output::Audit(rec) => {
                     if let Some(l) = &self.logs {
-                        let path = self
-                            .base_dir
-                            .join(".mew")
-                            .join("logs")
-                            .join(rec.file().file_name());
+                        let path = self.log_dir.join(rec.file().file_name());
                         l.append(path, Bytes::from(rec.to_json_line()));
                     }
                 }

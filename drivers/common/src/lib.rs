@@ -18,6 +18,7 @@ pub mod http;
 pub mod participant;
 pub mod response;
 pub mod route;
+pub mod secret;
 pub mod server;
 pub mod ws;
 

@@ -80,8 +80,9 @@ pub trait ServerRuntime: Sleep + Send + Sync + Sized {
 /// Transport settings that are not protocol rules.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
-    /// Folder that holds `.mew/` (audit logs); the folder of `space.yaml`.
-    pub base_dir: PathBuf,
+    /// Folder of the audit logs (`envelope-history.jsonl`, `capability-decisions.jsonl`);
+    /// see [`crate::files::SpaceLayout`] for where a `space.yaml` puts them.
+    pub log_dir: PathBuf,
     /// Seed for the core's ids and tokens; `None` draws one from the OS.
     pub seed: Option<u64>,
     /// How long a client may take to send its HTTP request head.
@@ -93,7 +94,7 @@ pub struct ServerOptions {
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
-            base_dir: PathBuf::from("."),
+            log_dir: PathBuf::from(".mew/logs"),
             seed: None,
             head_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(2),
@@ -186,7 +187,7 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let host = GatewayHost::new(
             gateway,
             logs.handle(),
-            options.base_dir.clone(),
+            options.log_dir.clone(),
             options.shutdown_grace,
         );
         // Bounded: readers wait (back-pressure on their sockets) when the core is busy.

@@ -1,142 +1,416 @@
-//! The gateway program starting its `type: mcp-bridge` participants with `auto_start: true`:
-//! each runs as `mew bridge ...` (this same executable), and is stopped with the gateway.
+//! The processes a space starts with its gateway: `type: mcp-bridge` participants (run as
+//! `mew bridge ...`, this same executable) and `type: local` (or untyped) participants with a
+//! `command`, each with `auto_start: true`. They are supervised by their `restart_policy` and
+//! stopped with the gateway.
+//!
+//! Each process gets its own token only: every `MEW_TOKEN*` variable of the gateway's
+//! environment is removed, and its token, the gateway URL, the space and its id are passed
+//! as `MEW_TOKEN`, `MEW_GATEWAY`, `MEW_SPACE` and `MEW_PARTICIPANT_ID` (never on the command
+//! line, where other users can read it, unless the configuration itself writes `${TOKEN}`
+//! there, as the reference's spaces do).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Duration;
 
-use mew_core::gateway::{ParticipantConfig, ParticipantType};
+use mew_core::gateway::{ParticipantConfig, ParticipantType, RestartPolicy, substitute};
 use tokio::process::{Child, Command};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-/// How long a bridge may take to stop its server and leave before it is killed.
+use crate::connect::{GATEWAY_ENV, ID_ENV, SPACE_ENV, TOKEN_ENV};
+
+/// How long a process may take to stop after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Restarts in a row before supervision gives up on a process.
+const MAX_RESTARTS: u32 = 5;
+/// First restart delay; doubled per restart in a row, at most [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A process that ran this long before exiting starts a fresh run of restarts.
+const STABLE_AFTER: Duration = Duration::from_secs(60);
 
-/// The bridges this gateway started.
-#[derive(Debug, Default)]
-pub struct Bridges {
-    children: Vec<(String, Child)>,
+/// What the space is, for substituting `${PORT}`, `${SPACE}` and `${TOKEN}`.
+#[derive(Debug, Clone)]
+pub struct SpaceContext {
+    /// `ws://host:port` of the gateway.
+    pub gateway: String,
+    /// Its port.
+    pub port: u16,
+    /// Space id.
+    pub space: String,
+    /// Working directory of started processes (the space folder).
+    pub root: PathBuf,
+    /// Folder `cwd`s of `mcp_server` are relative to (the folder of `space.yaml`).
+    pub config_dir: PathBuf,
 }
 
-/// The environment variable an auto-started bridge reads its token from.
-pub const TOKEN_ENV: &str = "MEW_BRIDGE_TOKEN";
+/// One process to start: program, arguments, environment and how to supervise it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// The participant it joins as.
+    pub id: String,
+    /// Program to run.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment added to the scrubbed inherited one.
+    pub env: Vec<(String, String)>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// When to start it again.
+    pub restart: RestartPolicy,
+}
 
-/// A bridge's command-line arguments and the environment it runs with.
-pub type Launch = (Vec<String>, Vec<(String, String)>);
-
-/// The participants of a space the gateway should start a bridge for.
-pub fn auto_started(participants: &[ParticipantConfig]) -> Vec<ParticipantConfig> {
+/// The launches of every participant the space starts, in configuration order. `${NAME}`s
+/// other than the space's own are looked up with `env`; `warn` receives one line per name
+/// with no value.
+pub fn launches(
+    participants: &[ParticipantConfig],
+    cx: &SpaceContext,
+    own_exe: &str,
+    env: impl Fn(&str) -> Option<String>,
+    mut warn: impl FnMut(String),
+) -> Vec<Launch> {
     participants
         .iter()
-        .filter(|p| p.kind == ParticipantType::McpBridge && p.auto_start && p.mcp_server.is_some())
-        .cloned()
+        .filter(|p| p.is_started())
+        .filter_map(|p| launch(p, cx, own_exe, &env, &mut warn))
         .collect()
 }
 
-/// The `mew bridge` arguments for one participant; `cwd` is taken relative to `base_dir`
-/// (the folder of space.yaml).
-/// The command line and environment of one auto-started bridge. Secrets (the token and the
-/// MCP server's `env`) travel in the environment, never in arguments other users can read
-/// with `ps`; the MCP server inherits the bridge's environment.
-pub fn bridge_args(
+fn launch(
     p: &ParticipantConfig,
-    gateway: &str,
-    space: &str,
-    base_dir: &Path,
+    cx: &SpaceContext,
+    own_exe: &str,
+    lookup: &impl Fn(&str) -> Option<String>,
+    warn: &mut impl FnMut(String),
 ) -> Option<Launch> {
-    let server = p.mcp_server.as_ref()?;
-    let token = p.tokens.first()?;
-    let mut env = vec![(TOKEN_ENV.to_string(), token.clone())];
-    let cfg = p.bridge_config.clone().unwrap_or_default();
-    let mut a: Vec<String> = vec![
-        "bridge".into(),
-        "--gateway".into(),
-        gateway.into(),
-        "--space".into(),
-        space.into(),
-        "--id".into(),
-        p.id.clone(),
-        "--init-timeout".into(),
-        cfg.init_timeout_ms.to_string(),
-        "--max-reconnects".into(),
-        cfg.max_reconnects.to_string(),
+    let Some(token) = p.tokens.first() else {
+        warn(format!("{}: no token, not started", p.id));
+        return None;
+    };
+    let mut sub = |text: &str| {
+        let (out, missing) = substitute(text, |name| match name {
+            "PORT" => Some(cx.port.to_string()),
+            "SPACE" => Some(cx.space.clone()),
+            "TOKEN" => Some(token.clone()),
+            "PARTICIPANT_ID" => Some(p.id.clone()),
+            "GATEWAY" => Some(cx.gateway.clone()),
+            other => lookup(other),
+        });
+        for name in missing {
+            warn(format!(
+                "{}: ${{{name}}} is not set; substituted as empty",
+                p.id
+            ));
+        }
+        out
+    };
+    let mut env = vec![
+        (GATEWAY_ENV.to_owned(), cx.gateway.clone()),
+        (SPACE_ENV.to_owned(), cx.space.clone()),
+        (ID_ENV.to_owned(), p.id.clone()),
+        (TOKEN_ENV.to_owned(), token.clone()),
     ];
-    if !cfg.reconnect {
-        a.push("--no-reconnect".into());
-    }
-    env.extend(server.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    if let Some(cwd) = &server.cwd {
-        a.push("--cwd".into());
-        a.push(base_dir.join(cwd).to_string_lossy().into_owned());
-    }
-    a.push("--".into());
-    a.push(server.command.clone());
-    a.extend(server.args.iter().cloned());
-    Some((a, env))
+    let (program, args, cwd) = match p.kind {
+        ParticipantType::McpBridge => {
+            let server = p.mcp_server.as_ref()?;
+            let cfg = p.bridge_config.clone().unwrap_or_default();
+            let mut a: Vec<String> = vec![
+                "bridge".into(),
+                "--init-timeout".into(),
+                cfg.init_timeout_ms.to_string(),
+                "--max-reconnects".into(),
+                cfg.max_reconnects.to_string(),
+            ];
+            if !cfg.reconnect {
+                a.push("--no-reconnect".into());
+            }
+            // The MCP server inherits the bridge's environment, so its `env` goes there.
+            env.extend(server.env.iter().map(|(k, v)| (k.clone(), sub(v))));
+            if let Some(dir) = &server.cwd {
+                a.push("--cwd".into());
+                a.push(cx.config_dir.join(sub(dir)).to_string_lossy().into_owned());
+            }
+            a.push("--".into());
+            a.push(sub(&server.command));
+            a.extend(server.args.iter().map(|x| sub(x)));
+            (own_exe.to_owned(), a, cx.root.clone())
+        }
+        _ => {
+            let command = sub(p.command.as_deref()?);
+            let args = p.args.iter().map(|a| sub(a)).collect();
+            (command, args, cx.root.clone())
+        }
+    };
+    env.extend(p.env.iter().map(|(k, v)| (k.clone(), sub(v))));
+    Some(Launch {
+        id: p.id.clone(),
+        program,
+        args,
+        env,
+        cwd,
+        restart: p.restart_policy,
+    })
 }
 
-impl Bridges {
-    /// Starts a bridge for each participant; failures are logged and skipped.
-    pub fn start(
-        participants: &[ParticipantConfig],
-        gateway: &str,
-        space: &str,
-        base_dir: &Path,
-    ) -> Bridges {
-        let mut children = Vec::new();
-        let exe = match std::env::current_exe() {
-            Ok(e) => e,
+/// The supervised processes of a space.
+pub struct Supervisor {
+    stop: watch::Sender<bool>,
+    tasks: Vec<(String, JoinHandle<()>)>,
+}
+
+impl Supervisor {
+    /// Starts every launch, each under its own supervising task.
+    pub fn start(launches: Vec<Launch>, log_dir: &Path) -> Supervisor {
+        let (stop, stop_rx) = watch::channel(false);
+        let tasks = launches
+            .into_iter()
+            .map(|l| {
+                let id = l.id.clone();
+                let log = log_dir.join(format!("{}.log", l.id));
+                (id, tokio::spawn(supervise(l, log, stop_rx.clone())))
+            })
+            .collect();
+        Supervisor { stop, tasks }
+    }
+
+    /// Stops every process (SIGTERM to its process group, SIGKILL after a grace period) and
+    /// waits for the supervising tasks.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for (id, t) in self.tasks {
+            if t.await.is_err() {
+                tracing::warn!(participant = %id, "supervisor task failed");
+            }
+        }
+    }
+}
+
+async fn supervise(l: Launch, log: PathBuf, mut stop: watch::Receiver<bool>) {
+    let mut restarts = 0u32;
+    loop {
+        let started = tokio::time::Instant::now();
+        let mut child = match spawn(&l, &log) {
+            Ok(c) => c,
             Err(e) => {
-                tracing::error!("cannot start bridges: own executable unknown: {e}");
-                return Bridges::default();
+                tracing::error!(participant = %l.id, program = %l.program, "cannot start: {e}");
+                return;
             }
         };
-        for p in participants {
-            let Some((args, env)) = bridge_args(p, gateway, space, base_dir) else {
-                tracing::error!(participant = %p.id, "cannot start its bridge: no token");
-                continue;
-            };
-            match Command::new(&exe)
-                .args(&args)
-                .envs(env)
-                .stdin(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-            {
-                Ok(child) => {
-                    tracing::info!(participant = %p.id, pid = child.id(), "bridge started");
-                    children.push((p.id.clone(), child));
-                }
-                Err(e) => tracing::error!(participant = %p.id, "cannot start its bridge: {e}"),
+        tracing::info!(participant = %l.id, pid = child.id(), "started");
+        let status = tokio::select! {
+            s = child.wait() => s,
+            _ = stop.changed() => {
+                terminate(&mut child).await;
+                return;
             }
-        }
-        Bridges { children }
-    }
-
-    /// Asks every bridge to stop (SIGTERM: each stops its MCP server), then kills those
-    /// still running after the grace period.
-    pub async fn stop(self) {
-        let mut children = self.children;
-        for (_, child) in &mut children {
-            terminate(child);
-        }
-        for (id, child) in &mut children {
-            match tokio::time::timeout(STOP_GRACE, child.wait()).await {
-                Ok(Ok(status)) => tracing::info!(participant = %id, %status, "bridge stopped"),
-                _ => {
-                    tracing::warn!(participant = %id, "bridge did not stop in time; killing it");
-                    let _ = child.kill().await;
-                }
+        };
+        let failed = !status.as_ref().is_ok_and(|s| s.success());
+        let status_text = match &status {
+            Ok(s) => s.to_string(),
+            Err(e) => e.to_string(),
+        };
+        let again = match l.restart {
+            RestartPolicy::Never => false,
+            RestartPolicy::OnFailure => failed,
+            RestartPolicy::Always => true,
+        };
+        if !again {
+            let tail = last_lines(&log, 5);
+            if failed {
+                tracing::warn!(participant = %l.id, status = %status_text, "exited; last output:\n{tail}");
+            } else {
+                tracing::info!(participant = %l.id, status = %status_text, "exited");
             }
+            return;
+        }
+        if started.elapsed() >= STABLE_AFTER {
+            restarts = 0;
+        }
+        if restarts >= MAX_RESTARTS {
+            let tail = last_lines(&log, 5);
+            tracing::error!(participant = %l.id, status = %status_text, "exited {MAX_RESTARTS} times in a row; not restarted again; last output:\n{tail}");
+            return;
+        }
+        let delay = FIRST_BACKOFF
+            .saturating_mul(1 << restarts.min(16))
+            .min(MAX_BACKOFF);
+        restarts += 1;
+        tracing::warn!(participant = %l.id, status = %status_text, "exited; restarting in {delay:?} ({restarts}/{MAX_RESTARTS})");
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.changed() => return,
         }
     }
 }
 
-fn terminate(child: &mut Child) {
+fn spawn(l: &Launch, log: &Path) -> std::io::Result<Child> {
+    let out = open_log(log)?;
+    let err = out.try_clone()?;
+    let mut cmd = Command::new(&l.program);
+    cmd.args(&l.args)
+        .current_dir(&l.cwd)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .kill_on_drop(true);
+    // Another participant's token must not reach this process.
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| k.starts_with("MEW_TOKEN")) {
+            cmd.env_remove(&k);
+        }
+    }
+    cmd.envs(l.env.iter().map(|(k, v)| (k, v)));
+    #[cfg(unix)]
+    cmd.process_group(0);
+    cmd.spawn()
+}
+
+/// The process's output log, appended to, private to the user running the space.
+fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o.open(path)
+}
+
+/// The last `n` lines of a log, for saying why a process failed.
+fn last_lines(path: &Path, n: usize) -> String {
+    let text = std::fs::read(path).unwrap_or_default();
+    // Only the end matters; a long log is not read into lines whole.
+    let start = text.len().saturating_sub(8 * 1024);
+    let text = String::from_utf8_lossy(&text[start..]);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// SIGTERM to the child's process group, SIGKILL after the grace period.
+async fn terminate(child: &mut Child) {
     #[cfg(unix)]
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        use nix::sys::signal::{Signal, kill};
+        use nix::sys::signal::{Signal, killpg};
         use nix::unistd::Pid;
-        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
+        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
+            return;
+        }
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = child.wait().await;
         return;
     }
-    let _ = child.start_kill();
+    let _ = child.kill().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mew_core::gateway::SpaceConfig;
+
+    #[test]
+    fn launches_substitute_and_carry_only_their_own_token() {
+        let cfg = SpaceConfig::from_yaml(
+            r#"
+space: {id: sp}
+participants:
+  agent:
+    type: local
+    tokens: [agent-token]
+    command: "${MEW_TEST_NODE}"
+    args: ["agent.js", "--gateway", "ws://localhost:${PORT}", "--space", "${SPACE}", "--missing", "${MEW_TEST_UNSET}"]
+    env: {ROLE: "${SPACE}-agent"}
+    auto_start: true
+    restart_policy: on-failure
+  idle: {type: local, command: x, tokens: [t2]}
+  files:
+    type: mcp-bridge
+    tokens: [files-token]
+    auto_start: true
+    mcp_server: {command: npx, args: [-y, srv, "${SPACE}"], env: {K: v}, cwd: data}
+    bridge_config: {init_timeout: 5000, reconnect: false}
+"#,
+        )
+        .unwrap();
+        let cx = SpaceContext {
+            gateway: "ws://127.0.0.1:9".into(),
+            port: 9,
+            space: "sp".into(),
+            root: "/space".into(),
+            config_dir: "/space/.mew".into(),
+        };
+        let mut warnings = Vec::new();
+        let env = |k: &str| (k == "MEW_TEST_NODE").then(|| "node-from-env".to_owned());
+        let l = launches(&cfg.participants, &cx, "/bin/mew", env, |w| {
+            warnings.push(w)
+        });
+        assert_eq!(l.len(), 2, "only auto_start participants: {l:?}");
+        let agent = &l[0];
+        assert_eq!(agent.program, "node-from-env");
+        assert_eq!(
+            agent.args,
+            vec![
+                "agent.js",
+                "--gateway",
+                "ws://localhost:9",
+                "--space",
+                "sp",
+                "--missing",
+                ""
+            ]
+        );
+        assert_eq!(agent.restart, RestartPolicy::OnFailure);
+        assert!(
+            agent
+                .env
+                .contains(&("MEW_TOKEN".into(), "agent-token".into()))
+        );
+        assert!(agent.env.contains(&("ROLE".into(), "sp-agent".into())));
+        assert!(
+            agent
+                .env
+                .contains(&("MEW_PARTICIPANT_ID".into(), "agent".into()))
+        );
+        assert_eq!(
+            warnings,
+            vec!["agent: ${MEW_TEST_UNSET} is not set; substituted as empty"]
+        );
+        let files = &l[1];
+        assert_eq!(files.program, "/bin/mew");
+        assert!(
+            !files.args.iter().any(|a| a.contains("files-token")),
+            "no token in argv"
+        );
+        assert_eq!(
+            files.args,
+            vec![
+                "bridge",
+                "--init-timeout",
+                "5000",
+                "--max-reconnects",
+                "3",
+                "--no-reconnect",
+                "--cwd",
+                "/space/.mew/data",
+                "--",
+                "npx",
+                "-y",
+                "srv",
+                "sp"
+            ]
+        );
+        assert!(files.env.contains(&("K".into(), "v".into())));
+        assert!(
+            files
+                .env
+                .contains(&("MEW_TOKEN".into(), "files-token".into()))
+        );
+    }
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::mcp::{McpConfig, RestartPolicy};
-use mew_core::participant::ParticipantConfig;
 use mew_driver_common::exit;
 use mew_tokio::mcp_process::ServerCommand;
 
@@ -14,18 +13,8 @@ use crate::Failure;
 /// Options of `mew bridge`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Gateway URL, e.g. ws://127.0.0.1:8080 (`/ws?space=` is added when absent).
-    #[arg(long, short)]
-    pub gateway: String,
-    /// Space id.
-    #[arg(long, short)]
-    pub space: String,
-    /// Bearer token (or the environment variable, which `ps` does not show).
-    #[arg(long, short, env = crate::autostart::TOKEN_ENV, hide_env_values = true)]
-    pub token: String,
-    /// Participant id to name in the join (the token decides).
-    #[arg(long)]
-    pub id: Option<String>,
+    #[command(flatten)]
+    pub connect: crate::connect::ConnectArgs,
     /// How long the MCP server may take to answer `initialize`, in ms.
     #[arg(long, default_value_t = 30_000)]
     pub init_timeout: u64,
@@ -53,21 +42,6 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-/// The WebSocket URL of a space: `/ws?space=` is added to a bare gateway address.
-fn url_for(gateway: &str, space: &str) -> String {
-    if gateway.contains("space=") {
-        return gateway.to_owned();
-    }
-    let base = gateway.trim_end_matches('/');
-    let after_scheme = base.split_once("://").map(|(_, r)| r).unwrap_or(base);
-    if after_scheme.contains('/') {
-        let sep = if base.contains('?') { '&' } else { '?' };
-        format!("{base}{sep}space={space}")
-    } else {
-        format!("{base}/ws?space={space}")
-    }
-}
-
 fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
@@ -78,13 +52,7 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 /// The bridge's configuration from the command line.
 pub fn config(args: &Args) -> BridgeConfig {
     BridgeConfig {
-        participant: ParticipantConfig {
-            gateway_url: url_for(&args.gateway, &args.space),
-            space: args.space.clone(),
-            token: args.token.clone(),
-            participant_id: args.id.clone(),
-            ..ParticipantConfig::default()
-        },
+        participant: args.connect.participant(),
         mcp: McpConfig {
             init_timeout: Duration::from_millis(args.init_timeout),
             restart: RestartPolicy {

@@ -13,18 +13,8 @@ use crate::Failure;
 /// Options of `mew client`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Gateway URL, e.g. ws://127.0.0.1:8080 (`/ws?space=` is added when absent).
-    #[arg(long, short)]
-    gateway: String,
-    /// Space id.
-    #[arg(long, short)]
-    space: String,
-    /// Bearer token.
-    #[arg(long, short)]
-    token: String,
-    /// Participant id to name in the join (the token decides).
-    #[arg(long)]
-    participant: Option<String>,
+    #[command(flatten)]
+    connect: crate::connect::ConnectArgs,
     /// Print raw JSON envelopes, one per line.
     #[arg(long)]
     json: bool,
@@ -34,20 +24,6 @@ pub struct Args {
     /// Log filter.
     #[arg(long, default_value = "warn")]
     log_level: String,
-}
-
-fn url_for(gateway: &str, space: &str) -> String {
-    if gateway.contains("space=") {
-        return gateway.to_owned();
-    }
-    let base = gateway.trim_end_matches('/');
-    let after_scheme = base.split_once("://").map(|(_, r)| r).unwrap_or(base);
-    if after_scheme.contains('/') {
-        let sep = if base.contains('?') { '&' } else { '?' };
-        format!("{base}{sep}space={space}")
-    } else {
-        format!("{base}/ws?space={space}")
-    }
 }
 
 /// One human-readable line for an envelope.
@@ -72,10 +48,6 @@ fn human(env: &Envelope) -> String {
 pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging(&args.log_level)?;
     let config = ParticipantConfig {
-        gateway_url: url_for(&args.gateway, &args.space),
-        space: args.space.clone(),
-        token: args.token.clone(),
-        participant_id: args.participant.clone(),
         // A one-shot send must not retry forever against a wrong address.
         reconnect: if args.send.is_some() {
             ReconnectPolicy {
@@ -85,7 +57,7 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         } else {
             ReconnectPolicy::default()
         },
-        ..ParticipantConfig::default()
+        ..args.connect.participant()
     };
     let (rt, mut events, me) = ParticipantRuntime::connect(config, None)
         .await
@@ -117,7 +89,7 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     }
     eprintln!(
         "joined {} as {me}; type a line to chat, Ctrl-C to leave",
-        args.space
+        args.connect.space
     );
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     let mut stdin_open = true;
@@ -155,18 +127,5 @@ pub async fn run(args: Args) -> Result<(), Failure> {
                 return Ok(());
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::url_for;
-
-    #[test]
-    fn adds_the_ws_path_and_space() {
-        assert_eq!(url_for("ws://h:1", "s"), "ws://h:1/ws?space=s");
-        assert_eq!(url_for("ws://h:1/", "s"), "ws://h:1/ws?space=s");
-        assert_eq!(url_for("ws://h:1/ws", "s"), "ws://h:1/ws?space=s");
-        assert_eq!(url_for("ws://h:1/ws?space=x", "s"), "ws://h:1/ws?space=x");
     }
 }

@@ -1,22 +1,53 @@
-//! `mew gateway`.
+//! `mew gateway` (and the reference CLI's spelling, `mew gateway start`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use mew_core::gateway::{LoggingConfig, SpaceConfig};
 use mew_core::ids::IdGen;
-use mew_driver_common::{exit, files};
+use mew_driver_common::files::SpaceLayout;
+use mew_driver_common::{exit, files, secret};
 use mew_tokio::{GatewayServer, ServerOptions, clock};
 
 use crate::Failure;
 
+/// `mew gateway [OPTIONS]` or `mew gateway start [OPTIONS]`.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Command {
+    #[command(subcommand)]
+    start: Option<Start>,
+    #[command(flatten)]
+    args: Args,
+}
+
+#[derive(clap::Subcommand)]
+enum Start {
+    /// The same as `mew gateway`: the reference CLI's spelling, so an orchestrator written
+    /// for it can start this gateway (`mew gateway start --port P --space-config PATH`).
+    Start(Args),
+}
+
+impl Command {
+    /// The options, whichever spelling was used.
+    pub fn args(self) -> Args {
+        match self.start {
+            Some(Start::Start(a)) => a,
+            None => self.args,
+        }
+    }
+}
+
 /// Options of `mew gateway`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A space.yaml; without it an embedded default space (human, agent, service) is served
-    /// and its tokens printed.
-    #[arg(long, short)]
+    /// A space.yaml (`<space>/.mew/space.yaml` or `<space>/space.yaml`); without it an
+    /// embedded default space (human, agent, service) is served and its tokens printed.
+    #[arg(long, short, visible_alias = "space-config")]
     config: Option<PathBuf>,
+    /// Do not start the space's `auto_start` participants (bridges, local processes).
+    #[arg(long)]
+    no_auto_start: bool,
     /// Port to listen on (0 picks a free one).
     #[arg(long, short, default_value_t = 8080)]
     port: u16,
@@ -32,10 +63,11 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging(&args.log_level)?;
     let seed = clock::os_seed();
     let mut ids = IdGen::new(seed);
-    let (config, base_dir, default_space) = match &args.config {
+    let (config, layout, default_space) = match &args.config {
         Some(path) => {
-            let (text, base) = files::read_config(path)
+            let (text, _) = files::read_config(path)
                 .map_err(|e| Failure::new(exit::UNREADABLE, e.to_string()))?;
+            let base = SpaceLayout::for_config(path).root;
             let mut config = SpaceConfig::from_yaml(&text).map_err(|errs| {
                 let lines: Vec<String> = errs
                     .0
@@ -53,10 +85,17 @@ pub async fn run(args: Args) -> Result<(), Failure> {
                     format!("invalid {}: {}", path.display(), lines.join("; ")),
                 )
             })?;
+            for w in &config.warnings {
+                if w.did_you_mean.is_some() {
+                    tracing::warn!("{}: {w}", path.display());
+                } else {
+                    tracing::debug!("{}: {w}", path.display());
+                }
+            }
             let generated = config.resolve_tokens(
                 |var| std::env::var(var).ok(),
                 |id| files::read_token_file(&base, id),
-                &mut ids,
+                secret::token,
             );
             for g in generated {
                 match files::write_token_file(&base, &g.participant, &g.token) {
@@ -69,24 +108,34 @@ pub async fn run(args: Args) -> Result<(), Failure> {
                     }
                 }
             }
-            (config, base, false)
+            // After the token files: as under the reference's `space up`, which writes them
+            // before its gateway looks for `.mew/`.
+            (config, SpaceLayout::for_config(path), false)
         }
         None => {
             let mut config = SpaceConfig::default_space(&mut ids);
             // A space nobody configured leaves no files behind in the working directory.
             config.logging = LoggingConfig::OFF;
-            (config, PathBuf::from("."), true)
+            let layout = SpaceLayout {
+                root: PathBuf::from("."),
+                config_dir: PathBuf::from("."),
+                log_dir: PathBuf::from(".mew/logs"),
+            };
+            (config, layout, true)
         }
     };
     let addr = SocketAddr::new(args.bind, args.port);
     let options = ServerOptions {
-        base_dir,
+        log_dir: layout.log_dir.clone(),
         seed: Some(ids.next_u64()),
         ..ServerOptions::default()
     };
     let space = config.id.clone();
-    let bridges_to_start = crate::autostart::auto_started(&config.participants);
-    let bridges_base = options.base_dir.clone();
+    let started = if args.no_auto_start {
+        Vec::new()
+    } else {
+        config.participants.clone()
+    };
     let tokens: Vec<(String, String, String)> = config
         .participants
         .iter()
@@ -123,15 +172,27 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     }
     let handle = server.shutdown_handle();
     let serve = tokio::spawn(server.serve());
-    let bridges = crate::autostart::Bridges::start(
-        &bridges_to_start,
-        &format!("ws://{local}"),
-        &space,
-        &bridges_base,
+    let cx = crate::autostart::SpaceContext {
+        gateway: format!("ws://{local}"),
+        port: local.port(),
+        space: space.clone(),
+        root: layout.root.clone(),
+        config_dir: layout.config_dir.clone(),
+    };
+    let own_exe = std::env::current_exe()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "mew".into());
+    let launches = crate::autostart::launches(
+        &started,
+        &cx,
+        &own_exe,
+        |k| std::env::var(k).ok(),
+        |w| tracing::warn!("{w}"),
     );
+    let processes = crate::autostart::Supervisor::start(launches, &layout.log_dir);
     crate::signal().await;
     tracing::info!("shutting down");
-    bridges.stop().await;
+    processes.stop().await;
     handle.shutdown();
     match serve.await {
         Ok(Ok(())) => Ok(()),

@@ -13,6 +13,7 @@
 mod autostart;
 mod bridge;
 mod client;
+mod connect;
 mod gateway;
 
 use clap::{Parser, Subcommand};
@@ -32,7 +33,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve a space: WebSocket endpoint and HTTP API on one port.
-    Gateway(gateway::Args),
+    Gateway(gateway::Command),
     /// Join a space as a participant.
     Client(client::Args),
     /// Check capabilities against messages: reads JSON lines `{"capability"|"capabilities",
@@ -95,7 +96,7 @@ fn main() {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Gateway(a) => gateway::run(a).await,
+            Command::Gateway(a) => gateway::run(a.args()).await,
             Command::Client(a) => client::run(a).await,
             Command::Capcheck => Ok(()),
             Command::Bridge(a) => bridge::run(a).await,

@@ -300,15 +300,16 @@ fn config_tokens_from_env_files_and_generation() {
             .status
             .code()
     };
-    // The env var beats everything, the token file beats the literal list.
+    // As in the reference, every source authenticates: env var, token file and literal.
     assert_eq!(send("env-token"), Some(0));
     assert_eq!(send("file-token"), Some(0));
     assert_eq!(send(&service_token), Some(0));
     assert_eq!(
         send("literal"),
-        Some(5),
-        "the literal list is overridden by the file"
+        Some(0),
+        "the literal stays valid beside the file"
     );
+    assert_eq!(send("not-a-token"), Some(5), "an unknown token is refused");
 }
 
 #[test]

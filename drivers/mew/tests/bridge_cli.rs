@@ -232,7 +232,7 @@ fn sigterm_stops_the_server_and_exits_zero() {
             "127.0.0.1:0".parse().unwrap(),
             SpaceConfig::from_yaml(yaml).unwrap(),
             ServerOptions {
-                base_dir: scratch("sigterm-gw"),
+                log_dir: scratch("sigterm-gw").join(".mew/logs"),
                 seed: Some(1),
                 ..ServerOptions::default()
             },

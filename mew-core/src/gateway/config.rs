@@ -53,6 +53,21 @@ pub enum ParticipantType {
     Standard,
     /// An MCP server behind a bridge (`type: mcp-bridge`).
     McpBridge,
+    /// A process the space starts from `command`/`args`/`env` (`type: local`): the
+    /// reference's agents and scripts.
+    Local,
+}
+
+/// `restart_policy` of a started participant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartPolicy {
+    /// Never restarted (`no`, the default).
+    #[default]
+    Never,
+    /// Restarted when it exits with a failure (`on-failure`).
+    OnFailure,
+    /// Restarted whenever it exits (`always`).
+    Always,
 }
 
 /// `mcp_server` of an `mcp-bridge` participant.
@@ -118,6 +133,14 @@ pub struct ParticipantConfig {
     pub mcp_server: Option<McpServerConfig>,
     /// `bridge_config` (bridges).
     pub bridge_config: Option<BridgeConfig>,
+    /// `restart_policy` of a started process.
+    pub restart_policy: RestartPolicy,
+    /// `default_to`: whom the reference's interactive client addresses by default.
+    pub default_to: Vec<String>,
+    /// `fifo` (the reference CLI's FIFO-driven participants; kept, not used by the gateway).
+    pub fifo: bool,
+    /// `io` (the reference CLI's I/O mode for `type: local`; kept, not used by the gateway).
+    pub io: Option<String>,
 }
 
 impl ParticipantConfig {
@@ -137,7 +160,21 @@ impl ParticipantConfig {
             auto_connect: false,
             mcp_server: None,
             bridge_config: None,
+            restart_policy: RestartPolicy::Never,
+            default_to: Vec::new(),
+            fifo: false,
+            io: None,
         }
+    }
+
+    /// Whether the space starts a process for this participant (`auto_start` with something
+    /// to run: a bridge's `mcp_server`, or a `command`).
+    pub fn is_started(&self) -> bool {
+        self.auto_start
+            && match self.kind {
+                ParticipantType::McpBridge => self.mcp_server.is_some(),
+                _ => self.command.is_some(),
+            }
     }
 
     /// Whether the gateway itself holds this participant's membership (`output_log` and
@@ -244,6 +281,31 @@ pub struct SpaceConfig {
     pub logging: LoggingConfig,
     /// `gateway:` options.
     pub gateway: GatewayOptions,
+    /// Keys this implementation does not use: ignored, reported here so the driver can log
+    /// them (a near miss of a known key is flagged as a likely misspelling).
+    pub warnings: Vec<ConfigWarning>,
+}
+
+/// A key of `space.yaml` that was ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigWarning {
+    /// Dotted path of the key.
+    pub location: String,
+    /// The known key it resembles, when it looks misspelt.
+    pub did_you_mean: Option<&'static str>,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.did_you_mean {
+            Some(k) => write!(
+                f,
+                "{}: unknown key, ignored (did you mean `{k}`?)",
+                self.location
+            ),
+            None => write!(f, "{}: not used by this gateway, ignored", self.location),
+        }
+    }
 }
 
 /// One problem found in a configuration, with where it is.
@@ -322,7 +384,8 @@ impl SpaceConfig {
             }])
         })?;
         let mut cx = Cx::default();
-        let cfg = cx.space(&root);
+        let mut cfg = cx.space(&root);
+        cfg.warnings = cx.warnings;
         if cx.errors.is_empty() {
             Ok(cfg)
         } else {
@@ -373,6 +436,7 @@ impl SpaceConfig {
             default_capabilities: caps(&["chat"]),
             logging: LoggingConfig::default(),
             gateway: GatewayOptions::default(),
+            warnings: Vec::new(),
         }
     }
 
@@ -381,49 +445,142 @@ impl SpaceConfig {
         self.participants.iter().find(|p| p.id == id)
     }
 
-    /// Settles every participant's tokens in the reference's order: the environment
-    /// variable [`token_env_var`], then the token file (`.mew/tokens/<id>.token`, read by
-    /// `token_file`), then the literal `tokens:` list; a participant with none gets a fresh
-    /// token, returned so the driver can write that file.
+    /// Settles every participant's tokens the way the reference accepts them: the
+    /// environment variable [`token_env_var`], the token file (`.mew/tokens/<id>.token`, read
+    /// by `token_file`) and every literal of `tokens:` all authenticate, in that order (the
+    /// first is the one handed to a process the space starts). A participant with none gets
+    /// a fresh token from `fresh`, returned so the driver can write that file.
     pub fn resolve_tokens(
         &mut self,
         mut env: impl FnMut(&str) -> Option<String>,
         mut token_file: impl FnMut(&str) -> Option<String>,
-        ids: &mut IdGen,
+        mut fresh: impl FnMut() -> String,
     ) -> Vec<GeneratedToken> {
         let mut generated = Vec::new();
         for p in &mut self.participants {
-            let from_env = env(&token_env_var(&p.id))
-                .map(|t| t.trim().to_owned())
-                .filter(|t| !t.is_empty());
-            if let Some(t) = from_env {
-                p.tokens = vec![t];
-                continue;
+            let clean = |t: Option<String>| {
+                t.map(|t| t.trim().to_owned())
+                    .filter(|t: &String| !t.is_empty())
+            };
+            let mut tokens: Vec<String> = Vec::with_capacity(p.tokens.len() + 2);
+            for t in [clean(env(&token_env_var(&p.id))), clean(token_file(&p.id))]
+                .into_iter()
+                .flatten()
+                .chain(std::mem::take(&mut p.tokens))
+            {
+                if !tokens.contains(&t) {
+                    tokens.push(t);
+                }
             }
-            let from_file = token_file(&p.id)
-                .map(|t| t.trim().to_owned())
-                .filter(|t| !t.is_empty());
-            if let Some(t) = from_file {
-                p.tokens = vec![t];
-                continue;
+            if tokens.is_empty() {
+                let token = fresh();
+                tokens.push(token.clone());
+                generated.push(GeneratedToken {
+                    participant: p.id.clone(),
+                    token,
+                });
             }
-            if !p.tokens.is_empty() {
-                continue;
-            }
-            let token = ids.token(TOKEN_LEN);
-            p.tokens = vec![token.clone()];
-            generated.push(GeneratedToken {
-                participant: p.id.clone(),
-                token,
-            });
+            p.tokens = tokens;
         }
         generated
     }
 }
 
+/// Replaces `${NAME}` in `text` with `lookup(NAME)`, as the reference does in the `command`,
+/// `args`, `env` and `mcp_server` of started participants. A name `lookup` does not know
+/// becomes the empty string and is returned in the second value so the caller can warn;
+/// `$` not followed by `{` and an unclosed `${` are kept as they are.
+pub fn substitute(
+    text: &str,
+    mut lookup: impl FnMut(&str) -> Option<String>,
+) -> (String, Vec<String>) {
+    let mut out = String::with_capacity(text.len());
+    let mut missing = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) => {
+                let name = &after[..end];
+                match lookup(name) {
+                    Some(v) => out.push_str(&v),
+                    None => missing.push(name.to_owned()),
+                }
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    (out, missing)
+}
+
+/// Keys of a participant entry this implementation reads (the reference's and mew-rs's).
+const PARTICIPANT_KEYS: &[&str] = &[
+    "type",
+    "tokens",
+    "token",
+    "capabilities",
+    "auto_start",
+    "command",
+    "args",
+    "env",
+    "output_log",
+    "auto_connect",
+    "mcp_server",
+    "bridge_config",
+    "restart_policy",
+    "default_to",
+    "fifo",
+    "io",
+];
+
+/// Top-level keys this implementation reads.
+const TOP_KEYS: &[&str] = &[
+    "space",
+    "participants",
+    "defaults",
+    "logging",
+    "gateway",
+    "mew",
+];
+
+/// The known key `key` is most likely a misspelling of: at most two edits away, and not
+/// shorter than 4 characters (so `id` is not taken for `io`).
+fn near_miss(key: &str, known: &[&'static str]) -> Option<&'static str> {
+    if key.len() < 4 {
+        return None;
+    }
+    known
+        .iter()
+        .map(|k| (edit_distance(key, k), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
 #[derive(Default)]
 struct Cx {
     errors: Vec<ConfigError>,
+    warnings: Vec<ConfigWarning>,
 }
 
 fn type_name(v: &Yaml) -> &'static str {
@@ -439,6 +596,28 @@ fn type_name(v: &Yaml) -> &'static str {
 }
 
 impl Cx {
+    /// Records every key of `m` not in `known` as ignored.
+    fn unknown_keys(&mut self, m: &serde_yaml::Mapping, known: &[&'static str], loc: &str) {
+        for k in m.keys() {
+            let key = match k {
+                Yaml::String(s) => s.clone(),
+                other => serde_yaml::to_string(other)
+                    .map(|s| s.trim().to_owned())
+                    .unwrap_or_default(),
+            };
+            if !known.contains(&key.as_str()) {
+                self.warnings.push(ConfigWarning {
+                    location: if loc.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{loc}.{key}")
+                    },
+                    did_you_mean: near_miss(&key, known),
+                });
+            }
+        }
+    }
+
     fn err(&mut self, location: impl Into<String>, message: impl Into<String>) {
         self.errors.push(ConfigError {
             location: location.into(),
@@ -588,11 +767,13 @@ impl Cx {
             default_capabilities: CapabilitySet::default(),
             logging: LoggingConfig::default(),
             gateway: GatewayOptions::default(),
+            warnings: Vec::new(),
         };
         let Some(top) = self.map(root, "") else {
             self.err("", "the configuration is empty");
             return cfg;
         };
+        self.unknown_keys(top, TOP_KEYS, "");
         match top.get("space") {
             Some(Yaml::String(s)) => cfg.id = s.clone(),
             Some(v) => {
@@ -681,13 +862,15 @@ impl Cx {
             return p;
         };
         let m = m.clone();
+        self.unknown_keys(&m, PARTICIPANT_KEYS, loc);
         let get = |k: &str| m.get(k);
         match self.string(get("type"), &format!("{loc}.type")).as_deref() {
             None | Some("standard") => {}
             Some("mcp-bridge") => p.kind = ParticipantType::McpBridge,
+            Some("local") => p.kind = ParticipantType::Local,
             Some(other) => self.err(
                 format!("{loc}.type"),
-                format!("unknown participant type `{other}` (known: mcp-bridge)"),
+                format!("unknown participant type `{other}` (known: local, mcp-bridge)"),
             ),
         }
         p.tokens = self.strings(get("tokens"), &format!("{loc}.tokens"));
@@ -704,7 +887,25 @@ impl Cx {
         p.env = self.string_map(get("env"), &format!("{loc}.env"));
         p.output_log = self.string(get("output_log"), &format!("{loc}.output_log"));
         p.auto_connect = self.boolean(get("auto_connect"), &format!("{loc}.auto_connect"), false);
-        if p.auto_start && p.command.is_none() && p.kind == ParticipantType::Standard {
+        p.fifo = self.boolean(get("fifo"), &format!("{loc}.fifo"), false);
+        p.io = self.string(get("io"), &format!("{loc}.io"));
+        p.default_to = match get("default_to") {
+            Some(Yaml::String(s)) => vec![s.clone()],
+            other => self.strings(other, &format!("{loc}.default_to")),
+        };
+        match self
+            .string(get("restart_policy"), &format!("{loc}.restart_policy"))
+            .as_deref()
+        {
+            None | Some("no") | Some("never") => {}
+            Some("on-failure") => p.restart_policy = RestartPolicy::OnFailure,
+            Some("always") => p.restart_policy = RestartPolicy::Always,
+            Some(other) => self.err(
+                format!("{loc}.restart_policy"),
+                format!("unknown restart policy `{other}` (known: no, on-failure, always)"),
+            ),
+        }
+        if p.auto_start && p.command.is_none() && p.kind != ParticipantType::McpBridge {
             self.err(format!("{loc}.command"), "auto_start needs a command");
         }
         if let Some(s) = get("mcp_server") {
@@ -948,27 +1149,109 @@ gateway: {delivery: sideways, idle_timeout_ms: -3}
     }
 
     #[test]
-    fn token_sources_in_reference_order() {
+    fn every_token_source_authenticates_in_reference_order() {
         let mut c = SpaceConfig::from_yaml(
-            "space: {id: s}\nparticipants:\n  my-agent: {tokens: [lit]}\n  b: {tokens: [lit-b]}\n  c: {}\n  d: {tokens: [lit-d]}\n",
+            "space: {id: s}\nparticipants:\n  my-agent: {tokens: [lit]}\n  b: {tokens: [lit-b, lit-b2]}\n  c: {}\n  d: {tokens: [lit-d]}\n",
         )
         .unwrap();
-        let mut ids = IdGen::new(1);
+        let mut n = 0;
         let generated = c.resolve_tokens(
             |var| (var == "MEW_TOKEN_MY_AGENT").then(|| "from-env\n".to_owned()),
-            |id| (id == "b" || id == "my-agent").then(|| "from-file".to_owned()),
-            &mut ids,
+            |id| match id {
+                "b" | "my-agent" => Some("from-file".to_owned()),
+                "d" => Some("lit-d".to_owned()),
+                _ => None,
+            },
+            || {
+                n += 1;
+                format!("fresh-{n}")
+            },
         );
-        assert_eq!(c.participant("my-agent").unwrap().tokens, vec!["from-env"]);
-        assert_eq!(c.participant("b").unwrap().tokens, vec!["from-file"]);
-        assert_eq!(c.participant("d").unwrap().tokens, vec!["lit-d"]);
-        assert_eq!(generated.len(), 1);
-        assert_eq!(generated[0].participant, "c");
         assert_eq!(
-            c.participant("c").unwrap().tokens,
-            vec![generated[0].token.clone()]
+            c.participant("my-agent").unwrap().tokens,
+            vec!["from-env", "from-file", "lit"]
         );
+        assert_eq!(
+            c.participant("b").unwrap().tokens,
+            vec!["from-file", "lit-b", "lit-b2"]
+        );
+        // The same token from two sources is listed once.
+        assert_eq!(c.participant("d").unwrap().tokens, vec!["lit-d"]);
+        assert_eq!(
+            generated,
+            vec![GeneratedToken {
+                participant: "c".into(),
+                token: "fresh-1".into()
+            }]
+        );
+        assert_eq!(c.participant("c").unwrap().tokens, vec!["fresh-1"]);
         assert_eq!(token_env_var("my-agent"), "MEW_TOKEN_MY_AGENT");
+    }
+
+    #[test]
+    fn reference_keys_load_and_unknown_keys_are_warnings() {
+        let yaml = r#"
+space: {id: ref}
+participants:
+  agent:
+    type: local
+    tokens: [agent-token]
+    command: node
+    args: ["agent.js", "--port", "${PORT}"]
+    env: {DEBUG: "1"}
+    auto_start: true
+    restart_policy: on-failure
+    fifo: true
+    io: fifo
+    default_to: [files]
+    capabilitys: []
+    colour: blue
+  human: {tokens: [h], default_to: agent}
+ui: {theme: dark}
+"#;
+        let c = SpaceConfig::from_yaml(yaml).unwrap();
+        let a = c.participant("agent").unwrap();
+        assert_eq!(a.kind, ParticipantType::Local);
+        assert_eq!(a.restart_policy, RestartPolicy::OnFailure);
+        assert!(a.fifo && a.is_started());
+        assert_eq!(a.io.as_deref(), Some("fifo"));
+        assert_eq!(a.default_to, vec!["files"]);
+        assert_eq!(c.participant("human").unwrap().default_to, vec!["agent"]);
+        let w: Vec<String> = c.warnings.iter().map(|w| w.to_string()).collect();
+        assert_eq!(
+            w,
+            vec![
+                "ui: not used by this gateway, ignored",
+                "participants.agent.capabilitys: unknown key, ignored (did you mean `capabilities`?)",
+                "participants.agent.colour: not used by this gateway, ignored",
+            ]
+        );
+        let e = SpaceConfig::from_yaml(
+            "space: s\nparticipants:\n  a: {type: local, restart_policy: sometimes}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("participants.a.restart_policy: unknown restart policy `sometimes`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn substitution_follows_the_reference() {
+        let env = |k: &str| match k {
+            "PORT" => Some("8080".to_owned()),
+            "SPACE" => Some("s".to_owned()),
+            _ => None,
+        };
+        assert_eq!(
+            substitute("ws://localhost:${PORT}/${SPACE}", env),
+            ("ws://localhost:8080/s".to_owned(), vec![])
+        );
+        assert_eq!(
+            substitute("a${NOPE}b $PORT ${", env),
+            ("ab $PORT ${".to_owned(), vec!["NOPE".to_owned()])
+        );
     }
 
     #[test]

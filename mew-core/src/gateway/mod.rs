@@ -45,9 +45,9 @@ mod workflow;
 
 pub use audit::{AuditFile, AuditRecord, Direction, Transport};
 pub use config::{
-    BridgeConfig, ConfigError, ConfigErrors, DeliveryMode, GatewayOptions, GeneratedToken,
-    LoggingConfig, McpServerConfig, ParticipantConfig, ParticipantType, SpaceConfig, TOKEN_LEN,
-    token_env_var,
+    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, DeliveryMode, GatewayOptions,
+    GeneratedToken, LoggingConfig, McpServerConfig, ParticipantConfig, ParticipantType,
+    RestartPolicy, SpaceConfig, TOKEN_LEN, substitute, token_env_var,
 };
 pub use http::{HttpAccepted, HttpError};
 

@@ -25,7 +25,7 @@ impl Driver for Tokio {
                 .unwrap();
             rt.block_on(async move {
                 let opts = mew_tokio::ServerOptions {
-                    base_dir,
+                    log_dir: base_dir.join(".mew/logs"),
                     seed: Some(7),
                     ..Default::default()
                 };
@@ -60,7 +60,7 @@ impl Driver for AsyncStd {
         let thread = std::thread::spawn(move || {
             async_std::task::block_on(async move {
                 let opts = mew_async_std::ServerOptions {
-                    base_dir,
+                    log_dir: base_dir.join(".mew/logs"),
                     seed: Some(7),
                     ..Default::default()
                 };

@@ -1,0 +1,50 @@
+//! Secrets (tokens) from the operating system's CSPRNG, never from the seeded generator the
+//! core uses for ids: an id a participant sees says nothing about any token.
+
+/// Random bytes in a generated token: 192 bits.
+pub const TOKEN_BYTES: usize = 24;
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// A fresh token: [`TOKEN_BYTES`] bytes from the OS CSPRNG, base64url (32 characters).
+///
+/// # Panics
+/// When the OS has no entropy source at all, which leaves nothing safe to hand out.
+pub fn token() -> String {
+    let mut bytes = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    let mut out = String::with_capacity(TOKEN_BYTES / 3 * 4);
+    for c in bytes.chunks_exact(3) {
+        let n = (u32::from(c[0]) << 16) | (u32::from(c[1]) << 8) | u32::from(c[2]);
+        for shift in [18, 12, 6, 0] {
+            out.push(ALPHABET[((n >> shift) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Compares two secrets in time that depends only on their lengths, so a guess's matching
+/// prefix cannot be measured.
+pub fn equal(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_long_distinct_and_url_safe() {
+        let a = token();
+        let b = token();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+        assert!(a.bytes().all(|c| ALPHABET.contains(&c)));
+        assert!(equal(a.as_bytes(), a.clone().as_bytes()));
+        assert!(!equal(a.as_bytes(), b.as_bytes()));
+        assert!(!equal(b"ab", b"abc"));
+    }
+}

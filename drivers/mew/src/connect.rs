@@ -1,0 +1,74 @@
+//! How `mew client`, `mew bridge` and `mew agent` reach a space: the same options and the
+//! same environment variables for each.
+
+use mew_core::participant::ParticipantConfig;
+
+/// Environment variable of the gateway URL.
+pub const GATEWAY_ENV: &str = "MEW_GATEWAY";
+/// Environment variable of the space id.
+pub const SPACE_ENV: &str = "MEW_SPACE";
+/// Environment variable of the bearer token (preferred over `--token`: `ps` does not show it).
+pub const TOKEN_ENV: &str = "MEW_TOKEN";
+/// Environment variable of the participant id.
+pub const ID_ENV: &str = "MEW_PARTICIPANT_ID";
+
+/// Gateway, space, token and id, from flags or the environment.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ConnectArgs {
+    /// Gateway URL, e.g. ws://127.0.0.1:8080 (`/ws?space=` is added when absent).
+    #[arg(long, short, env = GATEWAY_ENV)]
+    pub gateway: String,
+    /// Space id.
+    #[arg(long, short, env = SPACE_ENV)]
+    pub space: String,
+    /// Bearer token (prefer the environment variable, which `ps` does not show).
+    #[arg(long, short, env = TOKEN_ENV, hide_env_values = true)]
+    pub token: String,
+    /// Participant id named in the join. A mew-rs gateway checks it against the token; the
+    /// reference's gateway takes the id from here, so give it when joining one.
+    #[arg(long, alias = "participant", env = ID_ENV)]
+    pub id: Option<String>,
+}
+
+impl ConnectArgs {
+    /// The participant configuration these options describe (other settings at defaults).
+    pub fn participant(&self) -> ParticipantConfig {
+        ParticipantConfig {
+            gateway_url: url_for(&self.gateway, &self.space),
+            space: self.space.clone(),
+            token: self.token.clone(),
+            participant_id: self.id.clone(),
+            ..ParticipantConfig::default()
+        }
+    }
+}
+
+/// The WebSocket URL of a space: `/ws?space=` is added to a bare gateway address.
+pub fn url_for(gateway: &str, space: &str) -> String {
+    if gateway.contains("space=") {
+        return gateway.to_owned();
+    }
+    let base = gateway.trim_end_matches('/');
+    let after_scheme = base.split_once("://").map(|(_, r)| r).unwrap_or(base);
+    if after_scheme.contains('/') {
+        let sep = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{sep}space={space}")
+    } else {
+        format!("{base}/ws?space={space}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(url_for("ws://h:1", "s"), "ws://h:1/ws?space=s");
+        assert_eq!(url_for("ws://h:1/", "s"), "ws://h:1/ws?space=s");
+        assert_eq!(url_for("ws://h:1/ws", "s"), "ws://h:1/ws?space=s");
+        assert_eq!(url_for("ws://h:1/x", "s"), "ws://h:1/x?space=s");
+        assert_eq!(url_for("ws://h:1/x?a=b", "s"), "ws://h:1/x?a=b&space=s");
+        assert_eq!(url_for("ws://h:1/ws?space=t", "s"), "ws://h:1/ws?space=t");
+    }
+}
