@@ -9,6 +9,7 @@
 //! its hooks: sockets, timers, tasks ([`server::ServerRuntime`], [`participant::Runtime`]).
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod clock;
 pub mod conn;
 pub mod exit;

@@ -74,7 +74,8 @@ impl Default for NotReadyPolicy {
 /// Tool discovery of other participants' tools.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiscoveryConfig {
-    /// Discover automatically from welcome and presence.
+    /// Discover automatically from welcome and presence. Off by default (the SDK makes
+    /// discovery opt-in); agents switch it on.
     pub auto: bool,
     /// Delay between the starts of successive discoveries (avoids request storms).
     pub stagger: Duration,
@@ -91,7 +92,7 @@ pub struct DiscoveryConfig {
 impl Default for DiscoveryConfig {
     fn default() -> Self {
         DiscoveryConfig {
-            auto: true,
+            auto: false,
             stagger: Duration::from_secs(1),
             timeout: Duration::from_secs(10),
             max_attempts: 3,

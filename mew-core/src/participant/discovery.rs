@@ -35,6 +35,8 @@ pub struct ToolInfo {
     pub description: Option<String>,
     /// Input schema.
     pub input_schema: Option<Value>,
+    /// MCP annotations (`readOnlyHint`, `destructiveHint`, ...), as listed.
+    pub annotations: Option<Value>,
 }
 
 /// Discovery status of one participant.
@@ -107,6 +109,7 @@ fn parse_tools(v: &Value) -> Option<Vec<ToolInfo>> {
                         .and_then(Value::as_str)
                         .map(str::to_owned),
                     input_schema: t.get("inputSchema").cloned(),
+                    annotations: t.get("annotations").cloned(),
                 })
             })
             .collect(),
@@ -293,6 +296,17 @@ impl Participant {
         e.status.attempts += 1;
         e.status.last_attempt = Some(now);
         let refreshing = e.status.state == DiscoveryState::Completed;
+        let list = json!({"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": {}});
+        if self.caps_known && !self.can_send(&crate::envelope::Kind::McpRequest, Some(&list)) {
+            // Discovery needs a direct request: a participant that may only propose cannot
+            // list tools (proposing a `tools/list` would ask a person to approve reading a
+            // catalogue). Spaces grant `mcp/request` for `tools/list` alone to such agents.
+            if let Some(e) = self.discovery.entries.get_mut(id) {
+                e.status.attempts = 0;
+            }
+            self.set_discovery_state(id, DiscoveryState::Failed);
+            return;
+        }
         let sent = self.start_request(
             now,
             vec![id.to_owned()],

@@ -1,0 +1,303 @@
+//! The agent runtime, written once for every async runtime: one task drives the agent core,
+//! opens the sockets it asks for, and makes its model calls through a [`ModelTransport`].
+//!
+//! The transport is the one hook beyond the participant runtime's: [`HttpTransport`] (the
+//! default) posts with `ureq`, a maintained blocking HTTP client, on a thread of its own per
+//! call, so the same code serves tokio, async-std and smol, and a slow model never blocks the
+//! task that answers the gateway.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use futures_util::{SinkExt, StreamExt};
+use mew_core::agent::{Agent, AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output};
+use mew_core::participant;
+use tungstenite::Message;
+use tungstenite::protocol::CloseFrame;
+
+use crate::clock::{self, timeout};
+use crate::participant::{Incoming, Runtime, client_request, read_client, ws_config};
+
+/// Where the model is: an OpenAI-compatible chat-completions API.
+#[derive(Clone)]
+pub struct ModelEndpoint {
+    /// Base URL, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`;
+    /// `/chat/completions` is appended.
+    pub base_url: String,
+    /// Bearer key; `None` for local servers that want none.
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for ModelEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key is a secret: never in logs.
+        f.debug_struct("ModelEndpoint")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+impl ModelEndpoint {
+    /// The chat-completions URL.
+    pub fn url(&self) -> String {
+        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+}
+
+/// A boxed future of a model call's outcome.
+pub type ModelFuture = Pin<Box<dyn Future<Output = ModelOutcome> + Send>>;
+
+/// How model calls are made.
+pub trait ModelTransport: Send + Sync + 'static {
+    /// POSTs `body` (JSON) to `endpoint`, giving up after `timeout`.
+    fn post(&self, endpoint: &ModelEndpoint, body: Vec<u8>, timeout: Duration) -> ModelFuture;
+}
+
+/// The default transport: `ureq` on a thread per call.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HttpTransport;
+
+/// Largest reply body read, in bytes.
+const MAX_REPLY: u64 = 16 * 1024 * 1024;
+
+fn post_blocking(endpoint: &ModelEndpoint, body: &[u8], timeout: Duration) -> ModelOutcome {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut req = agent
+        .post(endpoint.url())
+        .header("Content-Type", "application/json");
+    if let Some(key) = &endpoint.api_key {
+        req = req.header("Authorization", format!("Bearer {key}"));
+    }
+    match req.send(body) {
+        Ok(mut resp) => {
+            let status = resp.status().as_u16();
+            let retry_after = resp
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(Duration::from_secs_f64);
+            match resp
+                .body_mut()
+                .with_config()
+                .limit(MAX_REPLY)
+                .read_to_string()
+            {
+                Ok(body) => ModelOutcome::Http {
+                    status,
+                    retry_after,
+                    body,
+                },
+                Err(e) => ModelOutcome::Transport(format!("reading the reply: {e}")),
+            }
+        }
+        Err(e) => ModelOutcome::Transport(e.to_string()),
+    }
+}
+
+impl ModelTransport for HttpTransport {
+    fn post(&self, endpoint: &ModelEndpoint, body: Vec<u8>, timeout: Duration) -> ModelFuture {
+        let (tx, rx) = oneshot::channel();
+        let endpoint = endpoint.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mew-model-call".into())
+            .spawn(move || {
+                let _ = tx.send(post_blocking(&endpoint, &body, timeout));
+            });
+        Box::pin(async move {
+            if let Err(e) = spawned {
+                return ModelOutcome::Transport(format!("cannot start the call: {e}"));
+            }
+            rx.await
+                .unwrap_or_else(|_| ModelOutcome::Transport("the call thread ended".into()))
+        })
+    }
+}
+
+/// Why the agent stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentExit {
+    /// `participant/shutdown`, or the shutdown future resolved.
+    Shutdown,
+    /// The gateway could not be reached again.
+    GatewayGaveUp,
+}
+
+enum Internal<W> {
+    Connected(u64, Box<W>),
+    ConnectFailed(u64, String),
+    Frame(u64, String),
+    Pong(u64),
+    Closed(u64, String),
+    Model(ModelCallId, ModelOutcome),
+    Shutdown,
+}
+
+/// Runs an agent until it is told to stop; `on_event` sees every event (for logs and tests).
+pub async fn run_agent<R: Runtime>(
+    config: AgentConfig,
+    endpoint: ModelEndpoint,
+    transport: Arc<dyn ModelTransport>,
+    seed: Option<u64>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    mut on_event: impl FnMut(&AgentEvent) + Send,
+) -> AgentExit {
+    let max_frame = config.participant.limits.max_frame_bytes;
+    let mut agent = Agent::new(config, seed.unwrap_or_else(clock::os_seed));
+    let (tx, rx) = async_channel::bounded::<Internal<R::Ws>>(1024);
+    {
+        let tx = tx.clone();
+        R::spawn(async move {
+            shutdown.await;
+            let _ = tx.send(Internal::Shutdown).await;
+        });
+    }
+    let mut epoch = 0u64;
+    let mut sink: Option<futures_util::stream::SplitSink<R::Ws, Message>> = None;
+    let mut exit: Option<AgentExit> = None;
+    let mut closing = false;
+    agent.start(clock::now());
+    loop {
+        let mut wrote = false;
+        while let Some(out) = agent.poll_output() {
+            match out {
+                Output::Gateway(participant::Output::Connect { url, headers }) => {
+                    epoch += 1;
+                    sink = None;
+                    let (tx, e) = (tx.clone(), epoch);
+                    R::spawn(async move {
+                        let msg = match client_request(&url, &headers) {
+                            Ok(req) => match R::open(req, ws_config(max_frame)).await {
+                                Ok(ws) => Internal::Connected(e, Box::new(ws)),
+                                Err(err) => Internal::ConnectFailed(e, err.to_string()),
+                            },
+                            Err(err) => Internal::ConnectFailed(e, err),
+                        };
+                        let _ = tx.send(msg).await;
+                    });
+                }
+                Output::Gateway(participant::Output::Transmit(text)) => {
+                    if let Some(s) = &mut sink {
+                        wrote = true;
+                        if s.feed(Message::text(text)).await.is_err() {
+                            sink = None;
+                        }
+                    }
+                }
+                Output::Gateway(participant::Output::Ping) => {
+                    if let Some(s) = &mut sink {
+                        wrote = true;
+                        let _ = s.feed(Message::Ping(Default::default())).await;
+                    }
+                }
+                Output::Gateway(participant::Output::Disconnect { reason }) => {
+                    epoch += 1;
+                    if let Some(mut s) = sink.take() {
+                        let frame = CloseFrame {
+                            code: 1000.into(),
+                            reason: reason.into(),
+                        };
+                        let _ = s.send(Message::Close(Some(frame))).await;
+                    }
+                }
+                Output::Gateway(participant::Output::Event(_)) => {}
+                Output::Model {
+                    call,
+                    request,
+                    timeout: limit,
+                } => {
+                    let body = request.to_json().to_string().into_bytes();
+                    let fut = transport.post(&endpoint, body, limit);
+                    let tx = tx.clone();
+                    R::spawn(async move {
+                        let outcome = fut.await;
+                        let _ = tx.send(Internal::Model(call, outcome)).await;
+                    });
+                }
+                Output::Event(e) => {
+                    if e == AgentEvent::Exit && exit.is_none() {
+                        exit = Some(match agent.participant().client().state() {
+                            mew_core::participant::ClientState::Disconnected => {
+                                AgentExit::GatewayGaveUp
+                            }
+                            _ => AgentExit::Shutdown,
+                        });
+                    }
+                    on_event(&e);
+                }
+            }
+        }
+        if wrote && let Some(s) = &mut sink {
+            let _ = s.flush().await;
+        }
+        if let Some(e) = exit.take() {
+            if let Some(mut s) = sink.take() {
+                let _ = s.close().await;
+            }
+            return e;
+        }
+        if closing {
+            if let Some(mut s) = sink.take() {
+                let _ = s.close().await;
+            }
+            return AgentExit::Shutdown;
+        }
+        let wait = agent
+            .poll_timeout()
+            .map(clock::until)
+            .unwrap_or(Duration::from_secs(3600));
+        let msg = match timeout::<R, _>(wait, rx.recv()).await {
+            None => {
+                agent.handle_timeout(clock::now());
+                continue;
+            }
+            Some(Ok(m)) => m,
+            Some(Err(_)) => return AgentExit::Shutdown,
+        };
+        let now = clock::now();
+        match msg {
+            Internal::Connected(e, ws) if e == epoch => {
+                let (s, stream) = (*ws).split();
+                sink = Some(s);
+                let tx = tx.clone();
+                R::spawn(read_client(stream, move |ev| {
+                    let tx = tx.clone();
+                    async move {
+                        let m = match ev {
+                            Incoming::Frame(t) => Internal::Frame(e, t),
+                            Incoming::Pong => Internal::Pong(e),
+                            Incoming::Closed(r) => Internal::Closed(e, r),
+                        };
+                        tx.send(m).await.is_ok()
+                    }
+                }));
+                agent.handle_connected(now);
+            }
+            Internal::ConnectFailed(e, reason) if e == epoch => {
+                tracing::warn!("cannot connect: {reason}");
+                agent.handle_disconnected(now, &reason);
+            }
+            Internal::Frame(e, text) if e == epoch => agent.handle_frame(now, &text),
+            Internal::Pong(e) if e == epoch => agent.handle_pong(now),
+            Internal::Closed(e, reason) if e == epoch => {
+                sink = None;
+                agent.handle_disconnected(now, &reason);
+            }
+            Internal::Model(call, outcome) => agent.handle_model(now, call, outcome),
+            Internal::Shutdown => {
+                agent.close(now, "shutdown");
+                closing = true;
+            }
+            _ => {}
+        }
+    }
+}
