@@ -136,13 +136,15 @@ impl Gateway {
     }
 
     async fn join(&self, id: &str) -> (ParticipantRuntime, mpsc::Receiver<Event>) {
-        let config = ParticipantConfig {
+        let mut config = ParticipantConfig {
             gateway_url: self.url(),
             space: SPACE.into(),
             token: format!("{id}-token"),
             participant_id: Some(id.into()),
             ..ParticipantConfig::default()
         };
+        // These participants look at the bridge's tools the way a person's client does.
+        config.discovery.auto = true;
         let (rt, events, _) = ParticipantRuntime::connect(config, Some(seed_of(id)))
             .await
             .unwrap_or_else(|e| panic!("{id} could not join: {e}"));

@@ -29,6 +29,13 @@ fn answer_lists(s: &mut Script, answer: impl Fn(&str) -> Option<Value>) -> Vec<S
     asked
 }
 
+/// A configuration with discovery on (it is opt-in).
+fn discovering() -> mew_core::participant::ParticipantConfig {
+    let mut c = config();
+    c.discovery.auto = true;
+    c
+}
+
 #[test]
 fn slow_and_failing_participants_settle() {
     let peers = [
@@ -37,7 +44,7 @@ fn slow_and_failing_participants_settle() {
         ("broken", json!([{"kind": "mcp/*"}])),
         ("human", json!([{"kind": "chat"}])),
     ];
-    let mut s = Script::joined(config(), all_caps(), &peers);
+    let mut s = Script::joined(discovering(), all_caps(), &peers);
     // Candidates only: participants able to send mcp/response.
     assert_eq!(s.p.discoveries_pending(), 3);
     assert!(s.p.discovery_status("human").is_none());
@@ -96,7 +103,7 @@ fn slow_and_failing_participants_settle() {
 
 #[test]
 fn no_tools_leave_refresh_and_call_by_name() {
-    let mut cfg = config();
+    let mut cfg = discovering();
     cfg.discovery.ttl = std::time::Duration::from_secs(60);
     let mut s = Script::joined(
         cfg,

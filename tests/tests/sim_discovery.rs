@@ -76,7 +76,10 @@ fn setup(seed: u64, broken_answer: Option<Value>) -> (World, NodeId) {
     w.set_latency(slow, 3_000, 4_000);
     broken(&mut w, broken_answer);
     w.run_until_quiet();
-    let human = w.join("human", "human-token");
+    // Discovery is opt-in: the human asks for it.
+    let mut cfg = w.config_for("human", "human-token");
+    cfg.discovery.auto = true;
+    let human = w.join_with("human", cfg);
     (w, human)
 }
 

@@ -91,6 +91,9 @@ pub enum RequestError {
         /// The whole payload.
         detail: Value,
     },
+    /// A proposal must name who should fulfil it, and none was given.
+    #[error("a proposal must name its target (`to`)")]
+    NoTarget,
     /// The payload given to `mcp_request` is not a JSON object.
     #[error("invalid MCP payload: {0}")]
     InvalidPayload(String),
@@ -179,6 +182,14 @@ pub enum CommandError {
         what: &'static str,
         /// The bound.
         max: usize,
+    },
+    /// A payload the spec constrains was given a value it does not allow.
+    #[error("invalid {field}: {reason}")]
+    InvalidPayload {
+        /// The field.
+        field: &'static str,
+        /// What is allowed.
+        reason: String,
     },
     /// The envelope could not be sent.
     #[error(transparent)]

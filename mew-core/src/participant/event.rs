@@ -146,7 +146,10 @@ pub enum Event {
         /// New state.
         state: ReviewState,
     },
-    /// An MCP request addressed to us that the participant does not serve itself.
+    /// An MCP request for us (addressed or broadcast) whose method the participant does not
+    /// serve itself and that no `forward_method` registration claims. An addressed one has
+    /// already been answered "method not found"; to answer such requests, register the
+    /// method with `forward_method`.
     McpRequest {
         /// Envelope id.
         id: String,

@@ -240,6 +240,9 @@ impl Participant {
                 held: self.caps.to_json(),
             });
         };
+        if route == Route::Proposal && to.is_empty() {
+            return Err(RequestError::NoTarget);
+        }
         let (kind, body, timeout) = match route {
             Route::Request => (Kind::McpRequest, direct, self.config.request_timeout),
             Route::Proposal => (Kind::McpProposal, proposal, self.config.proposal_timeout),

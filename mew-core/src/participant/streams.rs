@@ -41,14 +41,26 @@ pub(super) struct Streams {
 }
 
 impl Participant {
-    /// Sends a `stream/request` (payload needs `direction`); the stream is ours once the
-    /// matching `stream/open` arrives ([`Event::StreamOpened`]).
+    /// Sends a `stream/request` (payload needs `direction`, `"upload"` or `"download"`);
+    /// the stream is ours once the matching `stream/open` arrives ([`Event::StreamOpened`]).
     pub fn request_stream(
         &mut self,
         now: Time,
         payload: Value,
         to: Vec<String>,
     ) -> Result<String, CommandError> {
+        match payload.get("direction").and_then(Value::as_str) {
+            Some("upload" | "download") => {}
+            other => {
+                return Err(CommandError::InvalidPayload {
+                    field: "direction",
+                    reason: format!(
+                        "must be \"upload\" or \"download\", not {}",
+                        other.map_or("missing".to_owned(), |d| format!("{d:?}"))
+                    ),
+                });
+            }
+        }
         let max = self.config.bounds.max_streams;
         if self.streams.requested.len() + self.streams.open.len() >= max {
             return Err(CommandError::Full {

@@ -296,13 +296,25 @@ impl Participant {
             "ping" => Ok(json!({})),
             "tools/call" => return self.serve_tool_call(now, env, rpc_id, params),
             "resources/read" => return self.serve_resource_read(now, env, rpc_id, params),
-            // A broadcast request for something we do not serve is somebody else's.
-            _ if !explicit => return,
-            other => Err(rpc_error(
-                METHOD_NOT_FOUND,
-                format!("method not found: {other}"),
-                None,
-            )),
+            other => {
+                // The application sees every request the layer does not serve; one it
+                // wants to answer is registered with `forward_method` instead.
+                self.client.emit(Event::McpRequest {
+                    id: env.id.clone(),
+                    from: env.from.clone(),
+                    payload: payload.cloned().unwrap_or(Value::Null),
+                });
+                // A broadcast request for something we do not serve is somebody else's;
+                // one addressed to us gets an answer so the requester does not wait.
+                if !explicit {
+                    return;
+                }
+                Err(rpc_error(
+                    METHOD_NOT_FOUND,
+                    format!("method not found: {other}"),
+                    None,
+                ))
+            }
         };
         self.respond(now, &env.from, &env.id, rpc_id, reply);
     }
