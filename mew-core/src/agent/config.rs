@@ -291,15 +291,17 @@ impl AgentSettings {
     /// Checks and compiles the file's settings.
     pub fn from_file(f: &AgentFile) -> Result<AgentSettings, AgentConfigError> {
         let mut errors = Vec::new();
-        let mut template = |src: Option<&str>, default: &str, vars: &[&str], loc: &str| {
-            match Template::parse(src.unwrap_or(default), vars) {
+        let mut template =
+            |src: Option<&str>, default: &str, vars: &[&str], loc: &str| match Template::parse(
+                src.unwrap_or(default),
+                vars,
+            ) {
                 Ok(t) => t,
                 Err(e) => {
                     errors.push(format!("{loc}: {e}"));
                     Template::parse(default, vars).expect("default templates parse")
                 }
-            }
-        };
+            };
         let system_src = f.prompts.system.as_deref().or(f.system_prompt.as_deref());
         let system = template(system_src, DEFAULT_SYSTEM, SYSTEM_VARS, "prompts.system");
         let reason = template(
@@ -308,7 +310,12 @@ impl AgentSettings {
             REASON_VARS,
             "prompts.reason",
         );
-        let act = template(f.prompts.act.as_deref(), DEFAULT_ACT, ACT_VARS, "prompts.act");
+        let act = template(
+            f.prompts.act.as_deref(),
+            DEFAULT_ACT,
+            ACT_VARS,
+            "prompts.act",
+        );
         let respond = template(
             f.prompts.respond.as_deref(),
             DEFAULT_RESPOND,
@@ -332,10 +339,9 @@ impl AgentSettings {
                 .from
                 .as_deref()
                 .and_then(|p| glob_set(p, &format!("{loc}.from"), &mut errors));
-            let to = r
-                .to
-                .as_deref()
-                .and_then(|p| glob_set(p, &format!("{loc}.to"), &mut errors));
+            let to =
+                r.to.as_deref()
+                    .and_then(|p| glob_set(p, &format!("{loc}.to"), &mut errors));
             let mut payload = serde_json::Map::new();
             if let Some(m) = &r.method {
                 payload.insert("method".into(), json!(m));
@@ -429,8 +435,14 @@ mod tests {
         .unwrap();
         let e = AgentSettings::from_file(&bad).unwrap_err();
         assert_eq!(e.0.len(), 5, "{e}");
-        assert!(e.0[0].starts_with("prompts.reason: unknown placeholder `{inptu}`"), "{e}");
-        assert!(e.0.iter().any(|l| l.starts_with("auto_fulfil[0].from")), "{e}");
+        assert!(
+            e.0[0].starts_with("prompts.reason: unknown placeholder `{inptu}`"),
+            "{e}"
+        );
+        assert!(
+            e.0.iter().any(|l| l.starts_with("auto_fulfil[0].from")),
+            "{e}"
+        );
         let unknown = AgentFile::from_yaml("prompts: {sytem: x}\n").unwrap_err();
         assert!(unknown.to_string().contains("sytem"), "{unknown}");
         assert!(AgentFile::from_yaml("max_iterations: many").is_err());

@@ -41,16 +41,33 @@ mod tests {
         )
         .unwrap();
         let rules = AgentSettings::from_file(&f).unwrap().auto_fulfil;
-        let call = |name: &str| json!({"method": "tools/call", "params": {"name": name, "arguments": {}}});
+        let call =
+            |name: &str| json!({"method": "tools/call", "params": {"name": name, "arguments": {}}});
         let files = vec!["files".to_owned()];
         let never = |_: &str, _: &str| false;
-        assert_eq!(matching(&rules, "agent-1", &files, &call("read_file"), never), Some(0));
-        assert_eq!(matching(&rules, "intruder", &files, &call("read_file"), never), None);
-        assert_eq!(matching(&rules, "agent-1", &files, &call("write_file"), never), None);
-        assert_eq!(matching(&rules, "agent-1", &[], &call("read_file"), never), None);
-        assert_eq!(matching(&rules, "x", &files, &call("list_dir"), never), None);
         assert_eq!(
-            matching(&rules, "x", &files, &call("list_dir"), |p, t| p == "files" && t == "list_dir"),
+            matching(&rules, "agent-1", &files, &call("read_file"), never),
+            Some(0)
+        );
+        assert_eq!(
+            matching(&rules, "intruder", &files, &call("read_file"), never),
+            None
+        );
+        assert_eq!(
+            matching(&rules, "agent-1", &files, &call("write_file"), never),
+            None
+        );
+        assert_eq!(
+            matching(&rules, "agent-1", &[], &call("read_file"), never),
+            None
+        );
+        assert_eq!(
+            matching(&rules, "x", &files, &call("list_dir"), never),
+            None
+        );
+        assert_eq!(
+            matching(&rules, "x", &files, &call("list_dir"), |p, t| p == "files"
+                && t == "list_dir"),
             Some(1)
         );
     }

@@ -34,8 +34,7 @@ pub use config::{
     AgentConfig, AgentConfigError, AgentFile, AgentSettings, ChatStrategy, ReasoningFormat,
 };
 pub use model::{
-    FunctionDef, Message, ModelError, ModelOutcome, ModelReply, ModelRequest, Role, ToolCall,
-    Usage,
+    FunctionDef, Message, ModelError, ModelOutcome, ModelReply, ModelRequest, Role, ToolCall, Usage,
 };
 
 use crate::envelope::{Envelope, Kind};
@@ -184,7 +183,9 @@ struct Step {
 
 #[derive(Debug, Clone)]
 enum Phase {
-    Discovering { until: Time },
+    Discovering {
+        until: Time,
+    },
     Thinking,
     Acting(Vec<PendingTool>),
     /// A reply that arrived while paused.
@@ -357,14 +358,7 @@ impl Agent {
                 } else {
                     reason
                 };
-                self.on_model_failed(
-                    now,
-                    c.purpose,
-                    ModelError {
-                        message,
-                        attempts,
-                    },
-                );
+                self.on_model_failed(now, c.purpose, ModelError { message, attempts });
             }
         }
         self.pump(now);
@@ -537,7 +531,8 @@ impl Agent {
                 );
                 if !self.exited {
                     self.exited = true;
-                    self.out.push_back(Output::Event(AgentEvent::Participant(e)));
+                    self.out
+                        .push_back(Output::Event(AgentEvent::Participant(e)));
                     self.emit(AgentEvent::Exit);
                     return;
                 }
@@ -650,7 +645,14 @@ impl Agent {
             let _ = self.p.acknowledge_chat(now, &t.id, "received");
         }
         let context = if self.s.reasoning_enabled {
-            let first_line: String = t.text.lines().next().unwrap_or("").chars().take(80).collect();
+            let first_line: String = t
+                .text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(80)
+                .collect();
             self.p
                 .reasoning_start(now, &format!("Working on: {first_line}"), Some(&t.id))
                 .ok()
@@ -708,11 +710,16 @@ impl Agent {
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
             listing.push(match self.s.format {
                 ReasoningFormat::Native => format!("- {label}: {what}"),
-                ReasoningFormat::Scratchpad => format!("- {label}: {what}; arguments: {parameters}"),
+                ReasoningFormat::Scratchpad => {
+                    format!("- {label}: {what}; arguments: {parameters}")
+                }
             });
             tools.push(FunctionDef {
                 name,
-                description: format!("{what} (tool `{}` of participant `{}`)", t.tool.name, t.participant),
+                description: format!(
+                    "{what} (tool `{}` of participant `{}`)",
+                    t.tool.name, t.participant
+                ),
                 parameters,
             });
         }
@@ -757,7 +764,11 @@ impl Agent {
         let (messages, tools) = if task.iteration > self.s.max_iterations {
             task.final_call = true;
             let steps = steps_text(&task.steps);
-            let last = task.steps.last().map(|s| s.observation.clone()).unwrap_or_default();
+            let last = task
+                .steps
+                .last()
+                .map(|s| s.observation.clone())
+                .unwrap_or_default();
             let input = task.trigger.text.clone();
             let text = self.s.respond.fill(|v| match v {
                 "observation" => Some(last.clone()),
@@ -780,7 +791,9 @@ impl Agent {
     }
 
     fn on_reply(&mut self, now: Time, purpose: Purpose, reply: ModelReply) {
-        let tokens = reply.usage.map_or(0, |u| u.prompt_tokens + u.completion_tokens);
+        let tokens = reply
+            .usage
+            .map_or(0, |u| u.prompt_tokens + u.completion_tokens);
         match purpose {
             Purpose::Step => {
                 self.account(now, tokens);
@@ -805,7 +818,9 @@ impl Agent {
                         id: t.id,
                         reason: match other {
                             Some((yes, c)) => {
-                                format!("the model judged it not for this agent ({yes}, confidence {c})")
+                                format!(
+                                    "the model judged it not for this agent ({yes}, confidence {c})"
+                                )
                             }
                             None => "the model's classification could not be read".into(),
                         },
@@ -889,7 +904,8 @@ impl Agent {
             }
             ReasoningFormat::Scratchpad => {
                 let text = reply.content.unwrap_or_default();
-                task.messages.push(Message::text(Role::Assistant, text.clone()));
+                task.messages
+                    .push(Message::text(Role::Assistant, text.clone()));
                 match prompt::parse_scratchpad(&text) {
                     Ok(Scratch::Respond { thought, message }) => {
                         if !thought.is_empty() {
@@ -954,7 +970,11 @@ impl Agent {
             return String::new();
         };
         let steps = steps_text(&task.steps);
-        let last = task.steps.last().map(|s| s.observation.clone()).unwrap_or_default();
+        let last = task
+            .steps
+            .last()
+            .map(|s| s.observation.clone())
+            .unwrap_or_default();
         let tools: Vec<String> = task.tools.iter().map(|t| t.name.clone()).collect();
         self.s.act.fill(|v| match v {
             "objective" => Some(task.trigger.text.clone()),
@@ -1027,7 +1047,8 @@ impl Agent {
                 return pending;
             }
         };
-        let payload = json!({"method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+        let payload =
+            json!({"method": "tools/call", "params": {"name": tool, "arguments": arguments}});
         if self.s.headless && !self.p.can_send(&Kind::McpRequest, Some(&payload)) {
             pending.observation = Some(format!(
                 "Error: calling {participant}/{tool} needs a person's approval, and none is available here"
@@ -1136,7 +1157,13 @@ impl Agent {
     /// (when `tell`) answers the asker.
     fn end_task(&mut self, now: Time, outcome: TaskOutcome, tell: bool) {
         let Some(task) = self.task.take() else { return };
-        if matches!(self.call, Some(Call { purpose: Purpose::Step, .. })) {
+        if matches!(
+            self.call,
+            Some(Call {
+                purpose: Purpose::Step,
+                ..
+            })
+        ) {
             self.call = None;
         }
         if let Phase::Acting(pending) = &task.phase {
@@ -1234,7 +1261,9 @@ impl Agent {
     fn on_control(&mut self, now: Time, id: &str, control: &Control) {
         match control {
             Control::Forget { direction, entries } => {
-                let n = entries.map_or(self.history.len(), |e| e as usize).min(self.history.len());
+                let n = entries
+                    .map_or(self.history.len(), |e| e as usize)
+                    .min(self.history.len());
                 let mut freed = 0;
                 for _ in 0..n {
                     let m = match direction {
@@ -1339,10 +1368,15 @@ impl Agent {
         let outcome = match summary.filter(|s| !s.trim().is_empty()) {
             Some(s) => {
                 self.history.clear();
-                let m = Message::text(Role::System, format!("Summary of the earlier conversation: {s}"));
+                let m = Message::text(
+                    Role::System,
+                    format!("Summary of the earlier conversation: {s}"),
+                );
                 let after = m.estimate_tokens();
                 self.history.push_back(m);
-                self.context_tokens = self.context_tokens.saturating_sub(before.saturating_sub(after));
+                self.context_tokens = self
+                    .context_tokens
+                    .saturating_sub(before.saturating_sub(after));
                 CompactOutcome::Done {
                     freed_tokens: before.saturating_sub(after),
                     freed_messages: messages.saturating_sub(1),
@@ -1381,7 +1415,11 @@ impl Agent {
         let prompt = format!(
             "You are {}, an AI agent with these tools: {}.\nA message was sent in the conversation by {}: {:?}\n\nShould you respond to this message? Consider whether it is a question you can answer, whether it relates to your tools, and whether you can add unique value.\nReturn only a JSON object: {{\"shouldRespond\": boolean, \"confidence\": number between 0 and 1, \"reason\": string}}",
             self.name(),
-            if tools.is_empty() { "none".into() } else { tools.join(", ") },
+            if tools.is_empty() {
+                "none".into()
+            } else {
+                tools.join(", ")
+            },
             t.from,
             t.text
         );

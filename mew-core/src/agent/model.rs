@@ -310,7 +310,9 @@ fn api_message(body: &str) -> String {
 
 pub(super) fn judge(outcome: ModelOutcome) -> Verdict {
     match outcome {
-        ModelOutcome::Http { status: 200, body, .. } => match ModelReply::from_json(&body) {
+        ModelOutcome::Http {
+            status: 200, body, ..
+        } => match ModelReply::from_json(&body) {
             Ok(r) => Verdict::Reply(r),
             Err(e) => Verdict::Fail(format!("the model endpoint answered something else: {e}")),
         },
@@ -334,7 +336,10 @@ pub(super) fn judge(outcome: ModelOutcome) -> Verdict {
             body,
         } if status == 429 || status >= 500 => Verdict::Retry(
             retry_after,
-            format!("the model endpoint answered {status}: {}", api_message(&body)),
+            format!(
+                "the model endpoint answered {status}: {}",
+                api_message(&body)
+            ),
         ),
         ModelOutcome::Http { status, body, .. } => Verdict::Fail(format!(
             "the model endpoint answered {status}: {}",

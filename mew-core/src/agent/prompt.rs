@@ -178,9 +178,9 @@ pub enum Scratch {
 /// Reads a scratchpad reply: the spec's JSON object (possibly inside a ```json fence or
 /// surrounded by text), or `Thought:` / `Action:` / `Action Input:` / `Final Answer:` lines.
 pub fn parse_scratchpad(text: &str) -> Result<Scratch, String> {
-    let has_lines = text
-        .lines()
-        .any(|l| strip_label(l.trim(), "action").is_some() || strip_label(l.trim(), "final answer").is_some());
+    let has_lines = text.lines().any(|l| {
+        strip_label(l.trim(), "action").is_some() || strip_label(l.trim(), "final answer").is_some()
+    });
     if let Some(v) = first_json_object(text)
         && (v.get("action").is_some() || !has_lines)
     {
@@ -223,7 +223,10 @@ pub fn parse_scratchpad(text: &str) -> Result<Scratch, String> {
             arguments,
         });
     }
-    Err("the reply is neither a JSON object with `action` nor `Action:`/`Final Answer:` lines".into())
+    Err(
+        "the reply is neither a JSON object with `action` nor `Action:`/`Final Answer:` lines"
+            .into(),
+    )
 }
 
 fn strip_label<'a>(line: &'a str, label: &str) -> Option<&'a str> {
@@ -289,8 +292,11 @@ mod tests {
 
     #[test]
     fn templates_fill_escape_and_check_names() {
-        let t = Template::parse("Hi {name}, {{literal}} {missing_ok}", &["name", "missing_ok"])
-            .unwrap();
+        let t = Template::parse(
+            "Hi {name}, {{literal}} {missing_ok}",
+            &["name", "missing_ok"],
+        )
+        .unwrap();
         assert_eq!(
             t.fill(|n| (n == "name").then(|| "Ann".to_owned())),
             "Hi Ann, {literal} {missing_ok}"
@@ -298,8 +304,18 @@ mod tests {
         assert_eq!(t.placeholders(), vec!["name", "missing_ok"]);
         let e = Template::parse("{nmae}", &["name"]).unwrap_err();
         assert_eq!(e.0, "unknown placeholder `{nmae}` (known: {name})");
-        assert!(Template::parse("a { b", &[]).unwrap_err().0.contains("unclosed"));
-        assert!(Template::parse("a } b", &[]).unwrap_err().0.contains("lone"));
+        assert!(
+            Template::parse("a { b", &[])
+                .unwrap_err()
+                .0
+                .contains("unclosed")
+        );
+        assert!(
+            Template::parse("a } b", &[])
+                .unwrap_err()
+                .0
+                .contains("lone")
+        );
         assert!(Template::parse(DEFAULT_SYSTEM, SYSTEM_VARS).is_ok());
         assert!(Template::parse(DEFAULT_ACT, ACT_VARS).is_ok());
         assert!(Template::parse(DEFAULT_RESPOND, RESPOND_VARS).is_ok());
@@ -320,16 +336,29 @@ mod tests {
                 arguments: json!({"city": "Tokyo"})
             }
         );
-        let r = parse_scratchpad(r#"{"reasoning":"done","action":"respond","actionInput":{"message":"22C"}}"#)
-            .unwrap();
+        let r = parse_scratchpad(
+            r#"{"reasoning":"done","action":"respond","actionInput":{"message":"22C"}}"#,
+        )
+        .unwrap();
         assert!(matches!(r, Scratch::Respond { message, .. } if message == "22C"));
-        let t = parse_scratchpad("Thought: look\nAction: w/get\nAction Input: {\"city\": \"Oslo\"}")
-            .unwrap();
-        assert!(matches!(t, Scratch::Tool { tool, arguments, .. } if tool == "w/get" && arguments["city"] == "Oslo"));
+        let t =
+            parse_scratchpad("Thought: look\nAction: w/get\nAction Input: {\"city\": \"Oslo\"}")
+                .unwrap();
+        assert!(
+            matches!(t, Scratch::Tool { tool, arguments, .. } if tool == "w/get" && arguments["city"] == "Oslo")
+        );
         let f = parse_scratchpad("Thought: ok\nFinal Answer: It is\nsunny.").unwrap();
         assert!(matches!(f, Scratch::Respond { message, .. } if message == "It is\nsunny."));
         assert!(parse_scratchpad("I think it is sunny").is_err());
-        assert!(parse_scratchpad(r#"{"action":"dance"}"#).unwrap_err().contains("dance"));
-        assert!(parse_scratchpad("Action: x\nAction Input: {oops").unwrap_err().contains("Action Input"));
+        assert!(
+            parse_scratchpad(r#"{"action":"dance"}"#)
+                .unwrap_err()
+                .contains("dance")
+        );
+        assert!(
+            parse_scratchpad("Action: x\nAction Input: {oops")
+                .unwrap_err()
+                .contains("Action Input")
+        );
     }
 }

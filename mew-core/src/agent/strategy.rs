@@ -15,7 +15,10 @@ use serde_json::Value;
 pub(super) enum Decision {
     /// Not for us; the reason is worth reporting only for chats that came close.
     Ignore(Option<String>),
-    Respond { text: String, classify: bool },
+    Respond {
+        text: String,
+        classify: bool,
+    },
 }
 
 pub(super) fn decide(s: &AgentSettings, me: &str, name: &str, env: &Envelope) -> Decision {

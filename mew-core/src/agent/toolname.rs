@@ -183,7 +183,11 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for (p, t) in pairs {
             let full = encode_full(p, t);
-            assert_eq!(decode_full(&full), Some((p.to_owned(), t.to_owned())), "{full}");
+            assert_eq!(
+                decode_full(&full),
+                Some((p.to_owned(), t.to_owned())),
+                "{full}"
+            );
             let short = encode(p, t);
             assert!(legal(&short), "{short}");
             assert!(seen.insert(short), "distinct names for distinct pairs");

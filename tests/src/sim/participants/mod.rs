@@ -10,8 +10,10 @@
 
 pub mod behaviour;
 pub mod link;
+pub mod machine;
 
 pub use behaviour::{Behaviour, Later, Verdict};
+pub use machine::{AgentNode, Machine, ModelScript};
 
 use super::{Clock, EPOCH, seed_or};
 use bytes::Bytes;
@@ -40,7 +42,7 @@ pub type TransmitHook = Box<dyn FnMut(&Gateway, ConnId, &Bytes)>;
 pub struct Node {
     /// Name for messages (usually the participant id).
     pub name: String,
-    machine: Option<Box<Participant>>,
+    machine: Option<Machine>,
     /// The current connection.
     pub conn: Option<ConnId>,
     /// Every event the participant emitted, in order.
@@ -61,7 +63,7 @@ pub struct Node {
 impl Node {
     /// The participant machine (panics for a raw node).
     pub fn p(&self) -> &Participant {
-        self.machine.as_deref().expect("a participant node")
+        self.machine.as_ref().expect("a participant node").p()
     }
 
     /// Received frames parsed as JSON (stream frames as strings).
@@ -193,16 +195,28 @@ impl World {
         }
     }
 
+    /// The seed of the next node's machine.
+    pub fn next_seed(&self) -> u64 {
+        self.seed
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(self.nodes.len() as u64 + 1)
+    }
+
     /// Adds a participant machine (not yet started).
     pub fn add(&mut self, name: &str, config: ParticipantConfig) -> NodeId {
+        let seed = self.next_seed();
+        self.add_machine(
+            name,
+            Machine::Participant(Box::new(Participant::new(config, seed))),
+        )
+    }
+
+    /// Adds a machine (not yet started).
+    pub fn add_machine(&mut self, name: &str, machine: Machine) -> NodeId {
         let idx = self.nodes.len();
-        let seed = self
-            .seed
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .wrapping_add(idx as u64 + 1);
         self.nodes.push(Node {
             name: name.into(),
-            machine: Some(Box::new(Participant::new(config, seed))),
+            machine: Some(machine),
             conn: None,
             events: Vec::new(),
             received: Vec::new(),
@@ -231,6 +245,52 @@ impl World {
         });
         assert!(ok, "seed {}: {id} did not become ready", self.seed);
         n
+    }
+
+    /// Adds an agent answered by `script` (the model taking `model_latency` per call),
+    /// starts it and runs until it is ready.
+    pub fn join_agent(
+        &mut self,
+        id: &str,
+        config: mew_core::agent::AgentConfig,
+        script: ModelScript,
+        model_latency: Duration,
+    ) -> NodeId {
+        let seed = self.next_seed();
+        let agent = mew_core::agent::Agent::new(config, seed);
+        let n = self.add_machine(id, Machine::agent(agent, script, model_latency));
+        self.start(n);
+        let ok = self.run_until(Duration::from_secs(30), |w| {
+            w.p(n).state() == ClientState::Ready
+        });
+        assert!(ok, "seed {}: {id} did not become ready", self.seed);
+        n
+    }
+
+    /// An agent node.
+    pub fn agent(&self, n: NodeId) -> &AgentNode {
+        self.node(n)
+            .machine
+            .as_ref()
+            .and_then(Machine::agent_node)
+            .expect("an agent node")
+    }
+
+    /// Runs a command on an agent at the current time, then lets the outputs flow.
+    pub fn act_agent<R>(
+        &mut self,
+        n: NodeId,
+        f: impl FnOnce(&mut mew_core::agent::Agent, Time) -> R,
+    ) -> R {
+        let now = self.now();
+        let node = self.nodes[n.0]
+            .machine
+            .as_mut()
+            .and_then(Machine::agent_node_mut)
+            .expect("an agent node");
+        let r = f(&mut node.agent, now);
+        self.pump();
+        r
     }
 
     /// Starts a participant (it asks to connect).
@@ -313,7 +373,11 @@ impl World {
     pub fn act<R>(&mut self, n: NodeId, f: impl FnOnce(&mut Participant, Time) -> R) -> R {
         let now = self.now();
         let r = f(
-            self.nodes[n.0].machine.as_mut().expect("participant node"),
+            self.nodes[n.0]
+                .machine
+                .as_mut()
+                .expect("participant node")
+                .p_mut(),
             now,
         );
         self.pump();
@@ -463,7 +527,11 @@ impl World {
     fn pump_node(&mut self, i: usize) -> bool {
         let now = self.now();
         let mut moved = false;
-        while let Some(o) = self.nodes[i].machine.as_mut().and_then(|p| p.poll_output()) {
+        while let Some(o) = self.nodes[i]
+            .machine
+            .as_mut()
+            .and_then(|p| p.poll_output(now))
+        {
             moved = true;
             match o {
                 POutput::Connect { headers, .. } => {
@@ -502,7 +570,8 @@ impl World {
         }
         let mut bs = std::mem::take(&mut self.nodes[i].behaviours);
         let mut later = Later::default();
-        if let Some(p) = self.nodes[i].machine.as_mut() {
+        if let Some(m) = self.nodes[i].machine.as_mut() {
+            let p = m.p_mut();
             for b in &mut bs {
                 b(p, now, e, &mut later);
             }
@@ -575,8 +644,8 @@ impl World {
             match entry.remove() {
                 Action::Open(i) => self.open(i),
                 Action::Later(i, f) => {
-                    if let Some(p) = self.nodes[i].machine.as_mut() {
-                        f(p, now);
+                    if let Some(m) = self.nodes[i].machine.as_mut() {
+                        f(m.p_mut(), now);
                     }
                     self.pump();
                 }
