@@ -1,7 +1,9 @@
 //! Test support: the deterministic simulation harness shared by the scenario tests.
 //!
 //! [`sim`] drives a [`mew_core::gateway::Gateway`] with a virtual clock and a seeded
-//! network; scenario tests live in `tests/tests/`.
+//! network; scenario tests live in `tests/tests/`. [`model_server`] is a real HTTP server
+//! that speaks the chat-completions API and replays scripted turns.
 
 pub mod fixtures;
+pub mod model_server;
 pub mod sim;

@@ -16,6 +16,9 @@
 
 mod runtime;
 
+pub use mew_driver_common::agent::{
+    AgentExit, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
+};
 pub use mew_driver_common::clock;
 pub use mew_driver_common::participant::{
     CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
@@ -30,3 +33,19 @@ pub type GatewayServer = mew_driver_common::server::GatewayServer<AsyncStd>;
 pub type ParticipantRuntime = mew_driver_common::participant::ParticipantRuntime<AsyncStd>;
 /// The events a [`ParticipantRuntime`] hands to the application.
 pub type Events = async_channel::Receiver<mew_core::participant::Event>;
+
+/// Runs an agent on async-std (or smol) until it is told to stop (see
+/// [`mew_driver_common::agent::run_agent`]).
+pub async fn run_agent(
+    config: mew_core::agent::AgentConfig,
+    endpoint: ModelEndpoint,
+    transport: std::sync::Arc<dyn ModelTransport>,
+    seed: Option<u64>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    on_event: impl FnMut(&mew_core::agent::AgentEvent) + Send,
+) -> AgentExit {
+    mew_driver_common::agent::run_agent::<AsyncStd>(
+        config, endpoint, transport, seed, shutdown, on_event,
+    )
+    .await
+}

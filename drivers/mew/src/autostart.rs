@@ -1,13 +1,15 @@
 //! The processes a space starts with its gateway: `type: mcp-bridge` participants (run as
-//! `mew bridge ...`, this same executable) and `type: local` (or untyped) participants with a
-//! `command`, each with `auto_start: true`. They are supervised by their `restart_policy` and
+//! `mew bridge ...`, this same executable), `type: agent` participants (run as `mew agent`,
+//! with their `agent_config`) and `type: local` (or untyped) participants with a `command`,
+//! each with `auto_start: true`. They are supervised by their `restart_policy` and
 //! stopped with the gateway.
 //!
 //! Each process gets its own token only: every `MEW_TOKEN*` variable of the gateway's
 //! environment is removed, and its token, the gateway URL, the space and its id are passed
 //! as `MEW_TOKEN`, `MEW_GATEWAY`, `MEW_SPACE` and `MEW_PARTICIPANT_ID` (never on the command
 //! line, where other users can read it, unless the configuration itself writes `${TOKEN}`
-//! there, as the reference's spaces do).
+//! there, as the reference's spaces do). The model API key (`OPENAI_API_KEY`) reaches agents
+//! and `type: local` processes (the reference's agents), never MCP servers.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -60,6 +62,9 @@ pub struct Launch {
     pub cwd: PathBuf,
     /// When to start it again.
     pub restart: RestartPolicy,
+    /// Whether the model API key (`OPENAI_API_KEY`) of the gateway's environment is passed
+    /// on: agents need it, MCP servers behind bridges must not hold it.
+    pub model_key: bool,
 }
 
 /// The launches of every participant the space starts, in configuration order. `${NAME}`s
@@ -138,6 +143,14 @@ fn launch(
             a.extend(server.args.iter().map(|x| sub(x)));
             (own_exe.to_owned(), a, cx.root.clone())
         }
+        ParticipantType::Agent => {
+            let mut a: Vec<String> = vec!["agent".into()];
+            if let Some(path) = &p.agent_config {
+                a.push("--config".into());
+                a.push(cx.config_dir.join(sub(path)).to_string_lossy().into_owned());
+            }
+            (own_exe.to_owned(), a, cx.root.clone())
+        }
         _ => {
             let command = sub(p.command.as_deref()?);
             let args = p.args.iter().map(|a| sub(a)).collect();
@@ -152,6 +165,7 @@ fn launch(
         env,
         cwd,
         restart: p.restart_policy,
+        model_key: p.kind != ParticipantType::McpBridge,
     })
 }
 
@@ -258,7 +272,9 @@ fn spawn(l: &Launch, log: &Path) -> std::io::Result<Child> {
         .kill_on_drop(true);
     // Another participant's token must not reach this process.
     for (k, _) in std::env::vars_os() {
-        if k.to_str().is_some_and(|k| k.starts_with("MEW_TOKEN")) {
+        if k.to_str().is_some_and(|k| {
+            k.starts_with("MEW_TOKEN") || (!l.model_key && k == crate::agent::KEY_ENV)
+        }) {
             cmd.env_remove(&k);
         }
     }
@@ -336,6 +352,12 @@ participants:
     auto_start: true
     mcp_server: {command: npx, args: [-y, srv, "${SPACE}"], env: {K: v}, cwd: data}
     bridge_config: {init_timeout: 5000, reconnect: false}
+  helper:
+    type: agent
+    tokens: [helper-token]
+    auto_start: true
+    agent_config: agents/helper.yaml
+    env: {MEW_MODEL: small}
 "#,
         )
         .unwrap();
@@ -351,7 +373,7 @@ participants:
         let l = launches(&cfg.participants, &cx, "/bin/mew", env, |w| {
             warnings.push(w)
         });
-        assert_eq!(l.len(), 2, "only auto_start participants: {l:?}");
+        assert_eq!(l.len(), 3, "only auto_start participants: {l:?}");
         let agent = &l[0];
         assert_eq!(agent.program, "node-from-env");
         assert_eq!(
@@ -407,6 +429,20 @@ participants:
             ]
         );
         assert!(files.env.contains(&("K".into(), "v".into())));
+        assert!(!files.model_key && agent.model_key);
+        let helper = &l[2];
+        assert_eq!(helper.program, "/bin/mew");
+        assert_eq!(
+            helper.args,
+            vec!["agent", "--config", "/space/.mew/agents/helper.yaml"]
+        );
+        assert!(helper.model_key);
+        assert!(helper.env.contains(&("MEW_MODEL".into(), "small".into())));
+        assert!(
+            helper
+                .env
+                .contains(&("MEW_TOKEN".into(), "helper-token".into()))
+        );
         assert!(
             files
                 .env

@@ -4,12 +4,14 @@
 //! - `mew bridge`: an MCP server (stdio command) joins a space as a participant.
 //! - `mew client`: join a space, print what is observed, send chat typed on stdin, or send one
 //!   envelope with `--send`.
+//! - `mew agent`: an LLM agent joins a space and answers its chats with the space's tools.
 //! - `mew capcheck`: check capability patterns against messages, one JSON line at a time.
 //!
 //! Exit codes (see `mew_driver_common::exit`): 0 success, 1 runtime failure, 2 usage or
 //! configuration error, 3 address in use, 4 unreadable file, 5 gateway unreachable or join
 //! refused.
 
+mod agent;
 mod autostart;
 mod bridge;
 mod client;
@@ -41,9 +43,12 @@ enum Command {
     Capcheck,
     /// Bring an MCP server (any stdio command, after `--`) into a space.
     Bridge(bridge::Args),
+    /// Run an LLM agent in a space (OpenAI-compatible chat-completions API).
+    Agent(agent::Args),
 }
 
 /// A failure with its exit code; printed as one line.
+#[derive(Debug)]
 pub struct Failure {
     code: i32,
     message: String,
@@ -100,6 +105,7 @@ fn main() {
             Command::Client(a) => client::run(a).await,
             Command::Capcheck => Ok(()),
             Command::Bridge(a) => bridge::run(a).await,
+            Command::Agent(a) => agent::run(a).await,
         }
     });
     // Tasks still blocked on stdin must not hold the process open.

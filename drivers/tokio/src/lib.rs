@@ -16,7 +16,26 @@ mod participant;
 mod server;
 
 pub use bridge::{BridgeHandle, BridgeSnapshot, run_bridge, spawn_bridge};
+pub use mew_driver_common::agent::{
+    AgentExit, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
+};
 pub use participant::{
     CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, Tokio, ToolHandler,
 };
 pub use server::{GatewayServer, ServerOptions, ShutdownHandle};
+
+/// Runs an agent on tokio until it is told to stop (see
+/// [`mew_driver_common::agent::run_agent`]).
+pub async fn run_agent(
+    config: mew_core::agent::AgentConfig,
+    endpoint: ModelEndpoint,
+    transport: std::sync::Arc<dyn ModelTransport>,
+    seed: Option<u64>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    on_event: impl FnMut(&mew_core::agent::AgentEvent) + Send,
+) -> AgentExit {
+    mew_driver_common::agent::run_agent::<Tokio>(
+        config, endpoint, transport, seed, shutdown, on_event,
+    )
+    .await
+}

@@ -56,6 +56,9 @@ pub enum ParticipantType {
     /// A process the space starts from `command`/`args`/`env` (`type: local`): the
     /// reference's agents and scripts.
     Local,
+    /// An LLM agent the space starts as `mew agent` (`type: agent`), configured by the file
+    /// `agent_config` names (relative to the folder of `space.yaml`).
+    Agent,
 }
 
 /// `restart_policy` of a started participant.
@@ -141,6 +144,8 @@ pub struct ParticipantConfig {
     pub fifo: bool,
     /// `io` (the reference CLI's I/O mode for `type: local`; kept, not used by the gateway).
     pub io: Option<String>,
+    /// `agent_config` (`type: agent`): the agent's configuration file.
+    pub agent_config: Option<String>,
 }
 
 impl ParticipantConfig {
@@ -164,6 +169,7 @@ impl ParticipantConfig {
             default_to: Vec::new(),
             fifo: false,
             io: None,
+            agent_config: None,
         }
     }
 
@@ -173,6 +179,7 @@ impl ParticipantConfig {
         self.auto_start
             && match self.kind {
                 ParticipantType::McpBridge => self.mcp_server.is_some(),
+                ParticipantType::Agent => true,
                 _ => self.command.is_some(),
             }
     }
@@ -394,7 +401,8 @@ impl SpaceConfig {
     }
 
     /// The space `mew gateway` runs without a config: `human` may do anything, `agent` may
-    /// only propose (plus chat and the acknowledgements and withdrawals it needs), `service`
+    /// only propose (plus chat, reasoning, the acknowledgements and withdrawals it needs, and
+    /// `tools/list` requests so that it can discover what to propose), `service`
     /// answers MCP requests and chats. Tokens come from `ids`.
     pub fn default_space(ids: &mut IdGen) -> SpaceConfig {
         let caps = |kinds: &[&str]| {
@@ -409,20 +417,25 @@ impl SpaceConfig {
             )
         };
         let human = ParticipantConfig::new("human", vec![ids.token(TOKEN_LEN)], caps(&["*"]));
-        let agent = ParticipantConfig::new(
-            "agent",
-            vec![ids.token(TOKEN_LEN)],
-            caps(&[
-                "mcp/proposal",
-                "mcp/withdraw",
-                "chat",
-                "chat/acknowledge",
-                "chat/cancel",
-                "capability/grant-ack",
-                "participant/status",
-                "reasoning/*",
-            ]),
+        let mut agent_caps = caps(&[
+            "mcp/proposal",
+            "mcp/withdraw",
+            "chat",
+            "chat/acknowledge",
+            "chat/cancel",
+            "capability/grant-ack",
+            "participant/status",
+            "reasoning/*",
+        ]);
+        // Listing tools changes nothing, and an agent that cannot see the tools cannot
+        // propose calls to them.
+        agent_caps.push(
+            Capability::compile(
+                serde_json::json!({"kind": "mcp/request", "payload": {"method": "tools/list"}}),
+            )
+            .expect("built-in capability compiles"),
         );
+        let agent = ParticipantConfig::new("agent", vec![ids.token(TOKEN_LEN)], agent_caps);
         let service = ParticipantConfig::new(
             "service",
             vec![ids.token(TOKEN_LEN)],
@@ -522,6 +535,7 @@ pub fn substitute(
 /// Keys of a participant entry this implementation reads (the reference's and mew-rs's).
 const PARTICIPANT_KEYS: &[&str] = &[
     "type",
+    "agent_config",
     "tokens",
     "token",
     "capabilities",
@@ -868,9 +882,10 @@ impl Cx {
             None | Some("standard") => {}
             Some("mcp-bridge") => p.kind = ParticipantType::McpBridge,
             Some("local") => p.kind = ParticipantType::Local,
+            Some("agent") => p.kind = ParticipantType::Agent,
             Some(other) => self.err(
                 format!("{loc}.type"),
-                format!("unknown participant type `{other}` (known: local, mcp-bridge)"),
+                format!("unknown participant type `{other}` (known: agent, local, mcp-bridge)"),
             ),
         }
         p.tokens = self.strings(get("tokens"), &format!("{loc}.tokens"));
@@ -889,6 +904,7 @@ impl Cx {
         p.auto_connect = self.boolean(get("auto_connect"), &format!("{loc}.auto_connect"), false);
         p.fifo = self.boolean(get("fifo"), &format!("{loc}.fifo"), false);
         p.io = self.string(get("io"), &format!("{loc}.io"));
+        p.agent_config = self.string(get("agent_config"), &format!("{loc}.agent_config"));
         p.default_to = match get("default_to") {
             Some(Yaml::String(s)) => vec![s.clone()],
             other => self.strings(other, &format!("{loc}.default_to")),
@@ -905,7 +921,10 @@ impl Cx {
                 format!("unknown restart policy `{other}` (known: no, on-failure, always)"),
             ),
         }
-        if p.auto_start && p.command.is_none() && p.kind != ParticipantType::McpBridge {
+        if p.auto_start
+            && p.command.is_none()
+            && !matches!(p.kind, ParticipantType::McpBridge | ParticipantType::Agent)
+        {
             self.err(format!("{loc}.command"), "auto_start needs a command");
         }
         if let Some(s) = get("mcp_server") {

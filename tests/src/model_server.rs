@@ -1,0 +1,206 @@
+//! A real HTTP server on loopback that speaks the OpenAI chat-completions API and replays
+//! scripted turns, recording every request it receives: the stand-in for a hosted model.
+//!
+//! Each `POST …/chat/completions` takes the next [`Turn`]; when the script is spent, the
+//! server answers 500 with a body saying so, so an over-eager agent fails loudly.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Turn {
+    /// 200 with an assistant message saying this.
+    Text(String),
+    /// 200 with tool calls `(id, function name, arguments)`.
+    ToolCalls(Vec<(String, String, Value)>),
+    /// This status, `Retry-After` seconds if given, and an error body.
+    Status(u16, Option<u64>),
+    /// 200 with this raw body.
+    Raw(String),
+}
+
+impl Turn {
+    /// A text answer.
+    pub fn text(t: &str) -> Turn {
+        Turn::Text(t.into())
+    }
+
+    /// One tool call.
+    pub fn call(id: &str, name: &str, args: Value) -> Turn {
+        Turn::ToolCalls(vec![(id.into(), name.into(), args)])
+    }
+
+    fn response(&self) -> (u16, Vec<(String, String)>, String) {
+        let ok = |message: Value| {
+            json!({
+                "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
+                "model": "scripted",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
+            })
+            .to_string()
+        };
+        match self {
+            Turn::Text(t) => (200, vec![], ok(json!({"role": "assistant", "content": t}))),
+            Turn::ToolCalls(calls) => {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .map(|(id, name, args)| {
+                        json!({"id": id, "type": "function",
+                               "function": {"name": name, "arguments": args.to_string()}})
+                    })
+                    .collect();
+                (
+                    200,
+                    vec![],
+                    ok(json!({"role": "assistant", "content": null, "tool_calls": calls})),
+                )
+            }
+            Turn::Status(code, retry) => (
+                *code,
+                retry
+                    .map(|s| vec![("Retry-After".to_owned(), s.to_string())])
+                    .unwrap_or_default(),
+                json!({"error": {"message": format!("scripted status {code}"), "type": "scripted"}})
+                    .to_string(),
+            ),
+            Turn::Raw(body) => (200, vec![], body.clone()),
+        }
+    }
+}
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Request path.
+    pub path: String,
+    /// `Authorization` header, if any.
+    pub authorization: Option<String>,
+    /// The JSON body (`Null` when it did not parse).
+    pub body: Value,
+}
+
+#[derive(Default)]
+struct State {
+    turns: Vec<Turn>,
+    next: usize,
+    requests: Vec<Recorded>,
+}
+
+/// The running server; it stops with the process (each test binary is its own process).
+#[derive(Clone)]
+pub struct ModelServer {
+    /// `http://127.0.0.1:PORT/v1`.
+    pub base_url: String,
+    state: Arc<Mutex<State>>,
+}
+
+/// Largest request body read.
+const MAX_BODY: usize = 8 * 1024 * 1024;
+
+impl ModelServer {
+    /// Starts a server replaying `turns` in order.
+    pub fn start(turns: Vec<Turn>) -> ModelServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let state = Arc::new(Mutex::new(State {
+            turns,
+            ..State::default()
+        }));
+        let st = state.clone();
+        std::thread::Builder::new()
+            .name("model-server".into())
+            .spawn(move || {
+                for conn in listener.incoming().flatten() {
+                    let st = st.clone();
+                    std::thread::spawn(move || {
+                        let _ = serve(conn, &st);
+                    });
+                }
+            })
+            .expect("spawn the server thread");
+        ModelServer { base_url, state }
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// How many turns were served.
+    pub fn served(&self) -> usize {
+        self.state.lock().unwrap().next
+    }
+}
+
+fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut out = conn;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+        let mut length = 0usize;
+        let mut authorization = None;
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h)?;
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                let v = v.trim();
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.parse().unwrap_or(0).min(MAX_BODY);
+                } else if k.eq_ignore_ascii_case("authorization") {
+                    authorization = Some(v.to_owned());
+                }
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        let (status, headers, reply) = {
+            let mut st = state.lock().unwrap();
+            st.requests.push(Recorded {
+                path: path.clone(),
+                authorization,
+                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            });
+            if !path.ends_with("/chat/completions") {
+                (
+                    404,
+                    vec![],
+                    json!({"error": {"message": "not found"}}).to_string(),
+                )
+            } else if let Some(t) = st.turns.get(st.next).cloned() {
+                st.next += 1;
+                t.response()
+            } else {
+                (
+                    500,
+                    vec![],
+                    json!({"error": {"message": "the script has no more turns"}}).to_string(),
+                )
+            }
+        };
+        let mut head = format!(
+            "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            reply.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        out.write_all(head.as_bytes())?;
+        out.write_all(reply.as_bytes())?;
+        out.flush()?;
+    }
+}
