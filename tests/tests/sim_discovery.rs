@@ -153,3 +153,41 @@ fn a_participant_that_never_answers_fails_after_timeouts() {
     // No request is left pending once discovery settled.
     assert_eq!(w.p(human).pending_requests().count(), 0);
 }
+
+#[test]
+fn a_participant_that_may_only_propose_learns_tools_from_listings_it_sees() {
+    let mut w = World::from_yaml(SPACE, mew_tests::sim::seed_or(5), (1, 20));
+    let _service = tool_owner(&mut w, "service", "add");
+    // `agent` may only propose: it cannot list tools itself.
+    let mut c = w.config_for("agent", "agent-token");
+    c.discovery.auto = true;
+    let agent = w.join_with("agent", c);
+    w.run_for(Duration::from_secs(5));
+    assert_eq!(
+        w.p(agent).discovery_status("service").unwrap().state,
+        DiscoveryState::Failed
+    );
+    assert!(w.p(agent).available_tools().is_empty());
+    // A person's client lists the service's tools; the agent sees the answer go by.
+    let mut c = w.config_for("human", "human-token");
+    c.discovery.auto = true;
+    let human = w.join_with("human", c);
+    w.run_for(Duration::from_secs(5));
+    assert!(
+        w.p(human)
+            .available_tools()
+            .iter()
+            .any(|t| t.name == "service/add")
+    );
+    let names: Vec<String> = w
+        .p(agent)
+        .available_tools()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, ["service/add"]);
+    assert_eq!(
+        w.p(agent).discovery_status("service").unwrap().state,
+        DiscoveryState::Completed
+    );
+}

@@ -174,7 +174,8 @@ pub struct AgentFile {
     pub max_tokens: Option<u32>,
     /// The model's context window in tokens (0: unknown; no automatic compaction).
     pub context_window: u64,
-    /// How long a task waits for tool discoveries in progress, in ms.
+    /// How long a task waits for tool discoveries in progress, in ms (default 2000: a
+    /// participant that never answers `tools/list` delays a task by this much at most).
     pub discovery_wait_ms: Option<u64>,
     /// Deadline of one model call, in ms.
     pub model_timeout_ms: Option<u64>,
@@ -379,7 +380,7 @@ impl AgentSettings {
             temperature: f.temperature,
             max_tokens: f.max_tokens,
             context_window: f.context_window,
-            discovery_wait: Duration::from_millis(f.discovery_wait_ms.unwrap_or(5_000)),
+            discovery_wait: Duration::from_millis(f.discovery_wait_ms.unwrap_or(2_000)),
             model_timeout: Duration::from_millis(f.model_timeout_ms.unwrap_or(120_000)),
             model_retries: f.model_retries.unwrap_or(3),
             retry_base: Duration::from_secs(1),

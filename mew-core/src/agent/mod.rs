@@ -674,6 +674,16 @@ impl Agent {
             trigger: t.id.clone(),
             from: t.from.clone(),
         });
+        // Discoveries still waiting for their staggered slot are wanted now.
+        let scheduled: Vec<String> = self
+            .p
+            .discovery_statuses()
+            .filter(|(_, st)| st.state == participant::DiscoveryState::NotStarted)
+            .map(|(id, _)| id.to_owned())
+            .collect();
+        for id in scheduled {
+            let _ = self.p.discover_tools(now, &id);
+        }
         let wait = self.p.discoveries_pending() > 0 && !self.s.discovery_wait.is_zero();
         self.task = Some(Task {
             trigger: t,

@@ -7,9 +7,10 @@ use super::event::Event;
 use super::requests::{Purpose, RequestId, RequestOptions};
 use super::tools::METHOD_NOT_FOUND;
 use crate::capability::Precheck;
+use crate::envelope::Envelope;
 use crate::time::Time;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Where discovery of one participant stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +78,13 @@ pub(super) struct Discovery {
     entries: BTreeMap<String, Entry>,
     next_slot: Time,
     was_pending: bool,
+    /// Others' `tools/list` requests seen: (envelope id, the participant asked), oldest
+    /// first, at most [`MAX_OVERHEARD`].
+    overheard: VecDeque<(String, String)>,
 }
+
+/// Others' `tools/list` requests remembered while their answers are awaited.
+const MAX_OVERHEARD: usize = 64;
 
 impl Discovery {
     pub(super) fn next_action(&self) -> Option<Time> {
@@ -300,7 +307,8 @@ impl Participant {
         if self.caps_known && !self.can_send(&crate::envelope::Kind::McpRequest, Some(&list)) {
             // Discovery needs a direct request: a participant that may only propose cannot
             // list tools (proposing a `tools/list` would ask a person to approve reading a
-            // catalogue). Spaces grant `mcp/request` for `tools/list` alone to such agents.
+            // catalogue). Spaces grant `mcp/request` for `tools/list` alone to such agents;
+            // without it the tools come from others' listings it sees (`overhear`).
             if let Some(e) = self.discovery.entries.get_mut(id) {
                 e.status.attempts = 0;
             }
@@ -328,6 +336,64 @@ impl Participant {
                 }
             }
             Err(err) => self.discovery_result(now, id, Err(err)),
+        }
+    }
+
+    /// Remembers another participant's `tools/list` request: a participant that may only
+    /// propose cannot list tools itself, but under unified delivery it sees others do it.
+    pub(super) fn discovery_overhear_request(&mut self, env: &Envelope) {
+        if !self.config.discovery.auto || env.from == self.me() {
+            return;
+        }
+        let listing = env
+            .payload
+            .as_ref()
+            .and_then(|p| p.get("method"))
+            .is_some_and(|m| m == "tools/list");
+        let target = match env.to.as_deref() {
+            Some([one]) => one.clone(),
+            _ => return,
+        };
+        if !listing || !self.discovery.entries.contains_key(&target) {
+            return;
+        }
+        let d = &mut self.discovery;
+        if d.overheard.len() == MAX_OVERHEARD {
+            d.overheard.pop_front();
+        }
+        d.overheard.push_back((env.id.clone(), target));
+    }
+
+    /// Takes the tools of an answer to a `tools/list` request overheard, when this
+    /// participant is not asking the same participant itself.
+    pub(super) fn discovery_overhear_response(
+        &mut self,
+        now: Time,
+        correlation: &str,
+        env: &Envelope,
+    ) {
+        let Some(pos) = self
+            .discovery
+            .overheard
+            .iter()
+            .position(|(id, target)| id == correlation && *target == env.from)
+        else {
+            return;
+        };
+        self.discovery.overheard.remove(pos);
+        let Some(result) = env.payload.as_ref().and_then(|p| p.get("result")) else {
+            return;
+        };
+        if parse_tools(result).is_none() {
+            return;
+        }
+        let idle = self
+            .discovery
+            .entries
+            .get(&env.from)
+            .is_some_and(|e| e.request.is_none());
+        if idle {
+            self.discovery_result(now, &env.from.clone(), Ok(result.clone()));
         }
     }
 

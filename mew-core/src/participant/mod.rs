@@ -431,6 +431,7 @@ impl Participant {
             Kind::SystemError => self.on_system_error(now, &env),
             Kind::McpRequest => {
                 self.on_request_seen(now, &env);
+                self.discovery_overhear_request(&env);
                 self.serve(now, &env);
             }
             Kind::McpResponse => self.on_response(now, &env),

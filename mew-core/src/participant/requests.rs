@@ -463,6 +463,7 @@ impl Participant {
             );
         } else {
             let c = c.to_owned();
+            self.discovery_overhear_response(now, &c, env);
             self.review_response_seen(&c, env);
         }
     }

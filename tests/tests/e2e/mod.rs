@@ -347,6 +347,7 @@ macro_rules! e2e_all {
             runtime_reconnects,
             join_timeout,
             heartbeat_and_idle_close,
+            agent_answers_with_a_tool,
         );
     };
 }

@@ -669,3 +669,100 @@ pub async fn heartbeat_and_idle_close<D: Driver>() {
     let (_, v) = http(gw.addr, "GET", "/participants", None, None).await;
     assert_eq!(online(&v), Some(json!(false)), "{v}");
 }
+
+/// The agent runtime on this driver: a chat answered with a tool call, the model being a
+/// scripted chat-completions server on loopback.
+pub async fn agent_answers_with_a_tool<D: Driver>() {
+    use mew_core::agent::{AgentConfig, AgentFile, AgentSettings};
+    use mew_core::participant::{ParticipantConfig, ToolSpec};
+    use mew_driver_common::agent::{AgentExit, HttpTransport, ModelEndpoint, run_agent};
+    use mew_tests::model_server::{ModelServer, Turn};
+    use std::sync::Arc;
+    let gw = start::<D>(
+        "  bot:\n    tokens: [bot-token]\n    capabilities: [{kind: chat}, {kind: chat/acknowledge}, {kind: \"reasoning/*\"}, {kind: mcp/request}]\n",
+    );
+    let model = ModelServer::start(vec![
+        Turn::call("c1", "service__add", json!({"a": 2, "b": 3})),
+        Turn::text("2 + 3 = 5"),
+    ]);
+    let cfg = |token: &str| ParticipantConfig {
+        gateway_url: gw.ws_url("e2e"),
+        space: "e2e".into(),
+        token: token.into(),
+        ..ParticipantConfig::default()
+    };
+    let (service, _events, _) = ParticipantRuntime::<D>::connect(cfg("service-token"), Some(1))
+        .await
+        .unwrap();
+    service
+        .register_tool(
+            ToolSpec {
+                name: "add".into(),
+                description: Some("adds a and b".into()),
+                input_schema: Some(json!({"type": "object"})),
+            },
+            |args: Value| async move {
+                let sum = args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0);
+                Ok(json!({"content": [{"type": "text", "text": sum.to_string()}]}))
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let (mut human, _) = RawClient::join(&gw, "human-token").await;
+    let config = AgentConfig {
+        participant: cfg("bot-token"),
+        // The raw human never answers `tools/list`: do not wait long for it.
+        settings: AgentSettings::from_file(
+            &AgentFile::from_yaml("discovery_wait_ms: 300").unwrap(),
+        )
+        .unwrap(),
+    };
+    let endpoint = ModelEndpoint {
+        base_url: model.base_url.clone(),
+        api_key: None,
+    };
+    let (stop, stopped) = async_channel::bounded::<()>(1);
+    let agent = tokio::spawn(run_agent::<D::Rt>(
+        config,
+        endpoint,
+        Arc::new(HttpTransport),
+        Some(9),
+        async move {
+            let _ = stopped.recv().await;
+        },
+        |_| {},
+    ));
+    loop {
+        let p = human.expect_kind("system/presence").await;
+        if p["payload"]["participant"]["id"] == "bot" {
+            break;
+        }
+    }
+    let chat = human.send("chat", &["bot"], json!({"text": "2+3?"})).await;
+    let answer = loop {
+        let c = human.expect_kind("chat").await;
+        if c["from"] == "bot" {
+            break c;
+        }
+    };
+    assert_eq!(answer["payload"]["text"], "2 + 3 = 5");
+    assert_eq!(answer["correlation_id"], json!([chat]));
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        reqs[0].body["tools"][0]["function"]["name"], "service__add",
+        "{}",
+        reqs[0].body
+    );
+    let tool = reqs[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap();
+    assert_eq!(tool["content"], "5");
+    stop.send(()).await.unwrap();
+    assert_eq!(agent.await.unwrap(), AgentExit::Shutdown);
+}
