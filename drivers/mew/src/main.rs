@@ -66,8 +66,11 @@ impl Failure {
 fn init_logging(level: &str) -> Result<(), Failure> {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .map_err(|e| Failure::new(exit::USAGE, format!("bad --log-level {level:?}: {e}")))?;
+    // Colours only on a terminal: started processes log to files.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();
     Ok(())

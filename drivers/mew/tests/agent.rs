@@ -147,6 +147,7 @@ fn participant(addr: &str, token: &str) -> ParticipantConfig {
 enum Review {
     Fulfil,
     Reject,
+    Ignore,
 }
 
 /// A person in the space: records every envelope it sees and reviews proposals.
@@ -182,6 +183,7 @@ impl Person {
                                 Review::Reject => {
                                     let _ = rt.reject(id, "not this one").await;
                                 }
+                                Review::Ignore => {}
                             }
                         });
                     }
@@ -481,6 +483,85 @@ async fn a_rejection_and_a_rate_limit_end_in_a_clear_answer() {
         "{text}"
     );
     assert_eq!(model.served(), 5);
+    drop(gw);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_agent_fulfils_what_its_auto_fulfil_rule_allows() {
+    let model = ModelServer::start(vec![
+        Turn::call("c1", "calculator__get-sum", json!({"a": 1, "b": 2})),
+        Turn::text("1 + 2 = 3"),
+    ]);
+    let dir = scratch("autofulfil");
+    std::fs::write(
+        dir.join(".mew/trusted.yaml"),
+        "auto_respond: false\nauto_fulfil:\n  - {from: assistant, to: calculator, method: tools/call, tool: get-*, read_only: true}\n",
+    )
+    .unwrap();
+    let trusted = "  trusted:\n    type: agent\n    auto_start: true\n    agent_config: trusted.yaml\n    tokens: [trusted-token]\n    capabilities: [{kind: \"mcp/*\"}, {kind: chat}, {kind: participant/status}]\n";
+    let config = write_space(&dir, "name: assistant\n", trusted);
+    let gw = start_gateway(&dir, &config, &model);
+    let human = Person::join(&gw.addr, Review::Ignore).await;
+    // The trusted agent must know the tool is read-only before it may fulfil. (The
+    // assistant may learn the calculator's tools from this very answer, which it sees go
+    // by, instead of asking itself.)
+    human
+        .until(
+            "the trusted agent to list the calculator",
+            Duration::from_secs(30),
+            |seen| {
+                seen.iter()
+                    .any(|e| {
+                        e["from"] == "calculator"
+                            && e["to"] == json!(["trusted"])
+                            && e["payload"]["result"]["tools"].is_array()
+                    })
+                    .then_some(())
+            },
+        )
+        .await;
+    human
+        .rt
+        .chat("1+2?", vec!["assistant".into()])
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = human
+        .until("the answer", Duration::from_secs(60), |seen| {
+            seen.iter()
+                .find(|e| e["kind"] == "chat" && e["from"] == "assistant")
+                .cloned()
+        })
+        .await;
+    assert_eq!(answer["payload"]["text"], "1 + 2 = 3");
+    let seen = human.seen();
+    let proposal = seen
+        .iter()
+        .find(|e| e["kind"] == "mcp/proposal" && e["from"] == "assistant")
+        .unwrap();
+    let fulfilment = seen
+        .iter()
+        .find(|e| {
+            e["kind"] == "mcp/request"
+                && e["from"] == "trusted"
+                && e["payload"]["method"] == "tools/call"
+        })
+        .expect("the trusted agent fulfilled the proposal");
+    assert_eq!(fulfilment["correlation_id"], json!([proposal["id"]]));
+    assert_eq!(
+        fulfilment["payload"]["params"],
+        proposal["payload"]["params"]
+    );
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2, "the trusted agent never called the model");
+    let tool = reqs[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap();
+    assert_eq!(tool["content"], "The sum of 1 and 2 is 3.");
     drop(gw);
 }
 
