@@ -116,10 +116,8 @@ fn join_agent(w: &mut World, yaml: &str, script: ModelScript) -> NodeId {
 }
 
 fn ask(w: &mut World, human: NodeId, to: &str, text: &str) -> String {
-    let id = w
-        .act(human, |p, now| p.chat(now, text, vec![to.into()]))
-        .unwrap();
-    id
+    w.act(human, |p, now| p.chat(now, text, vec![to.into()]))
+        .unwrap()
 }
 
 fn finished(w: &World, a: NodeId) -> Vec<TaskOutcome> {

@@ -488,18 +488,16 @@ impl Agent {
                 ref context,
                 ref by,
                 ..
-            } => {
-                if self
-                    .task
-                    .as_ref()
-                    .is_some_and(|t| t.context.as_deref() == Some(context))
-                {
-                    self.end_task(
-                        now,
-                        TaskOutcome::Cancelled(format!("reasoning cancelled by {by}")),
-                        true,
-                    );
-                }
+            } if self
+                .task
+                .as_ref()
+                .is_some_and(|t| t.context.as_deref() == Some(context)) =>
+            {
+                self.end_task(
+                    now,
+                    TaskOutcome::Cancelled(format!("reasoning cancelled by {by}")),
+                    true,
+                );
             }
             E::Control {
                 ref id,
@@ -1396,7 +1394,7 @@ impl Agent {
                 // Without a summary, the oldest half goes: headroom matters more than recall.
                 let n = self.history.len() / 2;
                 self.history.drain(..n);
-                self.context_tokens = self.context_tokens / 2;
+                self.context_tokens /= 2;
                 CompactOutcome::Done {
                     freed_tokens: before / 2,
                     freed_messages: n as u64,
