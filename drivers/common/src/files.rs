@@ -1,13 +1,9 @@
-//! Plain `std::fs` helpers: configuration text, token files, and the appending log writer.
+//! Plain `std::fs` helpers: configuration text, token files, and where a space's files go.
 
-use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::fs::OpenOptions;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::thread::JoinHandle;
 
-use bytes::Bytes;
 use thiserror::Error;
 
 /// A file that could not be read, with its path for a one-line message.
@@ -140,170 +136,6 @@ pub fn token_env_name(participant: &str) -> String {
     s
 }
 
-enum Cmd {
-    Line(PathBuf, Bytes),
-    Flush(SyncSender<()>),
-    Stop,
-}
-
-/// Appends JSON lines to files from a dedicated thread behind a bounded channel.
-///
-/// Writers are buffered and flushed whenever the channel runs empty, so a burst costs one
-/// write per buffer rather than per line, and a quiet log is on disk within moments.
-/// [`LogWriter::append`] blocks when the channel is full: back-pressure rather than lost
-/// audit lines or unbounded memory.
-pub struct LogWriter {
-    tx: Option<SyncSender<Cmd>>,
-    thread: Option<JoinHandle<io::Result<()>>>,
-}
-
-/// How many lines may wait for the writer thread.
-pub const LOG_QUEUE: usize = 8192;
-/// How many files the writer keeps open at once.
-const MAX_OPEN: usize = 64;
-
-impl LogWriter {
-    /// Starts the writer thread.
-    pub fn start() -> io::Result<LogWriter> {
-        let (tx, rx) = sync_channel(LOG_QUEUE);
-        let thread = std::thread::Builder::new()
-            .name("mew-log-writer".into())
-            .spawn(move || run_writer(rx))?;
-        Ok(LogWriter {
-            tx: Some(tx),
-            thread: Some(thread),
-        })
-    }
-
-    /// Queues `line` (without its newline) for `path`. Returns false after the writer stopped.
-    pub fn append(&self, path: impl Into<PathBuf>, line: Bytes) -> bool {
-        match &self.tx {
-            Some(tx) => tx.send(Cmd::Line(path.into(), line)).is_ok(),
-            None => false,
-        }
-    }
-
-    /// A cheap handle for other threads or tasks.
-    pub fn handle(&self) -> Option<LogHandle> {
-        self.tx.clone().map(LogHandle)
-    }
-
-    /// Waits until every line queued so far is written and flushed.
-    pub fn flush(&self) {
-        if let Some(tx) = &self.tx {
-            let (ack_tx, ack_rx) = sync_channel(1);
-            if tx.send(Cmd::Flush(ack_tx)).is_ok() {
-                let _ = ack_rx.recv();
-            }
-        }
-    }
-
-    /// Writes everything queued, flushes, and stops the thread; the first write error, if any.
-    pub fn finish(mut self) -> io::Result<()> {
-        self.stop()
-    }
-
-    fn stop(&mut self) -> io::Result<()> {
-        // Handles may outlive the writer: tell the thread to stop rather than waiting for
-        // every sender to go away.
-        if let Some(tx) = self.tx.take() {
-            let _ = tx.send(Cmd::Stop);
-        }
-        match self.thread.take() {
-            Some(t) => t
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("log writer panicked"))),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for LogWriter {
-    fn drop(&mut self) {
-        let _ = self.stop();
-    }
-}
-
-/// A clonable sender into a [`LogWriter`].
-#[derive(Clone)]
-pub struct LogHandle(SyncSender<Cmd>);
-
-impl LogHandle {
-    /// Queues `line` for `path`; blocks while the queue is full. False after the writer stopped.
-    pub fn append(&self, path: impl Into<PathBuf>, line: Bytes) -> bool {
-        self.0.send(Cmd::Line(path.into(), line)).is_ok()
-    }
-}
-
-fn open_append(path: &Path) -> io::Result<BufWriter<File>> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let f = OpenOptions::new().create(true).append(true).open(path)?;
-    Ok(BufWriter::with_capacity(64 * 1024, f))
-}
-
-fn run_writer(rx: Receiver<Cmd>) -> io::Result<()> {
-    let mut files: BTreeMap<PathBuf, BufWriter<File>> = BTreeMap::new();
-    let mut first_err: Option<io::Error> = None;
-    let note = |e: io::Error, first_err: &mut Option<io::Error>| {
-        if first_err.is_none() {
-            *first_err = Some(e);
-        }
-    };
-    let flush_all = |files: &mut BTreeMap<PathBuf, BufWriter<File>>,
-                     first_err: &mut Option<io::Error>| {
-        for w in files.values_mut() {
-            if let Err(e) = w.flush() {
-                first_err.get_or_insert(e);
-            }
-        }
-    };
-    'outer: while let Ok(cmd) = rx.recv() {
-        let mut next = Some(cmd);
-        while let Some(cmd) = next.take() {
-            match cmd {
-                Cmd::Line(path, line) => {
-                    if !files.contains_key(&path) {
-                        if files.len() >= MAX_OPEN {
-                            flush_all(&mut files, &mut first_err);
-                            files.clear();
-                        }
-                        match open_append(&path) {
-                            Ok(w) => {
-                                files.insert(path.clone(), w);
-                            }
-                            Err(e) => {
-                                note(e, &mut first_err);
-                                next = rx.try_recv().ok();
-                                continue;
-                            }
-                        }
-                    }
-                    if let Some(w) = files.get_mut(&path) {
-                        let r = w.write_all(&line).and_then(|_| w.write_all(b"\n"));
-                        if let Err(e) = r {
-                            note(e, &mut first_err);
-                        }
-                    }
-                }
-                Cmd::Flush(ack) => {
-                    flush_all(&mut files, &mut first_err);
-                    let _ = ack.send(());
-                }
-                Cmd::Stop => break 'outer,
-            }
-            next = rx.try_recv().ok();
-        }
-        flush_all(&mut files, &mut first_err);
-    }
-    flush_all(&mut files, &mut first_err);
-    match first_err {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,36 +145,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
-    }
-
-    #[test]
-    fn writes_lines_in_order_and_flushes_on_finish() {
-        let d = tempdir("log");
-        let w = LogWriter::start().unwrap();
-        let a = d.join("logs/a.jsonl");
-        let h = w.handle().unwrap();
-        for i in 0..1000 {
-            assert!(h.append(&a, Bytes::from(format!("{{\"n\":{i}}}"))));
-        }
-        w.flush();
-        let text = std::fs::read_to_string(&a).unwrap();
-        assert_eq!(text.lines().count(), 1000);
-        assert!(w.append(d.join("b.jsonl"), Bytes::from_static(b"x")));
-        w.finish().unwrap();
-        assert_eq!(std::fs::read_to_string(d.join("b.jsonl")).unwrap(), "x\n");
-        // The writer is gone: a handle that outlived it reports so instead of blocking.
-        assert!(!h.append(&a, Bytes::from_static(b"late")));
-        let lines: Vec<_> = text.lines().collect();
-        assert_eq!(lines[999], "{\"n\":999}");
-    }
-
-    #[test]
-    fn reports_an_unwritable_path() {
-        let d = tempdir("bad");
-        std::fs::write(d.join("file"), "x").unwrap();
-        let w = LogWriter::start().unwrap();
-        w.append(d.join("file/inside.jsonl"), Bytes::from_static(b"x"));
-        assert!(w.finish().is_err());
     }
 
     #[test]

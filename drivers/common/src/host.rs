@@ -27,7 +27,7 @@ use serde_json::json;
 use tungstenite::Utf8Bytes;
 
 use crate::Response;
-use crate::files::LogHandle;
+use crate::logs::LogHandle;
 use crate::route::Route;
 
 /// What a connection's writer is asked to do.
@@ -144,7 +144,7 @@ pub struct GatewayHost<L> {
     /// Connections with pending frames, in the order they got their first one.
     dirty: Vec<ConnId>,
     logs: Option<LogHandle>,
-    log_dir: PathBuf,
+    log_dir: std::sync::Arc<std::path::Path>,
     grace: Duration,
     shutdown_deadline: Option<Time>,
     /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
@@ -166,7 +166,7 @@ impl<L: ConnLink> GatewayHost<L> {
             conns: HashMap::default(),
             dirty: Vec::new(),
             logs,
-            log_dir,
+            log_dir: std::sync::Arc::from(log_dir.as_path()),
             grace,
             shutdown_deadline: None,
             last_frame: None,
@@ -310,7 +310,8 @@ impl<L: ConnLink> GatewayHost<L> {
                     &json!({"status": "ok", "protocol": mew_core::PROTOCOL, "space": h.space,
                             "connections": h.connections,
                             "participants_online": h.participants_online,
-                            "active_streams": h.active_streams, "history": h.history_len}),
+                            "active_streams": h.active_streams, "history": h.history_len,
+                            "audit_dropped": self.logs.as_ref().map_or(0, LogHandle::dropped)}),
                 )
             }
             Route::NotFound | Route::WebSocket { .. } => {
@@ -359,8 +360,7 @@ impl<L: ConnLink> GatewayHost<L> {
                 }
                 Output::Audit(rec) => {
                     if let Some(l) = &self.logs {
-                        let path = self.log_dir.join(rec.file().file_name());
-                        l.append(path, Bytes::from(rec.to_json_line()));
+                        l.append_audit(&self.log_dir, rec);
                     }
                 }
                 Output::Event(e) => log_event(&e),

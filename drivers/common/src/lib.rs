@@ -16,6 +16,7 @@ pub mod exit;
 pub mod files;
 pub mod host;
 pub mod http;
+pub mod logs;
 pub mod participant;
 pub mod response;
 pub mod route;

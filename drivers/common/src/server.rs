@@ -23,9 +23,9 @@ use tungstenite::{Error as WsError, Message};
 
 use crate::clock::{self, Sleep};
 use crate::conn::{self, CoreInput};
-use crate::files::LogWriter;
 use crate::host::{GatewayHost, HttpRequest, Input, report_every};
 use crate::http::{self, HeadError, RequestHead};
+use crate::logs::{LogWriter, Rotation};
 use crate::participant::ws_config;
 use crate::route::{Route, route};
 use crate::{Response, ws};
@@ -182,7 +182,10 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let limits = config.gateway.limits;
         let space = config.id.clone();
         let report_every = report_every(&config);
-        let logs = LogWriter::start()?;
+        let logs = LogWriter::start(Rotation {
+            max_bytes: config.logging.max_file_bytes,
+            keep: config.logging.keep_files,
+        })?;
         let gateway = Gateway::new(config, seed, clock::now());
         let host = GatewayHost::new(
             gateway,

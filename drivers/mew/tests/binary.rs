@@ -146,13 +146,14 @@ fn default_space_gateway_and_clients() {
     assert_eq!(v["payload"]["text"], "from the binary");
     assert_eq!(v["from"], "human");
 
-    // The agent may only propose: a direct request is refused and the exit code says so.
+    // The agent may only propose (and list tools): a direct tool call is refused and the
+    // exit code says so.
     let out = client(
         &gw,
         "agent",
         &[
             "--send",
-            r#"{"kind":"mcp/request","to":["service"],"payload":{"method":"tools/list"}}"#,
+            r#"{"kind":"mcp/request","to":["service"],"payload":{"method":"tools/call","params":{"name":"x"}}}"#,
         ],
     )
     .output()

@@ -200,6 +200,11 @@ pub struct LoggingConfig {
     pub envelope_history: bool,
     /// `capability-decisions.jsonl` records.
     pub capability_decisions: bool,
+    /// A log file is rotated once it grows past this (`max_file_mb`, default 32 MB).
+    pub max_file_bytes: u64,
+    /// Rotated files kept per log (`max_files`, default 4): with two audit logs, a busy space
+    /// keeps at most 2 x 5 x 32 MB by default.
+    pub keep_files: u32,
 }
 
 impl Default for LoggingConfig {
@@ -208,6 +213,8 @@ impl Default for LoggingConfig {
             enabled: true,
             envelope_history: true,
             capability_decisions: true,
+            max_file_bytes: 32 * 1024 * 1024,
+            keep_files: 4,
         }
     }
 }
@@ -218,6 +225,8 @@ impl LoggingConfig {
         enabled: false,
         envelope_history: false,
         capability_decisions: false,
+        max_file_bytes: 32 * 1024 * 1024,
+        keep_files: 4,
     };
 }
 
@@ -1002,6 +1011,28 @@ impl Cx {
                     "logging.capability_decisions",
                     true,
                 );
+                // Kilobytes are accepted too, for small test spaces.
+                let d = LoggingConfig::default();
+                if m.contains_key("max_file_kb") {
+                    l.max_file_bytes =
+                        self.uint(m.get("max_file_kb"), "logging.max_file_kb", 0, 1) * 1024;
+                } else {
+                    l.max_file_bytes = self.uint(
+                        m.get("max_file_mb"),
+                        "logging.max_file_mb",
+                        d.max_file_bytes / (1024 * 1024),
+                        1,
+                    ) * 1024
+                        * 1024;
+                }
+                l.keep_files = self
+                    .uint(
+                        m.get("max_files"),
+                        "logging.max_files",
+                        u64::from(d.keep_files),
+                        0,
+                    )
+                    .min(1000) as u32;
             }
         }
         l

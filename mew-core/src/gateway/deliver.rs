@@ -73,7 +73,7 @@ impl Gateway {
             Recipient::Conn { conn, member } => {
                 if self.transmit(now, conn, frame.clone()) && self.audit_envelopes {
                     let who = self.members.get(member).id.clone();
-                    self.audit_delivered(now, id.cloned(), frame, who, Transport::WebSocket);
+                    self.audit_delivered(now, id.cloned(), who, Transport::WebSocket);
                 }
             }
             Recipient::Virtual { member } => {
@@ -90,7 +90,7 @@ impl Gateway {
                     line: Bytes::from(line),
                 });
                 if self.audit_envelopes {
-                    self.audit_delivered(now, id.cloned(), frame, who, Transport::Virtual);
+                    self.audit_delivered(now, id.cloned(), who, Transport::Virtual);
                 }
             }
         }

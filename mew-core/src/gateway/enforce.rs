@@ -142,16 +142,14 @@ impl Gateway {
         if self.audit_envelopes {
             let meta = serde_json::json!({ "error": r.code, "reason": r.message });
             let is_json = r.code != "invalid_envelope";
-            self.audit_envelope(
+            self.audit_refusal(
                 now,
-                "rejected",
                 r.correlation.as_deref().map(Arc::from),
                 frame,
                 is_json,
                 who.clone(),
-                Direction::Inbound,
                 Transport::WebSocket,
-                Some(meta),
+                meta,
             );
         }
         let (f, id) = self.error_frame(

@@ -67,6 +67,7 @@ impl Gateway {
             }
         }
         self.expire_pauses(now);
+        self.flush_refusals(now);
         self.finish_closes(now);
     }
 
@@ -78,6 +79,9 @@ impl Gateway {
             Phase::Joined { .. } => Some((c.last_activity + idle).min(c.next_ping)),
             Phase::Closed => None,
         });
-        conns.chain(self.next_pause_expiry()).min()
+        conns
+            .chain(self.next_pause_expiry())
+            .chain(self.next_refusal_flush())
+            .min()
     }
 }

@@ -107,16 +107,14 @@ impl Gateway {
             Err(r) => {
                 if self.audit_envelopes {
                     let who = self.members.get(member).id.clone();
-                    self.audit_envelope(
+                    self.audit_refusal(
                         now,
-                        "rejected",
                         r.correlation.as_deref().map(std::sync::Arc::from),
                         Some(&frame),
                         r.code != "invalid_envelope",
                         who,
-                        super::audit::Direction::Inbound,
                         Transport::Http,
-                        Some(json!({"error": r.code, "reason": r.message})),
+                        json!({"error": r.code, "reason": r.message}),
                     );
                 }
                 let m = self.members.get(member);

@@ -43,7 +43,9 @@ mod streams;
 mod system;
 mod workflow;
 
-pub use audit::{AuditFile, AuditRecord, Direction, Transport};
+pub use audit::{
+    AuditFile, AuditRecord, Direction, REFUSAL_WINDOW, REFUSALS_PER_WINDOW, Timestamps, Transport,
+};
 pub use config::{
     BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, DeliveryMode, GatewayOptions,
     GeneratedToken, LoggingConfig, McpServerConfig, ParticipantConfig, ParticipantType,
@@ -280,6 +282,8 @@ pub struct Gateway {
     /// Proposal routing under `addressed` delivery.
     workflow: workflow::Workflow,
     audit_envelopes: bool,
+    /// Refusal windows per sender (aggregated `rejected` records).
+    refusals: std::collections::BTreeMap<Arc<str>, audit::RefusalWindow>,
     audit_capabilities: bool,
 }
 
@@ -303,6 +307,7 @@ impl Gateway {
             pending_leaves: Vec::new(),
             workflow: workflow::Workflow::default(),
             audit_envelopes: logging.enabled && logging.envelope_history,
+            refusals: std::collections::BTreeMap::new(),
             audit_capabilities: logging.enabled && logging.capability_decisions,
             config,
         };

@@ -186,12 +186,18 @@ impl Gateway {
             Seen::Only(smallvec::smallvec![who.clone()]),
         );
         if self.audit_envelopes {
-            self.audit_delivered(
+            // The gateway's own envelope has no `received` record: this one carries it
+            // (secrets such as an invite's token redacted by the formatter).
+            self.audit_envelope(
                 now,
+                "delivered",
                 id.map(Arc::from),
-                &frame,
+                Some(&frame),
+                true,
                 who,
+                super::audit::Direction::Outbound,
                 super::audit::Transport::WebSocket,
+                None,
             );
         }
         self.transmit(now, conn, frame);

@@ -1,0 +1,533 @@
+//! The log writer: audit records and virtual participants' lines go to files from a thread
+//! of their own, so the task that owns a space never formats a record or waits on a disk.
+//!
+//! - The queue is bounded and never blocks a sender: when it is full, the line is dropped
+//!   and counted ([`LogHandle::dropped`], `/health`), and the writer says so in the envelope
+//!   history (an `audit_dropped` record with the count) once it catches up.
+//! - Audit records are formatted here, into one reused buffer, with timestamps formatted
+//!   once per millisecond; writes are buffered and flushed whenever the queue runs empty.
+//! - Every file rotates by size: `name` becomes `name.1` (and `name.1` becomes `name.2`, up
+//!   to the retention count; the oldest is deleted).
+//! - Files are created 0600 in folders created 0700: the logs say who did what.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use mew_core::gateway::{AuditFile, AuditRecord, Timestamps};
+
+/// When files rotate and how many old ones are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// A file is rotated once it grows past this many bytes.
+    pub max_bytes: u64,
+    /// Rotated files kept (`name.1` … `name.N`).
+    pub keep: u32,
+}
+
+impl Default for Rotation {
+    fn default() -> Self {
+        Rotation {
+            max_bytes: 32 * 1024 * 1024,
+            keep: 4,
+        }
+    }
+}
+
+enum Cmd {
+    Line(PathBuf, Bytes),
+    Audit(Arc<Path>, AuditRecord),
+    Flush(SyncSender<()>),
+    Stop,
+    /// Holds the writer until the sender is dropped (tests of a full queue).
+    #[cfg(test)]
+    Hold(Receiver<()>),
+}
+
+/// Appends lines and audit records to files from a dedicated thread behind a bounded queue.
+pub struct LogWriter {
+    tx: Option<SyncSender<Cmd>>,
+    dropped: Arc<AtomicU64>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+/// How many lines or records may wait for the writer thread.
+pub const LOG_QUEUE: usize = 65_536;
+/// How many files the writer keeps open at once.
+const MAX_OPEN: usize = 64;
+
+impl LogWriter {
+    /// Starts the writer thread.
+    pub fn start(rotation: Rotation) -> io::Result<LogWriter> {
+        Self::with_capacity(rotation, LOG_QUEUE)
+    }
+
+    /// Starts the writer thread with a queue of `capacity` entries.
+    pub fn with_capacity(rotation: Rotation, capacity: usize) -> io::Result<LogWriter> {
+        let (tx, rx) = sync_channel(capacity);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let d = dropped.clone();
+        let thread = std::thread::Builder::new()
+            .name("mew-log-writer".into())
+            .spawn(move || Writer::new(rotation, d).run(rx))?;
+        Ok(LogWriter {
+            tx: Some(tx),
+            dropped,
+            thread: Some(thread),
+        })
+    }
+
+    /// A cheap handle for other threads or tasks.
+    pub fn handle(&self) -> Option<LogHandle> {
+        self.tx.clone().map(|tx| LogHandle {
+            tx,
+            dropped: self.dropped.clone(),
+        })
+    }
+
+    /// Waits until every line queued so far is written and flushed.
+    pub fn flush(&self) {
+        if let Some(tx) = &self.tx {
+            let (ack_tx, ack_rx) = sync_channel(1);
+            if tx.send(Cmd::Flush(ack_tx)).is_ok() {
+                let _ = ack_rx.recv();
+            }
+        }
+    }
+
+    /// Writes everything queued, flushes, and stops the thread; the first write error, if any.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> io::Result<()> {
+        // Handles may outlive the writer: tell the thread to stop rather than waiting for
+        // every sender to go away.
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Cmd::Stop);
+        }
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("log writer panicked"))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// A clonable sender into a [`LogWriter`]; never blocks.
+#[derive(Clone)]
+pub struct LogHandle {
+    tx: SyncSender<Cmd>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl LogHandle {
+    fn offer(&self, cmd: Cmd) -> bool {
+        match self.tx.try_send(cmd) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+
+    /// Queues `line` (without its newline) for `path`. False after the writer stopped; a
+    /// line that finds the queue full is dropped and counted.
+    pub fn append(&self, path: impl Into<PathBuf>, line: Bytes) -> bool {
+        self.offer(Cmd::Line(path.into(), line))
+    }
+
+    /// Queues an audit record for its file in `dir`, like [`LogHandle::append`].
+    pub fn append_audit(&self, dir: &Arc<Path>, record: AuditRecord) -> bool {
+        self.offer(Cmd::Audit(dir.clone(), record))
+    }
+
+    /// Lines and records dropped because the queue was full, since the start.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+struct Open {
+    w: BufWriter<File>,
+    size: u64,
+}
+
+struct Writer {
+    rotation: Rotation,
+    files: BTreeMap<PathBuf, Open>,
+    buf: Vec<u8>,
+    ts: Timestamps,
+    dropped: Arc<AtomicU64>,
+    /// Drops already reported.
+    reported: u64,
+    /// Where the last audit record went: drops are reported in its envelope history.
+    audit_dir: Option<Arc<Path>>,
+    first_err: Option<io::Error>,
+}
+
+impl Writer {
+    fn new(rotation: Rotation, dropped: Arc<AtomicU64>) -> Writer {
+        Writer {
+            rotation,
+            files: BTreeMap::new(),
+            buf: Vec::with_capacity(4096),
+            ts: Timestamps::default(),
+            dropped,
+            reported: 0,
+            audit_dir: None,
+            first_err: None,
+        }
+    }
+
+    fn note(&mut self, e: io::Error) {
+        self.first_err.get_or_insert(e);
+    }
+
+    fn flush_all(&mut self) {
+        let mut err = None;
+        for f in self.files.values_mut() {
+            if let Err(e) = f.w.flush() {
+                err.get_or_insert(e);
+            }
+        }
+        if let Some(e) = err {
+            self.note(e);
+        }
+    }
+
+    fn run(mut self, rx: Receiver<Cmd>) -> io::Result<()> {
+        'outer: while let Ok(cmd) = rx.recv() {
+            let mut next = Some(cmd);
+            while let Some(cmd) = next.take() {
+                match cmd {
+                    Cmd::Line(path, mut line) => {
+                        if line.last() != Some(&b'\n') {
+                            let mut v = Vec::with_capacity(line.len() + 1);
+                            v.extend_from_slice(&line);
+                            v.push(b'\n');
+                            line = Bytes::from(v);
+                        }
+                        self.write(&path, &line);
+                    }
+                    Cmd::Audit(dir, record) => {
+                        let mut buf = std::mem::take(&mut self.buf);
+                        buf.clear();
+                        record.write_line(&mut buf, &mut self.ts);
+                        let path = dir.join(record.file().file_name());
+                        self.write(&path, &buf);
+                        self.buf = buf;
+                        self.audit_dir = Some(dir);
+                    }
+                    Cmd::Flush(ack) => {
+                        self.report_drops();
+                        self.flush_all();
+                        let _ = ack.send(());
+                    }
+                    Cmd::Stop => break 'outer,
+                    #[cfg(test)]
+                    Cmd::Hold(release) => {
+                        let _ = release.recv();
+                    }
+                }
+                next = rx.try_recv().ok();
+            }
+            self.report_drops();
+            self.flush_all();
+        }
+        self.report_drops();
+        self.flush_all();
+        match self.first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes an `audit_dropped` record for drops not yet reported.
+    fn report_drops(&mut self) {
+        let total = self.dropped.load(Ordering::Relaxed);
+        if total == self.reported {
+            return;
+        }
+        let count = total - self.reported;
+        self.reported = total;
+        tracing::warn!(count, total, "log queue full: lines dropped");
+        let Some(dir) = self.audit_dir.clone() else {
+            return;
+        };
+        let now = crate::clock::now();
+        let line = format!(
+            "{{\"timestamp\":\"{}\",\"event\":\"audit_dropped\",\"count\":{count},\"total\":{total},\"reason\":\"the log queue was full\"}}\n",
+            now
+        );
+        let path = dir.join(AuditFile::EnvelopeHistory.file_name());
+        self.write(&path, line.as_bytes());
+    }
+
+    fn write(&mut self, path: &Path, bytes: &[u8]) {
+        // Rotating before the write that would overflow keeps the newest line in `path`.
+        if self
+            .files
+            .get(path)
+            .is_some_and(|f| f.size > 0 && f.size + bytes.len() as u64 > self.rotation.max_bytes)
+        {
+            self.rotate(path);
+        }
+        if !self.files.contains_key(path) {
+            if self.files.len() >= MAX_OPEN {
+                self.flush_all();
+                self.files.clear();
+            }
+            match open_append(path) {
+                Ok(f) => {
+                    self.files.insert(path.to_owned(), f);
+                }
+                Err(e) => return self.note(e),
+            }
+        }
+        let f = self.files.get_mut(path).expect("opened above");
+        if let Err(e) = f.w.write_all(bytes) {
+            return self.note(e);
+        }
+        f.size += bytes.len() as u64;
+    }
+
+    fn rotate(&mut self, path: &Path) {
+        if let Some(mut f) = self.files.remove(path)
+            && let Err(e) = f.w.flush()
+        {
+            self.note(e);
+        }
+        let numbered = |n: u32| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(format!(".{n}"));
+            PathBuf::from(p)
+        };
+        let keep = self.rotation.keep;
+        let r = if keep == 0 {
+            std::fs::remove_file(path)
+        } else {
+            let _ = std::fs::remove_file(numbered(keep));
+            for n in (1..keep).rev() {
+                let _ = std::fs::rename(numbered(n), numbered(n + 1));
+            }
+            std::fs::rename(path, numbered(1))
+        };
+        if let Err(e) = r {
+            self.note(e);
+        }
+    }
+}
+
+/// Creates `dir` and its missing parents, private to the user (0700 on Unix).
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir)
+}
+
+fn open_append(path: &Path) -> io::Result<Open> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        create_private_dir(dir)?;
+    }
+    let mut o = OpenOptions::new();
+    o.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    let f = o.open(path)?;
+    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+    Ok(Open {
+        w: BufWriter::with_capacity(64 * 1024, f),
+        size,
+    })
+}
+
+/// The files of one log, oldest first: `name.N` … `name.1`, then `name`.
+pub fn rotated_files(path: &Path) -> Vec<PathBuf> {
+    let mut numbered: Vec<(u32, PathBuf)> = Vec::new();
+    if let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+        && let Ok(entries) = std::fs::read_dir(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        })
+    {
+        for e in entries.flatten() {
+            let file = e.file_name();
+            let Some(f) = file.to_str() else { continue };
+            if let Some(n) = f
+                .strip_prefix(name)
+                .and_then(|r| r.strip_prefix('.'))
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                numbered.push((n, e.path()));
+            }
+        }
+    }
+    numbered.sort_by_key(|n| std::cmp::Reverse(n.0));
+    let mut out: Vec<PathBuf> = numbered.into_iter().map(|(_, p)| p).collect();
+    if path.exists() {
+        out.push(path.to_owned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("mew-logs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn writes_lines_in_order_and_flushes_on_finish() {
+        let d = tempdir("log");
+        let w = LogWriter::start(Rotation::default()).unwrap();
+        let a = d.join("logs/a.jsonl");
+        let h = w.handle().unwrap();
+        for i in 0..1000 {
+            assert!(h.append(&a, Bytes::from(format!("{{\"n\":{i}}}"))));
+        }
+        w.flush();
+        let text = std::fs::read_to_string(&a).unwrap();
+        assert_eq!(text.lines().count(), 1000);
+        assert_eq!(text.lines().nth(999), Some("{\"n\":999}"));
+        assert!(h.append(d.join("b.jsonl"), Bytes::from_static(b"x")));
+        w.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("b.jsonl")).unwrap(), "x\n");
+        // The writer is gone: a handle that outlived it reports so.
+        assert!(!h.append(&a, Bytes::from_static(b"late")));
+        assert_eq!(h.dropped(), 0);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&a), 0o600);
+            assert_eq!(mode(&d.join("logs")), 0o700);
+        }
+    }
+
+    #[test]
+    fn reports_an_unwritable_path() {
+        let d = tempdir("bad");
+        std::fs::write(d.join("file"), "x").unwrap();
+        let w = LogWriter::start(Rotation::default()).unwrap();
+        w.handle()
+            .unwrap()
+            .append(d.join("file/inside.jsonl"), Bytes::from_static(b"x"));
+        assert!(w.finish().is_err());
+    }
+
+    #[test]
+    fn files_rotate_by_size_and_keep_the_retention_count() {
+        let d = tempdir("rotate");
+        let rotation = Rotation {
+            max_bytes: 1000,
+            keep: 2,
+        };
+        let w = LogWriter::start(rotation).unwrap();
+        let h = w.handle().unwrap();
+        let a = d.join("a.jsonl");
+        for i in 0..100 {
+            h.append(
+                &a,
+                Bytes::from(format!("{{\"n\":{i:04},\"pad\":\"{}\"}}", "x".repeat(80))),
+            );
+        }
+        w.finish().unwrap();
+        let files = rotated_files(&a);
+        assert_eq!(
+            files,
+            vec![d.join("a.jsonl.2"), d.join("a.jsonl.1"), a.clone()]
+        );
+        let mut last = -1i64;
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            assert!(
+                text.len() <= 1000,
+                "{} is {} bytes",
+                f.display(),
+                text.len()
+            );
+            for l in text.lines() {
+                let n: i64 = l[5..9].parse().unwrap();
+                assert!(n > last, "oldest first, in order");
+                last = n;
+            }
+        }
+        assert_eq!(last, 99, "the newest line is in the current file");
+    }
+
+    #[test]
+    fn a_full_queue_drops_counts_and_reports_instead_of_blocking() {
+        let d = tempdir("full");
+        let w = LogWriter::with_capacity(Rotation::default(), 4).unwrap();
+        let h = w.handle().unwrap();
+        let dir: Arc<Path> = Arc::from(d.as_path());
+        // Something the writer has logged, so it knows where to report.
+        let cfg = mew_core::gateway::SpaceConfig::from_yaml(
+            "space: {id: s}\nparticipants: {a: {tokens: [t]}}\n",
+        )
+        .unwrap();
+        let mut gw = mew_core::gateway::Gateway::new(cfg, 1, mew_core::Time::from_unix_millis(0));
+        let now = mew_core::Time::from_unix_millis(1);
+        let conn = gw.connect(now, Some("t"));
+        let mut records = Vec::new();
+        while let Some(o) = gw.poll_output() {
+            if let mew_core::gateway::Output::Audit(r) = o {
+                records.push(r);
+            }
+        }
+        let _ = conn;
+        assert!(!records.is_empty());
+        assert!(h.append_audit(&dir, records[0].clone()));
+        w.flush();
+        let (hold_tx, hold_rx) = sync_channel(0);
+        h.tx.send(Cmd::Hold(hold_rx)).unwrap();
+        let started = std::time::Instant::now();
+        for _ in 0..100 {
+            assert!(h.append_audit(&dir, records[0].clone()));
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "never blocks"
+        );
+        assert_eq!(h.dropped(), 96);
+        drop(hold_tx);
+        w.flush();
+        let text = std::fs::read_to_string(d.join("envelope-history.jsonl")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1 + 4 + 1);
+        let last: serde_json::Value = serde_json::from_str(lines[5]).unwrap();
+        assert_eq!(last["event"], "audit_dropped");
+        assert_eq!(last["count"], 96);
+        w.finish().unwrap();
+    }
+}
