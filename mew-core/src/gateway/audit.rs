@@ -373,7 +373,8 @@ pub(super) struct RefusalWindow {
 }
 
 impl Gateway {
-    /// A `rejected` record, or a count toward the sender's aggregate record.
+    /// A `rejected` record, or a count toward the sender's aggregate record; whether the
+    /// record was written.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn audit_refusal(
         &mut self,
@@ -384,7 +385,7 @@ impl Gateway {
         who: Arc<str>,
         transport: Transport,
         metadata: Value,
-    ) {
+    ) -> bool {
         if let Some(w) = self.refusals.get(&who)
             && w.until <= now
         {
@@ -398,7 +399,7 @@ impl Gateway {
         });
         if w.logged >= REFUSALS_PER_WINDOW {
             w.suppressed += 1;
-            return;
+            return false;
         }
         w.logged += 1;
         self.audit_envelope(
@@ -412,6 +413,7 @@ impl Gateway {
             transport,
             Some(metadata),
         );
+        true
     }
 
     fn flush_refusals_of(&mut self, who: &Arc<str>) {

@@ -139,10 +139,11 @@ impl Gateway {
         let who = m.id.clone();
         let caps = m.caps.clone();
         let violation = r.code == "capability_violation";
+        let mut logged = false;
         if self.audit_envelopes {
             let meta = serde_json::json!({ "error": r.code, "reason": r.message });
             let is_json = r.code != "invalid_envelope";
-            self.audit_refusal(
+            logged = self.audit_refusal(
                 now,
                 r.correlation.as_deref().map(Arc::from),
                 frame,
@@ -167,7 +168,14 @@ impl Gateway {
             participant: who.to_string(),
             code: r.code,
         });
-        self.gateway_send_one(now, conn, member, f, Some(&id), who);
+        if logged || !self.audit_envelopes {
+            self.gateway_send_one(now, conn, member, f, Some(&id), who);
+        } else {
+            // The refusal was counted, not logged: its error reply is not logged either.
+            self.audit_envelopes = false;
+            self.gateway_send_one(now, conn, member, f, Some(&id), who);
+            self.audit_envelopes = true;
+        }
     }
 
     /// Enforces and, if accepted, carries out one envelope from `member`.

@@ -107,7 +107,7 @@ impl Gateway {
             Err(r) => {
                 if self.audit_envelopes {
                     let who = self.members.get(member).id.clone();
-                    self.audit_refusal(
+                    let _ = self.audit_refusal(
                         now,
                         r.correlation.as_deref().map(std::sync::Arc::from),
                         Some(&frame),
