@@ -271,7 +271,7 @@ fn a_flood_of_bad_frames_is_counted_and_logs_rotate_by_size() {
     if let MaybeTlsStream::Plain(s) = mallory.get_mut() {
         s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
     }
-    let mut drain = |ws: &mut Ws| {
+    let drain = |ws: &mut Ws| {
         while let Ok(m) = ws.read() {
             drop(m);
         }
