@@ -5,6 +5,7 @@
 //! - `mew client`: join a space, print what is observed, send chat typed on stdin, or send one
 //!   envelope with `--send`.
 //! - `mew agent`: an LLM agent joins a space and answers its chats with the space's tools.
+//! - `mew audit`: read a space's audit logs with filters.
 //! - `mew capcheck`: check capability patterns against messages, one JSON line at a time.
 //!
 //! Exit codes (see `mew_driver_common::exit`): 0 success, 1 runtime failure, 2 usage or
@@ -12,6 +13,7 @@
 //! refused.
 
 mod agent;
+mod audit;
 mod autostart;
 mod bridge;
 mod client;
@@ -45,6 +47,8 @@ enum Command {
     Bridge(bridge::Args),
     /// Run an LLM agent in a space (OpenAI-compatible chat-completions API).
     Agent(agent::Args),
+    /// Read a space's audit logs (across rotations) with filters.
+    Audit(audit::Args),
 }
 
 /// A failure with its exit code; printed as one line.
@@ -89,9 +93,17 @@ fn main() {
             std::process::exit(code);
         }
     };
-    if let Command::Capcheck = cli.command {
-        std::process::exit(capcheck());
-    }
+    let cli = match cli.command {
+        Command::Capcheck => std::process::exit(capcheck()),
+        Command::Audit(a) => match audit::run(a) {
+            Ok(()) => std::process::exit(exit::OK),
+            Err(f) => {
+                eprintln!("mew: {}", f.message);
+                std::process::exit(f.code);
+            }
+        },
+        other => Cli { command: other },
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -106,7 +118,7 @@ fn main() {
         match cli.command {
             Command::Gateway(a) => gateway::run(a.args()).await,
             Command::Client(a) => client::run(a).await,
-            Command::Capcheck => Ok(()),
+            Command::Capcheck | Command::Audit(_) => Ok(()),
             Command::Bridge(a) => bridge::run(a).await,
             Command::Agent(a) => agent::run(a).await,
         }

@@ -250,6 +250,58 @@ fn records_cannot_be_forged_secrets_stay_out_and_files_are_private() {
         "guest"
     );
 
+    // `mew audit` answers "what did mallory send, and who got it".
+    let out = Command::new(MEW)
+        .args(["audit", "--logs"])
+        .arg(&gw.logs)
+        .args(["--kind", "chat", "--participant", "mallory", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let records: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let events: Vec<(String, String)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["event"].as_str().unwrap().to_owned(),
+                r["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        events.contains(&("received".into(), "m-1".into())),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&("delivered".into(), "bc-1".into())),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|(_, id)| id == "inv-1"), "not a chat");
+    let out = Command::new(MEW)
+        .args(["audit", "--logs"])
+        .arg(&gw.logs)
+        .args(["--event", "received", "--kind", "space/invite"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains("received")
+            && text.contains("human")
+            && text.contains("space/invite")
+            && text.contains("id=inv-1"),
+        "{text}"
+    );
+    let out = Command::new(MEW)
+        .args(["audit", "--logs", "/nonexistent"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
