@@ -5,13 +5,16 @@
 //! receiver). Reports messages delivered per second at the receivers and sender -> receiver
 //! latency (p50, p99). Server kinds: `ceiling`, a minimal tokio-tungstenite broadcast server
 //! with no protocol logic (the best any WebSocket broadcast on this machine can do), and
-//! `gateway`, the mew gateway through the tokio driver, and `async-std`, the same gateway
-//! through the async-std / smol driver. Every kind receives the same frames, so the ratio
+//! `gateway`, the mew gateway through the tokio driver (audit logging off), `gateway-log`, the
+//! same with audit logging on (envelope history and capability decisions written to a
+//! temporary folder), and `async-std`, the same gateway through the async-std / smol driver. Every kind receives the same frames, so the ratio
 //! between them is the cost of the protocol and the driver.
 //!
 //! Environment: `MEW_FANOUT_K` (10), `MEW_FANOUT_M` (20000), `MEW_FANOUT_WINDOW` (256),
-//! `MEW_FANOUT_SERVERS` (`ceiling,gateway,async-std`), `MEW_FANOUT_RUNS` (5, interleaved; the
-//! median run of each kind is reported).
+//! `MEW_FANOUT_SERVERS` (`ceiling,gateway,gateway-log,async-std`), `MEW_FANOUT_RUNS` (5,
+//! interleaved; the median run of each kind is reported). `CPU/msg` is the CPU time of the
+//! whole process (server and clients, all threads, from `/proc/self/task/*/schedstat`) per
+//! envelope sent: the differences between kinds are the servers' own.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -109,10 +112,11 @@ async fn start_ceiling() -> Server {
 // ---------------------------------------------------------------- mew gateway
 
 /// A space where `p0`..`p{k}` may chat, and their tokens.
-fn bench_space(k: usize) -> (mew_core::gateway::SpaceConfig, Vec<Option<String>>) {
+fn bench_space(k: usize, logging: bool) -> (mew_core::gateway::SpaceConfig, Vec<Option<String>>) {
     use std::fmt::Write as _;
-    let mut yaml =
-        String::from("space: {id: bench, name: bench}\nlogging: {enabled: false}\nparticipants:\n");
+    let mut yaml = format!(
+        "space: {{id: bench, name: bench}}\nlogging: {{enabled: {logging}}}\nparticipants:\n"
+    );
     let mut tokens = Vec::new();
     for i in 0..=k {
         let _ = writeln!(
@@ -125,9 +129,15 @@ fn bench_space(k: usize) -> (mew_core::gateway::SpaceConfig, Vec<Option<String>>
     (config, tokens)
 }
 
-async fn start_gateway(k: usize) -> Server {
-    let (config, tokens) = bench_space(k);
-    let server = mew_tokio::GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
+async fn start_gateway(k: usize, logging: bool) -> Server {
+    let (config, tokens) = bench_space(k, logging);
+    let log_dir = std::env::temp_dir().join(format!("mew-fanout-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&log_dir);
+    let opts = mew_tokio::ServerOptions {
+        log_dir,
+        ..Default::default()
+    };
+    let server = mew_tokio::GatewayServer::bind_with("127.0.0.1:0".parse().unwrap(), config, opts)
         .await
         .expect("bind gateway");
     let addr = server.local_addr();
@@ -147,7 +157,7 @@ async fn start_gateway(k: usize) -> Server {
 /// The same gateway through the async-std / smol driver: its tasks run on the global
 /// executor (async-std's), its sockets on the async-io reactor.
 async fn start_gateway_async_std(k: usize) -> Server {
-    let (config, tokens) = bench_space(k);
+    let (config, tokens) = bench_space(k, false);
     let server = mew_async_std::GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
         .await
         .expect("bind gateway");
@@ -200,7 +210,25 @@ fn seq_of(text: &str) -> Option<usize> {
     digits[..end].parse().ok()
 }
 
+/// CPU time of every thread of this process so far (Linux; zero elsewhere).
+fn process_cpu() -> Duration {
+    let mut ns = 0u64;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+                ns += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Duration::from_nanos(ns)
+}
+
 struct Outcome {
+    cpu: Duration,
     delivered: usize,
     elapsed: Duration,
     p50: Duration,
@@ -210,7 +238,8 @@ struct Outcome {
 async fn run_once(kind: &str, k: usize, m: usize, window: usize) -> Outcome {
     let server = match kind {
         "ceiling" => start_ceiling().await,
-        "gateway" => start_gateway(k).await,
+        "gateway" => start_gateway(k, false).await,
+        "gateway-log" => start_gateway(k, true).await,
         "async-std" => start_gateway_async_std(k).await,
         other => panic!("unknown server kind {other}"),
     };
@@ -256,6 +285,7 @@ async fn run_once(kind: &str, k: usize, m: usize, window: usize) -> Outcome {
     // The gateway echoes to the sender too; drain it so the sender is never a slow consumer.
     let drain = tokio::spawn(async move { while let Some(Ok(_)) = echo.next().await {} });
     let start = Instant::now();
+    let cpu0 = process_cpu();
     let mut low = 0usize;
     for seq in 0..m {
         while seq - low >= window {
@@ -283,11 +313,13 @@ async fn run_once(kind: &str, k: usize, m: usize, window: usize) -> Outcome {
         lat.extend(t.await.expect("receiver"));
     }
     let elapsed = start.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu0);
     drain.abort();
     (server.stop)();
     lat.sort_unstable();
     let pct = |p: f64| Duration::from_nanos(lat[((lat.len() as f64 - 1.0) * p) as usize]);
     Outcome {
+        cpu,
         delivered: lat.len(),
         elapsed,
         p50: pct(0.50),
@@ -300,16 +332,16 @@ fn main() {
     let m = env_usize("MEW_FANOUT_M", 20_000);
     let window = env_usize("MEW_FANOUT_WINDOW", 256).max(1);
     let runs = env_usize("MEW_FANOUT_RUNS", 5).max(1);
-    let kinds =
-        std::env::var("MEW_FANOUT_SERVERS").unwrap_or_else(|_| "ceiling,gateway,async-std".into());
+    let kinds = std::env::var("MEW_FANOUT_SERVERS")
+        .unwrap_or_else(|_| "ceiling,gateway,gateway-log,async-std".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
     println!("fan-out: K={k} receivers, M={m} envelopes, window {window}, median of {runs} runs");
     println!(
-        "{:<10} {:>14} {:>12} {:>12} {:>10}",
-        "server", "delivered/s", "p50", "p99", "vs ceiling"
+        "{:<12} {:>14} {:>12} {:>12} {:>10} {:>10}",
+        "server", "delivered/s", "p50", "p99", "vs ceiling", "CPU/msg"
     );
     let kinds: Vec<&str> = kinds
         .split(',')
@@ -338,8 +370,13 @@ fn main() {
             .map(|c| format!("{:.2}x", c / rate))
             .unwrap_or_else(|| "-".into());
         println!(
-            "{:<10} {:>14.0} {:>12.2?} {:>12.2?} {:>10}",
-            kind, rate, o.p50, o.p99, ratio
+            "{:<12} {:>14.0} {:>12.2?} {:>12.2?} {:>10} {:>10.2?}",
+            kind,
+            rate,
+            o.p50,
+            o.p99,
+            ratio,
+            o.cpu / m as u32
         );
     }
     let rate_of = |k: &str| rates.iter().find(|(n, _)| *n == k).map(|(_, r)| *r);

@@ -145,6 +145,8 @@ pub struct GatewayHost<L> {
     dirty: Vec<ConnId>,
     logs: Option<LogHandle>,
     log_dir: std::sync::Arc<std::path::Path>,
+    /// Audit records of the current pass.
+    audit: Vec<mew_core::gateway::AuditRecord>,
     grace: Duration,
     shutdown_deadline: Option<Time>,
     /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
@@ -167,6 +169,7 @@ impl<L: ConnLink> GatewayHost<L> {
             dirty: Vec::new(),
             logs,
             log_dir: std::sync::Arc::from(log_dir.as_path()),
+            audit: Vec::new(),
             grace,
             shutdown_deadline: None,
             last_frame: None,
@@ -359,12 +362,18 @@ impl<L: ConnLink> GatewayHost<L> {
                     }
                 }
                 Output::Audit(rec) => {
-                    if let Some(l) = &self.logs {
-                        l.append_audit(&self.log_dir, rec);
+                    if self.logs.is_some() {
+                        self.audit.push(rec);
                     }
                 }
                 Output::Event(e) => log_event(&e),
             }
+        }
+        // One queue entry per pass: the writer's channel is not touched per record.
+        if !self.audit.is_empty()
+            && let Some(l) = &self.logs
+        {
+            l.append_audit(&self.log_dir, std::mem::take(&mut self.audit));
         }
         let mut dirty = std::mem::take(&mut self.dirty);
         for conn in dirty.drain(..) {

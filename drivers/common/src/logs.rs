@@ -10,7 +10,6 @@
 //!   to the retention count; the oldest is deleted).
 //! - Files are created 0600 in folders created 0700: the logs say who did what.
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -42,7 +41,7 @@ impl Default for Rotation {
 
 enum Cmd {
     Line(PathBuf, Bytes),
-    Audit(Arc<Path>, AuditRecord),
+    Audit(Arc<Path>, Vec<AuditRecord>),
     Flush(SyncSender<()>),
     Stop,
     /// Holds the writer until the sender is dropped (tests of a full queue).
@@ -152,9 +151,18 @@ impl LogHandle {
         self.offer(Cmd::Line(path.into(), line))
     }
 
-    /// Queues an audit record for its file in `dir`, like [`LogHandle::append`].
-    pub fn append_audit(&self, dir: &Arc<Path>, record: AuditRecord) -> bool {
-        self.offer(Cmd::Audit(dir.clone(), record))
+    /// Queues audit records for their files in `dir`, like [`LogHandle::append`] (a batch
+    /// that finds the queue full is dropped and counted record by record).
+    pub fn append_audit(&self, dir: &Arc<Path>, records: Vec<AuditRecord>) -> bool {
+        let n = records.len() as u64;
+        match self.tx.try_send(Cmd::Audit(dir.clone(), records)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(n, Ordering::Relaxed);
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
     }
 
     /// Lines and records dropped because the queue was full, since the start.
@@ -170,7 +178,10 @@ struct Open {
 
 struct Writer {
     rotation: Rotation,
-    files: BTreeMap<PathBuf, Open>,
+    /// Open files (few): found by comparing path bytes, cheaper than ordering paths.
+    files: Vec<(PathBuf, Open)>,
+    /// The path of each (folder, audit file) seen, so a record costs no `join`.
+    audit_paths: Vec<(Arc<Path>, AuditFile, Arc<Path>)>,
     buf: Vec<u8>,
     ts: Timestamps,
     dropped: Arc<AtomicU64>,
@@ -185,7 +196,8 @@ impl Writer {
     fn new(rotation: Rotation, dropped: Arc<AtomicU64>) -> Writer {
         Writer {
             rotation,
-            files: BTreeMap::new(),
+            files: Vec::new(),
+            audit_paths: Vec::new(),
             buf: Vec::with_capacity(4096),
             ts: Timestamps::default(),
             dropped,
@@ -201,7 +213,7 @@ impl Writer {
 
     fn flush_all(&mut self) {
         let mut err = None;
-        for f in self.files.values_mut() {
+        for (_, f) in &mut self.files {
             if let Err(e) = f.w.flush() {
                 err.get_or_insert(e);
             }
@@ -225,12 +237,14 @@ impl Writer {
                         }
                         self.write(&path, &line);
                     }
-                    Cmd::Audit(dir, record) => {
+                    Cmd::Audit(dir, records) => {
                         let mut buf = std::mem::take(&mut self.buf);
-                        buf.clear();
-                        record.write_line(&mut buf, &mut self.ts);
-                        let path = dir.join(record.file().file_name());
-                        self.write(&path, &buf);
+                        for record in records {
+                            let path = self.audit_path(&dir, record.file());
+                            buf.clear();
+                            record.write_line(&mut buf, &mut self.ts);
+                            self.write(&path, &buf);
+                        }
                         self.buf = buf;
                         self.audit_dir = Some(dir);
                     }
@@ -279,28 +293,56 @@ impl Writer {
         self.write(&path, line.as_bytes());
     }
 
+    fn audit_path(&mut self, dir: &Arc<Path>, file: AuditFile) -> Arc<Path> {
+        if let Some((_, _, p)) = self
+            .audit_paths
+            .iter()
+            .find(|(d, f, _)| Arc::ptr_eq(d, dir) && *f == file)
+        {
+            return p.clone();
+        }
+        let p: Arc<Path> = Arc::from(dir.join(file.file_name()).as_path());
+        if self.audit_paths.len() >= MAX_OPEN {
+            self.audit_paths.clear();
+        }
+        self.audit_paths.push((dir.clone(), file, p.clone()));
+        p
+    }
+
+    fn slot(&self, path: &Path) -> Option<usize> {
+        let want = path.as_os_str().as_encoded_bytes();
+        self.files
+            .iter()
+            .position(|(p, _)| p.as_os_str().as_encoded_bytes() == want)
+    }
+
     fn write(&mut self, path: &Path, bytes: &[u8]) {
         // Rotating before the write that would overflow keeps the newest line in `path`.
-        if self
-            .files
-            .get(path)
-            .is_some_and(|f| f.size > 0 && f.size + bytes.len() as u64 > self.rotation.max_bytes)
-        {
-            self.rotate(path);
-        }
-        if !self.files.contains_key(path) {
-            if self.files.len() >= MAX_OPEN {
-                self.flush_all();
-                self.files.clear();
+        let mut slot = self.slot(path);
+        if let Some(i) = slot {
+            let f = &self.files[i].1;
+            if f.size > 0 && f.size + bytes.len() as u64 > self.rotation.max_bytes {
+                self.rotate(path);
+                slot = None;
             }
-            match open_append(path) {
-                Ok(f) => {
-                    self.files.insert(path.to_owned(), f);
+        }
+        let i = match slot {
+            Some(i) => i,
+            None => {
+                if self.files.len() >= MAX_OPEN {
+                    self.flush_all();
+                    self.files.clear();
                 }
-                Err(e) => return self.note(e),
+                match open_append(path) {
+                    Ok(f) => {
+                        self.files.push((path.to_owned(), f));
+                        self.files.len() - 1
+                    }
+                    Err(e) => return self.note(e),
+                }
             }
-        }
-        let f = self.files.get_mut(path).expect("opened above");
+        };
+        let f = &mut self.files[i].1;
         if let Err(e) = f.w.write_all(bytes) {
             return self.note(e);
         }
@@ -308,10 +350,11 @@ impl Writer {
     }
 
     fn rotate(&mut self, path: &Path) {
-        if let Some(mut f) = self.files.remove(path)
-            && let Err(e) = f.w.flush()
-        {
-            self.note(e);
+        if let Some(i) = self.slot(path) {
+            let (_, mut f) = self.files.swap_remove(i);
+            if let Err(e) = f.w.flush() {
+                self.note(e);
+            }
         }
         let numbered = |n: u32| {
             let mut p = path.as_os_str().to_owned();
@@ -507,13 +550,13 @@ mod tests {
         }
         let _ = conn;
         assert!(!records.is_empty());
-        assert!(h.append_audit(&dir, records[0].clone()));
+        assert!(h.append_audit(&dir, vec![records[0].clone()]));
         w.flush();
         let (hold_tx, hold_rx) = sync_channel(0);
         h.tx.send(Cmd::Hold(hold_rx)).unwrap();
         let started = std::time::Instant::now();
         for _ in 0..100 {
-            assert!(h.append_audit(&dir, records[0].clone()));
+            assert!(h.append_audit(&dir, vec![records[0].clone()]));
         }
         assert!(
             started.elapsed() < std::time::Duration::from_secs(1),

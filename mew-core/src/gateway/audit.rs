@@ -253,13 +253,17 @@ fn is_secret(key: &str) -> bool {
     SECRET_KEYS.contains(&key)
 }
 
-/// Whether raw JSON text may hold a secret key (a cheap scan before any parsing).
+/// Whether raw JSON text may hold a secret key (a cheap scan before any parsing): every
+/// secret key contains one of these, quotes included.
 fn may_hold_secret(text: &[u8]) -> bool {
-    SECRET_KEYS.iter().any(|k| {
-        let k = k.as_bytes();
-        text.windows(k.len() + 2)
-            .any(|w| w[0] == b'"' && &w[1..=k.len()] == k && w[k.len() + 1] == b'"')
-    })
+    static NEEDLES: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
+        std::sync::LazyLock::new(|| {
+            SECRET_KEYS
+                .iter()
+                .map(|k| memchr::memmem::Finder::new(format!("\"{k}\"").as_bytes()).into_owned())
+                .collect()
+        });
+    NEEDLES.iter().any(|f| f.find(text).is_some())
 }
 
 fn redact(v: &mut Value) {
@@ -326,6 +330,15 @@ fn push_str(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
     let bytes = s.as_bytes();
+    // Ids and names almost never need escaping: one pass to check, one copy.
+    if bytes
+        .iter()
+        .all(|&b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f)
+    {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let esc: &[u8] = match b {
