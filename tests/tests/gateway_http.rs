@@ -236,10 +236,16 @@ fn audit_lines_follow_the_reference_layout() {
         &envelope("bad-1", "agent", "mcp/request", None, json!({})),
     );
     let _ = h;
+    // A `delivered` record is one line per recipient.
     let lines: Vec<(AuditFile, String, String)> = sim
         .audits
         .iter()
-        .map(|r| (r.file(), r.event().to_owned(), r.to_json_line()))
+        .flat_map(|r| {
+            r.to_json_line()
+                .lines()
+                .map(|l| (r.file(), r.event().to_owned(), l.to_owned()))
+                .collect::<Vec<_>>()
+        })
         .collect();
     let decision = lines.iter().find(|l| l.1 == "capability_check").unwrap();
     assert_eq!(decision.0.file_name(), "capability-decisions.jsonl");

@@ -44,9 +44,10 @@ enum Cmd {
     Audit(Arc<Path>, Vec<AuditRecord>),
     Flush(SyncSender<()>),
     Stop,
-    /// Holds the writer until the sender is dropped (tests of a full queue).
+    /// Says it holds, then holds the writer until the sender is dropped (tests of a full
+    /// queue).
     #[cfg(test)]
-    Hold(Receiver<()>),
+    Hold(SyncSender<()>, Receiver<()>),
 }
 
 /// Appends lines and audit records to files from a dedicated thread behind a bounded queue.
@@ -255,7 +256,8 @@ impl Writer {
                     }
                     Cmd::Stop => break 'outer,
                     #[cfg(test)]
-                    Cmd::Hold(release) => {
+                    Cmd::Hold(holding, release) => {
+                        let _ = holding.send(());
                         let _ = release.recv();
                     }
                 }
@@ -553,7 +555,9 @@ mod tests {
         assert!(h.append_audit(&dir, vec![records[0].clone()]));
         w.flush();
         let (hold_tx, hold_rx) = sync_channel(0);
-        h.tx.send(Cmd::Hold(hold_rx)).unwrap();
+        let (holding_tx, holding_rx) = sync_channel(1);
+        h.tx.send(Cmd::Hold(holding_tx, hold_rx)).unwrap();
+        holding_rx.recv().unwrap();
         let started = std::time::Instant::now();
         for _ in 0..100 {
             assert!(h.append_audit(&dir, vec![records[0].clone()]));

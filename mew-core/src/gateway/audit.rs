@@ -73,6 +73,14 @@ enum Inner {
         transport: Transport,
         metadata: Option<Value>,
     },
+    /// One envelope handed to several recipients: a `delivered` line each.
+    Delivered {
+        at: Time,
+        id: Option<Arc<str>>,
+        space_id: Arc<str>,
+        transport: Transport,
+        recipients: Vec<Arc<str>>,
+    },
     Capability {
         at: Time,
         envelope_id: Option<Arc<str>>,
@@ -94,7 +102,7 @@ impl AuditRecord {
     /// The file the record goes to.
     pub fn file(&self) -> AuditFile {
         match *self.0 {
-            Inner::Envelope { .. } => AuditFile::EnvelopeHistory,
+            Inner::Envelope { .. } | Inner::Delivered { .. } => AuditFile::EnvelopeHistory,
             Inner::Capability { .. } => AuditFile::CapabilityDecisions,
         }
     }
@@ -103,20 +111,32 @@ impl AuditRecord {
     pub fn event(&self) -> &'static str {
         match &*self.0 {
             Inner::Envelope { event, .. } => event,
+            Inner::Delivered { .. } => "delivered",
             Inner::Capability { .. } => "capability_check",
         }
     }
 
-    /// The participant the record is about (sender, or recipient for `delivered`).
+    /// The participant the record is about (sender, or the first recipient for `delivered`).
     pub fn participant(&self) -> &str {
         match &*self.0 {
             Inner::Envelope { participant, .. } | Inner::Capability { participant, .. } => {
                 participant
             }
+            Inner::Delivered { recipients, .. } => recipients.first().map_or("", |r| r),
         }
     }
 
-    /// The record as one JSON line (without the newline), keys in the reference's order.
+    /// The participants a `delivered` record names, one line each (the one participant of
+    /// any other record).
+    pub fn recipients(&self) -> Vec<&str> {
+        match &*self.0 {
+            Inner::Delivered { recipients, .. } => recipients.iter().map(|r| &**r).collect(),
+            _ => vec![self.participant()],
+        }
+    }
+
+    /// The record as JSON lines (without the last newline), keys in the reference's order:
+    /// one line, or one per recipient of a `delivered` record.
     pub fn to_json_line(&self) -> String {
         let mut out = Vec::with_capacity(256);
         self.write_line(&mut out, &mut Timestamps::default());
@@ -132,6 +152,39 @@ impl AuditRecord {
     /// replaced by `"[redacted]"`.
     pub fn write_line(&self, out: &mut Vec<u8>, ts: &mut Timestamps) {
         match &*self.0 {
+            Inner::Delivered {
+                at,
+                id,
+                space_id,
+                transport,
+                recipients,
+            } => {
+                // The parts every line shares are formatted once.
+                let head = out.len();
+                out.extend_from_slice(b"{\"timestamp\":\"");
+                out.extend_from_slice(ts.get(*at));
+                out.extend_from_slice(b"\",\"event\":\"delivered\"");
+                if let Some(id) = id {
+                    out.extend_from_slice(b",\"id\":");
+                    push_str(out, id);
+                }
+                out.extend_from_slice(b",\"participant\":");
+                let head_end = out.len();
+                let mut tail = Vec::with_capacity(96);
+                tail.extend_from_slice(b",\"space_id\":");
+                push_str(&mut tail, space_id);
+                tail.extend_from_slice(b",\"direction\":\"outbound\",\"transport\":\"");
+                tail.extend_from_slice(transport.as_str().as_bytes());
+                tail.extend_from_slice(b"\"}\n");
+                for (i, r) in recipients.iter().enumerate() {
+                    if i > 0 {
+                        out.extend_from_within(head..head_end);
+                    }
+                    push_str(out, r);
+                    out.extend_from_slice(&tail);
+                }
+                return;
+            }
             Inner::Envelope {
                 at,
                 event,
@@ -376,6 +429,15 @@ pub const REFUSALS_PER_WINDOW: u32 = 10;
 /// The window of [`REFUSALS_PER_WINDOW`].
 pub const REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Recipients of one envelope gathered into one `delivered` record.
+#[derive(Debug)]
+pub(super) struct PendingDelivered {
+    at: Time,
+    id: Option<Arc<str>>,
+    transport: Transport,
+    recipients: Vec<Arc<str>>,
+}
+
 /// Refusals of one sender in the current window.
 #[derive(Debug, Clone)]
 pub(super) struct RefusalWindow {
@@ -488,6 +550,7 @@ impl Gateway {
         transport: Transport,
         metadata: Option<Value>,
     ) {
+        self.flush_delivered();
         self.out
             .push_back(super::Output::Audit(AuditRecord(Box::new(
                 Inner::Envelope {
@@ -505,7 +568,8 @@ impl Gateway {
             ))));
     }
 
-    /// One record per recipient, without the envelope: the `received` record holds it once.
+    /// A `delivered` line per recipient, without the envelope (the `received` record holds
+    /// it once); recipients of one envelope share one record until another record follows.
     pub(super) fn audit_delivered(
         &mut self,
         at: Time,
@@ -513,17 +577,41 @@ impl Gateway {
         to: Arc<str>,
         transport: Transport,
     ) {
-        self.audit_envelope(
+        if let Some(p) = &mut self.pending_delivered
+            && p.at == at
+            && p.transport == transport
+            && match (&p.id, &id) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+                (None, None) => true,
+                _ => false,
+            }
+        {
+            p.recipients.push(to);
+            return;
+        }
+        self.flush_delivered();
+        self.pending_delivered = Some(PendingDelivered {
             at,
-            "delivered",
             id,
-            None,
-            true,
-            to,
-            Direction::Outbound,
             transport,
-            None,
-        );
+            recipients: vec![to],
+        });
+    }
+
+    /// Queues the `delivered` record being gathered, if any.
+    pub(super) fn flush_delivered(&mut self) {
+        if let Some(p) = self.pending_delivered.take() {
+            self.out
+                .push_back(super::Output::Audit(AuditRecord(Box::new(
+                    Inner::Delivered {
+                        at: p.at,
+                        id: p.id,
+                        space_id: self.space_id.clone(),
+                        transport: p.transport,
+                        recipients: p.recipients,
+                    },
+                ))));
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -536,6 +624,7 @@ impl Gateway {
         matched: Option<Capability>,
         metadata: Option<Value>,
     ) {
+        self.flush_delivered();
         let m = self.members.get(member);
         let record = Inner::Capability {
             at,

@@ -284,6 +284,8 @@ pub struct Gateway {
     audit_envelopes: bool,
     /// Refusal windows per sender (aggregated `rejected` records).
     refusals: std::collections::BTreeMap<Arc<str>, audit::RefusalWindow>,
+    /// The `delivered` record being gathered (see `audit_delivered`).
+    pending_delivered: Option<audit::PendingDelivered>,
     audit_capabilities: bool,
 }
 
@@ -308,6 +310,7 @@ impl Gateway {
             workflow: workflow::Workflow::default(),
             audit_envelopes: logging.enabled && logging.envelope_history,
             refusals: std::collections::BTreeMap::new(),
+            pending_delivered: None,
             audit_capabilities: logging.enabled && logging.capability_decisions,
             config,
         };
@@ -322,6 +325,9 @@ impl Gateway {
 
     /// The next output to act on, in order.
     pub fn poll_output(&mut self) -> Option<Output> {
+        if self.out.is_empty() {
+            self.flush_delivered();
+        }
         self.out.pop_front()
     }
 
