@@ -629,3 +629,145 @@ fn the_same_seed_gives_the_same_run() {
     let seed = mew_tests::sim::seed_or(42);
     assert_eq!(run(seed), run(seed));
 }
+
+/// The text of the last user message of a request.
+fn last_user(r: &ModelRequest) -> String {
+    r.messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .and_then(|m| m.content.clone())
+        .unwrap_or_default()
+}
+
+/// Answers "answer to <question>", and summaries with "SUMMARY".
+fn echo_model() -> ModelScript {
+    Box::new(|r, _| {
+        let q = last_user(r);
+        if r.messages.iter().any(|m| {
+            m.content
+                .as_deref()
+                .is_some_and(|c| c.contains("Summarise the conversation"))
+        }) {
+            model_text("SUMMARY: two questions were asked")
+        } else {
+            model_text(&format!("answer to {q}"))
+        }
+    })
+}
+
+fn control(w: &mut World, human: NodeId, kind: Kind, payload: Value) -> String {
+    w.act(human, |p, now| {
+        p.send(now, Draft::new(kind).to(["assistant"]).payload(payload))
+    })
+    .unwrap()
+}
+
+#[test]
+fn compaction_on_request_summarises_through_the_model_and_says_done() {
+    let (mut w, human) = world(21);
+    let a = join_agent(
+        &mut w,
+        "name: assistant\nconversation_history_length: 10\n",
+        echo_model(),
+    );
+    ask(&mut w, human, "assistant", "first?");
+    run_until_finished(&mut w, a);
+    ask(&mut w, human, "assistant", "second?");
+    let ok = w.run_until(Duration::from_secs(600), |w| finished(w, a).len() == 2);
+    assert!(ok);
+    w.run_until_quiet();
+    // The second call saw the first turn.
+    let second = &w.agent(a).requests[1];
+    assert!(
+        second
+            .messages
+            .iter()
+            .any(|m| m.content.as_deref() == Some("answer to first?"))
+    );
+    assert_eq!(w.agent(a).agent.history_len(), 4);
+
+    let id = control(&mut w, human, Kind::ParticipantCompact, json!({}));
+    w.run_for(Duration::from_secs(10));
+    let done = w.node(human).received_kind("participant/compact-done");
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0]["correlation_id"], json!([id]));
+    assert_eq!(done[0]["from"], "assistant");
+    let statuses: Vec<Value> = w
+        .node(human)
+        .received_kind("participant/status")
+        .into_iter()
+        .filter(|s| s["from"] == "assistant")
+        .map(|s| s["payload"]["status"].clone())
+        .collect();
+    assert!(statuses.contains(&json!("compacting")), "{statuses:?}");
+
+    // The next task starts from the summary.
+    ask(&mut w, human, "assistant", "third?");
+    let ok = w.run_until(Duration::from_secs(600), |w| finished(w, a).len() == 3);
+    assert!(ok);
+    let third = w.agent(a).requests.last().unwrap();
+    assert!(
+        third.messages.iter().any(|m| m
+            .content
+            .as_deref()
+            .is_some_and(|c| c.contains("SUMMARY: two questions were asked"))),
+        "{third:#?}"
+    );
+    assert!(
+        !third
+            .messages
+            .iter()
+            .any(|m| m.content.as_deref() == Some("answer to first?"))
+    );
+}
+
+#[test]
+fn clear_forgets_the_conversation_and_mentions_are_answered() {
+    let (mut w, human) = world(22);
+    let a = join_agent(
+        &mut w,
+        "name: assistant\nconversation_history_length: 10\n",
+        echo_model(),
+    );
+    ask(&mut w, human, "assistant", "remember me?");
+    run_until_finished(&mut w, a);
+    control(&mut w, human, Kind::ParticipantClear, json!({}));
+    w.run_until_quiet();
+    assert_eq!(w.agent(a).agent.history_len(), 0);
+    // A broadcast that does not mention the agent is left alone; one that does is answered.
+    w.act(human, |p, now| p.chat(now, "lunch anyone?", vec![]))
+        .unwrap();
+    w.act(human, |p, now| {
+        p.chat(now, "hey @assistant, still there?", vec![])
+    })
+    .unwrap();
+    let ok = w.run_until(Duration::from_secs(600), |w| finished(w, a).len() == 2);
+    assert!(ok);
+    w.run_until_quiet();
+    let reqs = &w.agent(a).requests;
+    assert_eq!(reqs.len(), 2);
+    // Cleared: the second call has no earlier turns.
+    assert_eq!(
+        reqs[1]
+            .messages
+            .iter()
+            .filter(|m| m.role != Role::System)
+            .count(),
+        1,
+        "{:#?}",
+        reqs[1].messages
+    );
+    assert!(last_user(&reqs[1]).contains("still there?"));
+    let texts: Vec<Value> = answers(&w, human)
+        .into_iter()
+        .map(|c| c["payload"]["text"].clone())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            json!("answer to remember me?"),
+            json!("answer to hey @assistant, still there?")
+        ]
+    );
+}

@@ -27,9 +27,6 @@ pub mod prompt;
 mod strategy;
 pub mod toolname;
 
-#[cfg(test)]
-mod tests;
-
 pub use config::{
     AgentConfig, AgentConfigError, AgentFile, AgentSettings, ChatStrategy, ReasoningFormat,
 };
