@@ -89,7 +89,7 @@ enum Inner {
         allowed: bool,
         required: Arc<str>,
         matched: Option<Capability>,
-        granted: CapabilitySet,
+        granted: Arc<CapabilitySet>,
         metadata: Option<Value>,
     },
 }

@@ -220,7 +220,7 @@ impl Gateway {
             tokens: Vec::new(),
             static_caps: caps.clone(),
             grants: Vec::new(),
-            caps,
+            caps: Arc::new(caps),
             conn: None,
             virtual_log: None,
             hold: Hold::None,

@@ -43,8 +43,9 @@ pub(super) struct Member {
     pub(super) tokens: Vec<String>,
     pub(super) static_caps: CapabilitySet,
     pub(super) grants: Vec<Grant>,
-    /// Static then granted: what enforcement and welcomes use.
-    pub(super) caps: CapabilitySet,
+    /// Static then granted: what enforcement and welcomes use (shared with audit records,
+    /// which hold it without copying).
+    pub(super) caps: Arc<CapabilitySet>,
     pub(super) conn: Option<ConnId>,
     /// `output_log` of a virtual member.
     pub(super) virtual_log: Option<String>,
@@ -65,7 +66,7 @@ impl Member {
                 caps.push(c.clone());
             }
         }
-        self.caps = caps;
+        self.caps = Arc::new(caps);
     }
 }
 
@@ -90,7 +91,7 @@ impl Members {
                 tokens: p.tokens.clone(),
                 static_caps: p.capabilities.clone(),
                 grants: Vec::new(),
-                caps: p.capabilities.clone(),
+                caps: Arc::new(p.capabilities.clone()),
                 conn: None,
                 virtual_log: p.is_virtual().then(|| p.output_log.clone()).flatten(),
                 hold: Hold::None,

@@ -88,7 +88,7 @@ impl Gateway {
                 tokens: vec![token.clone()],
                 static_caps: caps.clone(),
                 grants: Vec::new(),
-                caps: caps.clone(),
+                caps: Arc::new(caps.clone()),
                 conn: None,
                 virtual_log: None,
                 hold: Hold::None,
