@@ -258,8 +258,14 @@ impl AuditRecord {
                     out.extend_from_slice(b",\"matched_capability\":");
                     let _ = serde_json::to_writer(&mut *out, m.raw());
                 }
-                out.extend_from_slice(b",\"granted_capabilities\":");
-                let _ = serde_json::to_writer(&mut *out, &granted.to_json());
+                out.extend_from_slice(b",\"granted_capabilities\":[");
+                for (i, c) in granted.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    let _ = serde_json::to_writer(&mut *out, c.raw());
+                }
+                out.push(b']');
                 if let Some(m) = metadata {
                     out.extend_from_slice(b",\"metadata\":");
                     push_value(out, m);
