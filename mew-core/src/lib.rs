@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod ids;
 pub mod mcp;
 pub mod participant;
+pub mod secret;
 pub mod time;
 
 pub use capability::{Capability, CapabilityError, CapabilitySet};

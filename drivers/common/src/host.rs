@@ -295,16 +295,19 @@ impl<L: ConnLink> GatewayHost<L> {
                 if space.as_deref().is_some_and(|s| s != id) {
                     return Response::error(404, "unknown_space", "no such space here");
                 }
-                let list: Vec<_> = self
-                    .gateway
-                    .participants()
-                    .into_iter()
-                    .map(|p| {
-                        json!({"id": p.id, "capabilities": p.capabilities,
-                               "online": p.online, "virtual": p.is_virtual})
-                    })
-                    .collect();
-                Response::json(200, &json!({"space": id, "participants": list}))
+                match self.gateway.http_participants(req.bearer.as_deref()) {
+                    Ok(list) => {
+                        let list: Vec<_> = list
+                            .into_iter()
+                            .map(|p| {
+                                json!({"id": p.id, "capabilities": p.capabilities,
+                                       "online": p.online, "virtual": p.is_virtual})
+                            })
+                            .collect();
+                        Response::json(200, &json!({"space": id, "participants": list}))
+                    }
+                    Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
+                }
             }
             Route::Health => {
                 let h = self.gateway.health();

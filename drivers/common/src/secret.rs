@@ -23,13 +23,16 @@ pub fn token() -> String {
     out
 }
 
-/// Compares two secrets in time that depends only on their lengths, so a guess's matching
-/// prefix cannot be measured.
-pub fn equal(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+pub use mew_core::secret::equal;
+
+/// The operating system's CSPRNG as the core's token source (invites, the default space).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsTokens;
+
+impl mew_core::secret::TokenSource for OsTokens {
+    fn token(&mut self) -> String {
+        token()
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

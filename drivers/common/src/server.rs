@@ -186,7 +186,9 @@ impl<R: ServerRuntime> GatewayServer<R> {
             max_bytes: config.logging.max_file_bytes,
             keep: config.logging.keep_files,
         })?;
-        let gateway = Gateway::new(config, seed, clock::now());
+        let mut gateway = Gateway::new(config, seed, clock::now());
+        // Invite tokens from the OS, never from the seeded generator of ids.
+        gateway.set_token_source(Box::new(crate::secret::OsTokens));
         let host = GatewayHost::new(
             gateway,
             logs.handle(),

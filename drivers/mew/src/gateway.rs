@@ -113,7 +113,7 @@ pub async fn run(args: Args) -> Result<(), Failure> {
             (config, SpaceLayout::for_config(path), false)
         }
         None => {
-            let mut config = SpaceConfig::default_space(&mut ids);
+            let mut config = SpaceConfig::default_space(&mut secret::OsTokens);
             // A space nobody configured leaves no files behind in the working directory.
             config.logging = LoggingConfig::OFF;
             let layout = SpaceLayout {

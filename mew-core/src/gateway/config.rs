@@ -27,7 +27,6 @@
 
 use crate::capability::{Capability, CapabilitySet};
 use crate::envelope::Limits;
-use crate::ids::IdGen;
 use serde_json::Value;
 use serde_yaml::Value as Yaml;
 use std::collections::BTreeMap;
@@ -413,7 +412,7 @@ impl SpaceConfig {
     /// only propose (plus chat, reasoning, the acknowledgements and withdrawals it needs, and
     /// `tools/list` requests so that it can discover what to propose), `service`
     /// answers MCP requests and chats. Tokens come from `ids`.
-    pub fn default_space(ids: &mut IdGen) -> SpaceConfig {
+    pub fn default_space(tokens: &mut dyn crate::secret::TokenSource) -> SpaceConfig {
         let caps = |kinds: &[&str]| {
             CapabilitySet::from_capabilities(
                 kinds
@@ -425,7 +424,7 @@ impl SpaceConfig {
                     .collect(),
             )
         };
-        let human = ParticipantConfig::new("human", vec![ids.token(TOKEN_LEN)], caps(&["*"]));
+        let human = ParticipantConfig::new("human", vec![tokens.token()], caps(&["*"]));
         let mut agent_caps = caps(&[
             "mcp/proposal",
             "mcp/withdraw",
@@ -444,10 +443,10 @@ impl SpaceConfig {
             )
             .expect("built-in capability compiles"),
         );
-        let agent = ParticipantConfig::new("agent", vec![ids.token(TOKEN_LEN)], agent_caps);
+        let agent = ParticipantConfig::new("agent", vec![tokens.token()], agent_caps);
         let service = ParticipantConfig::new(
             "service",
-            vec![ids.token(TOKEN_LEN)],
+            vec![tokens.token()],
             caps(&["mcp/response", "chat"]),
         );
         SpaceConfig {
@@ -1361,8 +1360,8 @@ ui: {theme: dark}
 
     #[test]
     fn default_space_is_seeded() {
-        let a = SpaceConfig::default_space(&mut IdGen::new(9));
-        let b = SpaceConfig::default_space(&mut IdGen::new(9));
+        let a = SpaceConfig::default_space(&mut crate::ids::IdGen::new(9));
+        let b = SpaceConfig::default_space(&mut crate::ids::IdGen::new(9));
         assert_eq!(a, b);
         let agent = a.participant("agent").unwrap();
         assert!(agent.capabilities.allows("mcp/proposal", None));

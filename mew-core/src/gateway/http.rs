@@ -9,7 +9,7 @@
 
 use super::audit::Transport;
 use super::history::{Since, parse_rfc3339};
-use super::{Gateway, Time};
+use super::{Gateway, ParticipantInfo, Time};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -64,6 +64,31 @@ impl Gateway {
         }
     }
 
+    /// `GET /participants`: who is in the space, for a participant of it. The rule is the
+    /// welcome's: any participant (any of its tokens) sees every member's id, capabilities
+    /// and presence, exactly what its `system/welcome` and presence envelopes show it; a
+    /// request without a token is 401, with a token of no participant 403.
+    pub fn http_participants(
+        &self,
+        bearer: Option<&str>,
+    ) -> Result<Vec<ParticipantInfo>, HttpError> {
+        let Some(token) = bearer else {
+            return Err(http_error(
+                401,
+                "unauthorized",
+                "an Authorization: Bearer token of a participant of this space is required",
+            ));
+        };
+        match self.members.by_token(token) {
+            Some(m) if !self.members.get(m).removed => Ok(self.participants()),
+            _ => Err(http_error(
+                403,
+                "forbidden",
+                "the token is not a participant's of this space",
+            )),
+        }
+    }
+
     /// `POST /participants/{participant}/messages` with a (possibly partial) envelope body.
     pub fn http_post(
         &mut self,
@@ -86,14 +111,16 @@ impl Gateway {
         }
         let valid = crate::envelope::check_depth(body, self.config.gateway.limits.max_depth)
             .is_ok()
-            && serde_json::from_slice::<Value>(body)
-                .ok()
-                .is_some_and(|v| v.get("kind").is_some_and(Value::is_string));
+            && serde_json::from_slice::<Value>(body).ok().is_some_and(|v| {
+                v.get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| !k.is_empty())
+            });
         if !valid {
             return Err(http_error(
                 400,
                 "invalid_request",
-                "the body must be a JSON object with a string `kind`",
+                "the body must be a JSON object with a non-empty string `kind`",
             ));
         }
         let frame = Bytes::copy_from_slice(body);

@@ -69,7 +69,7 @@ impl Gateway {
                 .map_err(|e| Refusal::new("invalid_capability", e).about_id(op.id))?,
         };
         self.check_covered(op, &caps)?;
-        let token = self.ids.token(super::config::TOKEN_LEN);
+        let token = self.tokens.token();
         let idx = match existing {
             Some(i) => {
                 let m = self.members.get_mut(i);

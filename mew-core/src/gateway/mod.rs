@@ -269,6 +269,8 @@ pub struct Gateway {
     config: SpaceConfig,
     space_id: Arc<str>,
     ids: IdGen,
+    /// Where invite tokens come from; never the generator of ids.
+    tokens: Box<dyn crate::secret::TokenSource>,
     next_envelope: u64,
     conns: Slab,
     members: Members,
@@ -299,6 +301,9 @@ impl Gateway {
         let mut g = Gateway {
             space_id,
             ids: IdGen::new(seed),
+            // Deterministic, for simulations; servers install the OS source with
+            // `set_token_source`. A separate generator: ids never reveal its state.
+            tokens: Box::new(IdGen::new(seed.rotate_left(29) ^ 0x5EC2_E770_C0FF_EE00)),
             next_envelope: 0,
             conns: Slab::default(),
             members,
@@ -316,6 +321,11 @@ impl Gateway {
         };
         g.rebuild_audience();
         g
+    }
+
+    /// Replaces the source of invite tokens (servers: the operating system's CSPRNG).
+    pub fn set_token_source(&mut self, source: Box<dyn crate::secret::TokenSource>) {
+        self.tokens = source;
     }
 
     /// The configuration the gateway runs.

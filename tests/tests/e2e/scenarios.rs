@@ -361,16 +361,52 @@ pub async fn http_injection_and_polling<D: Driver>() {
             .any(|e| e["id"] == id.as_str()),
         "since excludes the envelope itself"
     );
+    // Who is in the space is for its participants only.
     let (st, v) = http(gw.addr, "GET", "/participants?space=e2e", None, None).await;
+    assert_eq!((st, v["error"].as_str()), (401, Some("unauthorized")));
+    let (st, v) = http(gw.addr, "GET", "/participants", Some("not-a-token"), None).await;
+    assert_eq!((st, v["error"].as_str()), (403, Some("forbidden")));
+    let (st, v) = http(
+        gw.addr,
+        "GET",
+        "/participants?space=e2e",
+        Some("agent-token"),
+        None,
+    )
+    .await;
     assert_eq!(st, 200);
-    assert_eq!(v["participants"].as_array().unwrap().len(), 3);
+    let ids: Vec<&str> = v["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["human", "agent", "service"]);
+    assert_eq!(v["participants"][0]["capabilities"], json!([{"kind": "*"}]));
+    // An empty kind is a bad request, not a capability question.
+    let (st, v) = http(
+        gw.addr,
+        "POST",
+        "/participants/human/messages",
+        Some("human-token"),
+        Some(r#"{"kind":""}"#),
+    )
+    .await;
+    assert_eq!((st, v["error"].as_str()), (400, Some("invalid_request")));
+    assert!(v["message"].as_str().unwrap().contains("non-empty"), "{v}");
     let (st, v) = http(gw.addr, "GET", "/health", None, None).await;
     assert_eq!((st, v["status"].as_str()), (200, Some("ok")));
     assert_eq!(http(gw.addr, "GET", "/nope", None, None).await.0, 404);
     assert_eq!(
-        http(gw.addr, "GET", "/participants?space=other", None, None)
-            .await
-            .0,
+        http(
+            gw.addr,
+            "GET",
+            "/participants?space=other",
+            Some("human-token"),
+            None
+        )
+        .await
+        .0,
         404
     );
     // A WebSocket upgrade naming another space is refused before the handshake.
@@ -432,7 +468,7 @@ pub async fn slow_consumer_is_closed<D: Driver>() {
             left = true;
         }
     }
-    let (_, v) = http(gw.addr, "GET", "/participants", None, None).await;
+    let (_, v) = http(gw.addr, "GET", "/participants", Some("human-token"), None).await;
     let agent = v["participants"]
         .as_array()
         .unwrap()
@@ -662,11 +698,11 @@ pub async fn heartbeat_and_idle_close<D: Driver>() {
             .find(|p| p["id"] == "agent")
             .map(|p| p["online"].clone())
     };
-    let (_, v) = http(gw.addr, "GET", "/participants", None, None).await;
+    let (_, v) = http(gw.addr, "GET", "/participants", Some("human-token"), None).await;
     assert_eq!(online(&v), Some(json!(true)), "{v}");
     // ...while a client that stops reading (so never answers) is closed as idle.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (_, v) = http(gw.addr, "GET", "/participants", None, None).await;
+    let (_, v) = http(gw.addr, "GET", "/participants", Some("human-token"), None).await;
     assert_eq!(online(&v), Some(json!(false)), "{v}");
 }
 
