@@ -334,13 +334,18 @@ impl<L: ConnLink> GatewayHost<L> {
         while let Some(out) = self.gateway.poll_output() {
             match out {
                 Output::Transmit { conn, frame } => {
-                    if let Some(c) = self.conns.get_mut(&conn)
-                        && let Some(text) = utf8(&mut self.last_frame, frame)
-                    {
-                        if c.pending.is_empty() {
-                            self.dirty.push(conn);
+                    let len = frame.len();
+                    match (self.conns.get_mut(&conn), utf8(&mut self.last_frame, frame)) {
+                        (Some(c), Some(text)) => {
+                            if c.pending.is_empty() {
+                                self.dirty.push(conn);
+                            }
+                            c.pending.push(text);
                         }
-                        c.pending.push(text);
+                        // A frame that is not text is never written: release what the core
+                        // counted for it, or the connection's backlog would only grow.
+                        (Some(_), None) => self.gateway.handle_sent(conn, 1, len),
+                        (None, _) => {}
                     }
                 }
                 Output::Ping { conn } => {
@@ -551,6 +556,46 @@ mod tests {
         assert_eq!(h.handle_wake(now + Duration::from_secs(3)), Flow::Stop);
         h.apply::<Gone, Gone>(now, Input::Closed(id));
         assert!(h.finished());
+    }
+
+    #[test]
+    fn binary_stream_frames_do_not_grow_a_receivers_backlog() {
+        let config = mew_core::gateway::SpaceConfig::from_yaml(
+            "space: {id: s, name: s}\ngateway: {max_queue_frames: 64}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: '*'}]}\n  b: {tokens: [tb], capabilities: [{kind: '*'}]}\n",
+        )
+        .unwrap();
+        let gw = Gateway::new(config, 1, Time::from_unix_millis(1_000));
+        let mut h = GatewayHost::new(gw, None, PathBuf::from("."), Duration::from_secs(2));
+        let now = Time::from_unix_millis(2_000);
+        let (a, a_link) = connect(&mut h, now, "ta");
+        let (_, b_link) = connect(&mut h, now, "tb");
+        let req = serde_json::json!({"protocol": "mew/v0.4", "id": "sr", "kind": "stream/request",
+            "to": ["gateway"], "payload": {"direction": "upload"}});
+        h.apply::<Gone, Gone>(now, Input::Frame(a, Bytes::from(req.to_string())));
+        h.drain();
+        let open = a_link
+            .0
+            .borrow()
+            .0
+            .iter()
+            .flat_map(|f| f.lines().map(str::to_owned).collect::<Vec<_>>())
+            .find(|f| f.contains("stream/open"))
+            .expect("the stream opens");
+        let open: serde_json::Value = serde_json::from_str(&open).unwrap();
+        let sid = open["payload"]["stream_id"].as_str().unwrap().to_owned();
+        // Far more binary (not UTF-8) data frames than b's backlog allows.
+        for _ in 0..1000 {
+            let mut f = format!("#{sid}#").into_bytes();
+            f.extend_from_slice(&[0xff, 0xfe, 0x00, 0x80]);
+            h.apply::<Gone, Gone>(now, Input::Frame(a, Bytes::from(f)));
+            h.drain();
+        }
+        assert!(
+            !b_link.0.borrow().0.iter().any(|s| s.starts_with("<close")),
+            "{:?}",
+            b_link.0.borrow().0
+        );
+        assert_eq!(h.gateway().health().connections, 2);
     }
 
     #[test]
