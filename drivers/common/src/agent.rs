@@ -19,7 +19,7 @@ use tungstenite::Message;
 use tungstenite::protocol::CloseFrame;
 
 use crate::clock::{self, timeout};
-use crate::participant::{Incoming, Runtime, client_request, read_client, ws_config};
+use crate::participant::{Incoming, Runtime, open_within, read_client};
 
 /// Where the model is: an OpenAI-compatible chat-completions API.
 #[derive(Clone)]
@@ -174,12 +174,10 @@ pub async fn run_agent<R: Runtime>(
                     epoch += 1;
                     sink = None;
                     let (tx, e) = (tx.clone(), epoch);
+                    let within = agent.participant().config().heartbeat.connect_timeout;
                     R::spawn(async move {
-                        let msg = match client_request(&url, &headers) {
-                            Ok(req) => match R::open(req, ws_config(max_frame)).await {
-                                Ok(ws) => Internal::Connected(e, Box::new(ws)),
-                                Err(err) => Internal::ConnectFailed(e, err.to_string()),
-                            },
+                        let msg = match open_within::<R>(&url, &headers, max_frame, within).await {
+                            Ok(ws) => Internal::Connected(e, Box::new(ws)),
                             Err(err) => Internal::ConnectFailed(e, err),
                         };
                         let _ = tx.send(msg).await;

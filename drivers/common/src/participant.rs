@@ -482,13 +482,9 @@ impl<R: Runtime> Inner<R> {
                     let epoch = self.epoch;
                     let tx = self.internal.clone();
                     let limit = self.p.config().limits.max_frame_bytes;
+                    let within = self.p.config().heartbeat.connect_timeout;
                     R::spawn(async move {
-                        let opened = match client_request(&url, &headers) {
-                            Ok(req) => R::open(req, ws_config(limit))
-                                .await
-                                .map_err(|e| format!("cannot connect to {url}: {e}")),
-                            Err(e) => Err(e),
-                        };
+                        let opened = open_within::<R>(&url, &headers, limit, within).await;
                         let msg = match opened {
                             Ok(ws) => Internal::Connected(epoch, Box::new(ws)),
                             Err(e) => Internal::ConnectFailed(epoch, e),
@@ -662,5 +658,23 @@ mod tests {
             reason: "bye".into(),
         };
         assert_eq!(close_reason(Some(&f)), "closed by gateway (1001): bye");
+    }
+}
+
+/// Opens the WebSocket of a participant, giving up after `within` (the core gives up on the
+/// attempt at the same deadline; this frees the socket of a gateway that never answers).
+pub async fn open_within<R: Runtime>(
+    url: &str,
+    headers: &[(String, String)],
+    max_frame: usize,
+    within: std::time::Duration,
+) -> Result<R::Ws, String> {
+    let req = client_request(url, headers)?;
+    match crate::clock::timeout::<R, _>(within, R::open(req, ws_config(max_frame))).await {
+        Some(Ok(ws)) => Ok(ws),
+        Some(Err(e)) => Err(format!("cannot connect to {url}: {e}")),
+        None => Err(format!(
+            "cannot connect to {url}: no answer within {within:?}"
+        )),
     }
 }

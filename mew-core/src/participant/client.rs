@@ -74,6 +74,8 @@ pub struct Client {
     attempts: u32,
     reconnect_at: Option<Time>,
     next_ping: Option<Time>,
+    /// When the welcome must have come, while connecting.
+    welcome_by: Option<Time>,
     last_heard: Time,
 }
 
@@ -92,6 +94,7 @@ impl Client {
             attempts: 0,
             reconnect_at: None,
             next_ping: None,
+            welcome_by: None,
             last_heard: Time::ZERO,
         }
     }
@@ -126,6 +129,7 @@ impl Client {
     fn connect(&mut self, now: Time) {
         self.state = ClientState::Connecting;
         self.reconnect_at = None;
+        self.welcome_by = Some(now + self.config.heartbeat.connect_timeout);
         self.last_heard = now;
         self.out.push_back(Output::Connect {
             url: self.config.gateway_url.clone(),
@@ -224,6 +228,7 @@ impl Client {
         }
         let reconnected = self.was_ready;
         self.state = ClientState::Ready;
+        self.welcome_by = None;
         self.was_ready = true;
         self.attempts = 0;
         self.out.push_back(Output::Event(Event::Ready {
@@ -249,6 +254,7 @@ impl Client {
     fn lost(&mut self, now: Time, reason: &str) {
         self.state = ClientState::Disconnected;
         self.next_ping = None;
+        self.welcome_by = None;
         self.out.push_back(Output::Event(Event::Disconnected {
             reason: reason.to_owned(),
         }));
@@ -297,11 +303,27 @@ impl Client {
         self.state = ClientState::Closed;
         self.reconnect_at = None;
         self.next_ping = None;
+        self.welcome_by = None;
         self.queue.clear();
     }
 
     /// Fires due timers.
     pub fn handle_timeout(&mut self, now: Time) {
+        if let Some(by) = self.welcome_by
+            && now >= by
+            && matches!(
+                self.state,
+                ClientState::Connecting | ClientState::Connected | ClientState::Joined
+            )
+        {
+            // The socket never opened, or opened and no welcome came: the driver drops the
+            // attempt on this Disconnect, and the reconnect policy takes over.
+            self.out.push_back(Output::Disconnect {
+                reason: "connect timeout".into(),
+            });
+            self.lost(now, "no welcome within the connect timeout");
+            return;
+        }
         if let Some(at) = self.reconnect_at
             && now >= at
             && self.state == ClientState::Disconnected
@@ -325,10 +347,10 @@ impl Client {
 
     /// The earliest time `handle_timeout` has something to do.
     pub fn poll_timeout(&self) -> Option<Time> {
-        match (self.reconnect_at, self.next_ping) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.reconnect_at, self.next_ping, self.welcome_by]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Sends an envelope now, or queues it while not ready, per the not-ready policy.
@@ -430,6 +452,47 @@ mod tests {
             c.handle_frame(Time::ZERO, WELCOME),
             Inbound::Envelope(_)
         ));
+        assert!(c.is_ready());
+    }
+
+    #[test]
+    fn a_gateway_that_never_welcomes_is_given_up_on_and_retried() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        drain(&mut c);
+        // The socket never opens.
+        let deadline = c.poll_timeout().unwrap();
+        assert_eq!(deadline, Time::ZERO + Duration::from_secs(15));
+        c.handle_timeout(deadline);
+        let out = drain(&mut c);
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Disconnect { reason } if reason == "connect timeout")),
+            "{out:?}"
+        );
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Event(Event::Reconnecting { attempt: 1, .. }))),
+            "{out:?}"
+        );
+        assert_eq!(c.state(), ClientState::Disconnected);
+        // The next attempt opens, but no welcome comes.
+        let at = c.poll_timeout().unwrap();
+        c.handle_timeout(at);
+        c.handle_connected(at);
+        drain(&mut c);
+        let by = at + Duration::from_secs(15);
+        c.handle_timeout(at + Duration::from_millis(14_999));
+        assert_eq!(c.state(), ClientState::Joined);
+        c.handle_timeout(by);
+        assert_eq!(c.state(), ClientState::Disconnected);
+        // A welcome in time clears the deadline.
+        let at = c.poll_timeout().unwrap();
+        c.handle_timeout(at);
+        c.handle_connected(at);
+        c.handle_frame(at, WELCOME);
+        assert!(c.is_ready());
+        c.handle_timeout(at + Duration::from_secs(16));
         assert!(c.is_ready());
     }
 

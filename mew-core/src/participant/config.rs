@@ -42,6 +42,9 @@ pub struct HeartbeatPolicy {
     pub interval: Option<Duration>,
     /// Silence after which the connection is considered dead.
     pub idle_timeout: Duration,
+    /// Time allowed from asking to connect to the welcome (TCP, WebSocket handshake and
+    /// join): a gateway that accepts and then says nothing is given up on after this.
+    pub connect_timeout: Duration,
 }
 
 impl Default for HeartbeatPolicy {
@@ -49,6 +52,7 @@ impl Default for HeartbeatPolicy {
         HeartbeatPolicy {
             interval: Some(Duration::from_secs(30)),
             idle_timeout: Duration::from_secs(90),
+            connect_timeout: Duration::from_secs(15),
         }
     }
 }

@@ -348,6 +348,7 @@ macro_rules! e2e_all {
             join_timeout,
             heartbeat_and_idle_close,
             agent_answers_with_a_tool,
+            silent_gateway_is_given_up_on,
         );
     };
 }

@@ -802,3 +802,43 @@ pub async fn agent_answers_with_a_tool<D: Driver>() {
     stop.send(()).await.unwrap();
     assert_eq!(agent.await.unwrap(), AgentExit::Shutdown);
 }
+
+/// A "gateway" that accepts TCP and then says nothing cannot hang a participant: the
+/// attempt is given up at the connect timeout.
+pub async fn silent_gateway_is_given_up_on<D: Driver>() {
+    use mew_core::participant::ParticipantConfig;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = std::thread::spawn(move || {
+        // Hold the accepted sockets open, silently, until the test ends.
+        let mut socks = Vec::new();
+        for s in listener.incoming().take(2) {
+            socks.push(s);
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        drop(socks);
+    });
+    let mut cfg = ParticipantConfig {
+        gateway_url: format!("ws://{addr}/ws?space=e2e"),
+        space: "e2e".into(),
+        token: "human-token".into(),
+        ..ParticipantConfig::default()
+    };
+    cfg.heartbeat.connect_timeout = Duration::from_millis(400);
+    cfg.reconnect.enabled = false;
+    let started = std::time::Instant::now();
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        ParticipantRuntime::<D>::connect(cfg, Some(1)),
+    )
+    .await
+    .expect("connect gives up by itself");
+    let reason = r.err().expect("no gateway answered");
+    // Whichever deadline fires first, the driver's or the core's, says so.
+    assert!(
+        reason.contains("no answer within 400ms") || reason.contains("no welcome"),
+        "{reason}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    drop(held);
+}
