@@ -625,6 +625,24 @@ where
     .await;
 }
 
+/// Opens the WebSocket of a participant, giving up after `within` (the core gives up on the
+/// attempt at the same deadline; this frees the socket of a gateway that never answers).
+pub async fn open_within<R: Runtime>(
+    url: &str,
+    headers: &[(String, String)],
+    max_frame: usize,
+    within: std::time::Duration,
+) -> Result<R::Ws, String> {
+    let req = client_request(url, headers)?;
+    match crate::clock::timeout::<R, _>(within, R::open(req, ws_config(max_frame))).await {
+        Some(Ok(ws)) => Ok(ws),
+        Some(Err(e)) => Err(format!("cannot connect to {url}: {e}")),
+        None => Err(format!(
+            "cannot connect to {url}: no answer within {within:?}"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,23 +676,5 @@ mod tests {
             reason: "bye".into(),
         };
         assert_eq!(close_reason(Some(&f)), "closed by gateway (1001): bye");
-    }
-}
-
-/// Opens the WebSocket of a participant, giving up after `within` (the core gives up on the
-/// attempt at the same deadline; this frees the socket of a gateway that never answers).
-pub async fn open_within<R: Runtime>(
-    url: &str,
-    headers: &[(String, String)],
-    max_frame: usize,
-    within: std::time::Duration,
-) -> Result<R::Ws, String> {
-    let req = client_request(url, headers)?;
-    match crate::clock::timeout::<R, _>(within, R::open(req, ws_config(max_frame))).await {
-        Some(Ok(ws)) => Ok(ws),
-        Some(Err(e)) => Err(format!("cannot connect to {url}: {e}")),
-        None => Err(format!(
-            "cannot connect to {url}: no answer within {within:?}"
-        )),
     }
 }
