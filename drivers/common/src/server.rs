@@ -89,6 +89,13 @@ pub struct ServerOptions {
     pub head_timeout: Duration,
     /// How long shutdown waits for clients to acknowledge their close frames.
     pub shutdown_grace: Duration,
+    /// Open connections at most (WebSocket and HTTP together); more are answered 503.
+    pub max_connections: usize,
+    /// Open connections from one remote address at most.
+    pub max_connections_per_address: usize,
+    /// Connections that have not yet sent a complete request head, at most: the rest of a
+    /// slow or silent crowd is answered 503 at once.
+    pub max_unauthenticated: usize,
 }
 
 impl Default for ServerOptions {
@@ -96,8 +103,11 @@ impl Default for ServerOptions {
         ServerOptions {
             log_dir: PathBuf::from(".mew/logs"),
             seed: None,
-            head_timeout: Duration::from_secs(10),
+            head_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(2),
+            max_connections: 10_000,
+            max_connections_per_address: 1_000,
+            max_unauthenticated: 1_024,
         }
     }
 }
@@ -131,6 +141,81 @@ struct Shared {
     limits: Limits,
     head_timeout: Duration,
     report_every: (usize, usize),
+    slots: Slots,
+}
+
+/// Counts of open connections, in total, per remote address and before their head.
+struct Slots {
+    max_total: usize,
+    max_per_address: usize,
+    max_unauthenticated: usize,
+    counts: std::sync::Mutex<SlotCounts>,
+}
+
+#[derive(Default)]
+struct SlotCounts {
+    total: usize,
+    unauthenticated: usize,
+    /// Only addresses with open connections: bounded by `max_total`.
+    per_address: std::collections::HashMap<std::net::IpAddr, usize>,
+}
+
+/// A connection's place in the counts, given back when dropped.
+struct Slot<'a> {
+    slots: &'a Slots,
+    addr: std::net::IpAddr,
+    unauthenticated: bool,
+}
+
+impl Slots {
+    /// A slot for a new connection from `addr`, or why there is none.
+    fn take(&self, addr: std::net::IpAddr) -> Result<Slot<'_>, &'static str> {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if c.total >= self.max_total {
+            return Err("too many connections");
+        }
+        if c.unauthenticated >= self.max_unauthenticated {
+            return Err("too many connections waiting to be identified");
+        }
+        let n = c.per_address.get(&addr).copied().unwrap_or(0);
+        if n >= self.max_per_address {
+            return Err("too many connections from this address");
+        }
+        c.total += 1;
+        c.unauthenticated += 1;
+        c.per_address.insert(addr, n + 1);
+        Ok(Slot {
+            slots: self,
+            addr,
+            unauthenticated: true,
+        })
+    }
+}
+
+impl Slot<'_> {
+    /// The request head arrived: the connection no longer counts as unidentified.
+    fn identified(&mut self) {
+        if std::mem::take(&mut self.unauthenticated) {
+            let mut c = self.slots.counts.lock().unwrap_or_else(|e| e.into_inner());
+            c.unauthenticated -= 1;
+        }
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut c = self.slots.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.total -= 1;
+        if self.unauthenticated {
+            c.unauthenticated -= 1;
+        }
+        if let Some(n) = c.per_address.get_mut(&self.addr) {
+            *n -= 1;
+            if *n == 0 {
+                c.per_address.remove(&self.addr);
+            }
+        }
+    }
 }
 
 impl<R: ServerRuntime> GatewayServer<R> {
@@ -208,6 +293,12 @@ impl<R: ServerRuntime> GatewayServer<R> {
             limits,
             head_timeout: options.head_timeout,
             report_every,
+            slots: Slots {
+                max_total: options.max_connections,
+                max_per_address: options.max_connections_per_address,
+                max_unauthenticated: options.max_unauthenticated,
+                counts: std::sync::Mutex::new(SlotCounts::default()),
+            },
         });
         loop {
             let stop = shutdown_rx.recv();
@@ -240,7 +331,21 @@ impl<R: ServerRuntime> GatewayServer<R> {
 }
 
 async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: SocketAddr) {
+    let shared2 = shared.clone();
+    let mut slot = match shared2.slots.take(peer.ip()) {
+        Ok(s) => s,
+        Err(why) => {
+            tracing::debug!(%peer, "refused: {why}");
+            let r = Response::error(503, "unavailable", why);
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+            let _ = R::shutdown(&mut sock).await;
+            return;
+        }
+    };
     let head = clock::timeout::<R, _>(shared.head_timeout, read_head::<R>(&mut sock)).await;
+    if matches!(head, Some(Ok(Some(_)))) {
+        slot.identified();
+    }
     let (head, leftover) = match head {
         Some(Ok(Some(h))) => h,
         Some(Ok(None)) => return,
@@ -290,13 +395,18 @@ async fn read_head<R: ServerRuntime>(
     }
 }
 
-/// Reads exactly `buf.len()` bytes.
-async fn read_exact<R: ServerRuntime>(sock: &mut R::Sock, buf: &mut [u8]) -> io::Result<()> {
-    let mut at = 0;
-    while at < buf.len() {
-        match R::read(sock, &mut buf[at..]).await? {
+/// Reads until `body` holds `len` bytes, growing it only by what arrives.
+async fn read_body<R: ServerRuntime>(
+    sock: &mut R::Sock,
+    body: &mut Vec<u8>,
+    len: usize,
+) -> io::Result<()> {
+    let mut chunk = [0u8; 16 * 1024];
+    while body.len() < len {
+        let want = (len - body.len()).min(chunk.len());
+        match R::read(sock, &mut chunk[..want]).await? {
             0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n => at += n,
+            n => body.extend_from_slice(&chunk[..n]),
         }
     }
     Ok(())
@@ -313,6 +423,14 @@ async fn http_response<R: ServerRuntime>(
         Ok(l) => l,
         Err(e) => return Response::error(e.status(), "bad_request", &e.to_string()),
     };
+    if matches!(route, Route::PostMessages { .. }) && head.bearer().is_none() {
+        // No body is read for a request that cannot be authenticated.
+        return Response::error(
+            401,
+            "unauthorized",
+            "an Authorization: Bearer token is required",
+        );
+    }
     if body.len() < len {
         // curl and others wait for this before sending a larger body.
         if head
@@ -321,13 +439,9 @@ async fn http_response<R: ServerRuntime>(
         {
             let _ = R::write_all(sock, b"HTTP/1.1 100 Continue\r\n\r\n").await;
         }
-        let start = body.len();
-        body.resize(len, 0);
-        let read = clock::timeout::<R, _>(
-            shared.head_timeout,
-            read_exact::<R>(sock, &mut body[start..]),
-        )
-        .await;
+        // Grown as bytes arrive, never sized up front from the client's Content-Length.
+        let read =
+            clock::timeout::<R, _>(shared.head_timeout, read_body::<R>(sock, &mut body, len)).await;
         if !matches!(read, Some(Ok(()))) {
             return Response::error(400, "bad_request", "incomplete request body");
         }
