@@ -19,6 +19,7 @@
 //!   max_queue_frames: 4096      # per connection, handed out but not yet written
 //!   max_queue_bytes: 16777216
 //!   history_size: 1000          # envelopes kept for HTTP polling
+//!   history_bytes: 16777216     # ... and their bytes at most
 //!   max_streams: 1024           # open streams in the space
 //!   max_grants_per_participant: 256
 //!   max_participants: 10000     # members at most, invited and anonymous included
@@ -251,6 +252,8 @@ pub struct GatewayOptions {
     pub max_queue_bytes: usize,
     /// Envelopes kept for `GET /participants/{id}/messages`.
     pub history_size: usize,
+    /// Bytes of those envelopes at most (the oldest go first).
+    pub history_bytes: usize,
     /// Open streams in the space at most.
     pub max_streams: usize,
     /// Runtime grants one participant may hold at most.
@@ -272,6 +275,7 @@ impl Default for GatewayOptions {
             max_queue_frames: 4096,
             max_queue_bytes: 16 * 1024 * 1024,
             history_size: 1000,
+            history_bytes: 16 * 1024 * 1024,
             max_streams: 1024,
             max_grants_per_participant: 256,
             max_participants: 10_000,
@@ -1090,6 +1094,12 @@ impl Cx {
             m.get("history_size"),
             &l("history_size"),
             d.history_size as u64,
+            0,
+        ) as usize;
+        o.history_bytes = self.uint(
+            m.get("history_bytes"),
+            &l("history_bytes"),
+            d.history_bytes as u64,
             0,
         ) as usize;
         o.max_streams = self.uint(

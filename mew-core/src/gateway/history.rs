@@ -12,28 +12,42 @@ pub(super) struct Entry {
     pub(super) seen: Seen,
 }
 
-/// A ring of the last `cap` envelopes delivered in the space.
+/// A ring of the last envelopes delivered in the space: at most `cap` of them and
+/// `max_bytes` of their frames (a space of large envelopes keeps fewer).
 pub(super) struct History {
     cap: usize,
+    max_bytes: usize,
+    bytes: usize,
     entries: VecDeque<Entry>,
 }
 
 impl History {
-    pub(super) fn new(cap: usize) -> History {
+    pub(super) fn new(cap: usize, max_bytes: usize) -> History {
         History {
             cap,
+            max_bytes,
+            bytes: 0,
             entries: VecDeque::with_capacity(cap.min(4096)),
         }
     }
 
     pub(super) fn push(&mut self, at: Time, frame: Bytes, seen: Seen) {
-        if self.cap == 0 {
+        if self.cap == 0 || frame.len() > self.max_bytes {
             return;
         }
-        if self.entries.len() == self.cap {
-            self.entries.pop_front();
+        while self.entries.len() >= self.cap || self.bytes + frame.len() > self.max_bytes {
+            match self.entries.pop_front() {
+                Some(e) => self.bytes -= e.frame.len(),
+                None => break,
+            }
         }
+        self.bytes += frame.len();
         self.entries.push_back(Entry { at, frame, seen });
+    }
+
+    /// Bytes of the frames held.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     pub(super) fn len(&self) -> usize {
@@ -144,7 +158,7 @@ mod tests {
 
     #[test]
     fn ring_is_bounded_and_filters() {
-        let mut h = History::new(3);
+        let mut h = History::new(3, 1 << 20);
         for i in 0..5u64 {
             let seen = if i % 2 == 0 {
                 Seen::All
@@ -173,5 +187,20 @@ mod tests {
             n(h.visible_since("a", Since::Time(Time::from_unix_millis(3)))),
             vec![4]
         );
+    }
+
+    #[test]
+    fn bytes_bound_the_history_too() {
+        let mut h = History::new(100, 100);
+        for i in 0..10u8 {
+            h.push(Time::ZERO, Bytes::from(vec![b'a' + i; 30]), Seen::All);
+        }
+        assert_eq!(h.len(), 3, "three 30-byte frames fit in 100 bytes");
+        assert_eq!(h.bytes(), 90);
+        let kept = h.visible_since("x", Since::Start);
+        assert_eq!(kept[0][0], b'h', "the oldest went first");
+        // A frame larger than the whole bound is not kept (nor does it empty the ring).
+        h.push(Time::ZERO, Bytes::from(vec![b'z'; 101]), Seen::All);
+        assert_eq!((h.len(), h.bytes()), (3, 90));
     }
 }

@@ -309,7 +309,7 @@ impl Gateway {
             members,
             audience: Vec::new(),
             streams: streams::Streams::default(),
-            history: History::new(config.gateway.history_size),
+            history: History::new(config.gateway.history_size, config.gateway.history_bytes),
             out: VecDeque::new(),
             pending_leaves: Vec::new(),
             workflow: workflow::Workflow::default(),
