@@ -317,6 +317,7 @@ impl<L: ConnLink> GatewayHost<L> {
                             "connections": h.connections,
                             "participants_online": h.participants_online,
                             "active_streams": h.active_streams, "history": h.history_len,
+                            "history_bytes": h.history_bytes,
                             "audit_dropped": self.logs.as_ref().map_or(0, LogHandle::dropped)}),
                 )
             }

@@ -262,6 +262,8 @@ pub struct HealthInfo {
     pub active_streams: usize,
     /// Envelopes in the polling history.
     pub history_len: usize,
+    /// Their bytes.
+    pub history_bytes: usize,
 }
 
 /// The state machine of one space.
@@ -363,6 +365,7 @@ impl Gateway {
             participants_online: self.members.iter().filter(|(_, m)| m.is_online()).count(),
             active_streams: self.streams.len(),
             history_len: self.history.len(),
+            history_bytes: self.history.bytes(),
         }
     }
 
