@@ -139,6 +139,7 @@ impl Space {
         let yaml = "space: {id: bench}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n  every: {type: mcp-bridge, tokens: [every-token], capabilities: [{kind: mcp/response}], mcp_server: {command: node}}\n";
         let mut config = SpaceConfig::from_yaml(yaml).unwrap();
         config.logging = mew_core::gateway::LoggingConfig::OFF;
+        config.gateway.rate_limit = None;
         let server = GatewayServer::bind_with(
             "127.0.0.1:0".parse().unwrap(),
             config,

@@ -115,7 +115,7 @@ async fn start_ceiling() -> Server {
 fn bench_space(k: usize, logging: bool) -> (mew_core::gateway::SpaceConfig, Vec<Option<String>>) {
     use std::fmt::Write as _;
     let mut yaml = format!(
-        "space: {{id: bench, name: bench}}\nlogging: {{enabled: {logging}}}\nparticipants:\n"
+        "space: {{id: bench, name: bench}}\nlogging: {{enabled: {logging}}}\ngateway: {{rate_limit: off}}\nparticipants:\n"
     );
     let mut tokens = Vec::new();
     for i in 0..=k {

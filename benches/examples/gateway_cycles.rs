@@ -32,6 +32,7 @@ fn main() {
     cfg.logging = LoggingConfig::OFF;
     cfg.gateway.max_queue_frames = usize::MAX;
     cfg.gateway.max_queue_bytes = usize::MAX;
+    cfg.gateway.rate_limit = None;
     let mut gw = Gateway::new(cfg, 1, now);
     let conns: Vec<_> = (0..n)
         .map(|i| gw.connect(now, Some(&format!("t{i}"))))

@@ -319,3 +319,64 @@ fn seeded_latency_is_reproducible_and_links_stay_fifo() {
         }
     }
 }
+
+#[test]
+fn a_participant_over_its_rate_is_refused_and_recovers_with_time() {
+    let mut sim = Sim::from_yaml(
+        "space: {id: s}\ngateway: {rate_limit: {per_second: 10, burst: 5}}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n  other: {tokens: [other-token], capabilities: [{kind: chat}]}\n",
+    );
+    let h = sim.join("human-token");
+    let o = sim.join("other-token");
+    sim.take(h);
+    sim.take(o);
+    for i in 0..20 {
+        sim.send_json(
+            h,
+            &envelope(
+                &format!("c{i}"),
+                "human",
+                "chat",
+                None,
+                json!({"text": "x"}),
+            ),
+        );
+    }
+    sim.run_until_quiet();
+    let got = sim.received_kind(o, "chat");
+    assert_eq!(got.len(), 5, "the burst gets through");
+    let errors: Vec<Value> = sim.received_kind(h, "system/error");
+    assert_eq!(errors.len(), 15);
+    assert!(
+        errors
+            .iter()
+            .all(|e| e["payload"]["error"] == "rate_limited"),
+        "{errors:?}"
+    );
+    // The other participant has its own bucket.
+    sim.send_and_settle(
+        o,
+        &envelope("o1", "other", "chat", None, json!({"text": "y"})),
+    );
+    assert!(sim.received_kind(h, "chat").iter().any(|c| c["id"] == "o1"));
+    // A second later the bucket is full again: the burst, not the ten a second brought.
+    sim.advance(std::time::Duration::from_secs(1));
+    sim.take(o);
+    for i in 0..12 {
+        sim.send_json(
+            h,
+            &envelope(
+                &format!("d{i}"),
+                "human",
+                "chat",
+                None,
+                json!({"text": "x"}),
+            ),
+        );
+    }
+    sim.run_until_quiet();
+    assert_eq!(
+        sim.received_kind(o, "chat").len(),
+        5,
+        "refilled to the burst, not beyond"
+    );
+}

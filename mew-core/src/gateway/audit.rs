@@ -353,6 +353,12 @@ fn push_value(out: &mut Vec<u8>, v: &Value) {
 }
 
 fn push_envelope(out: &mut Vec<u8>, env: &[u8], is_json: bool) {
+    // Embedded raw only when it can be: UTF-8 and an object; anything else is a string.
+    let trimmed = env.trim_ascii();
+    let is_json = is_json
+        && trimmed.first() == Some(&b'{')
+        && trimmed.last() == Some(&b'}')
+        && std::str::from_utf8(trimmed).is_ok();
     if !is_json {
         match std::str::from_utf8(env) {
             Ok(t) if may_hold_secret(t.as_bytes()) => push_str(out, "[redacted: holds a secret]"),
@@ -764,5 +770,18 @@ mod tests {
             ts.get(Time::from_unix_millis(0)),
             b"1970-01-01T00:00:00.000Z"
         );
+    }
+
+    #[test]
+    fn bytes_claimed_as_json_that_are_not_stay_one_parseable_line() {
+        for raw in [&b"+\xff\x00garbage"[..], b"[1,2]", b"{\"a\":\"\xff\"}"] {
+            let mut r = received(b"{}");
+            if let Inner::Envelope { envelope, .. } = &mut *r.0 {
+                *envelope = Some(Bytes::copy_from_slice(raw));
+            }
+            let line = r.to_json_line();
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            assert!(v["envelope"].is_string(), "{line}");
+        }
     }
 }

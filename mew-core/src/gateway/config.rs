@@ -23,6 +23,8 @@
 //!   max_streams: 1024           # open streams in the space
 //!   max_grants_per_participant: 256
 //!   max_participants: 10000     # members at most, invited and anonymous included
+//!   rate_limit: {per_second: 1000, burst: 2000, bytes_per_second: 8388608,
+//!                burst_bytes: 16777216}   # per participant; `rate_limit: off` disables
 //! ```
 //! `mew:` is accepted as a synonym of `gateway:`.
 
@@ -261,6 +263,8 @@ pub struct GatewayOptions {
     /// Members the space holds at most (configured ones always fit; invites and anonymous
     /// joins beyond it are refused).
     pub max_participants: usize,
+    /// Envelopes and bytes per second per participant (`None`: unlimited).
+    pub rate_limit: Option<super::rate::RateLimit>,
 }
 
 impl Default for GatewayOptions {
@@ -279,6 +283,7 @@ impl Default for GatewayOptions {
             max_streams: 1024,
             max_grants_per_participant: 256,
             max_participants: 10_000,
+            rate_limit: Some(super::rate::RateLimit::default()),
         }
     }
 }
@@ -1049,6 +1054,27 @@ impl Cx {
         let m = m.clone();
         let l = |k: &str| format!("{loc}.{k}");
         o.anonymous_joins = self.boolean(m.get("anonymous_joins"), &l("anonymous_joins"), false);
+        match m.get("rate_limit") {
+            None => {}
+            Some(Yaml::Bool(false)) | Some(Yaml::Null) => o.rate_limit = None,
+            Some(Yaml::String(s)) if s == "off" => o.rate_limit = None,
+            Some(v) => {
+                let loc = l("rate_limit");
+                if let Some(rm) = self.map(v, &loc) {
+                    let rm = rm.clone();
+                    let d = super::rate::RateLimit::default();
+                    let mut num = |k: &str, default: u64| {
+                        self.uint(rm.get(k), &format!("{loc}.{k}"), default, 1)
+                    };
+                    o.rate_limit = Some(super::rate::RateLimit {
+                        per_second: num("per_second", d.per_second),
+                        burst: num("burst", d.burst),
+                        bytes_per_second: num("bytes_per_second", d.bytes_per_second),
+                        burst_bytes: num("burst_bytes", d.burst_bytes),
+                    });
+                }
+            }
+        }
         match self.string(m.get("delivery"), &l("delivery")).as_deref() {
             None | Some("all") => {}
             Some("addressed") => o.delivery = DeliveryMode::Addressed,

@@ -28,6 +28,15 @@ pub(super) struct Refusal {
 }
 
 impl Refusal {
+    /// Whether the refused frame is known to be a JSON envelope (it was parsed before the
+    /// refusal): only then is it logged as JSON rather than as text.
+    pub(super) fn parsed(&self) -> bool {
+        !matches!(
+            self.code,
+            "invalid_envelope" | "rate_limited" | "frame_too_large"
+        )
+    }
+
     pub(super) fn new(code: &'static str, message: impl Into<String>) -> Refusal {
         Refusal {
             code,
@@ -142,7 +151,7 @@ impl Gateway {
         let mut logged = false;
         if self.audit_envelopes {
             let meta = serde_json::json!({ "error": r.code, "reason": r.message });
-            let is_json = r.code != "invalid_envelope";
+            let is_json = r.parsed();
             logged = self.audit_refusal(
                 now,
                 r.correlation.as_deref().map(Arc::from),
@@ -188,6 +197,21 @@ impl Gateway {
         frame: Bytes,
     ) -> Result<Accepted, Refusal> {
         let _ = conn;
+        if let Some(rl) = self.config.gateway.rate_limit
+            && !self
+                .members
+                .get_mut(member)
+                .bucket
+                .take(now, frame.len(), &rl)
+        {
+            return Err(Refusal::new(
+                "rate_limited",
+                format!(
+                    "over {} envelopes or {} bytes per second: slow down",
+                    rl.per_second, rl.bytes_per_second
+                ),
+            ));
+        }
         let limits = self.config.gateway.limits;
         if frame.len() > limits.max_frame_bytes {
             return Err(Refusal::new(

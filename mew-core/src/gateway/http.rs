@@ -138,7 +138,7 @@ impl Gateway {
                         now,
                         r.correlation.as_deref().map(std::sync::Arc::from),
                         Some(&frame),
-                        r.code != "invalid_envelope",
+                        r.parsed(),
                         who,
                         Transport::Http,
                         json!({"error": r.code, "reason": r.message}),

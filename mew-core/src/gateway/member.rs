@@ -52,6 +52,8 @@ pub(super) struct Member {
     pub(super) hold: Hold,
     /// Kicked: tokens refused until re-invited.
     pub(super) removed: bool,
+    /// Rate limit buckets.
+    pub(super) bucket: super::rate::Bucket,
 }
 
 impl Member {
@@ -95,6 +97,7 @@ impl Members {
                 conn: None,
                 virtual_log: p.is_virtual().then(|| p.output_log.clone()).flatten(),
                 hold: Hold::None,
+                bucket: Default::default(),
                 removed: false,
             });
             let _ = idx;

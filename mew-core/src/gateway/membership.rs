@@ -92,6 +92,7 @@ impl Gateway {
                 conn: None,
                 virtual_log: None,
                 hold: Hold::None,
+                bucket: Default::default(),
                 removed: false,
             }),
         };

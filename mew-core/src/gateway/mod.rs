@@ -39,6 +39,7 @@ mod join;
 mod member;
 mod membership;
 mod pause;
+pub mod rate;
 mod streams;
 mod system;
 mod workflow;
