@@ -502,18 +502,18 @@ async fn a_trusted_agent_fulfils_what_its_auto_fulfil_rule_allows() {
     let config = write_space(&dir, "name: assistant\n", trusted);
     let gw = start_gateway(&dir, &config, &model);
     let human = Person::join(&gw.addr, Review::Ignore).await;
-    // The trusted agent must know the tool is read-only before it may fulfil. (The
-    // assistant may learn the calculator's tools from this very answer, which it sees go
-    // by, instead of asking itself.)
+    // The trusted agent must know the tool is read-only before it may fulfil. Whichever
+    // agent lists the calculator first, the other learns its tools from that answer, which
+    // every participant sees go by.
     human
         .until(
-            "the trusted agent to list the calculator",
+            "an agent to list the calculator",
             Duration::from_secs(30),
             |seen| {
                 seen.iter()
                     .any(|e| {
                         e["from"] == "calculator"
-                            && e["to"] == json!(["trusted"])
+                            && (e["to"] == json!(["trusted"]) || e["to"] == json!(["assistant"]))
                             && e["payload"]["result"]["tools"].is_array()
                     })
                     .then_some(())
