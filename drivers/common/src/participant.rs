@@ -493,16 +493,14 @@ impl<R: Runtime> Inner<R> {
                     });
                 }
                 Output::Transmit(text) => {
-                    if let Some(sink) = &mut self.sink {
-                        if sink.feed(Message::text(text)).await.is_err() {
-                            self.sink = None;
-                        }
+                    if self.sink.is_some() {
+                        self.write(Message::text(text)).await;
                         wrote = true;
                     }
                 }
                 Output::Ping => {
-                    if let Some(sink) = &mut self.sink {
-                        let _ = sink.feed(Message::Ping(Default::default())).await;
+                    if self.sink.is_some() {
+                        self.write(Message::Ping(Default::default())).await;
                         wrote = true;
                     }
                 }
@@ -513,15 +511,42 @@ impl<R: Runtime> Inner<R> {
                             code: 1000.into(),
                             reason: reason.into(),
                         };
-                        let _ = sink.send(Message::Close(Some(frame))).await;
+                        let within = self.p.config().heartbeat.write_timeout;
+                        let _ =
+                            clock::timeout::<R, _>(within, sink.send(Message::Close(Some(frame))))
+                                .await;
                     }
                 }
                 Output::Event(e) => self.event(e),
             }
         }
         if wrote && let Some(sink) = &mut self.sink {
-            let _ = sink.flush().await;
+            let within = self.p.config().heartbeat.write_timeout;
+            match clock::timeout::<R, _>(within, sink.flush()).await {
+                Some(Ok(())) => {}
+                Some(Err(_)) => self.write_failed("the connection failed while writing"),
+                None => self.write_failed("write timeout: the gateway is not reading"),
+            }
         }
+    }
+
+    /// Queues one message on the socket; a gateway that stops reading cannot hold this task
+    /// (and so the participant's timers and commands) for longer than the write timeout.
+    async fn write(&mut self, msg: Message) {
+        let within = self.p.config().heartbeat.write_timeout;
+        let Some(sink) = &mut self.sink else { return };
+        match clock::timeout::<R, _>(within, sink.feed(msg)).await {
+            Some(Ok(())) => {}
+            Some(Err(_)) => self.write_failed("the connection failed while writing"),
+            None => self.write_failed("write timeout: the gateway is not reading"),
+        }
+    }
+
+    /// Gives up on the current socket: its reader is abandoned and the core reconnects.
+    fn write_failed(&mut self, reason: &str) {
+        self.sink = None;
+        self.epoch += 1;
+        self.p.handle_disconnected(clock::now(), reason);
     }
 
     fn event(&mut self, e: Event) {

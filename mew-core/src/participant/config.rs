@@ -45,6 +45,9 @@ pub struct HeartbeatPolicy {
     /// Time allowed from asking to connect to the welcome (TCP, WebSocket handshake and
     /// join): a gateway that accepts and then says nothing is given up on after this.
     pub connect_timeout: Duration,
+    /// Time a write may wait on a gateway that does not read before the connection is
+    /// given up (the driver enforces it).
+    pub write_timeout: Duration,
 }
 
 impl Default for HeartbeatPolicy {
@@ -53,6 +56,7 @@ impl Default for HeartbeatPolicy {
             interval: Some(Duration::from_secs(30)),
             idle_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(15),
+            write_timeout: Duration::from_secs(30),
         }
     }
 }

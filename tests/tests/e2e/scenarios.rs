@@ -842,3 +842,60 @@ pub async fn silent_gateway_is_given_up_on<D: Driver>() {
     assert!(started.elapsed() < Duration::from_secs(2));
     drop(held);
 }
+
+/// A gateway that welcomes and then stops reading cannot hold a participant's task: writes
+/// give up at the write timeout and the participant reconnects.
+pub async fn a_gateway_that_stops_reading_is_given_up_on<D: Driver>() {
+    use mew_core::participant::{Event, ParticipantConfig};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(sock).await.unwrap();
+        let welcome = json!({"protocol": "mew/v0.4", "id": "w", "from": "system:gateway",
+            "to": ["human"], "kind": "system/welcome",
+            "payload": {"you": {"id": "human", "capabilities": [{"kind": "*"}]}, "participants": []}});
+        ws.send(Message::text(welcome.to_string())).await.unwrap();
+        // Never read again; hold the socket open.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        drop(ws);
+    });
+    let mut cfg = ParticipantConfig {
+        gateway_url: format!("ws://{addr}/ws?space=e2e"),
+        space: "e2e".into(),
+        token: "human-token".into(),
+        ..ParticipantConfig::default()
+    };
+    cfg.heartbeat.write_timeout = Duration::from_millis(300);
+    cfg.reconnect.enabled = false;
+    let (rt, mut events, _) = ParticipantRuntime::<D>::connect(cfg, Some(1))
+        .await
+        .expect("welcomed");
+    let big = "x".repeat(60_000);
+    let started = std::time::Instant::now();
+    // Enough to fill both ends' socket buffers many times over.
+    for _ in 0..400 {
+        if rt.chat(big.clone(), vec![]).await.is_err() {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+    }
+    let reason = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match D::Rt::recv_event(&mut events).await {
+                Some(Event::Disconnected { reason }) => return reason,
+                Some(_) => continue,
+                None => return "events ended".to_owned(),
+            }
+        }
+    })
+    .await
+    .expect("the participant gives up on the silent gateway");
+    assert!(reason.contains("write timeout"), "{reason}");
+    // The task still answers commands.
+    let alive = tokio::time::timeout(Duration::from_secs(2), rt.with(|p, _| p.state())).await;
+    assert!(alive.is_ok(), "the runtime is not stuck");
+    server.abort();
+}
