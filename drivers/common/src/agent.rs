@@ -166,8 +166,10 @@ pub async fn run_agent<R: Runtime>(
     let mut exit: Option<AgentExit> = None;
     let mut closing = false;
     agent.start(clock::now());
+    let write_within = agent.participant().config().heartbeat.write_timeout;
     loop {
         let mut wrote = false;
+        let mut write_failed: Option<&str> = None;
         while let Some(out) = agent.poll_output() {
             match out {
                 Output::Gateway(participant::Output::Connect { url, headers }) => {
@@ -186,15 +188,24 @@ pub async fn run_agent<R: Runtime>(
                 Output::Gateway(participant::Output::Transmit(text)) => {
                     if let Some(s) = &mut sink {
                         wrote = true;
-                        if s.feed(Message::text(text)).await.is_err() {
-                            sink = None;
+                        match timeout::<R, _>(write_within, s.feed(Message::text(text))).await {
+                            Some(Ok(())) => {}
+                            Some(Err(_)) => {
+                                write_failed = Some("the connection failed while writing")
+                            }
+                            None => {
+                                write_failed = Some("write timeout: the gateway is not reading")
+                            }
                         }
                     }
                 }
                 Output::Gateway(participant::Output::Ping) => {
                     if let Some(s) = &mut sink {
                         wrote = true;
-                        let _ = s.feed(Message::Ping(Default::default())).await;
+                        let ping = Message::Ping(Default::default());
+                        if timeout::<R, _>(write_within, s.feed(ping)).await.is_none() {
+                            write_failed = Some("write timeout: the gateway is not reading");
+                        }
                     }
                 }
                 Output::Gateway(participant::Output::Disconnect { reason }) => {
@@ -204,7 +215,8 @@ pub async fn run_agent<R: Runtime>(
                             code: 1000.into(),
                             reason: reason.into(),
                         };
-                        let _ = s.send(Message::Close(Some(frame))).await;
+                        let close = s.send(Message::Close(Some(frame)));
+                        let _ = timeout::<R, _>(write_within, close).await;
                     }
                 }
                 Output::Gateway(participant::Output::Event(_)) => {}
@@ -234,18 +246,29 @@ pub async fn run_agent<R: Runtime>(
                 }
             }
         }
-        if wrote && let Some(s) = &mut sink {
-            let _ = s.flush().await;
+        if wrote
+            && write_failed.is_none()
+            && let Some(s) = &mut sink
+            && timeout::<R, _>(write_within, s.flush()).await.is_none()
+        {
+            write_failed = Some("write timeout: the gateway is not reading");
+        }
+        if let Some(reason) = write_failed {
+            // Abandon this socket and its reader; the core reconnects.
+            sink = None;
+            epoch += 1;
+            agent.handle_disconnected(clock::now(), reason);
+            continue;
         }
         if let Some(e) = exit.take() {
             if let Some(mut s) = sink.take() {
-                let _ = s.close().await;
+                let _ = timeout::<R, _>(write_within, s.close()).await;
             }
             return e;
         }
         if closing {
             if let Some(mut s) = sink.take() {
-                let _ = s.close().await;
+                let _ = timeout::<R, _>(write_within, s.close()).await;
             }
             return AgentExit::Shutdown;
         }
