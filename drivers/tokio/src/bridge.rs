@@ -17,9 +17,7 @@ use mew_core::participant::{self, Event};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::clock;
@@ -140,6 +138,9 @@ struct Driver {
     epoch: u64,
     sink: Option<SplitSink<Ws, Message>>,
     max_frame: usize,
+    /// Connect and write deadlines of the gateway socket.
+    connect_within: std::time::Duration,
+    write_within: std::time::Duration,
     snapshot: Option<watch::Sender<BridgeSnapshot>>,
 }
 
@@ -152,6 +153,8 @@ async fn run(
 ) -> Exit {
     let (net_tx, mut net_rx) = mpsc::channel::<Net>(1024);
     let max_frame = config.participant.limits.max_frame_bytes;
+    let connect_within = config.participant.heartbeat.connect_timeout;
+    let write_within = config.participant.heartbeat.write_timeout;
     let mut d = Driver {
         bridge: Bridge::new(config, seed.unwrap_or_else(clock::os_seed)),
         process: McpProcess::new(command),
@@ -159,6 +162,8 @@ async fn run(
         epoch: 0,
         sink: None,
         max_frame,
+        connect_within,
+        write_within,
         snapshot,
     };
     if let Err(e) = d.bridge.start(clock::now()) {
@@ -281,9 +286,39 @@ impl Driver {
             }
         }
         if wrote && let Some(sink) = &mut self.sink {
-            let _ = sink.flush().await;
+            match tokio::time::timeout(self.write_within, sink.flush()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => self.write_failed("the connection failed while writing"),
+                Err(_) => self.write_failed("write timeout: the gateway is not reading"),
+            }
         }
         exit
+    }
+
+    /// Feeds one message to the gateway socket, giving up at the write deadline; whether a
+    /// frame was fed.
+    async fn write(&mut self, msg: Message) -> bool {
+        let Some(sink) = &mut self.sink else {
+            return false;
+        };
+        match tokio::time::timeout(self.write_within, sink.feed(msg)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => {
+                self.write_failed("the connection failed while writing");
+                false
+            }
+            Err(_) => {
+                self.write_failed("write timeout: the gateway is not reading");
+                false
+            }
+        }
+    }
+
+    /// Abandons the socket and its reader; the core reconnects.
+    fn write_failed(&mut self, reason: &str) {
+        self.sink = None;
+        self.epoch += 1;
+        self.bridge.handle_disconnected(clock::now(), reason);
     }
 
     /// Returns whether a frame was fed.
@@ -294,9 +329,13 @@ impl Driver {
                 self.sink = None;
                 let epoch = self.epoch;
                 let tx = self.net_tx.clone();
-                let limit = self.max_frame;
+                let (limit, within) = (self.max_frame, self.connect_within);
                 tokio::spawn(async move {
-                    let msg = match open(&url, &headers, limit).await {
+                    let opened = mew_driver_common::participant::open_within::<crate::Tokio>(
+                        &url, &headers, limit, within,
+                    )
+                    .await;
+                    let msg = match opened {
                         Ok(ws) => Net::Connected(epoch, Box::new(ws)),
                         Err(e) => Net::ConnectFailed(epoch, e),
                     };
@@ -304,22 +343,8 @@ impl Driver {
                 });
                 false
             }
-            participant::Output::Transmit(text) => match &mut self.sink {
-                Some(sink) => {
-                    if sink.feed(Message::text(text)).await.is_err() {
-                        self.sink = None;
-                    }
-                    true
-                }
-                None => false,
-            },
-            participant::Output::Ping => match &mut self.sink {
-                Some(sink) => {
-                    let _ = sink.feed(Message::Ping(Default::default())).await;
-                    true
-                }
-                None => false,
-            },
+            participant::Output::Transmit(text) => self.write(Message::text(text)).await,
+            participant::Output::Ping => self.write(Message::Ping(Default::default())).await,
             participant::Output::Disconnect { reason } => {
                 self.epoch += 1;
                 if let Some(mut sink) = self.sink.take() {
@@ -392,22 +417,4 @@ fn log_mcp(e: &McpEvent) {
         McpEvent::Stopped(s) => tracing::info!("MCP server stopped ({s})"),
         other => tracing::trace!(?other, "MCP event"),
     }
-}
-
-async fn open(url: &str, headers: &[(String, String)], max_frame: usize) -> Result<Ws, String> {
-    let mut req = url
-        .into_client_request()
-        .map_err(|e| format!("bad gateway url {url}: {e}"))?;
-    for (k, v) in headers {
-        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?;
-        let value = HeaderValue::from_str(v).map_err(|e| e.to_string())?;
-        req.headers_mut().insert(name, value);
-    }
-    let config = WebSocketConfig::default()
-        .max_frame_size(Some(max_frame))
-        .max_message_size(Some(max_frame));
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(config), true)
-        .await
-        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
-    Ok(ws)
 }
