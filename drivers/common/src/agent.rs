@@ -19,7 +19,7 @@ use tungstenite::Message;
 use tungstenite::protocol::CloseFrame;
 
 use crate::clock::{self, timeout};
-use crate::participant::{Incoming, Runtime, open_within, read_client};
+use crate::participant::{Incoming, Runtime, open_within, read_client, write_within as within};
 
 /// Where the model is: an OpenAI-compatible chat-completions API.
 #[derive(Clone)]
@@ -188,24 +188,16 @@ pub async fn run_agent<R: Runtime>(
                 Output::Gateway(participant::Output::Transmit(text)) => {
                     if let Some(s) = &mut sink {
                         wrote = true;
-                        match timeout::<R, _>(write_within, s.feed(Message::text(text))).await {
-                            Some(Ok(())) => {}
-                            Some(Err(_)) => {
-                                write_failed = Some("the connection failed while writing")
-                            }
-                            None => {
-                                write_failed = Some("write timeout: the gateway is not reading")
-                            }
-                        }
+                        let fed = within::<R, _>(write_within, s.feed(Message::text(text))).await;
+                        write_failed = write_failed.or(fed.err());
                     }
                 }
                 Output::Gateway(participant::Output::Ping) => {
                     if let Some(s) = &mut sink {
                         wrote = true;
                         let ping = Message::Ping(Default::default());
-                        if timeout::<R, _>(write_within, s.feed(ping)).await.is_none() {
-                            write_failed = Some("write timeout: the gateway is not reading");
-                        }
+                        let fed = within::<R, _>(write_within, s.feed(ping)).await;
+                        write_failed = write_failed.or(fed.err());
                     }
                 }
                 Output::Gateway(participant::Output::Disconnect { reason }) => {
@@ -249,9 +241,8 @@ pub async fn run_agent<R: Runtime>(
         if wrote
             && write_failed.is_none()
             && let Some(s) = &mut sink
-            && timeout::<R, _>(write_within, s.flush()).await.is_none()
         {
-            write_failed = Some("write timeout: the gateway is not reading");
+            write_failed = within::<R, _>(write_within, s.flush()).await.err();
         }
         if let Some(reason) = write_failed {
             // Abandon this socket and its reader; the core reconnects.

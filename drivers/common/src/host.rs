@@ -362,10 +362,9 @@ impl<L: ConnLink> GatewayHost<L> {
                         c.link.closing();
                     }
                 }
-                Output::AppendLog { path, mut line } => {
-                    if line.last() == Some(&b'\n') {
-                        line.truncate(line.len() - 1);
-                    }
+                Output::AppendLog { path, line } => {
+                    // The core's lines end with their newline; the writer adds one only
+                    // where it is missing.
                     if let Some(l) = &self.logs {
                         l.append(path, line);
                     }

@@ -146,7 +146,7 @@ impl LogHandle {
         }
     }
 
-    /// Queues `line` (without its newline) for `path`. False after the writer stopped; a
+    /// Queues `line` for `path` (a newline is added when it has none). False after the writer stopped; a
     /// line that finds the queue full is dropped and counted.
     pub fn append(&self, path: impl Into<PathBuf>, line: Bytes) -> bool {
         self.offer(Cmd::Line(path.into(), line))

@@ -522,10 +522,8 @@ impl<R: Runtime> Inner<R> {
         }
         if wrote && let Some(sink) = &mut self.sink {
             let within = self.p.config().heartbeat.write_timeout;
-            match clock::timeout::<R, _>(within, sink.flush()).await {
-                Some(Ok(())) => {}
-                Some(Err(_)) => self.write_failed("the connection failed while writing"),
-                None => self.write_failed("write timeout: the gateway is not reading"),
+            if let Err(reason) = write_within::<R, _>(within, sink.flush()).await {
+                self.write_failed(reason);
             }
         }
     }
@@ -535,10 +533,8 @@ impl<R: Runtime> Inner<R> {
     async fn write(&mut self, msg: Message) {
         let within = self.p.config().heartbeat.write_timeout;
         let Some(sink) = &mut self.sink else { return };
-        match clock::timeout::<R, _>(within, sink.feed(msg)).await {
-            Some(Ok(())) => {}
-            Some(Err(_)) => self.write_failed("the connection failed while writing"),
-            None => self.write_failed("write timeout: the gateway is not reading"),
+        if let Err(reason) = write_within::<R, _>(within, sink.feed(msg)).await {
+            self.write_failed(reason);
         }
     }
 
@@ -648,6 +644,19 @@ where
         }
     })
     .await;
+}
+
+/// One write on a gateway socket, bounded by `within`: the reason to give the socket up,
+/// when it must be (the participant, agent and bridge runtimes all write through this).
+pub async fn write_within<S: crate::clock::Sleep, E>(
+    within: std::time::Duration,
+    write: impl Future<Output = Result<(), E>>,
+) -> Result<(), &'static str> {
+    match crate::clock::timeout::<S, _>(within, write).await {
+        Some(Ok(())) => Ok(()),
+        Some(Err(_)) => Err("the connection failed while writing"),
+        None => Err("write timeout: the gateway is not reading"),
+    }
 }
 
 /// Opens the WebSocket of a participant, giving up after `within` (the core gives up on the

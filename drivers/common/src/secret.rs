@@ -23,8 +23,6 @@ pub fn token() -> String {
     out
 }
 
-pub use mew_core::secret::equal;
-
 /// The operating system's CSPRNG as the core's token source (invites, the default space).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OsTokens;
@@ -38,6 +36,7 @@ impl mew_core::secret::TokenSource for OsTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mew_core::secret::equal;
 
     #[test]
     fn tokens_are_long_distinct_and_url_safe() {

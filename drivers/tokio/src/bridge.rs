@@ -20,9 +20,10 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use crate::Tokio;
 use crate::clock;
 use crate::mcp_process::{McpProcess, ProcessEvent, ServerCommand};
-use mew_driver_common::participant::{Incoming, read_client};
+use mew_driver_common::participant::{Incoming, open_within, read_client, write_within};
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -285,12 +286,11 @@ impl Driver {
                 Output::Exit(e) => exit = Some(e),
             }
         }
-        if wrote && let Some(sink) = &mut self.sink {
-            match tokio::time::timeout(self.write_within, sink.flush()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => self.write_failed("the connection failed while writing"),
-                Err(_) => self.write_failed("write timeout: the gateway is not reading"),
-            }
+        if wrote
+            && let Some(sink) = &mut self.sink
+            && let Err(reason) = write_within::<Tokio, _>(self.write_within, sink.flush()).await
+        {
+            self.write_failed(reason);
         }
         exit
     }
@@ -301,14 +301,10 @@ impl Driver {
         let Some(sink) = &mut self.sink else {
             return false;
         };
-        match tokio::time::timeout(self.write_within, sink.feed(msg)).await {
-            Ok(Ok(())) => true,
-            Ok(Err(_)) => {
-                self.write_failed("the connection failed while writing");
-                false
-            }
-            Err(_) => {
-                self.write_failed("write timeout: the gateway is not reading");
+        match write_within::<Tokio, _>(self.write_within, sink.feed(msg)).await {
+            Ok(()) => true,
+            Err(reason) => {
+                self.write_failed(reason);
                 false
             }
         }
@@ -331,10 +327,7 @@ impl Driver {
                 let tx = self.net_tx.clone();
                 let (limit, within) = (self.max_frame, self.connect_within);
                 tokio::spawn(async move {
-                    let opened = mew_driver_common::participant::open_within::<crate::Tokio>(
-                        &url, &headers, limit, within,
-                    )
-                    .await;
+                    let opened = open_within::<Tokio>(&url, &headers, limit, within).await;
                     let msg = match opened {
                         Ok(ws) => Net::Connected(epoch, Box::new(ws)),
                         Err(e) => Net::ConnectFailed(epoch, e),
