@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod ids;
 pub mod mcp;
 pub mod participant;
+pub mod schema;
 pub mod secret;
 pub mod time;
 

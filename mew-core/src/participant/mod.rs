@@ -73,7 +73,6 @@ mod grants;
 mod proposals;
 mod reasoning;
 mod requests;
-pub mod schema;
 mod streams;
 mod tools;
 

@@ -4,8 +4,8 @@
 use super::Participant;
 use super::error::{CommandError, ToolError};
 use super::event::Event;
-use super::schema::Schema;
 use crate::envelope::{Envelope, Kind};
+use crate::schema::Schema;
 use crate::time::Time;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -391,7 +391,7 @@ impl Participant {
                     rpc_error(
                         INVALID_PARAMS,
                         format!("invalid arguments for {n}: {v}"),
-                        Some(json!({"path": v.path, "message": v.message})),
+                        Some(json!({"path": v.path, "rule": v.rule, "message": v.message})),
                     )
                 }),
                 Some((_, None)) => Ok(()),

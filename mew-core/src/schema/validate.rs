@@ -1,10 +1,11 @@
-//! A small JSON-Schema subset for MCP tool input schemas, compiled once at registration.
+//! The validator: any tool input schema (ours or another participant's), compiled once.
 //!
 //! Supported: `type` (string or list), `properties`, `required`, `additionalProperties`
-//! (bool or schema), `enum`, `const`, `items`, `minimum`, `maximum`, `exclusiveMinimum`,
-//! `exclusiveMaximum`, `minLength`, `maxLength`, `minItems`, `maxItems`, `pattern`,
-//! `anyOf`, `oneOf`, `allOf`. Unknown keywords (`description`, `default`, `$schema`, ...)
-//! are ignored, as JSON Schema says.
+//! (bool or schema), `minProperties`, `maxProperties`, `enum`, `const`, `items`,
+//! `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `minLength`, `maxLength`,
+//! `minItems`, `maxItems`, `uniqueItems`, `pattern`, `anyOf`, `oneOf`, `allOf`. Unknown
+//! keywords (`description`, `default`, `$schema`, ...) are ignored, as JSON Schema says.
+//! A violation names the keyword it breaks, so a caller can tell which rule refused it.
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -21,6 +22,8 @@ pub struct Schema {
     enumeration: Option<Vec<Value>>,
     constant: Option<Value>,
     items: Option<Box<Schema>>,
+    /// `items` written as a list: positional schemas.
+    tuple: Vec<Schema>,
     minimum: Option<f64>,
     maximum: Option<f64>,
     exclusive_minimum: Option<f64>,
@@ -29,6 +32,9 @@ pub struct Schema {
     max_length: Option<u64>,
     min_items: Option<u64>,
     max_items: Option<u64>,
+    unique_items: bool,
+    min_properties: Option<u64>,
+    max_properties: Option<u64>,
     pattern: Option<Regex>,
     any_of: Vec<Schema>,
     one_of: Vec<Schema>,
@@ -94,12 +100,14 @@ impl JsonType {
     }
 }
 
-/// The first violation found, with a JSON-pointer-like path.
+/// The first violation found, with a JSON-pointer-like path and the keyword it breaks.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: {message}")]
+#[error("{path}: {message} (`{rule}`)")]
 pub struct SchemaViolation {
-    /// Where (`/a/0/b`; empty for the root).
+    /// Where (`/a/0/b`; `/` for the root).
     pub path: String,
+    /// The keyword broken (`minimum`, `required`, `type`, ...).
+    pub rule: &'static str,
     /// What is wrong.
     pub message: String,
 }
@@ -139,6 +147,7 @@ impl Schema {
             enumeration: None,
             constant: None,
             items: None,
+            tuple: Vec::new(),
             minimum: None,
             maximum: None,
             exclusive_minimum: None,
@@ -147,6 +156,9 @@ impl Schema {
             max_length: None,
             min_items: None,
             max_items: None,
+            unique_items: false,
+            min_properties: None,
+            max_properties: None,
             pattern: None,
             any_of: Vec::new(),
             one_of: Vec::new(),
@@ -210,8 +222,14 @@ impl Schema {
             s.enumeration = Some(e.as_array().ok_or("`enum` must be a list")?.clone());
         }
         s.constant = obj.get("const").cloned();
-        if let Some(i) = obj.get("items") {
-            s.items = Some(Box::new(Schema::compile_at(i, depth + 1)?));
+        match obj.get("items") {
+            None => {}
+            Some(Value::Array(list)) => {
+                for i in list {
+                    s.tuple.push(Schema::compile_at(i, depth + 1)?);
+                }
+            }
+            Some(i) => s.items = Some(Box::new(Schema::compile_at(i, depth + 1)?)),
         }
         s.minimum = num(obj, "minimum")?;
         s.maximum = num(obj, "maximum")?;
@@ -221,6 +239,12 @@ impl Schema {
         s.max_length = count(obj, "maxLength")?;
         s.min_items = count(obj, "minItems")?;
         s.max_items = count(obj, "maxItems")?;
+        s.min_properties = count(obj, "minProperties")?;
+        s.max_properties = count(obj, "maxProperties")?;
+        s.unique_items = match obj.get("uniqueItems") {
+            None => false,
+            Some(v) => v.as_bool().ok_or("`uniqueItems` must be a boolean")?,
+        };
         if let Some(p) = obj.get("pattern") {
             let p = p.as_str().ok_or("`pattern` must be a string")?;
             s.pattern = Some(
@@ -253,13 +277,14 @@ impl Schema {
         self.check(v, &mut path)
     }
 
-    fn fail(path: &str, message: String) -> Result<(), SchemaViolation> {
+    fn fail(path: &str, rule: &'static str, message: String) -> Result<(), SchemaViolation> {
         Err(SchemaViolation {
             path: if path.is_empty() {
                 "/".into()
             } else {
                 path.to_owned()
             },
+            rule,
             message,
         })
     }
@@ -267,17 +292,21 @@ impl Schema {
     fn check(&self, v: &Value, path: &mut String) -> Result<(), SchemaViolation> {
         if !self.types.is_empty() && !self.types.iter().any(|t| t.admits(v)) {
             let names: Vec<&str> = self.types.iter().map(|t| t.name()).collect();
-            return Schema::fail(path, format!("expected {}", names.join(" or ")));
+            return Schema::fail(path, "type", format!("expected {}", names.join(" or ")));
         }
         if let Some(e) = &self.enumeration
             && !e.contains(v)
         {
-            return Schema::fail(path, format!("must be one of {}", Value::Array(e.clone())));
+            return Schema::fail(
+                path,
+                "enum",
+                format!("must be one of {}", Value::Array(e.clone())),
+            );
         }
         if let Some(c) = &self.constant
             && c != v
         {
-            return Schema::fail(path, format!("must equal {c}"));
+            return Schema::fail(path, "const", format!("must equal {c}"));
         }
         match v {
             Value::Number(n) => {
@@ -285,58 +314,118 @@ impl Schema {
                 if self.minimum.is_some_and(|m| f < m) {
                     return Schema::fail(
                         path,
+                        "minimum",
                         format!("must be >= {}", self.minimum.unwrap_or(0.0)),
                     );
                 }
                 if self.maximum.is_some_and(|m| f > m) {
                     return Schema::fail(
                         path,
+                        "maximum",
                         format!("must be <= {}", self.maximum.unwrap_or(0.0)),
                     );
                 }
                 if self.exclusive_minimum.is_some_and(|m| f <= m) {
-                    return Schema::fail(path, "below the exclusive minimum".into());
+                    return Schema::fail(
+                        path,
+                        "exclusiveMinimum",
+                        "below the exclusive minimum".into(),
+                    );
                 }
                 if self.exclusive_maximum.is_some_and(|m| f >= m) {
-                    return Schema::fail(path, "above the exclusive maximum".into());
+                    return Schema::fail(
+                        path,
+                        "exclusiveMaximum",
+                        "above the exclusive maximum".into(),
+                    );
                 }
             }
             Value::String(s) => {
                 let len = s.chars().count() as u64;
                 if self.min_length.is_some_and(|m| len < m) {
-                    return Schema::fail(path, "string too short".into());
+                    return Schema::fail(
+                        path,
+                        "minLength",
+                        format!("shorter than {} characters", self.min_length.unwrap_or(0)),
+                    );
                 }
                 if self.max_length.is_some_and(|m| len > m) {
-                    return Schema::fail(path, "string too long".into());
+                    return Schema::fail(
+                        path,
+                        "maxLength",
+                        format!("longer than {} characters", self.max_length.unwrap_or(0)),
+                    );
                 }
                 if let Some(re) = &self.pattern
                     && !re.is_match(s)
                 {
-                    return Schema::fail(path, format!("must match /{}/", re.as_str()));
+                    return Schema::fail(path, "pattern", format!("must match /{}/", re.as_str()));
                 }
             }
             Value::Array(a) => {
                 let len = a.len() as u64;
                 if self.min_items.is_some_and(|m| len < m) {
-                    return Schema::fail(path, "too few items".into());
+                    return Schema::fail(
+                        path,
+                        "minItems",
+                        format!("fewer than {} items", self.min_items.unwrap_or(0)),
+                    );
                 }
                 if self.max_items.is_some_and(|m| len > m) {
-                    return Schema::fail(path, "too many items".into());
+                    return Schema::fail(
+                        path,
+                        "maxItems",
+                        format!("more than {} items", self.max_items.unwrap_or(0)),
+                    );
                 }
-                if let Some(items) = &self.items {
-                    for (i, item) in a.iter().enumerate() {
-                        let n = path.len();
-                        path.push('/');
-                        path.push_str(&i.to_string());
-                        items.check(item, path)?;
-                        path.truncate(n);
-                    }
+                if self.unique_items
+                    && let Some(i) = (1..a.len()).find(|&i| a[..i].contains(&a[i]))
+                {
+                    return Schema::fail(
+                        path,
+                        "uniqueItems",
+                        format!("item {i} repeats an earlier item"),
+                    );
+                }
+                for (i, item) in a.iter().enumerate() {
+                    let schema = match self.tuple.get(i) {
+                        Some(s) => s,
+                        None if self.tuple.is_empty() => match &self.items {
+                            Some(s) => s,
+                            None => break,
+                        },
+                        None => break,
+                    };
+                    let n = path.len();
+                    path.push('/');
+                    path.push_str(&i.to_string());
+                    schema.check(item, path)?;
+                    path.truncate(n);
                 }
             }
             Value::Object(o) => {
+                let len = o.len() as u64;
+                if self.min_properties.is_some_and(|m| len < m) {
+                    return Schema::fail(
+                        path,
+                        "minProperties",
+                        format!("fewer than {} properties", self.min_properties.unwrap_or(0)),
+                    );
+                }
+                if self.max_properties.is_some_and(|m| len > m) {
+                    return Schema::fail(
+                        path,
+                        "maxProperties",
+                        format!("more than {} properties", self.max_properties.unwrap_or(0)),
+                    );
+                }
                 for r in &self.required {
                     if !o.contains_key(r) {
-                        return Schema::fail(path, format!("missing required property `{r}`"));
+                        return Schema::fail(
+                            path,
+                            "required",
+                            format!("missing required property `{r}`"),
+                        );
                     }
                 }
                 for (k, val) in o {
@@ -348,7 +437,11 @@ impl Schema {
                         None => match &self.additional {
                             Additional::Allowed => {}
                             Additional::Denied => {
-                                return Schema::fail(path, "property not allowed".into());
+                                return Schema::fail(
+                                    path,
+                                    "additionalProperties",
+                                    "property not allowed".into(),
+                                );
                             }
                             Additional::Schema(s) => s.check(val, path)?,
                         },
@@ -362,12 +455,16 @@ impl Schema {
             s.check(v, path)?;
         }
         if !self.any_of.is_empty() && !self.any_of.iter().any(|s| s.validate(v).is_ok()) {
-            return Schema::fail(path, "matches none of anyOf".into());
+            return Schema::fail(path, "anyOf", "matches none of anyOf".into());
         }
         if !self.one_of.is_empty() {
             let n = self.one_of.iter().filter(|s| s.validate(v).is_ok()).count();
             if n != 1 {
-                return Schema::fail(path, format!("matches {n} of oneOf, expected exactly 1"));
+                return Schema::fail(
+                    path,
+                    "oneOf",
+                    format!("matches {n} of oneOf, expected exactly 1"),
+                );
             }
         }
         Ok(())
