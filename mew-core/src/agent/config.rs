@@ -191,6 +191,12 @@ pub struct AgentFile {
     pub auto_fulfil: Vec<FulfilRuleFile>,
     /// Discover other participants' tools (on for agents).
     pub discovery: Option<bool>,
+    /// Headless runs (tools-mode calls) going at once at most (default 8).
+    #[serde(alias = "maxRuns")]
+    pub max_runs: Option<usize>,
+    /// Tools mode: the agent's name, version, description and the tools it serves, as
+    /// written (checked by `mew_core::tools`).
+    pub metadata: Option<serde_json::Value>,
 }
 
 /// Everything the agent core needs besides its participant configuration.
@@ -245,6 +251,8 @@ pub struct AgentSettings {
     /// Discover other participants' tools (the agent switches its participant's discovery
     /// on unless this is off).
     pub discovery: bool,
+    /// Headless runs at once at most.
+    pub max_runs: usize,
 }
 
 impl Default for AgentSettings {
@@ -330,6 +338,9 @@ impl AgentSettings {
         if !(0.0..=1.0).contains(&f.chat.confidence_threshold) {
             errors.push("chat.confidence_threshold: must be between 0 and 1".into());
         }
+        if f.max_runs == Some(0) {
+            errors.push("max_runs: must be at least 1".into());
+        }
         if f.chat.max_queue == 0 {
             errors.push("chat.max_queue: must be at least 1".into());
         }
@@ -388,6 +399,7 @@ impl AgentSettings {
             headless: f.headless,
             auto_fulfil,
             discovery: f.discovery.unwrap_or(true),
+            max_runs: f.max_runs.unwrap_or(8),
         })
     }
 }

@@ -52,6 +52,35 @@ use toolname::ToolNames;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ModelCallId(pub u64);
 
+/// Handle of one headless run ([`Agent::run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId(pub u64);
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "run-{}", self.0)
+    }
+}
+
+/// Why [`Agent::run`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// `max_runs` runs are already going.
+    #[error("{0} runs are already going; try again when one ends")]
+    Busy(usize),
+    /// The agent has exited.
+    #[error("the agent has stopped")]
+    Stopped,
+}
+
+/// Which task: the one chat task, or a headless run (any number at once, each with its own
+/// conversation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    Chat,
+    Run(RunId),
+}
+
 /// One thing for the driver to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
@@ -126,6 +155,22 @@ pub enum AgentEvent {
         /// The rule's index.
         rule: usize,
     },
+    /// A run made a step: a model call's thought, before its tool calls go out.
+    RunProgress {
+        /// The run.
+        run: RunId,
+        /// Step number (1-based).
+        step: u32,
+        /// The thought, or the tools called.
+        message: String,
+    },
+    /// A run ended; its answer (or why there is none) is in `outcome`.
+    RunFinished {
+        /// The run.
+        run: RunId,
+        /// How.
+        outcome: TaskOutcome,
+    },
     /// `participant/shutdown` was obeyed, or the gateway gave up: the program should exit
     /// once the outputs before this one are carried out.
     Exit,
@@ -144,7 +189,7 @@ struct Trigger {
 /// What a model call is for.
 #[derive(Debug, Clone, PartialEq)]
 enum Purpose {
-    Step,
+    Step(Slot),
     Classify(Trigger),
     /// Compaction; the control to complete, if another participant asked.
     Compact(Option<String>),
@@ -214,12 +259,15 @@ pub struct Agent {
     s: AgentSettings,
     rng: IdGen,
     out: VecDeque<Output>,
-    task: Option<Task>,
+    tasks: BTreeMap<Slot, Task>,
     queue: VecDeque<Trigger>,
     /// Earlier turns (user and assistant messages), oldest first.
     history: VecDeque<Message>,
-    call: Option<Call>,
+    /// Model calls under way or waiting to be retried: at most one per task, plus one
+    /// classification or compaction.
+    calls: Vec<Call>,
     next_call: u64,
+    next_run: u64,
     /// Answer times per participant in the last minute.
     replies: BTreeMap<String, VecDeque<Time>>,
     /// Compactions asked for by others while busy.
@@ -243,11 +291,12 @@ impl Agent {
             s: config.settings,
             rng,
             out: VecDeque::new(),
-            task: None,
+            tasks: BTreeMap::new(),
             queue: VecDeque::new(),
             history: VecDeque::new(),
-            call: None,
+            calls: Vec::new(),
             next_call: 0,
+            next_run: 0,
             replies: BTreeMap::new(),
             compact_requests: VecDeque::new(),
             context_tokens: 0,
@@ -272,9 +321,52 @@ impl Agent {
         &self.s
     }
 
-    /// Whether a task is running.
+    /// Whether a chat task is running.
     pub fn is_busy(&self) -> bool {
-        self.task.is_some()
+        self.tasks.contains_key(&Slot::Chat)
+    }
+
+    /// Runs going.
+    pub fn runs(&self) -> usize {
+        self.tasks.len() - usize::from(self.is_busy())
+    }
+
+    /// Starts a headless run: `prompt` is worked on like a chat task's message, with no
+    /// earlier conversation and in a conversation of its own (so runs may go at once), with
+    /// only the tools that need no approval, and without chat or reasoning envelopes. Its
+    /// steps are reported as [`AgentEvent::RunProgress`] and its end as
+    /// [`AgentEvent::RunFinished`]. It does not wait for the space: with no gateway it runs
+    /// with no tools.
+    pub fn run(&mut self, now: Time, prompt: String, caller: &str) -> Result<RunId, RunError> {
+        if self.exited {
+            return Err(RunError::Stopped);
+        }
+        if self.runs() >= self.s.max_runs {
+            return Err(RunError::Busy(self.s.max_runs));
+        }
+        self.next_run += 1;
+        let run = RunId(self.next_run);
+        let trigger = Trigger {
+            id: run.to_string(),
+            from: caller.to_owned(),
+            text: prompt,
+            classify: false,
+        };
+        self.begin(now, Slot::Run(run), trigger, None);
+        self.pump(now);
+        Ok(run)
+    }
+
+    /// Stops a run; `false` if it had already ended. Its [`AgentEvent::RunFinished`] says
+    /// `Cancelled(reason)`.
+    pub fn cancel_run(&mut self, now: Time, run: RunId, reason: &str) -> bool {
+        let slot = Slot::Run(run);
+        if !self.tasks.contains_key(&slot) {
+            return false;
+        }
+        self.end_task(now, slot, TaskOutcome::Cancelled(reason.to_owned()), false);
+        self.pump(now);
+        true
     }
 
     /// Chats waiting.
@@ -295,7 +387,7 @@ impl Agent {
 
     /// Leaves the space for good.
     pub fn close(&mut self, now: Time, reason: &str) {
-        self.end_task(now, TaskOutcome::Cancelled(reason.to_owned()), false);
+        self.end_all(now, reason);
         self.p.close(now, reason);
         self.pump(now);
     }
@@ -327,9 +419,14 @@ impl Agent {
     /// The outcome of a model call. Answers to calls no longer wanted (a cancelled task)
     /// are ignored.
     pub fn handle_model(&mut self, now: Time, call: ModelCallId, outcome: ModelOutcome) {
-        let Some(c) = self.call.take_if(|c| c.id == call && c.retry_at.is_none()) else {
+        let Some(i) = self
+            .calls
+            .iter()
+            .position(|c| c.id == call && c.retry_at.is_none())
+        else {
             return;
         };
+        let c = self.calls.remove(i);
         match model::judge(outcome) {
             Verdict::Reply(r) => self.on_reply(now, c.purpose, r),
             Verdict::Retry(after, reason) if c.retries < self.s.model_retries => {
@@ -342,7 +439,7 @@ impl Agent {
                     after: delay,
                     reason,
                 });
-                self.call = Some(Call {
+                self.calls.push(Call {
                     retries: c.retries + 1,
                     retry_at: Some(now + delay),
                     ..c
@@ -364,47 +461,43 @@ impl Agent {
     /// Fires what is due: the participant's timers, retries, the end of a discovery wait.
     pub fn handle_timeout(&mut self, now: Time) {
         self.p.handle_timeout(now);
-        if let Some(c) = &mut self.call
-            && c.retry_at.is_some_and(|at| at <= now)
-        {
-            c.retry_at = None;
-            self.next_call += 1;
-            c.id = ModelCallId(self.next_call);
-            let (call, request) = (c.id, c.request.clone());
-            self.out.push_back(Output::Model {
-                call,
-                request,
-                timeout: self.s.model_timeout,
-            });
+        for c in &mut self.calls {
+            if c.retry_at.is_some_and(|at| at <= now) {
+                c.retry_at = None;
+                self.next_call += 1;
+                c.id = ModelCallId(self.next_call);
+                self.out.push_back(Output::Model {
+                    call: c.id,
+                    request: c.request.clone(),
+                    timeout: self.s.model_timeout,
+                });
+            }
         }
-        if let Some(Task {
-            phase: Phase::Discovering { until },
-            ..
-        }) = &self.task
-            && *until <= now
-        {
-            self.first_step(now);
+        let due: Vec<Slot> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| matches!(t.phase, Phase::Discovering { until } if until <= now))
+            .map(|(s, _)| *s)
+            .collect();
+        for slot in due {
+            self.first_step(now, slot);
         }
         self.pump(now);
     }
 
     /// When [`Agent::handle_timeout`] must run next.
     pub fn poll_timeout(&self) -> Option<Time> {
-        let discovering = match &self.task {
-            Some(Task {
-                phase: Phase::Discovering { until },
-                ..
-            }) => Some(*until),
+        let discovering = self.tasks.values().filter_map(|t| match t.phase {
+            Phase::Discovering { until } => Some(until),
             _ => None,
-        };
-        [
-            self.p.poll_timeout(),
-            self.call.as_ref().and_then(|c| c.retry_at),
-            discovering,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        });
+        let retries = self.calls.iter().filter_map(|c| c.retry_at);
+        self.p
+            .poll_timeout()
+            .into_iter()
+            .chain(retries)
+            .chain(discovering)
+            .min()
     }
 
     /// The next output.
@@ -471,14 +564,14 @@ impl Agent {
             }
             E::RequestCompleted { ref id, ref result } => self.on_completed(now, id, result),
             E::DiscoverySettled => {
-                if matches!(
-                    &self.task,
-                    Some(Task {
-                        phase: Phase::Discovering { .. },
-                        ..
-                    })
-                ) {
-                    self.first_step(now);
+                let waiting: Vec<Slot> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, t)| matches!(t.phase, Phase::Discovering { .. }))
+                    .map(|(s, _)| *s)
+                    .collect();
+                for slot in waiting {
+                    self.first_step(now, slot);
                 }
             }
             E::ReasoningCancelled {
@@ -486,12 +579,19 @@ impl Agent {
                 ref by,
                 ..
             } if self
-                .task
-                .as_ref()
-                .is_some_and(|t| t.context.as_deref() == Some(context)) =>
+                .tasks
+                .values()
+                .any(|t| t.context.as_deref() == Some(context)) =>
             {
+                let slot = self
+                    .tasks
+                    .iter()
+                    .find(|(_, t)| t.context.as_deref() == Some(context))
+                    .map(|(s, _)| *s)
+                    .expect("checked above");
                 self.end_task(
                     now,
+                    slot,
                     TaskOutcome::Cancelled(format!("reasoning cancelled by {by}")),
                     true,
                 );
@@ -519,11 +619,7 @@ impl Agent {
                 }
             }
             E::GaveUp { .. } => {
-                self.end_task(
-                    now,
-                    TaskOutcome::Cancelled("gateway unreachable".into()),
-                    false,
-                );
+                self.end_all(now, "gateway unreachable");
                 if !self.exited {
                     self.exited = true;
                     self.out
@@ -582,8 +678,17 @@ impl Agent {
         self.p.pause_state().is_some()
     }
 
+    /// Whether the chat side (a chat task, a classification or a compaction) is at work.
+    fn chat_side_busy(&self) -> bool {
+        self.tasks.contains_key(&Slot::Chat)
+            || self
+                .calls
+                .iter()
+                .any(|c| !matches!(c.purpose, Purpose::Step(Slot::Run(_))))
+    }
+
     fn try_start_next(&mut self, now: Time) {
-        if self.exited || self.task.is_some() || self.call.is_some() || self.paused() {
+        if self.exited || self.chat_side_busy() || self.paused() {
             return;
         }
         if !self.p.client().is_ready() {
@@ -616,7 +721,7 @@ impl Agent {
             request: request.clone(),
             timeout: self.s.model_timeout,
         });
-        self.call = Some(Call {
+        self.calls.push(Call {
             id,
             purpose,
             request,
@@ -669,6 +774,11 @@ impl Agent {
             trigger: t.id.clone(),
             from: t.from.clone(),
         });
+        self.begin(now, Slot::Chat, t, context);
+    }
+
+    /// Sets a task up in `slot` and, unless it must wait for discoveries, asks the model.
+    fn begin(&mut self, now: Time, slot: Slot, t: Trigger, context: Option<String>) {
         // Discoveries still waiting for their staggered slot are wanted now.
         let scheduled: Vec<String> = self
             .p
@@ -680,30 +790,38 @@ impl Agent {
             let _ = self.p.discover_tools(now, &id);
         }
         let wait = self.p.discoveries_pending() > 0 && !self.s.discovery_wait.is_zero();
-        self.task = Some(Task {
-            trigger: t,
-            context,
-            iteration: 0,
-            messages: Vec::new(),
-            steps: Vec::new(),
-            names: ToolNames::default(),
-            tools: Vec::new(),
-            phase: Phase::Discovering {
-                until: now + self.s.discovery_wait,
+        self.tasks.insert(
+            slot,
+            Task {
+                trigger: t,
+                context,
+                iteration: 0,
+                messages: Vec::new(),
+                steps: Vec::new(),
+                names: ToolNames::default(),
+                tools: Vec::new(),
+                phase: Phase::Discovering {
+                    until: now + self.s.discovery_wait,
+                },
+                final_call: false,
             },
-            final_call: false,
-        });
+        );
         if !wait {
-            self.first_step(now);
+            self.first_step(now, slot);
         }
     }
 
     /// The tools, the first messages, and the first model call.
-    fn first_step(&mut self, now: Time) {
+    fn first_step(&mut self, now: Time, slot: Slot) {
         let mut names = ToolNames::default();
         let mut tools = Vec::new();
         let mut listing = Vec::new();
+        let headless = self.headless(slot);
         for t in self.p.available_tools() {
+            if headless && !self.may_call_directly(&t.participant, &t.tool.name) {
+                // Offered, it could only fail: nobody is there to approve a proposal.
+                continue;
+            }
             let name = names.insert(&t.participant, &t.tool.name);
             let label = format!("{}/{}", t.participant, t.tool.name);
             let what = t.tool.description.clone().unwrap_or_default();
@@ -734,7 +852,9 @@ impl Agent {
             listing.join("\n")
         };
         let (me, name) = (self.me(), self.name());
-        let Some(task) = &mut self.task else { return };
+        let Some(task) = self.tasks.get_mut(&slot) else {
+            return;
+        };
         let mut system = self.s.system.fill(|v| match v {
             "name" => Some(name.clone()),
             "tools" => Some(tool_list.clone()),
@@ -746,7 +866,9 @@ impl Agent {
             system.push_str(&fmt.fill(|_| Some(tool_list.clone())));
         }
         let mut messages = vec![Message::text(Role::System, system)];
-        messages.extend(self.history.iter().cloned());
+        if slot == Slot::Chat {
+            messages.extend(self.history.iter().cloned());
+        }
         let user = self.s.reason.fill(|v| match v {
             "input" => Some(task.trigger.text.clone()),
             "tools" => Some(tool_list.clone()),
@@ -759,11 +881,24 @@ impl Agent {
         task.names = names;
         task.tools = tools;
         task.phase = Phase::Thinking;
-        self.next_step(now);
+        self.next_step(now, slot);
     }
 
-    fn next_step(&mut self, _now: Time) {
-        let Some(task) = &mut self.task else { return };
+    fn headless(&self, slot: Slot) -> bool {
+        self.s.headless || matches!(slot, Slot::Run(_))
+    }
+
+    /// Whether a `tools/call` of `tool` at `participant` may go as a request (not only as a
+    /// proposal).
+    fn may_call_directly(&self, _participant: &str, tool: &str) -> bool {
+        let payload = json!({"method": "tools/call", "params": {"name": tool}});
+        self.p.can_send(&Kind::McpRequest, Some(&payload))
+    }
+
+    fn next_step(&mut self, _now: Time, slot: Slot) {
+        let Some(task) = self.tasks.get_mut(&slot) else {
+            return;
+        };
         task.iteration += 1;
         task.phase = Phase::Thinking;
         let (messages, tools) = if task.iteration > self.s.max_iterations {
@@ -792,7 +927,7 @@ impl Agent {
             (task.messages.clone(), tools)
         };
         let request = self.request(messages, tools);
-        self.issue(Purpose::Step, request);
+        self.issue(Purpose::Step(slot), request);
     }
 
     fn on_reply(&mut self, now: Time, purpose: Purpose, reply: ModelReply) {
@@ -800,15 +935,17 @@ impl Agent {
             .usage
             .map_or(0, |u| u.prompt_tokens + u.completion_tokens);
         match purpose {
-            Purpose::Step => {
-                self.account(now, tokens);
+            Purpose::Step(slot) => {
+                if slot == Slot::Chat {
+                    self.account(now, tokens);
+                }
                 if self.paused() {
-                    if let Some(t) = &mut self.task {
+                    if let Some(t) = self.tasks.get_mut(&slot) {
                         t.phase = Phase::Held(reply);
                     }
                     return;
                 }
-                self.on_step_reply(now, reply);
+                self.on_step_reply(now, slot, reply);
             }
             Purpose::Classify(t) => {
                 let verdict = reply
@@ -851,34 +988,43 @@ impl Agent {
     }
 
     fn call_estimate(&self) -> u64 {
-        self.task
-            .as_ref()
+        self.tasks
+            .get(&Slot::Chat)
             .map_or(0, |t| t.messages.iter().map(Message::estimate_tokens).sum())
     }
 
     fn resume_held(&mut self, now: Time) {
-        if let Some(task) = &mut self.task
-            && let Phase::Held(_) = task.phase
-        {
-            let Phase::Held(reply) = std::mem::replace(&mut task.phase, Phase::Thinking) else {
-                unreachable!("checked above")
+        let held: Vec<Slot> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| matches!(t.phase, Phase::Held(_)))
+            .map(|(s, _)| *s)
+            .collect();
+        for slot in held {
+            let Some(task) = self.tasks.get_mut(&slot) else {
+                continue;
             };
-            self.on_step_reply(now, reply);
+            let Phase::Held(reply) = std::mem::replace(&mut task.phase, Phase::Thinking) else {
+                unreachable!("filtered above")
+            };
+            self.on_step_reply(now, slot, reply);
         }
     }
 
-    fn on_step_reply(&mut self, now: Time, reply: ModelReply) {
-        let Some(task) = &mut self.task else { return };
+    fn on_step_reply(&mut self, now: Time, slot: Slot, reply: ModelReply) {
+        let Some(task) = self.tasks.get_mut(&slot) else {
+            return;
+        };
         if task.final_call {
             let text = reply.content.unwrap_or_else(|| "(no answer)".into());
-            self.finish_answer(now, text);
+            self.finish_answer(now, slot, text);
             return;
         }
         match self.s.format {
             ReasoningFormat::Native => {
                 if reply.tool_calls.is_empty() {
                     let text = reply.content.unwrap_or_default();
-                    self.finish_answer(now, text);
+                    self.finish_answer(now, slot, text);
                     return;
                 }
                 let labels: Vec<String> = reply
@@ -899,13 +1045,13 @@ impl Agent {
                     tool_calls: reply.tool_calls.clone(),
                     tool_call_id: None,
                 });
-                self.thought(now, &thought);
+                self.thought(now, slot, &thought);
                 let mut pending = Vec::new();
                 for (c, label) in reply.tool_calls.iter().zip(labels) {
                     let args = serde_json::from_str::<Value>(&c.arguments);
-                    pending.push(self.dispatch(now, &c.name, label, &c.id, args));
+                    pending.push(self.dispatch(now, slot, &c.name, label, &c.id, args));
                 }
-                self.after_dispatch(now, pending);
+                self.after_dispatch(now, slot, pending);
             }
             ReasoningFormat::Scratchpad => {
                 let text = reply.content.unwrap_or_default();
@@ -914,13 +1060,13 @@ impl Agent {
                 match prompt::parse_scratchpad(&text) {
                     Ok(Scratch::Respond { thought, message }) => {
                         if !thought.is_empty() {
-                            self.thought(now, &thought);
+                            self.thought(now, slot, &thought);
                         }
-                        self.finish_answer(now, message);
+                        self.finish_answer(now, slot, message);
                     }
                     Ok(Scratch::Continue { thought }) => {
-                        self.thought(now, &thought);
-                        self.observe_text(now, thought, "continue".into(), String::new());
+                        self.thought(now, slot, &thought);
+                        self.observe_text(now, slot, thought, "continue".into(), String::new());
                     }
                     Ok(Scratch::Tool {
                         thought,
@@ -932,22 +1078,29 @@ impl Agent {
                         } else {
                             thought.clone()
                         };
-                        self.thought(now, &shown);
-                        let n = self.task.as_ref().map_or(0, |t| t.iteration);
+                        self.thought(now, slot, &shown);
+                        let n = self.tasks.get(&slot).map_or(0, |t| t.iteration);
                         let p = self.dispatch(
                             now,
+                            slot,
                             &tool,
                             tool.clone(),
                             &format!("step-{n}"),
                             Ok(arguments),
                         );
-                        self.after_dispatch(now, vec![p]);
+                        self.after_dispatch(now, slot, vec![p]);
                     }
                     Err(reason) => {
                         let obs = format!(
                             "Your reply could not be read: {reason}. Reply with one JSON object as instructed."
                         );
-                        self.observe_text(now, String::new(), "(unreadable reply)".into(), obs);
+                        self.observe_text(
+                            now,
+                            slot,
+                            String::new(),
+                            "(unreadable reply)".into(),
+                            obs,
+                        );
                     }
                 }
             }
@@ -955,23 +1108,32 @@ impl Agent {
     }
 
     /// Records a step with no tool call (scratchpad) and asks again.
-    fn observe_text(&mut self, now: Time, thought: String, action: String, observation: String) {
-        let Some(task) = &mut self.task else { return };
+    fn observe_text(
+        &mut self,
+        now: Time,
+        slot: Slot,
+        thought: String,
+        action: String,
+        observation: String,
+    ) {
+        let Some(task) = self.tasks.get_mut(&slot) else {
+            return;
+        };
         task.steps.push(Step {
             thought,
             action,
             observation: observation.clone(),
         });
-        let act = self.act_turn();
-        if let Some(task) = &mut self.task {
+        let act = self.act_turn(slot);
+        if let Some(task) = self.tasks.get_mut(&slot) {
             task.messages.push(Message::text(Role::User, act));
         }
-        self.next_step(now);
+        self.next_step(now, slot);
     }
 
     /// The scratchpad turn after the latest step.
-    fn act_turn(&self) -> String {
-        let Some(task) = &self.task else {
+    fn act_turn(&self, slot: Slot) -> String {
+        let Some(task) = self.tasks.get(&slot) else {
             return String::new();
         };
         let steps = steps_text(&task.steps);
@@ -990,8 +1152,17 @@ impl Agent {
         })
     }
 
-    fn thought(&mut self, now: Time, text: &str) {
-        let Some(ctx) = self.task.as_ref().and_then(|t| t.context.clone()) else {
+    fn thought(&mut self, now: Time, slot: Slot, text: &str) {
+        if let Slot::Run(run) = slot {
+            let step = self.tasks.get(&slot).map_or(0, |t| t.iteration);
+            self.emit(AgentEvent::RunProgress {
+                run,
+                step,
+                message: text.to_owned(),
+            });
+            return;
+        }
+        let Some(ctx) = self.tasks.get(&slot).and_then(|t| t.context.clone()) else {
             return;
         };
         if self.p.reasoning_thought(now, &ctx, text).is_ok()
@@ -1007,6 +1178,7 @@ impl Agent {
     fn dispatch(
         &mut self,
         now: Time,
+        slot: Slot,
         name: &str,
         label: String,
         call_id: &str,
@@ -1018,7 +1190,7 @@ impl Agent {
             label,
             observation: None,
         };
-        let Some(task) = &self.task else {
+        let Some(task) = self.tasks.get(&slot) else {
             return pending;
         };
         let resolved = task
@@ -1054,7 +1226,7 @@ impl Agent {
         };
         let payload =
             json!({"method": "tools/call", "params": {"name": tool, "arguments": arguments}});
-        if self.s.headless && !self.p.can_send(&Kind::McpRequest, Some(&payload)) {
+        if self.headless(slot) && !self.p.can_send(&Kind::McpRequest, Some(&payload)) {
             pending.observation = Some(format!(
                 "Error: calling {participant}/{tool} needs a person's approval, and none is available here"
             ));
@@ -1070,36 +1242,40 @@ impl Agent {
         pending
     }
 
-    fn after_dispatch(&mut self, now: Time, pending: Vec<PendingTool>) {
-        let Some(task) = &mut self.task else { return };
+    fn after_dispatch(&mut self, now: Time, slot: Slot, pending: Vec<PendingTool>) {
+        let Some(task) = self.tasks.get_mut(&slot) else {
+            return;
+        };
         task.phase = Phase::Acting(pending);
-        self.maybe_observe(now);
+        self.maybe_observe(now, slot);
     }
 
     fn on_completed(&mut self, now: Time, id: &RequestId, result: &Result<Value, RequestError>) {
-        let Some(Task {
-            phase: Phase::Acting(pending),
-            ..
-        }) = &mut self.task
-        else {
-            return;
-        };
-        let Some(slot) = pending
+        let found = self
+            .tasks
             .iter_mut()
-            .find(|p| p.request.as_ref() == Some(id) && p.observation.is_none())
-        else {
+            .find_map(|(slot, t)| match &mut t.phase {
+                Phase::Acting(pending) => pending
+                    .iter_mut()
+                    .find(|p| p.request.as_ref() == Some(id) && p.observation.is_none())
+                    .map(|p| (*slot, p)),
+                _ => None,
+            });
+        let Some((slot, pending)) = found else {
             return;
         };
-        slot.observation = Some(match result {
+        pending.observation = Some(match result {
             Ok(v) => observation_of(v),
             Err(e) => format!("Error: {e}"),
         });
-        self.maybe_observe(now);
+        self.maybe_observe(now, slot);
     }
 
     /// Once every tool call of the step has its observation, records them and asks again.
-    fn maybe_observe(&mut self, now: Time) {
-        let Some(task) = &mut self.task else { return };
+    fn maybe_observe(&mut self, now: Time, slot: Slot) {
+        let Some(task) = self.tasks.get_mut(&slot) else {
+            return;
+        };
         let Phase::Acting(pending) = &task.phase else {
             return;
         };
@@ -1127,28 +1303,28 @@ impl Agent {
             }
         }
         if self.s.format == ReasoningFormat::Scratchpad {
-            let act = self.act_turn();
-            if let Some(task) = &mut self.task {
+            let act = self.act_turn(slot);
+            if let Some(task) = self.tasks.get_mut(&slot) {
                 task.messages.push(Message::text(Role::User, act));
             }
         }
-        self.next_step(now);
+        self.next_step(now, slot);
     }
 
-    fn finish_answer(&mut self, now: Time, text: String) {
+    fn finish_answer(&mut self, now: Time, slot: Slot, text: String) {
         let text = if text.trim().is_empty() {
             "(the model gave no answer)".to_owned()
         } else {
             text
         };
-        self.end_task(now, TaskOutcome::Answered(text), true);
+        self.end_task(now, slot, TaskOutcome::Answered(text), true);
     }
 
     fn on_model_failed(&mut self, now: Time, purpose: Purpose, err: ModelError) {
         self.emit(AgentEvent::ModelFailed(err.clone()));
         match purpose {
-            Purpose::Step => {
-                self.end_task(now, TaskOutcome::Failed(err.message), true);
+            Purpose::Step(slot) => {
+                self.end_task(now, slot, TaskOutcome::Failed(err.message), true);
             }
             Purpose::Classify(t) => self.emit(AgentEvent::ChatIgnored {
                 id: t.id,
@@ -1160,17 +1336,19 @@ impl Agent {
 
     /// Ends the current task: withdraws its pending proposals, concludes its reasoning, and
     /// (when `tell`) answers the asker.
-    fn end_task(&mut self, now: Time, outcome: TaskOutcome, tell: bool) {
-        let Some(task) = self.task.take() else { return };
-        if matches!(
-            self.call,
-            Some(Call {
-                purpose: Purpose::Step,
-                ..
-            })
-        ) {
-            self.call = None;
+    /// Cancels every task (shutdown, restart, the gateway gone).
+    fn end_all(&mut self, now: Time, reason: &str) {
+        let slots: Vec<Slot> = self.tasks.keys().copied().collect();
+        for slot in slots {
+            self.end_task(now, slot, TaskOutcome::Cancelled(reason.to_owned()), false);
         }
+    }
+
+    fn end_task(&mut self, now: Time, slot: Slot, outcome: TaskOutcome, tell: bool) {
+        let Some(task) = self.tasks.remove(&slot) else {
+            return;
+        };
+        self.calls.retain(|c| c.purpose != Purpose::Step(slot));
         if let Phase::Acting(pending) = &task.phase {
             for p in pending {
                 if let Some(id) = &p.request
@@ -1192,6 +1370,10 @@ impl Agent {
                 TaskOutcome::Cancelled(r) => format!("Stopped: {r}"),
             };
             let _ = self.p.reasoning_conclusion(now, ctx, &message);
+        }
+        if let Slot::Run(run) = slot {
+            self.emit(AgentEvent::RunFinished { run, outcome });
+            return;
         }
         if let Some((_, Some(stream))) = self.stream.take() {
             let _ = self.p.close_stream(now, &stream, "done");
@@ -1285,7 +1467,7 @@ impl Agent {
                 let _ = self.p.complete_clear(now, id);
             }
             Control::Compact { .. } => {
-                if self.task.is_none() && self.call.is_none() {
+                if !self.chat_side_busy() {
                     self.start_compaction(now, Some(id.to_owned()));
                 } else if self.compact_requests.len() < 16 {
                     self.compact_requests.push_back(id.to_owned());
@@ -1300,15 +1482,15 @@ impl Agent {
                 }
             }
             Control::Restart => {
-                self.end_task(now, TaskOutcome::Cancelled("restart".into()), false);
-                self.call = None;
+                self.end_all(now, "restart");
+                self.calls.clear();
                 self.queue.clear();
                 self.history.clear();
                 self.compact_requests.clear();
                 let _ = self.p.complete_restart(now, id);
             }
             Control::Shutdown => {
-                self.end_task(now, TaskOutcome::Cancelled("shutdown".into()), false);
+                self.end_all(now, "shutdown");
                 self.queue.clear();
                 let _ = self.p.complete_shutdown(now, id);
                 if !self.exited {
