@@ -1,4 +1,6 @@
-//! MCP (Model Context Protocol) client side, sans-IO: what a bridge speaks to an MCP server over stdio.
+//! MCP (Model Context Protocol) over stdio, sans-IO: the client side (what a bridge speaks to
+//! an MCP server) and, in [`server`], the server side (what a tools-mode agent speaks to an
+//! MCP host).
 //!
 //! [`McpClient`] owns the protocol: the `initialize` handshake with version negotiation, the
 //! paginated `tools/list`, `resources/list` and `prompts/list` (again on every `list_changed`),
@@ -30,6 +32,7 @@ mod framing;
 pub mod jsonrpc;
 mod listing;
 mod restart;
+pub mod server;
 mod server_requests;
 mod version;
 
@@ -42,5 +45,8 @@ pub use framing::{Line, LineBuffer};
 pub use jsonrpc::{RequestId, RpcError};
 pub use listing::{Catalog, ListKind, Prompt, Resource, Tool};
 pub use restart::RestartPolicy;
+pub use server::{
+    McpServer, ServedTool, ServerCallId, ServerConfig, ServerEvent, ServerInfo, ServerOutput,
+};
 pub use server_requests::Root;
 pub use version::ProtocolVersion;
