@@ -51,13 +51,13 @@ fn response_to(request: &Value, from: &str, result: Value) -> String {
 /// An agent in a task, waiting for its first model reply, with `calc/add` discovered.
 fn agent_awaiting_model() -> (Agent, ModelCallId) {
     let file = AgentFile::from_yaml("max_iterations: 100\n").unwrap();
-    let config = AgentConfig {
-        participant: ParticipantConfig {
+    let config = AgentConfig::new(
+        ParticipantConfig {
             participant_id: Some("agent".into()),
             ..Default::default()
         },
-        settings: AgentSettings::from_file(&file).unwrap(),
-    };
+        AgentSettings::from_file(&file).unwrap(),
+    );
     let mut a = Agent::new(config, 1);
     a.start(NOW);
     a.handle_connected(NOW);

@@ -18,6 +18,7 @@ pub mod participant;
 pub mod schema;
 pub mod secret;
 pub mod time;
+pub mod tools;
 
 pub use capability::{Capability, CapabilityError, CapabilitySet};
 pub use envelope::{Envelope, Kind, Limits, ParseError, RoutingView};

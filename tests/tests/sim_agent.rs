@@ -102,10 +102,7 @@ fn agent_config(w: &World, id: &str, yaml: &str) -> AgentConfig {
     let file = AgentFile::from_yaml(yaml).unwrap();
     let mut participant = w.config_for(id, &format!("{id}-token"));
     AgentConfig::apply_timeouts(&mut participant, &file);
-    AgentConfig {
-        participant,
-        settings: AgentSettings::from_file(&file).unwrap(),
-    }
+    AgentConfig::new(participant, AgentSettings::from_file(&file).unwrap())
 }
 
 fn join_agent(w: &mut World, yaml: &str, script: ModelScript) -> NodeId {
@@ -490,7 +487,7 @@ fn a_500_forever_gives_up_after_the_retries_with_a_chat_saying_so() {
     );
     assert!(matches!(&finished(&w, a)[..], [TaskOutcome::Failed(_)]));
     // The agent takes the next chat normally.
-    assert!(!w.agent(a).agent.is_busy());
+    assert!(!w.agent(a).agent.agent().is_busy());
 }
 
 #[test]
@@ -685,7 +682,7 @@ fn compaction_on_request_summarises_through_the_model_and_says_done() {
             .iter()
             .any(|m| m.content.as_deref() == Some("answer to first?"))
     );
-    assert_eq!(w.agent(a).agent.history_len(), 4);
+    assert_eq!(w.agent(a).agent.agent().history_len(), 4);
 
     let id = control(&mut w, human, Kind::ParticipantCompact, json!({}));
     w.run_for(Duration::from_secs(10));
@@ -734,7 +731,7 @@ fn clear_forgets_the_conversation_and_mentions_are_answered() {
     run_until_finished(&mut w, a);
     control(&mut w, human, Kind::ParticipantClear, json!({}));
     w.run_until_quiet();
-    assert_eq!(w.agent(a).agent.history_len(), 0);
+    assert_eq!(w.agent(a).agent.agent().history_len(), 0);
     // A broadcast that does not mention the agent is left alone; one that does is answered.
     w.act(human, |p, now| p.chat(now, "lunch anyone?", vec![]))
         .unwrap();

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::{SinkExt, StreamExt};
-use mew_core::agent::{Agent, AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output};
+use mew_core::agent::{AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output};
 use mew_core::participant;
+use mew_core::tools::ToolsAgent;
 use tungstenite::Message;
 use tungstenite::protocol::CloseFrame;
 
@@ -139,7 +140,80 @@ enum Internal<W> {
     Pong(u64),
     Closed(u64, String),
     Model(ModelCallId, ModelOutcome),
+    Stdin(Vec<u8>),
+    StdinClosed,
     Shutdown,
+}
+
+/// Reads the process's stdin on a thread of its own (stdin has no portable async form) and
+/// hands chunks to the agent's task.
+fn read_stdin<W: Send + 'static>(tx: async_channel::Sender<Internal<W>>) {
+    let spawned = std::thread::Builder::new()
+        .name("mew-mcp-stdin".into())
+        .spawn(move || {
+            use std::io::Read;
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match stdin.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if tx
+                            .send_blocking(Internal::Stdin(buf[..n].to_vec()))
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            }
+            let _ = tx.send_blocking(Internal::StdinClosed);
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot read stdin: {e}");
+    }
+}
+
+/// The stdout writer: lines go in through `tx`; dropping it lets queued lines out (for up
+/// to two seconds, so that a host that stopped reading cannot hold the exit).
+struct StdoutWriter {
+    tx: Option<async_channel::Sender<String>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Drop for StdoutWriter {
+    fn drop(&mut self) {
+        self.tx = None;
+        let _ = self.done.recv_timeout(Duration::from_secs(2));
+    }
+}
+
+/// Writes MCP lines to stdout on a thread of its own; the bounded queue makes a host that
+/// stops reading slow the agent down rather than grow memory.
+fn write_stdout() -> StdoutWriter {
+    let (tx, rx) = async_channel::bounded::<String>(256);
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("mew-mcp-stdout".into())
+        .spawn(move || {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            while let Ok(line) = rx.recv_blocking() {
+                if out.write_all(line.as_bytes()).is_err() {
+                    break;
+                }
+                // Flush when the queue is drained, so that a burst goes out in one write.
+                if rx.is_empty() && out.flush().is_err() {
+                    break;
+                }
+            }
+            let _ = out.flush();
+            let _ = done_tx.send(());
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot write stdout: {e}");
+    }
+    StdoutWriter { tx: Some(tx), done }
 }
 
 /// Runs an agent until it is told to stop; `on_event` sees every event (for logs and tests).
@@ -152,8 +226,15 @@ pub async fn run_agent<R: Runtime>(
     mut on_event: impl FnMut(&AgentEvent) + Send,
 ) -> AgentExit {
     let max_frame = config.participant.limits.max_frame_bytes;
-    let mut agent = Agent::new(config, seed.unwrap_or_else(clock::os_seed));
+    let mcp = config.mcp_stdio;
+    let mut agent = ToolsAgent::new(config, seed.unwrap_or_else(clock::os_seed));
     let (tx, rx) = async_channel::bounded::<Internal<R::Ws>>(1024);
+    let stdout = if mcp {
+        read_stdin(tx.clone());
+        Some(write_stdout())
+    } else {
+        None
+    };
     {
         let tx = tx.clone();
         R::spawn(async move {
@@ -165,8 +246,9 @@ pub async fn run_agent<R: Runtime>(
     let mut sink: Option<futures_util::stream::SplitSink<R::Ws, Message>> = None;
     let mut exit: Option<AgentExit> = None;
     let mut closing = false;
+    let mut gave_up = false;
     agent.start(clock::now());
-    let write_within = agent.participant().config().heartbeat.write_timeout;
+    let write_within = agent.agent().participant().config().heartbeat.write_timeout;
     loop {
         let mut wrote = false;
         let mut write_failed: Option<&str> = None;
@@ -176,7 +258,12 @@ pub async fn run_agent<R: Runtime>(
                     epoch += 1;
                     sink = None;
                     let (tx, e) = (tx.clone(), epoch);
-                    let within = agent.participant().config().heartbeat.connect_timeout;
+                    let within = agent
+                        .agent()
+                        .participant()
+                        .config()
+                        .heartbeat
+                        .connect_timeout;
                     R::spawn(async move {
                         let msg = match open_within::<R>(&url, &headers, max_frame, within).await {
                             Ok(ws) => Internal::Connected(e, Box::new(ws)),
@@ -225,13 +312,22 @@ pub async fn run_agent<R: Runtime>(
                         let _ = tx.send(Internal::Model(call, outcome)).await;
                     });
                 }
+                Output::Mcp(line) => {
+                    if let Some(out) = stdout.as_ref().and_then(|w| w.tx.as_ref())
+                        && out.send(line).await.is_err()
+                    {
+                        exit = exit.or(Some(AgentExit::Shutdown));
+                    }
+                }
                 Output::Event(e) => {
+                    if let AgentEvent::Participant(participant::Event::GaveUp { .. }) = &e {
+                        gave_up = true;
+                    }
                     if e == AgentEvent::Exit && exit.is_none() {
-                        exit = Some(match agent.participant().client().state() {
-                            mew_core::participant::ClientState::Disconnected => {
-                                AgentExit::GatewayGaveUp
-                            }
-                            _ => AgentExit::Shutdown,
+                        exit = Some(if gave_up {
+                            AgentExit::GatewayGaveUp
+                        } else {
+                            AgentExit::Shutdown
                         });
                     }
                     on_event(&e);
@@ -305,6 +401,8 @@ pub async fn run_agent<R: Runtime>(
                 agent.handle_disconnected(now, &reason);
             }
             Internal::Model(call, outcome) => agent.handle_model(now, call, outcome),
+            Internal::Stdin(bytes) => agent.handle_stdin(now, &bytes),
+            Internal::StdinClosed => agent.handle_stdin_closed(now),
             Internal::Shutdown => {
                 agent.close(now, "shutdown");
                 closing = true;

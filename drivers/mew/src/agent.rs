@@ -1,5 +1,7 @@
 //! `mew agent`: an LLM agent (SDK layer 3) joins a space and answers its chats, using the
-//! tools every participant offers.
+//! tools every participant offers. With `metadata.tools` in its configuration it is a
+//! tools-mode agent: it offers those tools in the space, and with `--mcp` serves them to an
+//! MCP host on stdio (joining a space too when one is configured).
 //!
 //! Settings come, highest first, from flags, the environment, then the configuration file
 //! (`--config` or `MEW_AGENT_CONFIG`). The API key is read from `OPENAI_API_KEY` (or the
@@ -11,6 +13,7 @@ use std::sync::Arc;
 use mew_core::agent::{AgentConfig, AgentEvent, AgentFile, AgentSettings, TaskOutcome};
 use mew_core::gateway::substitute;
 use mew_core::participant::ParticipantConfig;
+use mew_core::tools::ToolSet;
 use mew_driver_common::exit;
 use mew_tokio::{AgentExit, HttpTransport, ModelEndpoint};
 
@@ -35,7 +38,9 @@ pub const OPENAI_BASE: &str = "https://api.openai.com/v1";
   OPENAI_BASE_URL=http://localhost:11434/v1 MEW_MODEL=llama3.1 \\
     mew agent --gateway ws://localhost:8080 --space default --id agent --token $TOKEN
   # a hosted API, settings from a file
-  OPENAI_API_KEY=sk-... mew agent --config agent.yaml")]
+  OPENAI_API_KEY=sk-... mew agent --config agent.yaml
+  # tools mode: serve the file's metadata.tools to an MCP host on stdio
+  OPENAI_BASE_URL=http://localhost:11434/v1 mew agent --mcp --config tools-agent.yaml")]
 pub struct Args {
     /// Agent configuration (YAML or JSON): prompts, chat strategy, auto-fulfil rules, ...
     #[arg(long, short, env = CONFIG_ENV)]
@@ -58,9 +63,35 @@ pub struct Args {
     /// Base URL of an OpenAI-compatible API (`/chat/completions` is appended).
     #[arg(long, env = BASE_URL_ENV)]
     pub base_url: Option<String>,
+    /// Serve the configuration's `metadata.tools` as an MCP server on stdin/stdout (logs go
+    /// to stderr). A space is joined too when gateway, space and token are all set.
+    #[arg(long)]
+    pub mcp: bool,
     /// Log filter (error, warn, info, debug, trace, or a tracing filter).
     #[arg(long, default_value = "info")]
     pub log_level: String,
+}
+
+/// Reads an agent configuration file.
+pub fn read_file(path: &std::path::Path) -> Result<AgentFile, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::new(
+            exit::UNREADABLE,
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    AgentFile::from_yaml(&text)
+        .map_err(|e| Failure::new(exit::USAGE, format!("{}: {e}", path.display())))
+}
+
+/// The file's tools, if it has a `metadata` section; its problems, each with its path.
+pub fn tool_set(file: &AgentFile) -> Result<Option<ToolSet>, Vec<String>> {
+    match &file.metadata {
+        None => Ok(None),
+        Some(m) => ToolSet::load(m)
+            .map(Some)
+            .map_err(|p| p.iter().map(ToString::to_string).collect()),
+    }
 }
 
 /// Everything `mew agent` needs, resolved.
@@ -75,18 +106,21 @@ pub struct Resolved {
 /// Reads the file and merges flags, environment and file; every problem is a usage error.
 pub fn resolve(args: &Args, env: impl Fn(&str) -> Option<String>) -> Result<Resolved, Failure> {
     let mut file = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Failure::new(
-                    exit::UNREADABLE,
-                    format!("cannot read {}: {e}", path.display()),
-                )
-            })?;
-            AgentFile::from_yaml(&text)
-                .map_err(|e| Failure::new(exit::USAGE, format!("{}: {e}", path.display())))?
-        }
+        Some(path) => read_file(path)?,
         None => AgentFile::default(),
     };
+    let tools = tool_set(&file).map_err(|p| {
+        Failure::new(
+            exit::USAGE,
+            format!("tool definitions: {} (see `mew tools check`)", p.join("; ")),
+        )
+    })?;
+    if args.mcp && tools.is_none() {
+        return Err(Failure::new(
+            exit::USAGE,
+            "--mcp serves the configuration's metadata.tools, and there are none (see `mew tools check --help`)",
+        ));
+    }
     // `${NAME}` in the file's connection settings comes from the environment.
     let expand = |v: Option<String>| {
         v.map(|s| substitute(&s, |name| env(name)).0)
@@ -106,7 +140,9 @@ pub fn resolve(args: &Args, env: impl Fn(&str) -> Option<String>) -> Result<Reso
     if token.is_none() {
         missing.push(format!("--token or {TOKEN_ENV}"));
     }
-    if !missing.is_empty() {
+    // An MCP server may run without a space: all three, or none.
+    let join = !(args.mcp && missing.len() == 3);
+    if join && !missing.is_empty() {
         return Err(Failure::new(
             exit::USAGE,
             format!("cannot join a space: set {}", missing.join(", ")),
@@ -139,20 +175,22 @@ pub fn resolve(args: &Args, env: impl Fn(&str) -> Option<String>) -> Result<Reso
     }
     let settings = AgentSettings::from_file(&file)
         .map_err(|e| Failure::new(exit::USAGE, format!("agent configuration: {e}")))?;
-    let (gateway, space, token) = (gateway.unwrap(), space.unwrap(), token.unwrap());
     let mut participant = ParticipantConfig {
-        gateway_url: url_for(&gateway, &space),
-        space,
-        token,
         participant_id: id,
         ..ParticipantConfig::default()
     };
+    if let (Some(gateway), Some(space), Some(token)) = (gateway, space, token) {
+        participant.gateway_url = url_for(&gateway, &space);
+        participant.space = space;
+        participant.token = token;
+    }
     AgentConfig::apply_timeouts(&mut participant, &file);
+    let mut config = AgentConfig::new(participant, settings);
+    config.tools = tools;
+    config.mcp_stdio = args.mcp;
+    config.join_space = join;
     Ok(Resolved {
-        config: AgentConfig {
-            participant,
-            settings,
-        },
+        config,
         endpoint: ModelEndpoint { base_url, api_key },
     })
 }
@@ -180,6 +218,21 @@ fn log_event(e: &AgentEvent) {
             tracing::info!(%proposal, rule, "fulfilled by an auto_fulfil rule");
         }
         AgentEvent::Participant(p) => tracing::debug!("{p:?}"),
+        AgentEvent::RunProgress { run, step, message } => {
+            tracing::debug!(%run, step, "{message}")
+        }
+        AgentEvent::RunFinished { run, outcome } => match outcome {
+            TaskOutcome::Answered(_) => tracing::info!(%run, "tool call answered"),
+            TaskOutcome::Cancelled(r) => tracing::info!(%run, "tool call stopped: {r}"),
+            TaskOutcome::Failed(r) => tracing::warn!(%run, "tool call failed: {r}"),
+        },
+        AgentEvent::Mcp(e) => match e {
+            mew_core::mcp::ServerEvent::Initialized { version, client } => {
+                tracing::info!(%version, client = %client.as_ref().map(|c| c.to_string()).unwrap_or_default(), "MCP host connected")
+            }
+            mew_core::mcp::ServerEvent::Issue(i) => tracing::warn!("MCP: {i}"),
+            other => tracing::debug!("MCP: {other:?}"),
+        },
         AgentEvent::Exit => tracing::info!("exiting"),
     }
 }
@@ -192,6 +245,8 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         gateway = %config.participant.gateway_url,
         model = %config.settings.model,
         endpoint = %endpoint.base_url,
+        tools = config.tools.as_ref().map_or(0, |t| t.tools.len()),
+        mcp = config.mcp_stdio,
         "agent starting"
     );
     let exit = mew_tokio::run_agent(

@@ -411,9 +411,26 @@ pub struct AgentConfig {
     pub participant: ParticipantConfig,
     /// Agent settings.
     pub settings: AgentSettings,
+    /// Tools mode: the tools it serves (from the file's `metadata`).
+    pub tools: Option<crate::tools::ToolSet>,
+    /// Tools mode: serve MCP on stdio.
+    pub mcp_stdio: bool,
+    /// Join the space of `participant` (off for an MCP server with no space).
+    pub join_space: bool,
 }
 
 impl AgentConfig {
+    /// An agent that joins its space, with no tools of its own.
+    pub fn new(participant: ParticipantConfig, settings: AgentSettings) -> AgentConfig {
+        AgentConfig {
+            participant,
+            settings,
+            tools: None,
+            mcp_stdio: false,
+            join_space: true,
+        }
+    }
+
     /// Applies the file's timeouts and context window to a participant configuration.
     pub fn apply_timeouts(participant: &mut ParticipantConfig, f: &AgentFile) {
         if let Some(ms) = f.tool_timeout_ms {

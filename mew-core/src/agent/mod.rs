@@ -98,6 +98,9 @@ pub enum Output {
     },
     /// Something happened (for logs and the application).
     Event(AgentEvent),
+    /// Write this line (newline included) to stdout, for the MCP host (tools mode only:
+    /// [`crate::tools::ToolsAgent`]).
+    Mcp(String),
 }
 
 /// How a task ended.
@@ -171,6 +174,9 @@ pub enum AgentEvent {
         /// How.
         outcome: TaskOutcome,
     },
+    /// Something the MCP server side reported (tools mode): the host's `initialize`, or a
+    /// line it could not serve.
+    Mcp(crate::mcp::ServerEvent),
     /// `participant/shutdown` was obeyed, or the gateway gave up: the program should exit
     /// once the outputs before this one are carried out.
     Exit,

@@ -746,14 +746,11 @@ pub async fn agent_answers_with_a_tool<D: Driver>() {
         .unwrap()
         .unwrap();
     let (mut human, _) = RawClient::join(&gw, "human-token").await;
-    let config = AgentConfig {
-        participant: cfg("bot-token"),
-        // The raw human never answers `tools/list`: do not wait long for it.
-        settings: AgentSettings::from_file(
-            &AgentFile::from_yaml("discovery_wait_ms: 300").unwrap(),
-        )
-        .unwrap(),
-    };
+    // The raw human never answers `tools/list`: do not wait long for it.
+    let config = AgentConfig::new(
+        cfg("bot-token"),
+        AgentSettings::from_file(&AgentFile::from_yaml("discovery_wait_ms: 300").unwrap()).unwrap(),
+    );
     let endpoint = ModelEndpoint {
         base_url: model.base_url.clone(),
         api_key: None,

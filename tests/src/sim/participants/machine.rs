@@ -6,8 +6,9 @@
 //! kinds alike.
 
 use mew_core::Time;
-use mew_core::agent::{Agent, AgentEvent, ModelCallId, ModelOutcome, ModelRequest, Output};
+use mew_core::agent::{AgentEvent, ModelCallId, ModelOutcome, ModelRequest, Output};
 use mew_core::participant::{Output as POutput, Participant};
+use mew_core::tools::ToolsAgent;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,8 +18,8 @@ pub type ModelScript = Box<dyn FnMut(&ModelRequest, usize) -> ModelOutcome>;
 
 /// An agent and its scripted model.
 pub struct AgentNode {
-    /// The agent under test.
-    pub agent: Agent,
+    /// The agent under test (a tools-mode agent is a plain one when it has no tools).
+    pub agent: ToolsAgent,
     script: ModelScript,
     /// Every model request, in order.
     pub requests: Vec<ModelRequest>,
@@ -40,7 +41,7 @@ pub enum Machine {
 
 impl Machine {
     /// An agent machine.
-    pub fn agent(agent: Agent, script: ModelScript, latency: Duration) -> Machine {
+    pub fn agent(agent: ToolsAgent, script: ModelScript, latency: Duration) -> Machine {
         Machine::Agent(Box::new(AgentNode {
             agent,
             script,
@@ -56,7 +57,7 @@ impl Machine {
     pub fn p(&self) -> &Participant {
         match self {
             Machine::Participant(p) => p,
-            Machine::Agent(a) => a.agent.participant(),
+            Machine::Agent(a) => a.agent.agent().participant(),
         }
     }
 
@@ -64,7 +65,7 @@ impl Machine {
     pub fn p_mut(&mut self) -> &mut Participant {
         match self {
             Machine::Participant(p) => p,
-            Machine::Agent(a) => a.agent.participant_mut(),
+            Machine::Agent(a) => a.agent.agent_mut().participant_mut(),
         }
     }
 
@@ -163,6 +164,8 @@ impl Machine {
                     Output::Gateway(o) => return Some(o),
                     Output::Event(AgentEvent::Participant(e)) => return Some(POutput::Event(e)),
                     Output::Event(e) => a.events.push(e),
+                    // No MCP host in a simulation: tools mode is reached through the space.
+                    Output::Mcp(_) => {}
                     Output::Model { call, request, .. } => {
                         let outcome = (a.script)(&request, a.requests.len());
                         a.requests.push(request);

@@ -257,7 +257,7 @@ impl World {
         model_latency: Duration,
     ) -> NodeId {
         let seed = self.next_seed();
-        let agent = mew_core::agent::Agent::new(config, seed);
+        let agent = mew_core::tools::ToolsAgent::new(config, seed);
         let n = self.add_machine(id, Machine::agent(agent, script, model_latency));
         self.start(n);
         let ok = self.run_until(Duration::from_secs(30), |w| {
@@ -280,7 +280,7 @@ impl World {
     pub fn act_agent<R>(
         &mut self,
         n: NodeId,
-        f: impl FnOnce(&mut mew_core::agent::Agent, Time) -> R,
+        f: impl FnOnce(&mut mew_core::tools::ToolsAgent, Time) -> R,
     ) -> R {
         let now = self.now();
         let node = self.nodes[n.0]
