@@ -3,10 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Real MCP servers from npm for the bridge's end-to-end tests (installed into the project).
-if [ -f tests/mcp-servers/package.json ]; then
-  (cd tests/mcp-servers && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# Real MCP servers from npm for the bridge's end-to-end tests, and real MCP clients (the
+# Inspector CLI, the conformance suite with its Node 22) for the tools-mode agent's
+# (installed into the project).
+for d in tests/mcp-servers tests/mcp-clients; do
+  (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
+done
 
 # Doc tests first, so the run closes on nextest's summary of the whole suite.
 cargo test --workspace --doc --quiet

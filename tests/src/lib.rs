@@ -2,8 +2,10 @@
 //!
 //! [`sim`] drives a [`mew_core::gateway::Gateway`] with a virtual clock and a seeded
 //! network; scenario tests live in `tests/tests/`. [`model_server`] is a real HTTP server
-//! that speaks the chat-completions API and replays scripted turns.
+//! that speaks the chat-completions API and replays scripted turns; [`process`] runs real
+//! `mew` gateways.
 
 pub mod fixtures;
 pub mod model_server;
+pub mod process;
 pub mod sim;

@@ -2,16 +2,22 @@
 //! scripted turns, recording every request it receives: the stand-in for a hosted model.
 //!
 //! Each `POST …/chat/completions` takes the next [`Turn`]; when the script is spent, the
-//! server answers 500 with a body saying so, so an over-eager agent fails loudly.
+//! server answers 500 with a body saying so, so an over-eager agent fails loudly. A turn may
+//! be computed from the request ([`Turn::Computed`], for agents whose calls race) or held
+//! back for a while ([`Turn::Slow`], to cancel a call in flight).
 
 use serde_json::{Value, json};
+use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// A turn computed from the request body.
+pub type TurnFn = Arc<dyn Fn(&Value) -> Turn + Send + Sync>;
+
 /// One scripted answer.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Turn {
     /// 200 with an assistant message saying this.
     Text(String),
@@ -21,6 +27,36 @@ pub enum Turn {
     Status(u16, Option<u64>),
     /// 200 with this raw body.
     Raw(String),
+    /// The turn this function makes of the request.
+    Computed(TurnFn),
+    /// This turn, after this delay.
+    Slow(Duration, Box<Turn>),
+}
+
+impl fmt::Debug for Turn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Turn::Text(t) => write!(f, "Text({t:?})"),
+            Turn::ToolCalls(c) => write!(f, "ToolCalls({c:?})"),
+            Turn::Status(s, r) => write!(f, "Status({s}, {r:?})"),
+            Turn::Raw(b) => write!(f, "Raw({b:?})"),
+            Turn::Computed(_) => f.write_str("Computed(..)"),
+            Turn::Slow(d, t) => write!(f, "Slow({d:?}, {t:?})"),
+        }
+    }
+}
+
+/// The text of the last `user` message of a chat-completions request body.
+pub fn last_user_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 impl Turn {
@@ -34,7 +70,12 @@ impl Turn {
         Turn::ToolCalls(vec![(id.into(), name.into(), args)])
     }
 
-    fn response(&self) -> (u16, Vec<(String, String)>, String) {
+    /// A turn computed from each request.
+    pub fn computed(f: impl Fn(&Value) -> Turn + Send + Sync + 'static) -> Turn {
+        Turn::Computed(Arc::new(f))
+    }
+
+    fn response(&self, request: &Value) -> (u16, Vec<(String, String)>, String) {
         let ok = |message: Value| {
             json!({
                 "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
@@ -69,6 +110,11 @@ impl Turn {
                     .to_string(),
             ),
             Turn::Raw(body) => (200, vec![], body.clone()),
+            Turn::Computed(f) => f(request).response(request),
+            Turn::Slow(d, t) => {
+                std::thread::sleep(*d);
+                t.response(request)
+            }
         }
     }
 }
@@ -167,29 +213,31 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         }
         let mut body = vec![0; length];
         reader.read_exact(&mut body)?;
-        let (status, headers, reply) = {
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let turn = {
             let mut st = state.lock().unwrap();
             st.requests.push(Recorded {
                 path: path.clone(),
                 authorization,
-                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                body: request.clone(),
             });
             if !path.ends_with("/chat/completions") {
-                (
-                    404,
-                    vec![],
-                    json!({"error": {"message": "not found"}}).to_string(),
-                )
+                Err((404, "not found"))
             } else if let Some(t) = st.turns.get(st.next).cloned() {
                 st.next += 1;
-                t.response()
+                Ok(t)
             } else {
-                (
-                    500,
-                    vec![],
-                    json!({"error": {"message": "the script has no more turns"}}).to_string(),
-                )
+                Err((500, "the script has no more turns"))
             }
+        };
+        // Made outside the lock: a slow turn must not hold other calls back.
+        let (status, headers, reply) = match turn {
+            Ok(t) => t.response(&request),
+            Err((status, message)) => (
+                status,
+                vec![],
+                json!({"error": {"message": message}}).to_string(),
+            ),
         };
         let mut head = format!(
             "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",

@@ -33,6 +33,16 @@ impl mew_core::secret::TokenSource for OsTokens {
     }
 }
 
+/// Whether an environment variable is one of a participant's connection settings
+/// (`MEW_GATEWAY`, `MEW_SPACE`, `MEW_PARTICIPANT_ID`, or a token: `MEW_TOKEN`,
+/// `MEW_TOKEN_<ID>`). A process that is not that participant (the MCP server behind a
+/// bridge) must not inherit them: the token is a secret, and the rest would make a `mew`
+/// program it runs join the space as the same participant.
+pub fn is_connection_env(name: &str) -> bool {
+    name.starts_with("MEW_TOKEN")
+        || matches!(name, "MEW_GATEWAY" | "MEW_SPACE" | "MEW_PARTICIPANT_ID")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

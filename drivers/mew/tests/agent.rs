@@ -4,14 +4,14 @@
 //! (a participant runtime in this test) asks, and approves or rejects proposals; the model
 //! is a local HTTP server speaking the chat-completions API that replays scripted turns.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mew_core::participant::{Event, ParticipantConfig, ToolSpec};
 use mew_tests::model_server::{ModelServer, Turn};
+use mew_tests::process::MewGateway;
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
 
@@ -79,58 +79,19 @@ participants:
     path
 }
 
-struct Gateway {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        {
-            // SIGTERM lets the gateway stop the processes it started.
-            let _ = Command::new("kill")
-                .arg(self.child.id().to_string())
-                .status();
-            let end = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < end {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+type Gateway = MewGateway;
 
 fn start_gateway(dir: &Path, config: &Path, model: &ModelServer) -> Gateway {
-    let mut child = Command::new(MEW)
-        .args(["gateway", "--port", "0", "--log-level", "warn", "--config"])
+    let mut cmd = Command::new(MEW);
+    cmd.args(["gateway", "--port", "0", "--log-level", "warn", "--config"])
         .arg(config)
         .current_dir(dir)
         .env("OPENAI_BASE_URL", &model.base_url)
         .env("OPENAI_API_KEY", "sk-test-secret")
         .env("MEW_MODEL", "scripted-model")
         .env_remove("MEW_AGENT_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("run mew gateway");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the gateway prints its address")
-            .unwrap();
-        if let Some(rest) = line.split("ws://").nth(1) {
-            break rest.split('/').next().unwrap().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Gateway { child, addr }
+        .stderr(Stdio::inherit());
+    MewGateway::start(cmd)
 }
 
 fn participant(addr: &str, token: &str) -> ParticipantConfig {

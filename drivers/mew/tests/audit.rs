@@ -2,12 +2,13 @@
 //! not reach the logs, files are private, a flood of bad frames costs a few lines, logs
 //! rotate by size, and the reference's tools can read the records line by line.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mew_tests::process::MewGateway;
 use regex::Regex;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
@@ -23,15 +24,14 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 struct Gateway {
-    child: Child,
-    addr: String,
+    gw: MewGateway,
     logs: PathBuf,
 }
 
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Gateway {
+    type Target = MewGateway;
+    fn deref(&self) -> &MewGateway {
+        &self.gw
     }
 }
 
@@ -52,26 +52,13 @@ participants:
         ),
     )
     .unwrap();
-    let mut child = Command::new(MEW)
-        .args(["gateway", "--port", "0", "--log-level", "warn", "--config"])
+    let mut cmd = Command::new(MEW);
+    cmd.args(["gateway", "--port", "0", "--log-level", "warn", "--config"])
         .arg(&config)
         .current_dir(&dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("the address").unwrap();
-        if let Some(rest) = line.split("ws://").nth(1) {
-            break rest.split('/').next().unwrap().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+        .stderr(Stdio::inherit());
     Gateway {
-        child,
-        addr,
+        gw: MewGateway::start(cmd),
         logs: dir.join(".mew/logs"),
     }
 }

@@ -6,9 +6,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mew_tests::process::MewGateway;
 use regex::Regex;
 use serde_json::Value;
 
@@ -45,44 +46,19 @@ fn fixture_space(name: &str) -> PathBuf {
     dir
 }
 
-struct Gateway {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+type Gateway = MewGateway;
 
 /// Runs `mew <args>` in `cwd` as the reference's orchestrator would, and waits for the
 /// address it prints.
 fn start(cwd: &Path, args: &[&str]) -> Gateway {
-    let mut child = Command::new(MEW)
-        .args(args)
+    let mut cmd = Command::new(MEW);
+    cmd.args(args)
         .current_dir(cwd)
         .env("MEW_MCP_SERVERS", repo().join("tests/mcp-servers"))
         .env("MEW_FIXTURE_DIR", cwd)
         .env("MEW_FIXTURE_GREETING", "hello")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("run mew");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the gateway prints its address")
-            .unwrap();
-        if let Some(rest) = line.split("ws://").nth(1) {
-            break rest.split('/').next().unwrap().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Gateway { child, addr }
+        .stderr(Stdio::inherit());
+    MewGateway::start(cmd)
 }
 
 /// One HTTP exchange; the status code and the body.

@@ -119,6 +119,14 @@ impl McpProcess {
         }
         let c = &self.command;
         let mut cmd = Command::new(&c.program);
+        // The bridge's own connection and token are not the server's to hold.
+        for (k, _) in std::env::vars_os() {
+            if k.to_str()
+                .is_some_and(mew_driver_common::secret::is_connection_env)
+            {
+                cmd.env_remove(&k);
+            }
+        }
         cmd.args(&c.args)
             .envs(c.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())

@@ -37,8 +37,8 @@ pub use model::{
 use crate::envelope::{Envelope, Kind};
 use crate::ids::IdGen;
 use crate::participant::{
-    self, CompactOutcome, Control, Draft, ForgetDirection, Participant, RequestError, RequestId,
-    RequestOptions, Status,
+    self, ClientState, CompactOutcome, Control, Draft, ForgetDirection, Participant, RequestError,
+    RequestId, RequestOptions, Status,
 };
 use crate::time::Time;
 use model::Verdict;
@@ -570,14 +570,19 @@ impl Agent {
             }
             E::RequestCompleted { ref id, ref result } => self.on_completed(now, id, result),
             E::DiscoverySettled => {
-                let waiting: Vec<Slot> = self
-                    .tasks
-                    .iter()
-                    .filter(|(_, t)| matches!(t.phase, Phase::Discovering { .. }))
-                    .map(|(s, _)| *s)
-                    .collect();
-                for slot in waiting {
+                for slot in self.waiting() {
                     self.first_step(now, slot);
+                }
+            }
+            E::Ready { .. } => {
+                let waiting = self.waiting();
+                if !waiting.is_empty() {
+                    self.hurry_discoveries(now);
+                    if self.p.discoveries_pending() == 0 {
+                        for slot in waiting {
+                            self.first_step(now, slot);
+                        }
+                    }
                 }
             }
             E::ReasoningCancelled {
@@ -785,17 +790,15 @@ impl Agent {
 
     /// Sets a task up in `slot` and, unless it must wait for discoveries, asks the model.
     fn begin(&mut self, now: Time, slot: Slot, t: Trigger, context: Option<String>) {
-        // Discoveries still waiting for their staggered slot are wanted now.
-        let scheduled: Vec<String> = self
-            .p
-            .discovery_statuses()
-            .filter(|(_, st)| st.state == participant::DiscoveryState::NotStarted)
-            .map(|(id, _)| id.to_owned())
-            .collect();
-        for id in scheduled {
-            let _ = self.p.discover_tools(now, &id);
-        }
-        let wait = self.p.discoveries_pending() > 0 && !self.s.discovery_wait.is_zero();
+        self.hurry_discoveries(now);
+        // A run may come (from an MCP host) while the agent is still joining its space:
+        // it waits for the welcome and the discoveries it starts, within `discovery_wait`.
+        let joining = matches!(
+            self.p.state(),
+            ClientState::Connecting | ClientState::Connected | ClientState::Joined
+        );
+        let wait =
+            (self.p.discoveries_pending() > 0 || joining) && !self.s.discovery_wait.is_zero();
         self.tasks.insert(
             slot,
             Task {
@@ -815,6 +818,28 @@ impl Agent {
         if !wait {
             self.first_step(now, slot);
         }
+    }
+
+    /// Discoveries still waiting for their staggered slot are wanted now.
+    fn hurry_discoveries(&mut self, now: Time) {
+        let scheduled: Vec<String> = self
+            .p
+            .discovery_statuses()
+            .filter(|(_, st)| st.state == participant::DiscoveryState::NotStarted)
+            .map(|(id, _)| id.to_owned())
+            .collect();
+        for id in scheduled {
+            let _ = self.p.discover_tools(now, &id);
+        }
+    }
+
+    /// Tasks waiting in [`Phase::Discovering`].
+    fn waiting(&self) -> Vec<Slot> {
+        self.tasks
+            .iter()
+            .filter(|(_, t)| matches!(t.phase, Phase::Discovering { .. }))
+            .map(|(s, _)| *s)
+            .collect()
     }
 
     /// The tools, the first messages, and the first model call.

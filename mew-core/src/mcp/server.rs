@@ -280,36 +280,27 @@ impl McpServer {
                     None => {}
                 }
             }
-            Message::Notification { method, params } => match method.as_str() {
-                "notifications/cancelled" => {
-                    let target = params
-                        .as_ref()
-                        .and_then(|p| p.get("requestId"))
-                        .cloned()
-                        .and_then(|v| serde_json::from_value::<Value>(v).ok());
-                    let reason = params
-                        .as_ref()
-                        .and_then(|p| p.get("reason"))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
-                    let found = self
-                        .calls
-                        .iter()
-                        .find(|(_, c)| Some(id_value(&c.rpc_id)) == target)
-                        .map(|(k, _)| *k);
-                    if let Some(call) = found {
-                        self.calls.remove(&call);
-                        self.out
-                            .push_back(ServerOutput::Event(ServerEvent::Cancelled {
-                                call,
-                                reason,
-                            }));
-                    }
+            // `notifications/initialized` changes nothing here (see the module notes);
+            // other notifications are informational.
+            Message::Notification { method, params } if method == "notifications/cancelled" => {
+                let target = params.as_ref().and_then(|p| p.get("requestId")).cloned();
+                let reason = params
+                    .as_ref()
+                    .and_then(|p| p.get("reason"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let found = self
+                    .calls
+                    .iter()
+                    .find(|(_, c)| Some(id_value(&c.rpc_id)) == target)
+                    .map(|(k, _)| *k);
+                if let Some(call) = found {
+                    self.calls.remove(&call);
+                    self.out
+                        .push_back(ServerOutput::Event(ServerEvent::Cancelled { call, reason }));
                 }
-                // `initialized` changes nothing here (see the module notes); others are
-                // informational.
-                _ => {}
-            },
+            }
+            Message::Notification { .. } => {}
             // We send no requests, so no response is expected; a stray one is ignored.
             Message::Response { .. } => {}
         }

@@ -97,7 +97,7 @@ impl ToolSet {
         }
         let name = text(obj, "name", at, &mut p);
         if name.as_deref().is_none_or(str::is_empty)
-            && !obj.get("name").is_some_and(|v| !v.is_string())
+            && obj.get("name").is_none_or(|v| v.is_string())
         {
             p.push(Problem::new(
                 format!("{at}.name"),
@@ -117,18 +117,21 @@ impl ToolSet {
                 "empty: define at least one tool",
             )),
             Some(Value::Array(list)) => {
+                let mut names: Vec<&str> = Vec::new();
                 for (i, raw) in list.iter().enumerate() {
                     let tat = format!("{at}.tools[{i}]");
-                    if let Some(t) = ToolDef::load(raw, &tat, &mut p) {
-                        if tools.iter().any(|o| o.name == t.name) {
+                    // Duplicates are found among the names as written, whether or not the
+                    // rest of each definition loads.
+                    if let Some(n) = raw.get("name").and_then(Value::as_str) {
+                        if names.contains(&n) {
                             p.push(Problem::new(
                                 format!("{tat}.name"),
-                                format!("`{}` is defined twice", t.name),
+                                format!("`{n}` is defined twice"),
                             ));
-                        } else {
-                            tools.push(t);
                         }
+                        names.push(n);
                     }
+                    tools.extend(ToolDef::load(raw, &tat, &mut p));
                 }
             }
             Some(_) => p.push(Problem::new(format!("{at}.tools"), "not a list")),

@@ -336,3 +336,6 @@ impl ToolsAgent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
