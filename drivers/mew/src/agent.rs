@@ -242,7 +242,7 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging(&args.log_level)?;
     let Resolved { config, endpoint } = resolve(&args, |k| std::env::var(k).ok())?;
     tracing::info!(
-        gateway = %config.participant.gateway_url,
+        gateway = %if config.join_space { config.participant.gateway_url.as_str() } else { "(no space)" },
         model = %config.settings.model,
         endpoint = %endpoint.base_url,
         tools = config.tools.as_ref().map_or(0, |t| t.tools.len()),

@@ -7,6 +7,8 @@
 //! value of its type. A typed schema is validated through the same [`Schema`], so there is
 //! one set of rules.
 
+#[cfg(test)]
+mod proptests;
 mod typed;
 mod validate;
 
