@@ -1229,6 +1229,20 @@ impl Agent {
             .resolve(name)
             .map(|(p, t)| (p.to_owned(), t.to_owned()));
         let Some((participant, tool)) = resolved else {
+            // A tool left out of a headless offer because it needs approval: say so.
+            if let Some((p, t)) = toolname::decode_full(name)
+                && self.headless(slot)
+                && self
+                    .p
+                    .available_tools()
+                    .iter()
+                    .any(|a| a.participant == p && a.tool.name == t)
+            {
+                pending.observation = Some(format!(
+                    "Error: calling {p}/{t} needs a person's approval, and none is available here"
+                ));
+                return pending;
+            }
             let known: Vec<String> = task.tools.iter().map(|t| t.name.clone()).collect();
             pending.observation = Some(format!(
                 "Error: there is no tool named `{name}`. Available: {}",
