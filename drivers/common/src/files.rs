@@ -107,7 +107,15 @@ pub fn write_token_file(base: &Path, participant: &str, token: &str) -> io::Resu
     }
     let path = token_path(base, participant);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        // Tokens are secrets: their folder is the user's alone.
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            builder.mode(0o700);
+        }
+        builder.create(dir)?;
     }
     let mut opts = OpenOptions::new();
     opts.write(true).create(true).truncate(true);

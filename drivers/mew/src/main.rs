@@ -5,6 +5,7 @@
 //! - `mew client`: join a space, print what is observed, send chat typed on stdin, or send one
 //!   envelope with `--send`.
 //! - `mew agent`: an LLM agent joins a space and answers its chats with the space's tools.
+//! - `mew init`: a space folder from a built-in template.
 //! - `mew tools`: check a tools-mode agent's definitions, preview a call's prompt.
 //! - `mew audit`: read a space's audit logs with filters.
 //! - `mew capcheck`: check capability patterns against messages, one JSON line at a time.
@@ -20,6 +21,7 @@ mod bridge;
 mod client;
 mod connect;
 mod gateway;
+mod init;
 mod tools;
 
 use clap::{Parser, Subcommand};
@@ -51,6 +53,8 @@ enum Command {
     Agent(agent::Args),
     /// Read a space's audit logs (across rotations) with filters.
     Audit(audit::Args),
+    /// Create a space folder from a built-in template (`coder`, `note-taker`).
+    Init(init::Args),
     /// Check a tools-mode agent's tool definitions, or preview the prompt of a call.
     #[command(subcommand)]
     Tools(tools::Command),
@@ -107,6 +111,16 @@ fn main() {
                 std::process::exit(f.code);
             }
         },
+        Command::Init(a) => match init::run(a) {
+            Ok(out) => {
+                println!("{out}");
+                std::process::exit(exit::OK)
+            }
+            Err(f) => {
+                eprintln!("mew: {}", f.message);
+                std::process::exit(f.code);
+            }
+        },
         Command::Tools(t) => match tools::run(t) {
             Ok(out) => {
                 println!("{out}");
@@ -133,7 +147,7 @@ fn main() {
         match cli.command {
             Command::Gateway(a) => gateway::run(a.args()).await,
             Command::Client(a) => client::run(a).await,
-            Command::Capcheck | Command::Audit(_) | Command::Tools(_) => Ok(()),
+            Command::Capcheck | Command::Audit(_) | Command::Tools(_) | Command::Init(_) => Ok(()),
             Command::Bridge(a) => bridge::run(a).await,
             Command::Agent(a) => agent::run(a).await,
         }
