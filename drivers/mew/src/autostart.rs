@@ -65,6 +65,9 @@ pub struct Launch {
     /// Whether the model API key (`OPENAI_API_KEY`) of the gateway's environment is passed
     /// on: agents need it, MCP servers behind bridges must not hold it.
     pub model_key: bool,
+    /// This executable, to start the process through `mew guard` (stopped when the
+    /// supervisor dies, even by SIGKILL).
+    pub guard: Option<String>,
 }
 
 /// The launches of every participant the space starts, in configuration order. `${NAME}`s
@@ -166,28 +169,130 @@ fn launch(
         cwd,
         restart: p.restart_policy,
         model_key: p.kind != ParticipantType::McpBridge,
+        guard: cfg!(unix).then(|| own_exe.to_owned()),
     })
 }
+
+/// What a supervised process is doing.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcessState {
+    /// Being started.
+    Starting,
+    /// Running.
+    Running,
+    /// Exited; started again after a delay.
+    Restarting,
+    /// Exited and not restarted (its policy, or too many restarts in a row).
+    Exited,
+    /// Could not be started at all.
+    Failed,
+}
+
+/// One supervised process, as `mew space status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessInfo {
+    /// The participant.
+    pub id: String,
+    /// The program.
+    pub program: String,
+    /// State.
+    pub state: ProcessState,
+    /// Pid of the current process.
+    pub pid: Option<u32>,
+    /// Restarts so far.
+    pub restarts: u32,
+    /// When the current process started (Unix ms).
+    pub started_at_ms: Option<u64>,
+    /// How the last process ended, and its last log lines when it failed.
+    pub last_exit: Option<String>,
+}
+
+type States = std::sync::Arc<std::sync::Mutex<Vec<ProcessInfo>>>;
 
 /// The supervised processes of a space.
 pub struct Supervisor {
     stop: watch::Sender<bool>,
     tasks: Vec<(String, JoinHandle<()>)>,
+    states: States,
+    changed: watch::Receiver<u64>,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Updates one process's entry and says so.
+fn update(
+    states: &States,
+    changed: &watch::Sender<u64>,
+    id: &str,
+    f: impl FnOnce(&mut ProcessInfo),
+) {
+    if let Ok(mut s) = states.lock()
+        && let Some(p) = s.iter_mut().find(|p| p.id == id)
+    {
+        f(p);
+    }
+    changed.send_modify(|n| *n += 1);
 }
 
 impl Supervisor {
     /// Starts every launch, each under its own supervising task.
     pub fn start(launches: Vec<Launch>, log_dir: &Path) -> Supervisor {
         let (stop, stop_rx) = watch::channel(false);
+        let states: States = std::sync::Arc::new(std::sync::Mutex::new(
+            launches
+                .iter()
+                .map(|l| ProcessInfo {
+                    id: l.id.clone(),
+                    program: l.program.clone(),
+                    state: ProcessState::Starting,
+                    pid: None,
+                    restarts: 0,
+                    started_at_ms: None,
+                    last_exit: None,
+                })
+                .collect(),
+        ));
+        let (changed_tx, changed) = watch::channel(0u64);
+        let changed_tx = std::sync::Arc::new(changed_tx);
         let tasks = launches
             .into_iter()
             .map(|l| {
                 let id = l.id.clone();
                 let log = log_dir.join(format!("{}.log", l.id));
-                (id, tokio::spawn(supervise(l, log, stop_rx.clone())))
+                let report = (states.clone(), changed_tx.clone());
+                (id, tokio::spawn(supervise(l, log, stop_rx.clone(), report)))
             })
             .collect();
-        Supervisor { stop, tasks }
+        Supervisor {
+            stop,
+            tasks,
+            states,
+            changed,
+        }
+    }
+
+    /// Every process, in configuration order.
+    pub fn processes(&self) -> Vec<ProcessInfo> {
+        self.states.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Changes whenever a process starts, exits or is restarted, and a way to read the
+    /// processes then (for a task that outlives this borrow).
+    pub fn watch(
+        &self,
+    ) -> (
+        watch::Receiver<u64>,
+        impl Fn() -> Vec<ProcessInfo> + Send + Sync + 'static,
+    ) {
+        let states = self.states.clone();
+        (self.changed.clone(), move || {
+            states.lock().map(|s| s.clone()).unwrap_or_default()
+        })
     }
 
     /// Stops every process (SIGTERM to its process group, SIGKILL after a grace period) and
@@ -202,18 +307,39 @@ impl Supervisor {
     }
 }
 
-async fn supervise(l: Launch, log: PathBuf, mut stop: watch::Receiver<bool>) {
+async fn supervise(
+    l: Launch,
+    log: PathBuf,
+    mut stop: watch::Receiver<bool>,
+    (states, changed): (States, std::sync::Arc<watch::Sender<u64>>),
+) {
     let mut restarts = 0u32;
+    let mut total = 0u32;
+    let set = |f: &dyn Fn(&mut ProcessInfo)| update(&states, &changed, &l.id, f);
     loop {
         let started = tokio::time::Instant::now();
         let mut child = match spawn(&l, &log) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(participant = %l.id, program = %l.program, "cannot start: {e}");
+                let why = e.to_string();
+                set(&|p| {
+                    p.state = ProcessState::Failed;
+                    p.pid = None;
+                    p.last_exit = Some(format!("cannot start: {why}"));
+                });
                 return;
             }
         };
         tracing::info!(participant = %l.id, pid = child.id(), "started");
+        let pid = child.id();
+        let now = unix_ms();
+        set(&|p| {
+            p.state = ProcessState::Running;
+            p.pid = pid;
+            p.restarts = total;
+            p.started_at_ms = Some(now);
+        });
         let status = tokio::select! {
             s = child.wait() => s,
             _ = stop.changed() => {
@@ -231,8 +357,18 @@ async fn supervise(l: Launch, log: PathBuf, mut stop: watch::Receiver<bool>) {
             RestartPolicy::OnFailure => failed,
             RestartPolicy::Always => true,
         };
+        let tail = last_lines(&log, 5);
+        let ended = if failed {
+            format!("{status_text}; last output:\n{tail}")
+        } else {
+            status_text.clone()
+        };
         if !again {
-            let tail = last_lines(&log, 5);
+            set(&|p| {
+                p.state = ProcessState::Exited;
+                p.pid = None;
+                p.last_exit = Some(ended.clone());
+            });
             if failed {
                 tracing::warn!(participant = %l.id, status = %status_text, "exited; last output:\n{tail}");
             } else {
@@ -244,7 +380,13 @@ async fn supervise(l: Launch, log: PathBuf, mut stop: watch::Receiver<bool>) {
             restarts = 0;
         }
         if restarts >= MAX_RESTARTS {
-            let tail = last_lines(&log, 5);
+            set(&|p| {
+                p.state = ProcessState::Exited;
+                p.pid = None;
+                p.last_exit = Some(format!(
+                    "{ended} (exited {MAX_RESTARTS} times in a row; not restarted again)"
+                ));
+            });
             tracing::error!(participant = %l.id, status = %status_text, "exited {MAX_RESTARTS} times in a row; not restarted again; last output:\n{tail}");
             return;
         }
@@ -252,6 +394,12 @@ async fn supervise(l: Launch, log: PathBuf, mut stop: watch::Receiver<bool>) {
             .saturating_mul(1 << restarts.min(16))
             .min(MAX_BACKOFF);
         restarts += 1;
+        total += 1;
+        set(&|p| {
+            p.state = ProcessState::Restarting;
+            p.pid = None;
+            p.last_exit = Some(ended.clone());
+        });
         tracing::warn!(participant = %l.id, status = %status_text, "exited; restarting in {delay:?} ({restarts}/{MAX_RESTARTS})");
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
@@ -263,8 +411,15 @@ async fn supervise(l: Launch, log: PathBuf, mut stop: watch::Receiver<bool>) {
 fn spawn(l: &Launch, log: &Path) -> std::io::Result<Child> {
     let out = open_log(log)?;
     let err = out.try_clone()?;
-    let mut cmd = Command::new(&l.program);
-    cmd.args(&l.args)
+    #[cfg(unix)]
+    let (program, args) = match &l.guard {
+        Some(exe) => crate::guard::wrap(exe, &l.program, &l.args),
+        None => (l.program.clone(), l.args.clone()),
+    };
+    #[cfg(not(unix))]
+    let (program, args) = (l.program.clone(), l.args.clone());
+    let mut cmd = Command::new(&program);
+    cmd.args(&args)
         .current_dir(&l.cwd)
         .stdin(Stdio::null())
         .stdout(out)

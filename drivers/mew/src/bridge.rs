@@ -70,9 +70,17 @@ pub fn config(args: &Args) -> BridgeConfig {
 /// The server command from the command line.
 pub fn command(args: &Args) -> ServerCommand {
     let (program, rest) = args.command.split_first().expect("clap requires a command");
+    // Through the guard, the server stops with the bridge even if the bridge is killed.
+    #[cfg(unix)]
+    let (program, rest) = match std::env::current_exe() {
+        Ok(exe) => crate::guard::wrap(&exe.to_string_lossy(), program, rest),
+        Err(_) => (program.clone(), rest.to_vec()),
+    };
+    #[cfg(not(unix))]
+    let (program, rest) = (program.clone(), rest.to_vec());
     ServerCommand {
-        program: program.clone(),
-        args: rest.to_vec(),
+        program,
+        args: rest,
         env: args.env.clone(),
         cwd: args.cwd.clone(),
     }

@@ -44,23 +44,62 @@ pub struct Args {
     /// A space.yaml (`<space>/.mew/space.yaml` or `<space>/space.yaml`); without it an
     /// embedded default space (human, agent, service) is served and its tokens printed.
     #[arg(long, short, visible_alias = "space-config")]
-    config: Option<PathBuf>,
+    pub config: Option<PathBuf>,
     /// Do not start the space's `auto_start` participants (bridges, local processes).
     #[arg(long)]
-    no_auto_start: bool,
+    pub no_auto_start: bool,
     /// Port to listen on (0 picks a free one).
     #[arg(long, short, default_value_t = 8080)]
-    port: u16,
+    pub port: u16,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
-    bind: IpAddr,
+    pub bind: IpAddr,
     /// Log filter (error, warn, info, debug, trace, or a tracing filter).
     #[arg(long, default_value = "info")]
-    log_level: String,
+    pub log_level: String,
+}
+
+/// A gateway serving its space, with the processes it started.
+pub struct Running {
+    /// Where it listens.
+    pub local: SocketAddr,
+    /// The space id.
+    pub space: String,
+    /// The started processes.
+    pub processes: crate::autostart::Supervisor,
+    handle: mew_tokio::ShutdownHandle,
+    serve: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Stops the processes, then the server (flushing its logs).
+    pub async fn stop(self) -> Result<(), Failure> {
+        tracing::info!("shutting down");
+        self.processes.stop().await;
+        self.handle.shutdown();
+        match self.serve.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Failure::new(
+                exit::RUNTIME,
+                format!("log write failed: {e}"),
+            )),
+            Err(e) => Err(Failure::new(
+                exit::RUNTIME,
+                format!("server task failed: {e}"),
+            )),
+        }
+    }
 }
 
 pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging(&args.log_level)?;
+    let running = start(&args).await?;
+    crate::signal().await;
+    running.stop().await
+}
+
+/// Serves the space of `args` and starts its processes.
+pub async fn start(args: &Args) -> Result<Running, Failure> {
     let seed = clock::os_seed();
     let mut ids = IdGen::new(seed);
     let (config, layout, default_space) = match &args.config {
@@ -190,19 +229,11 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         |w| tracing::warn!("{w}"),
     );
     let processes = crate::autostart::Supervisor::start(launches, &layout.log_dir);
-    crate::signal().await;
-    tracing::info!("shutting down");
-    processes.stop().await;
-    handle.shutdown();
-    match serve.await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Failure::new(
-            exit::RUNTIME,
-            format!("log write failed: {e}"),
-        )),
-        Err(e) => Err(Failure::new(
-            exit::RUNTIME,
-            format!("server task failed: {e}"),
-        )),
-    }
+    Ok(Running {
+        local,
+        space,
+        processes,
+        handle,
+        serve,
+    })
 }

@@ -6,6 +6,7 @@
 //!   envelope with `--send`.
 //! - `mew agent`: an LLM agent joins a space and answers its chats with the space's tools.
 //! - `mew init`: a space folder from a built-in template.
+//! - `mew space up|down|status|connect`: a whole space as one thing.
 //! - `mew tools`: check a tools-mode agent's definitions, preview a call's prompt.
 //! - `mew audit`: read a space's audit logs with filters.
 //! - `mew capcheck`: check capability patterns against messages, one JSON line at a time.
@@ -21,7 +22,11 @@ mod bridge;
 mod client;
 mod connect;
 mod gateway;
+#[cfg(unix)]
+mod guard;
 mod init;
+#[cfg(unix)]
+mod space;
 mod tools;
 
 use clap::{Parser, Subcommand};
@@ -53,8 +58,19 @@ enum Command {
     Agent(agent::Args),
     /// Read a space's audit logs (across rotations) with filters.
     Audit(audit::Args),
+    /// Run a program that stops when its parent dies (used by the space's supervisor).
+    #[command(hide = true)]
+    Guard {
+        /// The program and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
     /// Create a space folder from a built-in template (`coder`, `note-taker`).
     Init(init::Args),
+    /// Start, watch, join and stop a whole space (gateway and its processes).
+    #[cfg(unix)]
+    #[command(subcommand)]
+    Space(space::Command),
     /// Check a tools-mode agent's tool definitions, or preview the prompt of a call.
     #[command(subcommand)]
     Tools(tools::Command),
@@ -111,6 +127,31 @@ fn main() {
                 std::process::exit(f.code);
             }
         },
+        #[cfg(unix)]
+        Command::Guard { command } => std::process::exit(guard::run(&command)),
+        #[cfg(not(unix))]
+        Command::Guard { .. } => std::process::exit(exit::USAGE),
+        #[cfg(unix)]
+        Command::Space(c) => {
+            let done = |r: Result<String, Failure>| match r {
+                Ok(out) => {
+                    println!("{out}");
+                    std::process::exit(exit::OK)
+                }
+                Err(f) => {
+                    eprintln!("mew: {}", f.message);
+                    std::process::exit(f.code);
+                }
+            };
+            match c {
+                space::Command::Down(a) => done(space::down(a)),
+                space::Command::Status(a) => done(space::status(a)),
+                space::Command::Connect(a) => done(Err(space::connect(a))),
+                up => Cli {
+                    command: Command::Space(up),
+                },
+            }
+        }
         Command::Init(a) => match init::run(a) {
             Ok(out) => {
                 println!("{out}");
@@ -147,7 +188,15 @@ fn main() {
         match cli.command {
             Command::Gateway(a) => gateway::run(a.args()).await,
             Command::Client(a) => client::run(a).await,
-            Command::Capcheck | Command::Audit(_) | Command::Tools(_) | Command::Init(_) => Ok(()),
+            Command::Capcheck
+            | Command::Audit(_)
+            | Command::Tools(_)
+            | Command::Init(_)
+            | Command::Guard { .. } => Ok(()),
+            #[cfg(unix)]
+            Command::Space(space::Command::Up(a)) => space::up(a).await,
+            #[cfg(unix)]
+            Command::Space(_) => Ok(()),
             Command::Bridge(a) => bridge::run(a).await,
             Command::Agent(a) => agent::run(a).await,
         }

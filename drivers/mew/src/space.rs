@@ -1,0 +1,598 @@
+//! `mew space up|down|status|connect`: a space (its gateway and every `auto_start`
+//! participant) started, watched and stopped as one thing.
+//!
+//! `up` runs the gateway of `<dir>/.mew/space.yaml` (or `<dir>/space.yaml`) with its
+//! supervised processes, waits until each has joined, and keeps `<dir>/.mew/run/space.json`
+//! (supervisor pid, port, each process's state) up to date; with `--detach` it runs that in
+//! the background (logs in `.mew/logs/space.log`) and returns once the space is up. Every
+//! started process runs under `mew guard`, so killing the supervisor, even with SIGKILL,
+//! stops them too. `down` stops the supervisor (SIGTERM, then SIGKILL after a grace period,
+//! then any process of the space still alive) and removes the run file.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use mew_core::gateway::SpaceConfig;
+use mew_driver_common::{exit, files};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::Failure;
+use crate::autostart::{ProcessInfo, ProcessState};
+
+/// `mew space` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Start the space: its gateway and every auto_start participant.
+    #[command(after_help = "Examples:
+  OPENAI_BASE_URL=http://localhost:11434/v1 mew space up            # foreground; Ctrl-C stops
+  mew space up --space-dir my-space --port 0 --detach              # background")]
+    Up(UpArgs),
+    /// Stop a space started with `mew space up`.
+    Down(DirArgs),
+    /// Show the space's processes, who is online, and the gateway's figures.
+    #[command(after_help = "Examples:
+  mew space status
+  mew space status --json | jq '.participants[] | {id, online}'")]
+    Status(StatusArgs),
+    /// Join the running space with `mew client` (as its human by default).
+    Connect(ConnectArgs),
+}
+
+/// The space folder.
+#[derive(clap::Args, Debug)]
+pub struct DirArgs {
+    /// Folder of the space (holding `.mew/space.yaml` or `space.yaml`).
+    #[arg(long, default_value = ".")]
+    pub space_dir: PathBuf,
+}
+
+/// Options of `mew space up`.
+#[derive(clap::Args, Debug)]
+pub struct UpArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Port of the gateway (0 picks a free one).
+    #[arg(long, short, default_value_t = 8080)]
+    port: u16,
+    /// Run in the background and return once the space is up.
+    #[arg(long)]
+    detach: bool,
+    /// How long to wait for every participant to join, in seconds.
+    #[arg(long, default_value_t = 60)]
+    wait: u64,
+    /// Log filter of the gateway.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+/// Options of `mew space status`.
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// One JSON object with a `participants` list.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `mew space connect`.
+#[derive(clap::Args, Debug)]
+pub struct ConnectArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// The participant to join as.
+    #[arg(long = "as", default_value = "human")]
+    id: String,
+    /// Print what is observed as JSON lines (the client's --json).
+    #[arg(long)]
+    json: bool,
+}
+
+/// `.mew/run/space.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunFile {
+    /// The supervisor's pid.
+    pub pid: u32,
+    /// The gateway's port.
+    pub port: u16,
+    /// `ws://127.0.0.1:PORT`.
+    pub gateway: String,
+    /// Space id.
+    pub space: String,
+    /// Start time (Unix ms).
+    pub started_at_ms: u64,
+    /// Whether every participant has joined (or given up).
+    pub ready: bool,
+    /// The supervised processes.
+    pub processes: Vec<ProcessInfo>,
+}
+
+fn config_path(dir: &Path) -> Result<PathBuf, Failure> {
+    for p in [dir.join(".mew/space.yaml"), dir.join("space.yaml")] {
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err(Failure::new(
+        exit::USAGE,
+        format!(
+            "no space in {}: expected .mew/space.yaml or space.yaml (create one with `mew init`)",
+            dir.display()
+        ),
+    ))
+}
+
+fn run_path(dir: &Path) -> PathBuf {
+    dir.join(".mew/run/space.json")
+}
+
+fn read_run(dir: &Path) -> Option<RunFile> {
+    let text = std::fs::read_to_string(run_path(dir)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn write_run(dir: &Path, run: &RunFile) {
+    let path = run_path(dir);
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    // Written whole then renamed, so a reader never sees half a file.
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(run).unwrap_or_default();
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // A zombie still answers kill(0): read its state too.
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok() && !zombie
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The token of `id`: a literal in the file, its token file, or `MEW_TOKEN_<ID>`.
+fn token_of(dir: &Path, config: &Path, id: &str) -> Option<String> {
+    let text = std::fs::read_to_string(config).ok()?;
+    let cfg = SpaceConfig::from_yaml(&text).ok()?;
+    let p = cfg.participants.iter().find(|p| p.id == id)?;
+    p.tokens
+        .iter()
+        .find(|t| !t.contains("${"))
+        .cloned()
+        .or_else(|| files::read_token_file(dir, id))
+        .or_else(|| std::env::var(files::token_env_name(id)).ok())
+}
+
+/// A token of any participant, for the gateway's authenticated endpoints.
+fn any_token(dir: &Path, config: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(config).ok()?;
+    let cfg = SpaceConfig::from_yaml(&text).ok()?;
+    cfg.participants
+        .iter()
+        .find_map(|p| token_of(dir, config, &p.id))
+}
+
+fn http_get(port: u16, path: &str, token: Option<&str>) -> Option<Value> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(2)))
+        .build()
+        .into();
+    let mut req = agent.get(format!("http://127.0.0.1:{port}{path}"));
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut resp = req.call().ok()?;
+    let text = resp.body_mut().read_to_string().ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Participants online, from the gateway.
+fn online(port: u16, token: Option<&str>) -> Vec<String> {
+    http_get(port, "/participants", token)
+        .and_then(|v| v["participants"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p["online"] == true)
+        .filter_map(|p| p["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Runs `mew space up` in the foreground (also the detached supervisor).
+pub async fn up(args: UpArgs) -> Result<(), Failure> {
+    let dir = args.dir.space_dir.clone();
+    let config = config_path(&dir)?;
+    refuse_if_running(&dir)?;
+    if args.detach {
+        return tokio::task::spawn_blocking(move || detach(&args, &config))
+            .await
+            .map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
+    }
+    crate::init_logging(&args.log_level)?;
+    let gw = crate::gateway::Args {
+        config: Some(config.clone()),
+        no_auto_start: false,
+        port: args.port,
+        bind: std::net::IpAddr::from([127, 0, 0, 1]),
+        log_level: args.log_level.clone(),
+    };
+    let running = crate::gateway::start(&gw).await?;
+    let port = running.local.port();
+    let base = RunFile {
+        pid: std::process::id(),
+        port,
+        gateway: format!("ws://{}", running.local),
+        space: running.space.clone(),
+        started_at_ms: unix_ms(),
+        ready: false,
+        processes: running.processes.processes(),
+    };
+    write_run(&dir, &base);
+    let (mut changes, processes) = running.processes.watch();
+    let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let keeper = {
+        let (dir, base, ready) = (dir.clone(), base.clone(), ready.clone());
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let mut run = base.clone();
+                run.ready = ready.load(std::sync::atomic::Ordering::Relaxed);
+                run.processes = processes();
+                write_run(&dir, &run);
+            }
+        })
+    };
+    let token = any_token(&dir, &config);
+    let deadline = Instant::now() + Duration::from_secs(args.wait);
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = Instant::now();
+    loop {
+        let procs = running.processes.processes();
+        let on = tokio::task::spawn_blocking({
+            let token = token.clone();
+            move || online(port, token.as_deref())
+        })
+        .await
+        .unwrap_or_default();
+        let waiting: Vec<&ProcessInfo> = procs
+            .iter()
+            .filter(|p| {
+                !on.contains(&p.id)
+                    && !matches!(p.state, ProcessState::Exited | ProcessState::Failed)
+            })
+            .collect();
+        if waiting.is_empty() || Instant::now() >= deadline {
+            if terminal {
+                eprint!("\r\x1b[K");
+            }
+            for p in &procs {
+                if matches!(p.state, ProcessState::Exited | ProcessState::Failed) {
+                    eprintln!(
+                        "mew: {} did not start: {}",
+                        p.id,
+                        p.last_exit.as_deref().unwrap_or("no reason known")
+                    );
+                }
+            }
+            for p in &waiting {
+                eprintln!("mew: {} has not joined after {}s", p.id, args.wait);
+            }
+            break;
+        }
+        if terminal {
+            let names: Vec<&str> = waiting.iter().map(|p| p.id.as_str()).collect();
+            eprint!(
+                "\r\x1b[Kwaiting for {} to join ({}s)",
+                names.join(", "),
+                started.elapsed().as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut run = base.clone();
+    run.ready = true;
+    run.processes = running.processes.processes();
+    write_run(&dir, &run);
+    let d = dir.display();
+    println!(
+        "space {:?} is up on ws://{}\n  join:  mew space connect --space-dir {d}\n  state: mew space status --space-dir {d}\n  stop:  Ctrl-C, or mew space down --space-dir {d}",
+        running.space, running.local
+    );
+    crate::signal().await;
+    keeper.abort();
+    let result = running.stop().await;
+    let _ = std::fs::remove_file(run_path(&dir));
+    result
+}
+
+fn refuse_if_running(dir: &Path) -> Result<(), Failure> {
+    if let Some(run) = read_run(dir) {
+        if alive(run.pid) {
+            return Err(Failure::new(
+                exit::RUNTIME,
+                format!(
+                    "space {:?} is already running in {} (pid {}, {}); `mew space down` stops it",
+                    run.space,
+                    dir.display(),
+                    run.pid,
+                    run.gateway
+                ),
+            ));
+        }
+        // Left by a supervisor that did not stop cleanly.
+        let _ = std::fs::remove_file(run_path(dir));
+    }
+    Ok(())
+}
+
+/// Starts the supervisor in the background and waits until it says the space is up.
+fn detach(args: &UpArgs, config: &Path) -> Result<(), Failure> {
+    use std::os::unix::process::CommandExt;
+    let dir = &args.dir.space_dir;
+    let layout = files::SpaceLayout::for_config(config);
+    std::fs::create_dir_all(&layout.log_dir)
+        .map_err(|e| Failure::new(exit::RUNTIME, format!("{}: {e}", layout.log_dir.display())))?;
+    let log_path = layout.log_dir.join("space.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Failure::new(exit::RUNTIME, format!("{}: {e}", log_path.display())))?;
+    let err = log
+        .try_clone()
+        .map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
+    let exe = std::env::current_exe().map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
+    let mut child = std::process::Command::new(exe)
+        .args(["space", "up", "--space-dir"])
+        .arg(dir)
+        .args(["--port", &args.port.to_string()])
+        .args(["--wait", &args.wait.to_string()])
+        .args(["--log-level", &args.log_level])
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        // Its own process group: the terminal's Ctrl-C is not for it.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Failure::new(exit::RUNTIME, format!("cannot start the supervisor: {e}")))?;
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = Instant::now();
+    let limit = Duration::from_secs(args.wait + 30);
+    loop {
+        if let Some(run) = read_run(dir).filter(|r| r.pid == child.id() && r.ready) {
+            if terminal {
+                eprint!("\r\x1b[K");
+            }
+            let failed: Vec<String> = run
+                .processes
+                .iter()
+                .filter(|p| matches!(p.state, ProcessState::Exited | ProcessState::Failed))
+                .map(|p| {
+                    format!(
+                        "{}: {}",
+                        p.id,
+                        p.last_exit.as_deref().unwrap_or("not running")
+                    )
+                })
+                .collect();
+            for f in &failed {
+                eprintln!("mew: did not start: {f}");
+            }
+            let d = dir.display();
+            println!(
+                "space {:?} is up on {} (supervisor pid {}, logs in {})\n  join:  mew space connect --space-dir {d}\n  state: mew space status --space-dir {d}\n  stop:  mew space down --space-dir {d}",
+                run.space,
+                run.gateway,
+                run.pid,
+                layout.log_dir.display()
+            );
+            return Ok(());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let tail = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let last: Vec<&str> = tail.lines().rev().take(5).collect();
+            let last: Vec<&str> = last.into_iter().rev().collect();
+            return Err(Failure::new(
+                exit::RUNTIME,
+                format!(
+                    "the space did not start ({status}); {}: {}",
+                    log_path.display(),
+                    last.join(" | ")
+                ),
+            ));
+        }
+        if started.elapsed() > limit {
+            return Err(Failure::new(
+                exit::RUNTIME,
+                format!(
+                    "the space did not come up within {}s; see {}",
+                    limit.as_secs(),
+                    log_path.display()
+                ),
+            ));
+        }
+        if terminal {
+            let waiting = read_run(dir)
+                .map(|r| {
+                    r.processes
+                        .iter()
+                        .map(|p| p.id.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_else(|| "the gateway".into());
+            eprint!(
+                "\r\x1b[Kstarting {waiting} ({}s)",
+                started.elapsed().as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Grace period between SIGTERM and SIGKILL of `mew space down`.
+const DOWN_GRACE: Duration = Duration::from_secs(15);
+
+/// Runs `mew space down`.
+pub fn down(args: DirArgs) -> Result<String, Failure> {
+    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::unistd::Pid;
+    let dir = &args.space_dir;
+    let Some(run) = read_run(dir) else {
+        return Ok(format!("no space is running in {}", dir.display()));
+    };
+    let pid = Pid::from_raw(i32::try_from(run.pid).unwrap_or(i32::MAX));
+    if alive(run.pid) {
+        let _ = kill(pid, Signal::SIGTERM);
+        let end = Instant::now() + DOWN_GRACE;
+        while alive(run.pid) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if alive(run.pid) {
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+    }
+    // Whatever is left of the space's processes (each leads its own group).
+    let mut killed = Vec::new();
+    for p in &run.processes {
+        if let Some(child) = p.pid.filter(|c| alive(*c)) {
+            let _ = killpg(
+                Pid::from_raw(i32::try_from(child).unwrap_or(i32::MAX)),
+                Signal::SIGKILL,
+            );
+            killed.push(p.id.clone());
+        }
+    }
+    let _ = std::fs::remove_file(run_path(dir));
+    let mut out = format!("space {:?} stopped", run.space);
+    if !killed.is_empty() {
+        out.push_str(&format!(" (killed left-over {})", killed.join(", ")));
+    }
+    Ok(out)
+}
+
+/// Runs `mew space status`; `Err` (exit 1) when the space is not running.
+pub fn status(args: StatusArgs) -> Result<String, Failure> {
+    let dir = &args.dir.space_dir;
+    let config = config_path(dir)?;
+    let run = read_run(dir).filter(|r| alive(r.pid));
+    let Some(run) = run else {
+        let msg = format!("no space is running in {}", dir.display());
+        if args.json {
+            println!("{}", json!({"running": false, "participants": []}));
+        }
+        return Err(Failure::new(exit::RUNTIME, msg));
+    };
+    let token = any_token(dir, &config);
+    let health = http_get(run.port, "/health", None);
+    let members = http_get(run.port, "/participants", token.as_deref())
+        .and_then(|v| v["participants"].as_array().cloned())
+        .unwrap_or_default();
+    let now = unix_ms();
+    let participants: Vec<Value> = members
+        .iter()
+        .map(|m| {
+            let id = m["id"].as_str().unwrap_or_default();
+            let process = run.processes.iter().find(|p| p.id == id).map(|p| {
+                json!({"state": p.state, "pid": p.pid, "restarts": p.restarts,
+                       "uptime_s": p.started_at_ms.filter(|_| p.pid.is_some()).map(|t| now.saturating_sub(t) / 1000),
+                       "last_exit": p.last_exit})
+            });
+            json!({"id": id, "online": m["online"], "process": process})
+        })
+        .collect();
+    let v = json!({
+        "running": true, "space": run.space, "gateway": run.gateway, "pid": run.pid,
+        "uptime_s": now.saturating_sub(run.started_at_ms) / 1000,
+        "health": health, "participants": participants,
+    });
+    if args.json {
+        return Ok(v.to_string());
+    }
+    let mut out = format!(
+        "space {:?} on {} (supervisor pid {}, up {}s)\n",
+        run.space, run.gateway, run.pid, v["uptime_s"]
+    );
+    if let Some(h) = &health {
+        out.push_str(&format!(
+            "gateway: {} connections, {} online, {} envelopes in history, {} audit records dropped\n",
+            h["connections"], h["participants_online"], h["history"], h["audit_dropped"]
+        ));
+    }
+    out.push_str(&format!(
+        "{:<16} {:<8} {:<11} {:>8} {:>9} {:>8}\n",
+        "PARTICIPANT", "ONLINE", "PROCESS", "PID", "RESTARTS", "UPTIME"
+    ));
+    for p in &participants {
+        let proc_ = &p["process"];
+        let dash = || "-".to_owned();
+        out.push_str(&format!(
+            "{:<16} {:<8} {:<11} {:>8} {:>9} {:>8}\n",
+            p["id"].as_str().unwrap_or_default(),
+            if p["online"] == true { "yes" } else { "no" },
+            proc_["state"].as_str().map_or_else(dash, str::to_owned),
+            proc_["pid"].as_u64().map_or_else(dash, |n| n.to_string()),
+            proc_["restarts"]
+                .as_u64()
+                .map_or_else(dash, |n| n.to_string()),
+            proc_["uptime_s"]
+                .as_u64()
+                .map_or_else(dash, |n| format!("{n}s")),
+        ));
+    }
+    Ok(out.trim_end().to_owned())
+}
+
+/// Runs `mew space connect`: becomes `mew client` (the token passed in the environment).
+pub fn connect(args: ConnectArgs) -> Failure {
+    use std::os::unix::process::CommandExt;
+    let dir = &args.dir.space_dir;
+    let config = match config_path(dir) {
+        Ok(c) => c,
+        Err(f) => return f,
+    };
+    let Some(run) = read_run(dir).filter(|r| alive(r.pid)) else {
+        return Failure::new(
+            exit::CONNECT,
+            format!(
+                "no space is running in {} (start it with `mew space up`)",
+                dir.display()
+            ),
+        );
+    };
+    let Some(token) = token_of(dir, &config, &args.id) else {
+        return Failure::new(
+            exit::USAGE,
+            format!("no token for {:?} in this space", args.id),
+        );
+    };
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return Failure::new(exit::RUNTIME, e.to_string()),
+    };
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["client", "--gateway", &run.gateway, "--space", &run.space])
+        .args(["--id", &args.id])
+        .env(crate::connect::TOKEN_ENV, token);
+    if args.json {
+        cmd.arg("--json");
+    }
+    let e = cmd.exec();
+    Failure::new(exit::RUNTIME, format!("cannot run mew client: {e}"))
+}
