@@ -152,6 +152,8 @@ pub struct GatewayHost<L> {
     /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
     /// every recipient, so it is checked as UTF-8 once, not once per recipient.
     last_frame: Option<(Bytes, Utf8Bytes)>,
+    /// Sampled time of the core per inbound frame, for `GET /metrics`.
+    timing: crate::metrics::CoreTiming,
 }
 
 impl<L: ConnLink> GatewayHost<L> {
@@ -173,6 +175,7 @@ impl<L: ConnLink> GatewayHost<L> {
             grace,
             shutdown_deadline: None,
             last_frame: None,
+            timing: crate::metrics::CoreTiming::default(),
         }
     }
 
@@ -231,7 +234,15 @@ impl<L: ConnLink> GatewayHost<L> {
                     self.gateway.handle_closed(now, id);
                 }
             }
-            Input::Frame(id, frame) => self.gateway.handle_frame(now, id, frame),
+            Input::Frame(id, frame) => {
+                if self.timing.sample() {
+                    let t = std::time::Instant::now();
+                    self.gateway.handle_frame(now, id, frame);
+                    self.timing.observe(t.elapsed().as_secs_f64());
+                } else {
+                    self.gateway.handle_frame(now, id, frame);
+                }
+            }
             Input::Oversize(id, size) => {
                 self.gateway.handle_oversize(now, id, size);
                 self.drain();
@@ -321,6 +332,16 @@ impl<L: ConnLink> GatewayHost<L> {
                             "audit_dropped": self.logs.as_ref().map_or(0, LogHandle::dropped)}),
                 )
             }
+            Route::Metrics => Response {
+                status: 200,
+                content_type: crate::metrics::CONTENT_TYPE,
+                body: crate::metrics::render(
+                    &self.gateway,
+                    self.logs.as_ref().map_or(0, LogHandle::dropped),
+                    &self.timing,
+                )
+                .into_bytes(),
+            },
             Route::NotFound | Route::WebSocket { .. } => {
                 Response::error(404, "not_found", "no such endpoint")
             }

@@ -17,6 +17,7 @@ pub mod files;
 pub mod host;
 pub mod http;
 pub mod logs;
+pub mod metrics;
 pub mod participant;
 pub mod response;
 pub mod route;

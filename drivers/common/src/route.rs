@@ -27,6 +27,8 @@ pub enum Route {
         /// `?space=` if given.
         space: Option<String>,
     },
+    /// `GET /metrics`: Prometheus (OpenMetrics) text.
+    Metrics,
     /// `GET /health`.
     Health,
     /// No such endpoint.
@@ -50,6 +52,13 @@ pub fn route(head: &RequestHead) -> Route {
         ["health"] => {
             if get {
                 Route::Health
+            } else {
+                Route::MethodNotAllowed
+            }
+        }
+        ["metrics"] => {
+            if get {
+                Route::Metrics
             } else {
                 Route::MethodNotAllowed
             }
@@ -116,6 +125,7 @@ mod tests {
             Route::WebSocket { space: None }
         );
         assert_eq!(route(&head("GET", "/health", &[])), Route::Health);
+        assert_eq!(route(&head("GET", "/metrics", &[])), Route::Metrics);
         assert_eq!(
             route(&head("POST", "/health", &[])),
             Route::MethodNotAllowed

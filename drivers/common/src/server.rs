@@ -304,7 +304,12 @@ impl<R: ServerRuntime> GatewayServer<R> {
             let stop = shutdown_rx.recv();
             match select(std::pin::pin!(R::accept(&listener)), std::pin::pin!(stop)).await {
                 Either::Left((Ok((sock, peer)), _)) => {
-                    R::spawn(handle::<R>(shared.clone(), sock, peer));
+                    // Everything logged about this connection carries its peer.
+                    let span = tracing::debug_span!("connection", %peer);
+                    R::spawn(tracing::Instrument::instrument(
+                        handle::<R>(shared.clone(), sock, peer),
+                        span,
+                    ));
                 }
                 Either::Left((Err(e), _)) => {
                     // Out of file descriptors and the like: back off instead of spinning.

@@ -57,6 +57,9 @@ pub struct Args {
     /// Log filter (error, warn, info, debug, trace, or a tracing filter).
     #[arg(long, default_value = "info")]
     pub log_level: String,
+    /// Log format: text, or json (one object per line, for log shippers).
+    #[arg(long, env = crate::LOG_FORMAT_ENV, default_value = "text")]
+    pub log_format: String,
 }
 
 /// A gateway serving its space, with the processes it started.
@@ -92,7 +95,7 @@ impl Running {
 }
 
 pub async fn run(args: Args) -> Result<(), Failure> {
-    crate::init_logging(&args.log_level)?;
+    crate::init_logging_as(&args.log_level, &args.log_format)?;
     let running = start(&args).await?;
     crate::signal().await;
     running.stop().await

@@ -92,16 +92,41 @@ impl Failure {
     }
 }
 
+/// Environment variable choosing the log format: `json` (one object per line, for log
+/// shippers) or `text` (the default).
+pub const LOG_FORMAT_ENV: &str = "MEW_LOG_FORMAT";
+
 fn init_logging(level: &str) -> Result<(), Failure> {
+    let format = std::env::var(LOG_FORMAT_ENV).unwrap_or_default();
+    init_logging_as(level, &format)
+}
+
+fn init_logging_as(level: &str, format: &str) -> Result<(), Failure> {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .map_err(|e| Failure::new(exit::USAGE, format!("bad --log-level {level:?}: {e}")))?;
-    // Colours only on a terminal: started processes log to files.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .init();
+    match format {
+        "json" => tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+        "" | "text" => {
+            // Colours only on a terminal: started processes log to files.
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(ansi)
+                .with_writer(std::io::stderr)
+                .init()
+        }
+        other => {
+            return Err(Failure::new(
+                exit::USAGE,
+                format!("bad log format {other:?}: use text or json"),
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -231,6 +231,7 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
         port: args.port,
         bind: std::net::IpAddr::from([127, 0, 0, 1]),
         log_level: args.log_level.clone(),
+        log_format: std::env::var(crate::LOG_FORMAT_ENV).unwrap_or_else(|_| "text".into()),
     };
     let running = crate::gateway::start(&gw).await?;
     let port = running.local.port();

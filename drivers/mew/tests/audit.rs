@@ -379,3 +379,105 @@ fn a_flood_of_bad_frames_is_counted_and_logs_rotate_by_size() {
         }
     }
 }
+
+fn metrics(addr: &str) -> prometheus_parse::Scrape {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap()
+}
+
+fn sample(s: &prometheus_parse::Scrape, name: &str, label: Option<(&str, &str)>) -> f64 {
+    s.samples
+        .iter()
+        .find(|x| x.metric == name && label.is_none_or(|(k, v)| x.labels.get(k) == Some(v)))
+        .map(|x| match x.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+        .unwrap_or_else(|| panic!("{name} {label:?} not in {:#?}", s.samples))
+}
+
+#[test]
+fn metrics_count_the_traffic_sent() {
+    let gw = start("metrics", "{enabled: false}");
+    let mut a = join(&gw, "a-token");
+    let mut b = join(&gw, "b-token");
+    let mut human = join(&gw, "human-token");
+    for i in 0..5 {
+        a.send(Message::text(
+            json!({"protocol": "mew/v0.4", "id": format!("c{i}"), "kind": "chat",
+                   "payload": {"text": "hi"}})
+            .to_string(),
+        ))
+        .unwrap();
+    }
+    for i in 0..2 {
+        a.send(Message::text(
+            json!({"protocol": "mew/v0.4", "id": format!("x{i}"), "kind": "mcp/request",
+                   "to": ["b"], "payload": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}})
+            .to_string(),
+        ))
+        .unwrap();
+    }
+    // Each chat reaches all three; the refusals reach `a` alone.
+    for _ in 0..5 {
+        until_kind(&mut b, "chat");
+        until_kind(&mut human, "chat");
+    }
+    for _ in 0..2 {
+        until_kind(&mut a, "system/error");
+    }
+    assert_eq!(
+        post(
+            &gw.addr,
+            "human",
+            "human-token",
+            r#"{"kind":"system/welcome","payload":{}}"#
+        ),
+        403
+    );
+    let m = metrics(&gw.addr);
+    assert_eq!(
+        sample(&m, "mew_envelopes_received_total", Some(("kind", "chat"))),
+        5.0
+    );
+    assert_eq!(
+        sample(&m, "mew_envelopes_delivered_total", Some(("kind", "chat"))),
+        15.0
+    );
+    assert_eq!(
+        sample(
+            &m,
+            "mew_refusals_total",
+            Some(("reason", "capability_violation"))
+        ),
+        2.0
+    );
+    assert_eq!(
+        sample(&m, "mew_refusals_total", Some(("reason", "reserved_kind"))),
+        1.0
+    );
+    assert_eq!(sample(&m, "mew_connections", None), 3.0);
+    assert_eq!(sample(&m, "mew_participants_online", None), 3.0);
+    assert_eq!(sample(&m, "mew_slow_consumer_closes_total", None), 0.0);
+    assert!(sample(&m, "mew_frames_out_total", None) >= 15.0 + 2.0);
+    let timed = m
+        .samples
+        .iter()
+        .find(|x| x.metric == "mew_core_frame_seconds")
+        .expect("the core's timing histogram");
+    let prometheus_parse::Value::Histogram(buckets) = &timed.value else {
+        panic!("{timed:?}")
+    };
+    assert!(!buckets.is_empty());
+}

@@ -49,9 +49,14 @@ fn coder_space(dir: &Path) {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("token") && text.contains("human.token"), "{text}");
+    assert!(
+        text.contains("token") && text.contains("human.token"),
+        "{text}"
+    );
     let server = repo()
-        .join("tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+        .join(
+            "tests/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+        )
         .canonicalize()
         .expect("npm ci in tests/mcp-servers");
     let path = dir.join(".mew/space.yaml");
@@ -73,8 +78,7 @@ fn coder_space(dir: &Path) {
 
 fn status(dir: &Path) -> Value {
     let out = mew(&["space", "status", "--json"], dir, None);
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("status --json ({e}): {out:?}"))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("status --json ({e}): {out:?}"))
 }
 
 fn participant<'a>(status: &'a Value, id: &str) -> &'a Value {
@@ -90,7 +94,11 @@ fn participant<'a>(status: &'a Value, id: &str) -> &'a Value {
 fn running(pid: u64) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit(')').next().map(|r| !r.trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| !r.trim_start().starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 
@@ -106,7 +114,10 @@ fn descendants(root: u64) -> Vec<u64> {
         {
             let f: Vec<&str> = rest.split_whitespace().collect();
             if f.first() != Some(&"Z") {
-                parent_of.push((pid, f.get(1).and_then(|p| p.parse::<u64>().ok()).unwrap_or(0)));
+                parent_of.push((
+                    pid,
+                    f.get(1).and_then(|p| p.parse::<u64>().ok()).unwrap_or(0),
+                ));
             }
         }
     }
@@ -137,9 +148,10 @@ fn kill9(pid: u64) {
 async fn init_up_propose_fulfil_supervise_and_down() {
     let dir = scratch("coder");
     coder_space(&dir);
-    let target = dir.join("workspace/hello.txt").canonicalize().unwrap_or(
-        dir.canonicalize().unwrap().join("workspace/hello.txt"),
-    );
+    let target = dir
+        .join("workspace/hello.txt")
+        .canonicalize()
+        .unwrap_or(dir.canonicalize().unwrap().join("workspace/hello.txt"));
     let model = ModelServer::start(vec![
         Turn::call(
             "c1",
@@ -148,10 +160,17 @@ async fn init_up_propose_fulfil_supervise_and_down() {
         ),
         Turn::text("I wrote hello.txt once you approved it."),
     ]);
-    let up = mew(&["space", "up", "--detach", "--port", "0"], &dir, Some(&model));
+    let up = mew(
+        &["space", "up", "--detach", "--port", "0"],
+        &dir,
+        Some(&model),
+    );
     assert!(up.status.success(), "{up:?}");
     let said = String::from_utf8_lossy(&up.stdout);
-    assert!(said.contains("space \"coder-e2e\" is up on ws://127.0.0.1:"), "{said}");
+    assert!(
+        said.contains("space \"coder-e2e\" is up on ws://127.0.0.1:"),
+        "{said}"
+    );
 
     // Every process is up and online.
     let st = status(&dir);
@@ -162,7 +181,11 @@ async fn init_up_propose_fulfil_supervise_and_down() {
         assert_eq!(p["process"]["state"], "running", "{st}");
     }
     assert_eq!(participant(&st, "human")["process"], Value::Null);
-    let again = mew(&["space", "up", "--detach", "--port", "0"], &dir, Some(&model));
+    let again = mew(
+        &["space", "up", "--detach", "--port", "0"],
+        &dir,
+        Some(&model),
+    );
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("already running"));
 
@@ -195,19 +218,27 @@ async fn init_up_propose_fulfil_supervise_and_down() {
             .expect("timed out waiting for the agent")
             .expect("events end");
         match e {
-            Event::ProposalSeen { id, from, payload, .. } => {
+            Event::ProposalSeen {
+                id, from, payload, ..
+            } => {
                 assert_eq!(from, "agent");
                 assert_eq!(payload["params"]["name"], "write_file");
                 let r = human.fulfil(id).await.expect("the write runs");
                 assert_ne!(r["isError"], true, "{r}");
             }
             Event::Message(env) if env.kind.as_str() == "chat" && env.from == "agent" => {
-                answer = env.payload.as_ref().and_then(|p| p["text"].as_str().map(str::to_owned));
+                answer = env
+                    .payload
+                    .as_ref()
+                    .and_then(|p| p["text"].as_str().map(str::to_owned));
             }
             _ => {}
         }
     }
-    assert_eq!(answer.as_deref(), Some("I wrote hello.txt once you approved it."));
+    assert_eq!(
+        answer.as_deref(),
+        Some("I wrote hello.txt once you approved it.")
+    );
     assert_eq!(
         std::fs::read_to_string(dir.join("workspace/hello.txt")).unwrap(),
         "hello from the agent\n"
@@ -215,18 +246,28 @@ async fn init_up_propose_fulfil_supervise_and_down() {
     human.close().await;
 
     // A bridge killed with SIGKILL is restarted; its MCP server does not outlive it.
-    let fs = participant(&st, "filesystem")["process"]["pid"].as_u64().unwrap();
+    let fs = participant(&st, "filesystem")["process"]["pid"]
+        .as_u64()
+        .unwrap();
     let servers = descendants(fs);
     assert!(!servers.is_empty(), "the bridge runs its MCP server");
     kill9(fs);
-    wait_for("the bridge to be restarted", Duration::from_secs(20), || {
-        let s = status(&dir);
-        let p = participant(&s, "filesystem");
-        p["process"]["restarts"] == 1 && p["process"]["state"] == "running" && p["online"] == true
-    });
-    wait_for("the old MCP server to stop", Duration::from_secs(10), || {
-        servers.iter().all(|p| !running(*p))
-    });
+    wait_for(
+        "the bridge to be restarted",
+        Duration::from_secs(20),
+        || {
+            let s = status(&dir);
+            let p = participant(&s, "filesystem");
+            p["process"]["restarts"] == 1
+                && p["process"]["state"] == "running"
+                && p["online"] == true
+        },
+    );
+    wait_for(
+        "the old MCP server to stop",
+        Duration::from_secs(10),
+        || servers.iter().all(|p| !running(*p)),
+    );
 
     // `down` stops everything and leaves nothing.
     let st = status(&dir);
@@ -251,17 +292,27 @@ fn a_killed_supervisor_leaves_no_process_behind() {
     let dir = scratch("orphans");
     coder_space(&dir);
     let model = ModelServer::start(vec![]);
-    let up = mew(&["space", "up", "--detach", "--port", "0"], &dir, Some(&model));
+    let up = mew(
+        &["space", "up", "--detach", "--port", "0"],
+        &dir,
+        Some(&model),
+    );
     assert!(up.status.success(), "{up:?}");
     let supervisor = status(&dir)["pid"].as_u64().unwrap();
     let all = descendants(supervisor);
     assert!(all.len() >= 3, "agent, bridge and server: {all:?}");
     kill9(supervisor);
-    wait_for("every process of the space to stop", Duration::from_secs(15), || {
-        all.iter().all(|p| !running(*p))
-    });
+    wait_for(
+        "every process of the space to stop",
+        Duration::from_secs(15),
+        || all.iter().all(|p| !running(*p)),
+    );
     // The run file is stale now: a new `up` takes over, `down` cleans up.
-    let up = mew(&["space", "up", "--detach", "--port", "0"], &dir, Some(&model));
+    let up = mew(
+        &["space", "up", "--detach", "--port", "0"],
+        &dir,
+        Some(&model),
+    );
     assert!(up.status.success(), "{up:?}");
     let down = mew(&["space", "down"], &dir, None);
     assert!(down.status.success(), "{down:?}");
@@ -279,7 +330,16 @@ fn the_reference_fixture_space_comes_up_and_goes_down() {
         .unwrap();
     assert!(copy.success());
     let out = Command::new(MEW)
-        .args(["space", "up", "--detach", "--port", "0", "--wait", "20", "--space-dir"])
+        .args([
+            "space",
+            "up",
+            "--detach",
+            "--port",
+            "0",
+            "--wait",
+            "20",
+            "--space-dir",
+        ])
         .arg(&dir)
         .env("MEW_MCP_SERVERS", repo().join("tests/mcp-servers"))
         .env("MEW_FIXTURE_DIR", &dir)

@@ -23,6 +23,15 @@ macro_rules! kinds {
                 }
             }
 
+            /// The wire text of a known kind; `"other"` for a kind this version does not
+            /// define (for labels that must not grow with what senders invent).
+            pub fn static_str(&self) -> &'static str {
+                match self {
+                    $(Kind::$variant => $text,)*
+                    Kind::Other(_) => "other",
+                }
+            }
+
             /// The known kind with this wire text, if there is one (no allocation).
             pub fn known(text: &str) -> Option<Kind> {
                 match text {

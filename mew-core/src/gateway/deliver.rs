@@ -64,6 +64,7 @@ impl Gateway {
             return false;
         }
         self.out.push_back(Output::Transmit { conn, frame });
+        self.stats.frames_out += 1;
         true
     }
 
@@ -132,6 +133,7 @@ impl Gateway {
                         conn,
                         frame: frame.clone(),
                     });
+                    self.stats.frames_out += 1;
                 }
                 Recipient::Virtual { member } if Some(member) == except => {}
                 _ => self.deliver_one(now, r, frame, id),
@@ -220,6 +222,7 @@ impl Gateway {
 
     #[cold]
     fn close_slow(&mut self, now: Time, conn: ConnId) {
+        self.stats.slow_consumer_closes += 1;
         self.close_conn(
             now,
             conn,

@@ -148,6 +148,7 @@ impl Gateway {
         let who = m.id.clone();
         let caps = m.caps.clone();
         let violation = r.code == "capability_violation";
+        self.stats.refusal(r.code);
         let mut logged = false;
         if self.audit_envelopes {
             let meta = serde_json::json!({ "error": r.code, "reason": r.message });
@@ -349,7 +350,10 @@ impl Gateway {
             payload: payload.as_ref(),
             view: &view,
         };
+        let frames_before = self.stats.frames_out;
         self.dispatch(now, op, out_frame, id_arc)?;
+        let frames = self.stats.frames_out - frames_before;
+        self.stats.accepted(kind, frames);
         if transport != Transport::Http {
             return Ok(Accepted { id: None, ts: None });
         }

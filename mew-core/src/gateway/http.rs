@@ -132,6 +132,7 @@ impl Gateway {
                 timestamp: a.ts.unwrap_or_default(),
             }),
             Err(r) => {
+                self.stats.refusal(r.code);
                 if self.audit_envelopes {
                     let who = self.members.get(member).id.clone();
                     let _ = self.audit_refusal(

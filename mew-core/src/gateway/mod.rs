@@ -40,6 +40,7 @@ mod member;
 mod membership;
 mod pause;
 pub mod rate;
+pub mod stats;
 mod streams;
 mod system;
 mod workflow;
@@ -275,6 +276,7 @@ pub struct Gateway {
     /// Where invite tokens come from; never the generator of ids.
     tokens: Box<dyn crate::secret::TokenSource>,
     next_envelope: u64,
+    stats: stats::Stats,
     conns: Slab,
     members: Members,
     /// Everyone online, in member order: the broadcast fan-out list.
@@ -308,6 +310,7 @@ impl Gateway {
             // `set_token_source`. A separate generator: ids never reveal its state.
             tokens: Box::new(IdGen::new(seed.rotate_left(29) ^ 0x5EC2_E770_C0FF_EE00)),
             next_envelope: 0,
+            stats: stats::Stats::default(),
             conns: Slab::default(),
             members,
             audience: Vec::new(),
@@ -368,6 +371,18 @@ impl Gateway {
             history_len: self.history.len(),
             history_bytes: self.history.bytes(),
         }
+    }
+
+    /// Counters since the gateway started (for `GET /metrics`).
+    pub fn stats(&self) -> &stats::Stats {
+        &self.stats
+    }
+
+    /// Frames and bytes handed to connections and not yet reported written, in all.
+    pub fn outbound_queued(&self) -> (u64, u64) {
+        self.conns.iter().fold((0, 0), |(f, b), (_, c)| {
+            (f + c.queued_frames as u64, b + c.queued_bytes as u64)
+        })
     }
 
     /// The current capabilities of a member, as JSON (what its welcome shows).
