@@ -37,10 +37,22 @@ pub fn run(cmd: &[String]) -> i32 {
 /// `program args` to run under the guard of executable `exe` (`exe guard -- program args`),
 /// or as they are where the guard is not available.
 pub fn wrap(exe: &str, program: &str, args: &[String]) -> (String, Vec<String>) {
-    if !AVAILABLE {
+    // A program that cannot be found is started as it is, so that the spawn error names it
+    // (through the guard it would only be an exit code).
+    if !AVAILABLE || !findable(program) {
         return (program.to_owned(), args.to_vec());
     }
     let mut a = vec!["guard".to_owned(), "--".to_owned(), program.to_owned()];
     a.extend(args.iter().cloned());
     (exe.to_owned(), a)
+}
+
+/// Whether `program` names an existing file, directly or on `PATH`.
+fn findable(program: &str) -> bool {
+    if program.contains('/') {
+        return std::path::Path::new(program).is_file();
+    }
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
+    })
 }
