@@ -101,3 +101,154 @@ async fn silent_crowds_and_greedy_addresses_are_refused_at_once() {
     .unwrap();
     stop.shutdown();
 }
+
+/// A blocking WebSocket client joined with `token`.
+fn ws_join(
+    addr: SocketAddr,
+    token: &str,
+) -> tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>> {
+    use tungstenite::client::IntoClientRequest;
+    let mut req = format!("ws://{addr}/ws?space=s")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("Authorization", format!("Bearer {token}").parse().unwrap());
+    let (ws, _) = tungstenite::connect(req).unwrap();
+    ws
+}
+
+/// The next text frame that parses as an envelope of `kind`.
+fn next_kind(
+    ws: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    kind: &str,
+) -> serde_json::Value {
+    loop {
+        if let tungstenite::Message::Text(t) = ws.read().unwrap()
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
+            && v["kind"] == kind
+        {
+            return v;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_thousand_binary_frames_close_no_one_else() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as M;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let yaml = "space: {id: s}\nlogging: {enabled: false}\ngateway: {rate_limit: off}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n  mallory: {tokens: [mallory-token], capabilities: [{kind: chat}]}\n";
+    let config = mew_core::gateway::SpaceConfig::from_yaml(yaml).unwrap();
+    let server = GatewayServer::bind_with(
+        "127.0.0.1:0".parse().unwrap(),
+        config,
+        ServerOptions::default(),
+    )
+    .await
+    .unwrap();
+    let addr = server.local_addr();
+    let stop = server.shutdown_handle();
+    tokio::spawn(server.serve());
+    let join = |token: &'static str| async move {
+        let mut req = format!("ws://{addr}/ws?space=s")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("Authorization", format!("Bearer {token}").parse().unwrap());
+        tokio_tungstenite::connect_async(req).await.unwrap().0
+    };
+    let (mut human_tx, mut human_rx) = join("human-token").await.split();
+    let (mut mallory_tx, mut mallory_rx) = join("mallory-token").await.split();
+    // Mallory reads everything it is sent (a client that never reads is rightly closed as a
+    // slow consumer; this one must not be, nor anyone else).
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mallory_reader = tokio::spawn({
+        let read = read.clone();
+        async move {
+            let mut closed = None;
+            while let Some(Ok(m)) = mallory_rx.next().await {
+                match m {
+                    M::Text(t) if t.contains("\"system/error\"") => {
+                        read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    M::Close(c) => closed = c,
+                    _ => {}
+                }
+            }
+            (read.load(std::sync::atomic::Ordering::Relaxed), closed)
+        }
+    });
+    // Binary frames are not envelopes: each is refused to its sender, and none may count
+    // toward anyone's unwritten backlog once written.
+    let frame = bytes::Bytes::from(vec![0xAB; 64]);
+    for i in 0..200_000u32 {
+        if mallory_tx.feed(M::Binary(frame.clone())).await.is_err() {
+            let (errors, closed) = mallory_reader.await.unwrap();
+            panic!("mallory closed after {i} frames, {errors} errors read: {closed:?}");
+        }
+        if i % 1_000 == 999 {
+            mallory_tx.flush().await.unwrap();
+            // Paced by what Mallory has read back: its backlog stays under 2,000 frames,
+            // so only frames that were never released could close it.
+            while read.load(std::sync::atomic::Ordering::Relaxed) + 1_000 < u64::from(i) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+    mallory_tx.flush().await.unwrap();
+    // Both still talk through the gateway.
+    for (who, tx) in [("human", &mut human_tx), ("mallory", &mut mallory_tx)] {
+        let env = serde_json::json!({"protocol": "mew/v0.4", "id": format!("after-{who}"),
+                                     "kind": "chat", "payload": {"text": format!("{who} is still here")}});
+        tx.send(M::text(env.to_string())).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let wait = tokio::time::timeout(Duration::from_secs(60), async {
+        while seen.len() < 2 {
+            let Some(Ok(M::Text(t))) = human_rx.next().await else {
+                panic!("the human's connection ended")
+            };
+            let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+            if v["kind"] == "chat" {
+                seen.push((
+                    v["from"].as_str().unwrap().to_owned(),
+                    v["payload"]["text"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+    })
+    .await;
+    assert!(
+        wait.is_ok(),
+        "the chats after the flood never came: {seen:?}"
+    );
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("human".to_owned(), "human is still here".to_owned()),
+            ("mallory".to_owned(), "mallory is still here".to_owned())
+        ]
+    );
+    let health = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let a = answer(&mut s, Duration::from_secs(5));
+        serde_json::from_str::<serde_json::Value>(a.split_once("\r\n\r\n").unwrap().1).unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(health["participants_online"], 2, "{health}");
+    mallory_tx.close().await.unwrap();
+    let (errors, closed) = mallory_reader.await.unwrap();
+    assert_eq!(errors, 200_000, "one error per binary frame");
+    assert!(
+        closed.as_ref().is_none_or(|c| u16::from(c.code) == 1000),
+        "mallory was closed: {closed:?}"
+    );
+    stop.shutdown();
+}

@@ -52,7 +52,6 @@ fn findable(program: &str) -> bool {
     if program.contains('/') {
         return std::path::Path::new(program).is_file();
     }
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
