@@ -145,6 +145,11 @@ fn default_space_gateway_and_clients() {
     let v: serde_json::Value = serde_json::from_str(&seen).unwrap();
     assert_eq!(v["payload"]["text"], "from the binary");
     assert_eq!(v["from"], "human");
+    assert_eq!(
+        v["id"],
+        id.as_str(),
+        "--send prints the id of the envelope it sent"
+    );
 
     // The agent may only propose (and list tools): a direct tool call is refused and the
     // exit code says so.

@@ -67,7 +67,7 @@ pub async fn join_by_reference_messages<D: Driver>() {
     // An unknown token is refused with an error, then the socket closes.
     let mut bad = RawClient::open(&gw.ws_url("e2e"), Some("nope")).await;
     let e = bad.expect_kind("system/error").await;
-    assert!(!error_code(&e).is_empty());
+    assert_eq!(error_code(&e), "unknown_token", "{e}");
     bad.expect_close().await;
 }
 
@@ -128,7 +128,8 @@ pub async fn capability_violation<D: Driver>() {
             .to_string(),
     )
     .await;
-    assert!(!error_code(&a.expect_kind("system/error").await).is_empty());
+    let e = a.expect_kind("system/error").await;
+    assert_eq!(error_code(&e), "identity_mismatch", "{e}");
     s.expect_none(|v| v["id"] == "spoof").await;
 }
 
@@ -272,7 +273,7 @@ pub async fn kick<D: Driver>() {
     // The token no longer joins.
     let mut again = RawClient::open(&gw.ws_url("e2e"), Some("agent-token")).await;
     let e = again.expect_kind("system/error").await;
-    assert!(!error_code(&e).is_empty());
+    assert_eq!(error_code(&e), "unknown_token", "{e}");
     again.expect_close().await;
 }
 
@@ -301,7 +302,7 @@ pub async fn streams_with_frames<D: Driver>() {
     // A non-owner may not write on it.
     a.send_text(format!("#{sid}#intruder")).await;
     let e = a.expect_kind("system/error").await;
-    assert!(!error_code(&e).is_empty());
+    assert_eq!(error_code(&e), "stream_not_owned", "{e}");
     h.expect_none(|_| false).await;
     // A late joiner sees it in its welcome.
     let (_s, w) = RawClient::join(&gw, "service-token").await;
@@ -665,7 +666,7 @@ pub async fn join_timeout<D: Driver>() {
     // Connected, never joins: refused with an error, then closed.
     let mut c = RawClient::open(&gw.ws_url("e2e"), None).await;
     let e = c.expect_kind("system/error").await;
-    assert!(!error_code(&e).is_empty());
+    assert_eq!(error_code(&e), "join_timeout", "{e}");
     c.expect_close().await;
 }
 
