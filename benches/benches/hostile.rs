@@ -93,6 +93,34 @@ async fn join(addr: SocketAddr, token: &str) -> Result<Ws, String> {
     }
 }
 
+/// A joined connection that reads and discards what it is sent at the TCP level: idle,
+/// not deaf (each join is announced to everyone, 50 million presence frames for 10,000
+/// joins, which parsing would make the bench's cost rather than the gateway's).
+async fn idle_join(addr: SocketAddr, token: &str) -> Result<tokio::task::JoinHandle<()>, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let head = format!(
+        "GET /ws?space=h HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    s.write_all(head.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 16 * 1024];
+    let n = s.read(&mut buf).await.map_err(|e| e.to_string())?;
+    if !buf[..n].starts_with(b"HTTP/1.1 101") {
+        return Err(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    Ok(tokio::spawn(async move {
+        while let Ok(n) = s.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    }))
+}
+
 /// The probes: `probe-a` sends 200 chats a second, `probe-b` records each one's latency.
 struct Probe {
     latencies: Arc<std::sync::Mutex<Vec<Duration>>>,
@@ -214,13 +242,8 @@ fn main() {
             tasks.push(tokio::spawn(async move {
                 let mut i = w;
                 while i < IDLE {
-                    match join(addr, &format!("idle-{i}")).await {
-                        Ok(ws) => {
-                            // Idle, not deaf: it reads what it is sent (others' presence).
-                            let (tx, mut rx) = ws.split();
-                            tokio::spawn(async move { while let Some(Ok(_)) = rx.next().await {} });
-                            idle.lock().await.push(tx);
-                        }
+                    match idle_join(addr, &format!("idle-{i}")).await {
+                        Ok(s) => idle.lock().await.push(s),
                         Err(_) => {
                             failed.fetch_add(1, Ordering::Relaxed);
                         }
@@ -233,13 +256,23 @@ fn main() {
             t.await.unwrap();
         }
         let joined = idle.lock().await.len();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Until the storm's presence has been written out.
+        let settle = Instant::now();
+        while settle.elapsed() < Duration::from_secs(60) {
+            let h = health(addr);
+            if h["connections"].as_u64().is_some_and(|c| c as usize >= joined) {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         let after = rss_kib(pid);
+        let online_after = health(addr)["participants_online"].as_u64().unwrap_or(0);
         report(
             "10,000 idle connections",
             &probe,
             format!(
-                "{joined} joined in {:.1} s ({} failed); gateway RSS {} -> {} MiB, {:.1} KiB per connection",
+                "{joined} joined in {:.1} s ({} failed, {online_after} online after); gateway RSS {} -> {} MiB, {:.1} KiB per connection",
                 t.elapsed().as_secs_f64(),
                 failed.load(Ordering::Relaxed),
                 before / 1024,
@@ -247,7 +280,9 @@ fn main() {
                 (after.saturating_sub(before)) as f64 / joined.max(1) as f64
             ),
         );
-        idle.lock().await.clear();
+        for h in idle.lock().await.drain(..) {
+            h.abort();
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
         // The join storm's presence traffic may have closed the probes as slow consumers
         // (10,000 presence envelopes each): start them again.

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod automation;
 pub mod bridge;
 pub mod capability;
 pub mod envelope;

@@ -6,6 +6,7 @@
 //!   envelope with `--send`.
 //! - `mew agent`: an LLM agent joins a space and answers its chats with the space's tools.
 //! - `mew init`: a space folder from a built-in template.
+//! - `mew automation suggest`: grants suggested by a space's history of approvals.
 //! - `mew space up|down|status|connect`: a whole space as one thing.
 //! - `mew tools`: check a tools-mode agent's definitions, preview a call's prompt.
 //! - `mew audit`: read a space's audit logs with filters.
@@ -17,6 +18,7 @@
 
 mod agent;
 mod audit;
+mod automation;
 mod autostart;
 mod bridge;
 mod client;
@@ -67,6 +69,9 @@ enum Command {
     },
     /// Create a space folder from a built-in template (`coder`, `note-taker`).
     Init(init::Args),
+    /// Suggest capability grants from a space's history of approvals.
+    #[command(subcommand)]
+    Automation(automation::Command),
     /// Start, watch, join and stop a whole space (gateway and its processes).
     #[cfg(unix)]
     #[command(subcommand)]
@@ -177,6 +182,16 @@ fn main() {
                 },
             }
         }
+        Command::Automation(a) => match automation::run(a) {
+            Ok(out) => {
+                println!("{out}");
+                std::process::exit(exit::OK)
+            }
+            Err(f) => {
+                eprintln!("mew: {}", f.message);
+                std::process::exit(f.code);
+            }
+        },
         Command::Init(a) => match init::run(a) {
             Ok(out) => {
                 println!("{out}");
@@ -217,6 +232,7 @@ fn main() {
             | Command::Audit(_)
             | Command::Tools(_)
             | Command::Init(_)
+            | Command::Automation(_)
             | Command::Guard { .. } => Ok(()),
             #[cfg(unix)]
             Command::Space(space::Command::Up(a)) => space::up(a).await,
