@@ -303,7 +303,7 @@ fn main() {
                             break;
                         }
                         let mut buf = [0u8; 64];
-                        if matches!(s.read(&mut buf), Ok(_)) {
+                        if s.read(&mut buf).is_ok() {
                             break;
                         }
                         std::thread::sleep(Duration::from_secs(1));
