@@ -102,36 +102,6 @@ async fn silent_crowds_and_greedy_addresses_are_refused_at_once() {
     stop.shutdown();
 }
 
-/// A blocking WebSocket client joined with `token`.
-fn ws_join(
-    addr: SocketAddr,
-    token: &str,
-) -> tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>> {
-    use tungstenite::client::IntoClientRequest;
-    let mut req = format!("ws://{addr}/ws?space=s")
-        .into_client_request()
-        .unwrap();
-    req.headers_mut()
-        .insert("Authorization", format!("Bearer {token}").parse().unwrap());
-    let (ws, _) = tungstenite::connect(req).unwrap();
-    ws
-}
-
-/// The next text frame that parses as an envelope of `kind`.
-fn next_kind(
-    ws: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
-    kind: &str,
-) -> serde_json::Value {
-    loop {
-        if let tungstenite::Message::Text(t) = ws.read().unwrap()
-            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&t)
-            && v["kind"] == kind
-        {
-            return v;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_thousand_binary_frames_close_no_one_else() {
     use futures_util::{SinkExt, StreamExt};
