@@ -46,7 +46,12 @@ fn human(env: &Envelope) -> String {
 }
 
 pub async fn run(args: Args) -> Result<(), Failure> {
-    crate::init_logging(&args.log_level)?;
+    let interactive = !args.json
+        && args.send.is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::io::IsTerminal::is_terminal(&std::io::stdin());
+    // Log lines would draw over the full-screen interface.
+    crate::init_logging(if interactive { "off" } else { &args.log_level })?;
     let config = ParticipantConfig {
         // A one-shot send must not retry forever against a wrong address.
         reconnect: if args.send.is_some() {
@@ -86,6 +91,10 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         }
         println!("{id}");
         return Ok(());
+    }
+    // On a terminal, the full-screen interface; `--json` and pipes keep the line mode.
+    if interactive {
+        return crate::tui::run(rt, events, me).await;
     }
     eprintln!(
         "joined {} as {me}; type a line to chat, Ctrl-C to leave",

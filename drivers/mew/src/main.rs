@@ -30,6 +30,7 @@ mod init;
 #[cfg(unix)]
 mod space;
 mod tools;
+mod tui;
 
 use clap::{Parser, Subcommand};
 use mew_driver_common::exit;

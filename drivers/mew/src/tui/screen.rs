@@ -1,0 +1,657 @@
+//! What the interactive client shows, as a plain struct: envelopes in, keys in, actions and
+//! a rendering out. Nothing here touches a terminal or a socket, so every screen is tested
+//! with ratatui's test backend.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+use serde_json::{Value, json};
+
+/// Lines of the message pane kept.
+const MAX_LINES: usize = 2_000;
+/// Proposals waiting for review, at most (the oldest is dropped beyond).
+const MAX_PENDING: usize = 256;
+/// Input history kept.
+const MAX_HISTORY: usize = 200;
+
+/// What the screen asks the program to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Send a chat (to everyone).
+    Chat(String),
+    /// Fulfil a proposal: the `mcp/request` to its addressees, correlated to it.
+    Approve {
+        /// The proposal's id.
+        proposal: String,
+    },
+    /// Reject a proposal with a reason.
+    Reject {
+        /// The proposal's id.
+        proposal: String,
+        /// Why.
+        reason: String,
+    },
+    /// Grant the proposer this capability, then approve.
+    AlwaysAllow {
+        /// The proposal's id.
+        proposal: String,
+        /// Who gets the grant.
+        recipient: String,
+        /// The capability.
+        capability: Value,
+    },
+    /// Send this envelope draft (from a slash command).
+    Send(Value),
+    /// Leave.
+    Quit,
+}
+
+/// A proposal waiting for review.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proposal {
+    /// Its id.
+    pub id: String,
+    /// Who proposed.
+    pub from: String,
+    /// Its addressees.
+    pub to: Vec<String>,
+    /// The proposed request.
+    pub payload: Value,
+}
+
+impl Proposal {
+    /// The narrowest capability that allows exactly this call: its method, tool and
+    /// argument values.
+    pub fn capability(&self) -> Value {
+        let mut payload = json!({"method": self.payload["method"]});
+        if let Some(params) = self.payload.get("params").filter(|p| p.is_object()) {
+            payload["params"] = params.clone();
+        }
+        json!({"kind": "mcp/request", "payload": payload})
+    }
+
+    fn what(&self) -> String {
+        let method = self.payload["method"].as_str().unwrap_or("?");
+        match self.payload["params"]["name"].as_str() {
+            Some(tool) => format!("{method} {tool} on {}", self.to.join(", ")),
+            None => format!("{method} on {}", self.to.join(", ")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Dialog {
+    /// The first pending proposal, awaiting a key.
+    Review,
+    /// Typing a reason to reject it.
+    Reason(String),
+    /// Confirming the grant of "always allow".
+    Confirm,
+}
+
+/// Who is in the space.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Member {
+    online: bool,
+    capabilities: Vec<String>,
+}
+
+/// The screen's state.
+#[derive(Debug, Default)]
+pub struct Screen {
+    me: String,
+    lines: VecDeque<Line<'static>>,
+    input: String,
+    history: Vec<String>,
+    history_at: Option<usize>,
+    members: BTreeMap<String, Member>,
+    pending: VecDeque<Proposal>,
+    dialog: Option<Dialog>,
+    status: String,
+}
+
+fn short(v: &Value, max: usize) -> String {
+    let mut s = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if s.chars().count() > max {
+        s = s.chars().take(max.saturating_sub(1)).collect::<String>() + "…";
+    }
+    s
+}
+
+impl Screen {
+    /// A screen for participant `me`.
+    pub fn new(me: &str) -> Screen {
+        Screen {
+            me: me.to_owned(),
+            status: "connecting…".into(),
+            ..Screen::default()
+        }
+    }
+
+    /// Proposals waiting, the one under review first.
+    #[cfg(test)]
+    pub fn pending(&self) -> impl Iterator<Item = &Proposal> {
+        self.pending.iter()
+    }
+
+    /// Sets the status line.
+    pub fn set_status(&mut self, s: impl Into<String>) {
+        self.status = s.into();
+    }
+
+    fn push(&mut self, line: Line<'static>) {
+        if self.lines.len() >= MAX_LINES {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(line);
+    }
+
+    /// Adds a note from the program (a result, an error).
+    pub fn note(&mut self, text: impl Into<String>) {
+        let t: String = text.into();
+        self.push(Line::from(vec![
+            Span::styled("* ", Style::new().add_modifier(Modifier::DIM)),
+            Span::raw(t),
+        ]));
+    }
+
+    /// An envelope seen in the space.
+    pub fn on_envelope(&mut self, env: &Value) {
+        let kind = env["kind"].as_str().unwrap_or_default();
+        let from = env["from"].as_str().unwrap_or("?").to_owned();
+        let id = env["id"].as_str().unwrap_or_default().to_owned();
+        let payload = &env["payload"];
+        match kind {
+            "system/welcome" => {
+                self.members.clear();
+                for p in payload["participants"].as_array().into_iter().flatten() {
+                    if let Some(pid) = p["id"].as_str() {
+                        self.members.insert(pid.to_owned(), member_of(p));
+                    }
+                }
+                let you = &payload["you"];
+                self.me = you["id"].as_str().unwrap_or(&self.me).to_owned();
+                self.members.insert(self.me.clone(), member_of(you));
+                self.status = format!("joined as {}", self.me);
+            }
+            "system/presence" => {
+                let p = &payload["participant"];
+                let pid = p["id"].as_str().unwrap_or_default().to_owned();
+                match payload["event"].as_str() {
+                    Some("join") => {
+                        self.members.insert(pid.clone(), member_of(p));
+                        self.note(format!("{pid} joined"));
+                    }
+                    Some("leave") => {
+                        if let Some(m) = self.members.get_mut(&pid) {
+                            m.online = false;
+                        }
+                        self.note(format!("{pid} left"));
+                    }
+                    _ => {}
+                }
+            }
+            "chat" => {
+                let text = payload["text"].as_str().unwrap_or_default().to_owned();
+                self.push(Line::from(vec![
+                    Span::styled(
+                        format!("{from}: "),
+                        Style::new().add_modifier(Modifier::BOLD),
+                    ),
+                    Span::raw(text),
+                ]));
+            }
+            "mcp/proposal" => {
+                let to = env["to"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let p = Proposal {
+                    id,
+                    from: from.clone(),
+                    to,
+                    payload: payload.clone(),
+                };
+                self.push(Line::from(format!("{from} proposes {}", p.what())));
+                if from != self.me {
+                    if self.pending.len() >= MAX_PENDING {
+                        self.pending.pop_front();
+                    }
+                    self.pending.push_back(p);
+                    if self.dialog.is_none() {
+                        self.dialog = Some(Dialog::Review);
+                    }
+                }
+            }
+            "mcp/withdraw" | "mcp/reject" | "mcp/request" => {
+                // Settled elsewhere: its dialog closes.
+                let settled: Vec<String> = env["correlation_id"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.as_str().map(str::to_owned))
+                    .collect();
+                let before = self.pending.len();
+                self.pending.retain(|p| !settled.contains(&p.id));
+                if self.pending.len() < before {
+                    let how = match kind {
+                        "mcp/withdraw" => "withdrawn",
+                        "mcp/reject" => "rejected",
+                        _ => "fulfilled",
+                    };
+                    self.note(format!("proposal {how} by {from}"));
+                    if self.pending.is_empty() {
+                        self.dialog = None;
+                    } else if self.dialog != Some(Dialog::Review) {
+                        self.dialog = Some(Dialog::Review);
+                    }
+                } else if kind == "mcp/request" && from != self.me {
+                    self.push(Line::from(format!(
+                        "{from} calls {}",
+                        short(&payload["method"], 40)
+                    )));
+                }
+            }
+            "mcp/response" => {
+                let r = &payload["result"];
+                let text = r["content"][0]["text"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| short(if r.is_null() { &payload["error"] } else { r }, 200));
+                self.push(Line::from(format!("{from} answers: {text}")));
+            }
+            "reasoning/thought" => {
+                let text = short(&payload["message"], 200);
+                self.push(Line::from(Span::styled(
+                    format!("  {from} thinks: {text}"),
+                    Style::new().add_modifier(Modifier::ITALIC),
+                )));
+            }
+            "system/error" => {
+                self.note(format!(
+                    "error: {} {}",
+                    payload["error"].as_str().unwrap_or_default(),
+                    payload["message"].as_str().unwrap_or_default()
+                ));
+            }
+            "capability/grant" | "capability/revoke" => {
+                self.note(format!("{from} {}: {}", kind, short(payload, 120)));
+            }
+            _ => {}
+        }
+    }
+
+    /// A key; what to do about it.
+    pub fn on_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return vec![Action::Quit];
+        }
+        match self.dialog.clone() {
+            Some(Dialog::Review) => self.review_key(key.code),
+            Some(Dialog::Reason(mut reason)) => match key.code {
+                KeyCode::Enter => self.settle(|p| Action::Reject {
+                    proposal: p.id.clone(),
+                    reason: if reason.trim().is_empty() {
+                        "rejected".into()
+                    } else {
+                        reason.clone()
+                    },
+                }),
+                KeyCode::Esc => {
+                    self.dialog = Some(Dialog::Review);
+                    Vec::new()
+                }
+                KeyCode::Backspace => {
+                    reason.pop();
+                    self.dialog = Some(Dialog::Reason(reason));
+                    Vec::new()
+                }
+                KeyCode::Char(c) => {
+                    reason.push(c);
+                    self.dialog = Some(Dialog::Reason(reason));
+                    Vec::new()
+                }
+                _ => Vec::new(),
+            },
+            Some(Dialog::Confirm) => match key.code {
+                KeyCode::Enter | KeyCode::Char('y') => self.settle(|p| Action::AlwaysAllow {
+                    proposal: p.id.clone(),
+                    recipient: p.from.clone(),
+                    capability: p.capability(),
+                }),
+                KeyCode::Esc | KeyCode::Char('n') => {
+                    self.dialog = Some(Dialog::Review);
+                    Vec::new()
+                }
+                _ => Vec::new(),
+            },
+            None => self.input_key(key.code),
+        }
+    }
+
+    fn review_key(&mut self, code: KeyCode) -> Vec<Action> {
+        match code {
+            KeyCode::Char('y') => self.settle(|p| Action::Approve {
+                proposal: p.id.clone(),
+            }),
+            KeyCode::Char('n') => {
+                self.dialog = Some(Dialog::Reason(String::new()));
+                Vec::new()
+            }
+            KeyCode::Char('a') => {
+                self.dialog = Some(Dialog::Confirm);
+                Vec::new()
+            }
+            KeyCode::Esc => {
+                // Deferred: to the back of the queue, and the keyboard back to the input.
+                if let Some(p) = self.pending.pop_front() {
+                    self.pending.push_back(p);
+                }
+                self.dialog = None;
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Takes the proposal under review out of the queue with the action for it.
+    fn settle(&mut self, f: impl FnOnce(&Proposal) -> Action) -> Vec<Action> {
+        let Some(p) = self.pending.pop_front() else {
+            self.dialog = None;
+            return Vec::new();
+        };
+        self.dialog = (!self.pending.is_empty()).then_some(Dialog::Review);
+        vec![f(&p)]
+    }
+
+    fn input_key(&mut self, code: KeyCode) -> Vec<Action> {
+        match code {
+            KeyCode::Enter => {
+                let line = std::mem::take(&mut self.input);
+                self.history_at = None;
+                if line.trim().is_empty() {
+                    // Enter on an empty line brings deferred proposals back.
+                    if !self.pending.is_empty() {
+                        self.dialog = Some(Dialog::Review);
+                    }
+                    return Vec::new();
+                }
+                if self.history.len() >= MAX_HISTORY {
+                    self.history.remove(0);
+                }
+                self.history.push(line.clone());
+                self.command(&line)
+            }
+            KeyCode::Backspace => {
+                self.input.pop();
+                Vec::new()
+            }
+            KeyCode::Up => {
+                let at = self
+                    .history_at
+                    .map_or(self.history.len(), |a| a)
+                    .saturating_sub(1);
+                if let Some(h) = self.history.get(at) {
+                    self.input = h.clone();
+                    self.history_at = Some(at);
+                }
+                Vec::new()
+            }
+            KeyCode::Char(c) => {
+                self.input.push(c);
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A typed line: a chat, or a slash command.
+    fn command(&mut self, line: &str) -> Vec<Action> {
+        let Some(rest) = line.strip_prefix('/') else {
+            return vec![Action::Chat(line.to_owned())];
+        };
+        let (cmd, args) = rest.split_once(' ').unwrap_or((rest, ""));
+        let args = args.trim();
+        let to = |ids: &str| -> Vec<String> { ids.split(',').map(str::to_owned).collect() };
+        let draft = |kind: &str, to: Vec<String>, payload: Value| {
+            Action::Send(json!({"kind": kind, "to": to, "payload": payload}))
+        };
+        match cmd {
+            "quit" | "exit" => vec![Action::Quit],
+            "help" => {
+                for h in HELP {
+                    self.note(*h);
+                }
+                Vec::new()
+            }
+            "json" => match serde_json::from_str::<Value>(args) {
+                Ok(v @ Value::Object(_)) => vec![Action::Send(v)],
+                _ => {
+                    self.note("usage: /json {\"kind\": ..., \"payload\": ...}");
+                    Vec::new()
+                }
+            },
+            "grant" | "revoke" => {
+                let mut parts = args.splitn(2, ' ');
+                let (Some(who), Some(cap)) = (parts.next(), parts.next()) else {
+                    self.note(format!(
+                        "usage: /{cmd} <participant> <capability JSON or kind>"
+                    ));
+                    return Vec::new();
+                };
+                let cap =
+                    serde_json::from_str::<Value>(cap).unwrap_or_else(|_| json!({"kind": cap}));
+                // A grant and a revoke by pattern have the same shape.
+                let payload = json!({"recipient": who, "capabilities": [cap]});
+                vec![draft(
+                    &format!("capability/{cmd}"),
+                    vec![who.to_owned()],
+                    payload,
+                )]
+            }
+            "pause" | "resume" | "forget" | "compact" | "clear" | "restart" | "shutdown" => {
+                if args.is_empty() {
+                    self.note(format!("usage: /{cmd} <participant>"));
+                    return Vec::new();
+                }
+                vec![draft(&format!("participant/{cmd}"), to(args), json!({}))]
+            }
+            "status" => {
+                if args.is_empty() {
+                    self.note("usage: /status <participant>");
+                    return Vec::new();
+                }
+                vec![draft("participant/request-status", to(args), json!({}))]
+            }
+            "kick" => {
+                if args.is_empty() {
+                    self.note("usage: /kick <participant>");
+                    return Vec::new();
+                }
+                vec![draft(
+                    "space/kick",
+                    Vec::new(),
+                    json!({"participant_id": args, "reason": "kicked"}),
+                )]
+            }
+            "cancel" => {
+                if args.is_empty() {
+                    self.note("usage: /cancel <reasoning context id>");
+                    return Vec::new();
+                }
+                vec![Action::Send(
+                    json!({"kind": "reasoning/cancel", "context": args, "payload": {"reason": "cancelled"}}),
+                )]
+            }
+            other => {
+                self.note(format!("unknown command /{other} (try /help)"));
+                Vec::new()
+            }
+        }
+    }
+
+    /// Draws the whole screen.
+    pub fn render(&self, f: &mut Frame) {
+        let area = f.area();
+        let [main, input, status] = Layout::vertical([
+            Constraint::Min(3),
+            Constraint::Length(3),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        let side = if main.width >= 70 { 24 } else { 0 };
+        let [messages, panel] =
+            Layout::horizontal([Constraint::Min(20), Constraint::Length(side)]).areas(main);
+        let inner_h = messages.height.saturating_sub(2) as usize;
+        let shown: Vec<Line> = self
+            .lines
+            .iter()
+            .skip(self.lines.len().saturating_sub(inner_h.max(1) * 4))
+            .cloned()
+            .collect();
+        // Keep the newest lines in view: scroll past what does not fit once wrapped.
+        let inner_w = usize::from(messages.width.saturating_sub(2)).max(1);
+        let total: usize = shown
+            .iter()
+            .map(|l| l.width().div_ceil(inner_w).max(1))
+            .sum();
+        let text = Text::from(shown);
+        let para = Paragraph::new(text)
+            .wrap(Wrap { trim: false })
+            .scroll((total.saturating_sub(inner_h) as u16, 0))
+            .block(Block::bordered().title(" messages "));
+        f.render_widget(para, messages);
+        if side > 0 {
+            let mut lines: Vec<Line> = Vec::new();
+            for (id, m) in &self.members {
+                let mark = if m.online { "●" } else { "○" };
+                lines.push(Line::from(format!("{mark} {id}")));
+                if let Some(c) = m.capabilities.first() {
+                    let more = if m.capabilities.len() > 1 {
+                        format!(" +{}", m.capabilities.len() - 1)
+                    } else {
+                        String::new()
+                    };
+                    lines.push(Line::from(Span::styled(
+                        format!("  {c}{more}"),
+                        Style::new().add_modifier(Modifier::DIM),
+                    )));
+                }
+            }
+            f.render_widget(
+                Paragraph::new(lines).block(Block::bordered().title(" participants ")),
+                panel,
+            );
+        }
+        let pending = if self.pending.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} to review: Enter) ", self.pending.len())
+        };
+        f.render_widget(
+            Paragraph::new(format!("> {}", self.input))
+                .block(Block::bordered().title(format!(" {}{pending}", self.me))),
+            input,
+        );
+        f.render_widget(
+            Paragraph::new(format!(
+                "{}   /help for commands, Ctrl-C to quit",
+                self.status
+            )),
+            status,
+        );
+        if let (Some(d), Some(p)) = (&self.dialog, self.pending.front()) {
+            self.render_dialog(f, area, d, p);
+        }
+    }
+
+    fn render_dialog(&self, f: &mut Frame, area: Rect, d: &Dialog, p: &Proposal) {
+        let w = area.width.saturating_sub(4).min(76);
+        let h = area.height.saturating_sub(4).min(16);
+        let r = Rect {
+            x: area.x + (area.width - w) / 2,
+            y: area.y + (area.height - h) / 2,
+            width: w,
+            height: h,
+        };
+        let args =
+            serde_json::to_string_pretty(&p.payload["params"]["arguments"]).unwrap_or_default();
+        let mut lines = vec![
+            Line::from(format!("{} proposes {}", p.from, p.what())),
+            Line::from(""),
+        ];
+        lines.extend(args.lines().take(6).map(|l| Line::from(format!("  {l}"))));
+        lines.push(Line::from(""));
+        match d {
+            Dialog::Review => lines.push(Line::from(Span::styled(
+                "y approve once   n reject   a always allow   Esc later",
+                Style::new().add_modifier(Modifier::BOLD),
+            ))),
+            Dialog::Reason(reason) => {
+                lines.push(Line::from(format!("reason: {reason}_")));
+                lines.push(Line::from("Enter reject   Esc back"));
+            }
+            Dialog::Confirm => {
+                lines.push(Line::from(format!(
+                    "grant {}: {}",
+                    p.from,
+                    short(&p.capability(), 200)
+                )));
+                lines.push(Line::from("Enter grant and approve   Esc back"));
+            }
+        }
+        let more = if self.pending.len() > 1 {
+            format!(" review ({} more waiting) ", self.pending.len() - 1)
+        } else {
+            " review ".to_owned()
+        };
+        f.render_widget(Clear, r);
+        f.render_widget(
+            Paragraph::new(lines)
+                .wrap(Wrap { trim: false })
+                .block(Block::bordered().title(more)),
+            r,
+        );
+    }
+}
+
+fn member_of(p: &Value) -> Member {
+    Member {
+        online: true,
+        capabilities: p["capabilities"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let kind = c["kind"].as_str().unwrap_or("?");
+                match c["payload"]["params"]["name"].as_str() {
+                    Some(t) => format!("{kind} {t}"),
+                    None => kind.to_owned(),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// `/help`.
+const HELP: &[&str] = &[
+    "type a line and Enter to chat; Enter on an empty line reviews waiting proposals",
+    "/grant <id> <kind or capability JSON>   /revoke <id> <kind or capability JSON>",
+    "/pause /resume /forget /compact /clear /restart /shutdown /status <id>",
+    "/kick <id>   /cancel <reasoning context>   /json <envelope>   /quit",
+];
+
+#[cfg(test)]
+mod tests;

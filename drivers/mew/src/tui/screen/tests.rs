@@ -1,0 +1,166 @@
+use super::*;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+fn key(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+fn typed(s: &mut Screen, text: &str) -> Vec<Action> {
+    let mut out = Vec::new();
+    for c in text.chars() {
+        out.extend(s.on_key(key(KeyCode::Char(c))));
+    }
+    out.extend(s.on_key(key(KeyCode::Enter)));
+    out
+}
+
+fn space() -> Screen {
+    let mut s = Screen::new("human");
+    s.on_envelope(&json!({"kind": "system/welcome", "payload": {
+        "you": {"id": "human", "capabilities": [{"kind": "*"}]},
+        "participants": [
+            {"id": "agent", "capabilities": [{"kind": "mcp/proposal"}, {"kind": "chat"}]},
+            {"id": "files", "capabilities": [{"kind": "mcp/response"}]}]}}));
+    s.on_envelope(&json!({"kind": "chat", "from": "agent", "id": "c1",
+        "payload": {"text": "I would like to write a file — 日本語 too"}}));
+    s
+}
+
+fn proposal(id: &str, path: &str) -> Value {
+    json!({"kind": "mcp/proposal", "from": "agent", "id": id, "to": ["files"],
+           "payload": {"method": "tools/call", "params": {"name": "write_file",
+                       "arguments": {"path": path, "content": "hello"}}}})
+}
+
+fn frame(s: &Screen, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| s.render(f)).unwrap();
+    format!("{}", t.backend())
+}
+
+#[test]
+fn a_proposal_opens_the_review_dialog_and_y_approves_it() {
+    let mut s = space();
+    s.on_envelope(&proposal("p1", "notes.txt"));
+    s.on_envelope(&proposal("p2", "other.txt"));
+    insta::assert_snapshot!("review_dialog_80x24", frame(&s, 80, 24));
+    // Typing goes to the dialog, not the input line.
+    assert_eq!(
+        s.on_key(key(KeyCode::Char('y'))),
+        vec![Action::Approve {
+            proposal: "p1".into()
+        }]
+    );
+    assert_eq!(s.pending().count(), 1);
+    // The next proposal is under review now.
+    assert!(frame(&s, 80, 24).contains("other.txt"));
+}
+
+#[test]
+fn n_asks_a_reason_and_a_grants_exactly_this_call() {
+    let mut s = space();
+    s.on_envelope(&proposal("p1", "notes.txt"));
+    assert!(s.on_key(key(KeyCode::Char('n'))).is_empty());
+    let acts = typed(&mut s, "not there");
+    assert_eq!(
+        acts,
+        vec![Action::Reject {
+            proposal: "p1".into(),
+            reason: "not there".into()
+        }]
+    );
+    s.on_envelope(&proposal("p2", "ok.txt"));
+    assert!(s.on_key(key(KeyCode::Char('a'))).is_empty());
+    insta::assert_snapshot!("always_allow_confirm", frame(&s, 80, 24));
+    let acts = s.on_key(key(KeyCode::Enter));
+    assert_eq!(
+        acts,
+        vec![Action::AlwaysAllow {
+            proposal: "p2".into(),
+            recipient: "agent".into(),
+            capability: json!({"kind": "mcp/request", "payload": {"method": "tools/call",
+                "params": {"name": "write_file", "arguments": {"path": "ok.txt", "content": "hello"}}}}),
+        }]
+    );
+}
+
+#[test]
+fn settled_elsewhere_closes_the_dialog_and_esc_defers() {
+    let mut s = space();
+    s.on_envelope(&proposal("p1", "a"));
+    s.on_envelope(&json!({"kind": "mcp/withdraw", "from": "agent", "id": "w",
+                          "correlation_id": ["p1"], "payload": {}}));
+    assert_eq!(s.pending().count(), 0);
+    assert!(!frame(&s, 80, 24).contains(" review "));
+    s.on_envelope(&proposal("p2", "b"));
+    assert!(s.on_key(key(KeyCode::Esc)).is_empty());
+    // The keyboard is the input line's again: this is a chat.
+    assert_eq!(typed(&mut s, "hi"), vec![Action::Chat("hi".into())]);
+    // Enter on an empty line brings the deferred proposal back.
+    assert!(s.on_key(key(KeyCode::Enter)).is_empty());
+    assert_eq!(
+        s.on_key(key(KeyCode::Char('y'))),
+        vec![Action::Approve {
+            proposal: "p2".into()
+        }]
+    );
+}
+
+#[test]
+fn slash_commands_make_envelopes_and_bad_ones_say_why() {
+    let mut s = space();
+    assert_eq!(
+        typed(&mut s, "/grant agent mcp/request"),
+        vec![Action::Send(
+            json!({"kind": "capability/grant", "to": ["agent"],
+            "payload": {"recipient": "agent", "capabilities": [{"kind": "mcp/request"}]}})
+        )]
+    );
+    assert_eq!(
+        typed(&mut s, "/pause agent"),
+        vec![Action::Send(
+            json!({"kind": "participant/pause", "to": ["agent"], "payload": {}})
+        )]
+    );
+    assert_eq!(
+        typed(&mut s, "/kick agent"),
+        vec![Action::Send(json!({"kind": "space/kick", "to": [],
+            "payload": {"participant_id": "agent", "reason": "kicked"}}))]
+    );
+    assert_eq!(
+        typed(&mut s, r#"/json {"kind":"chat","payload":{"text":"raw"}}"#),
+        vec![Action::Send(
+            json!({"kind": "chat", "payload": {"text": "raw"}})
+        )]
+    );
+    assert!(typed(&mut s, "/nope").is_empty());
+    assert!(typed(&mut s, "/grant").is_empty());
+    assert_eq!(typed(&mut s, "/quit"), vec![Action::Quit]);
+    // History: Up brings the last line back.
+    s.on_key(key(KeyCode::Up));
+    assert_eq!(s.on_key(key(KeyCode::Enter)), vec![Action::Quit]);
+    let f = frame(&s, 80, 24);
+    assert!(f.contains("unknown command /nope"), "{f}");
+    assert!(f.contains("usage: /grant"), "{f}");
+}
+
+#[test]
+fn a_narrow_terminal_keeps_the_messages_and_the_dialog() {
+    let mut s = space();
+    for i in 0..300 {
+        s.on_envelope(
+            &json!({"kind": "chat", "from": "agent", "id": format!("m{i}"),
+                              "payload": {"text": format!("line {i}")}}),
+        );
+    }
+    let f = frame(&s, 60, 20);
+    assert!(f.contains("line 299"), "the newest line is in view: {f}");
+    s.on_envelope(&proposal("p1", "x"));
+    let f = frame(&s, 60, 20);
+    assert!(
+        f.contains("agent proposes tools/call write_file on files"),
+        "{f}"
+    );
+    insta::assert_snapshot!("narrow_60x20", f);
+}

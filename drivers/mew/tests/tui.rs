@@ -1,0 +1,259 @@
+//! The interactive `mew client` in a real terminal: tmux runs it against a real gateway (the
+//! embedded default space) with a scripted service and a scripted agent; keys go in with
+//! `tmux send-keys`, the screen comes back with `tmux capture-pane`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mew_core::participant::{ParticipantConfig, ToolSpec};
+use mew_tokio::ParticipantRuntime;
+use serde_json::{Value, json};
+use tungstenite::client::IntoClientRequest;
+use tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
+
+const MEW: &str = env!("CARGO_BIN_EXE_mew");
+
+struct Gateway {
+    child: Child,
+    addr: String,
+    tokens: Vec<(String, String)>,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gateway() -> Gateway {
+    let mut child = Command::new(MEW)
+        .args(["gateway", "--port", "0", "--log-level", "off"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut addr, mut tokens) = (None, Vec::new());
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.split("ws://").nth(1)
+            && addr.is_none()
+        {
+            addr = Some(rest.split('/').next().unwrap().to_owned());
+        }
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() >= 3 && w[1] == "token" {
+            tokens.push((w[0].to_owned(), w[2].to_owned()));
+        }
+        if line.starts_with("join with:") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    Gateway {
+        child,
+        addr: addr.unwrap(),
+        tokens,
+    }
+}
+
+impl Gateway {
+    fn token(&self, id: &str) -> String {
+        self.tokens.iter().find(|(p, _)| p == id).unwrap().1.clone()
+    }
+}
+
+/// A tmux server of its own, killed on drop.
+struct Tmux(String);
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.0])
+            .args(args)
+            .output()
+            .expect("tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.cmd(&["capture-pane", "-p", "-t", "ui"])
+    }
+
+    fn until(&self, what: &str) -> String {
+        let end = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.screen();
+            if s.contains(what) {
+                return s;
+            }
+            assert!(Instant::now() < end, "{what:?} never appeared on:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut a = vec!["send-keys", "-t", "ui"];
+        a.extend_from_slice(keys);
+        self.cmd(&a);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.0, "kill-server"])
+            .output();
+    }
+}
+
+type Ws = WebSocket<MaybeTlsStream<TcpStream>>;
+
+fn agent(gw: &Gateway) -> Ws {
+    let mut req = format!("ws://{}/ws?space=default", gw.addr)
+        .into_client_request()
+        .unwrap();
+    let t = gw.token("agent");
+    req.headers_mut()
+        .insert("Authorization", format!("Bearer {t}").parse().unwrap());
+    tungstenite::connect(req).unwrap().0
+}
+
+fn until_kind(ws: &mut Ws, f: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        if let Message::Text(t) = ws.read().unwrap()
+            && let Ok(v) = serde_json::from_str::<Value>(&t)
+            && f(&v)
+        {
+            return v;
+        }
+    }
+}
+
+fn propose(ws: &mut Ws, id: &str, text: &str) {
+    let env = json!({"protocol": "mew/v0.4", "id": id, "kind": "mcp/proposal", "to": ["service"],
+        "payload": {"method": "tools/call", "params": {"name": "echo", "arguments": {"text": text}}}});
+    ws.send(Message::text(env.to_string())).unwrap();
+}
+
+/// The human's view of the space, from the gateway's history (HTTP polling).
+fn history(gw: &Gateway) -> Vec<Value> {
+    let mut s = TcpStream::connect(&gw.addr).unwrap();
+    write!(
+        s,
+        "GET /participants/human/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        gw.token("human")
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_reject_and_always_allow_from_the_review_dialog() {
+    let gw = gateway();
+    let (service, _ev, _) = ParticipantRuntime::connect(
+        ParticipantConfig {
+            gateway_url: format!("ws://{}/ws?space=default", gw.addr),
+            space: "default".into(),
+            token: gw.token("service"),
+            ..ParticipantConfig::default()
+        },
+        Some(4),
+    )
+    .await
+    .unwrap();
+    service
+        .register_tool(
+            ToolSpec {
+                name: "echo".into(),
+                description: Some("Says it back".into()),
+                input_schema: Some(json!({"type": "object"})),
+            },
+            |args: Value| async move {
+                let t = args["text"].as_str().unwrap_or("").to_owned();
+                Ok(json!({"content": [{"type": "text", "text": format!("echoed: {t}")}]}))
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let addr = gw.addr.clone();
+    let human = gw.token("human");
+    let tmux = Tmux(format!("mew-tui-{}", std::process::id()));
+    tokio::task::spawn_blocking(move || {
+        let client = format!("{MEW} client --gateway ws://{addr} --space default");
+        tmux.cmd(&[
+            "new-session", "-d", "-s", "ui", "-x", "100", "-y", "30", "-e",
+            &format!("MEW_TOKEN={human}"), &client,
+        ]);
+        tmux.until("joined as human");
+        let mut a = agent(&gw);
+        until_kind(&mut a, |v| v["kind"] == "system/welcome");
+
+        // Approve once: the tool's result shows, the fulfilling request is in the history.
+        propose(&mut a, "p1", "hi");
+        let s = tmux.until("y approve once");
+        assert!(s.contains("agent proposes tools/call echo on service"), "{s}");
+        assert!(s.contains("\"text\": \"hi\""), "{s}");
+        tmux.keys(&["y"]);
+        tmux.until("result: echoed: hi");
+        let h = history(&gw);
+        assert!(
+            h.iter().any(|e| e["kind"] == "mcp/request"
+                && e["from"] == "human"
+                && e["to"] == json!(["service"])
+                && e["correlation_id"] == json!(["p1"])),
+            "{h:#?}"
+        );
+
+        // Reject with a reason.
+        propose(&mut a, "p2", "no");
+        tmux.until("y approve once");
+        tmux.keys(&["n"]);
+        tmux.until("reason:");
+        tmux.keys(&["-l", "not today"]);
+        tmux.keys(&["Enter"]);
+        let r = until_kind(&mut a, |v| v["kind"] == "mcp/reject");
+        assert_eq!(r["correlation_id"], json!(["p2"]));
+        assert_eq!(r["payload"]["reason"], "not today");
+
+        // Always allow: the grant covers exactly this call, and the call runs.
+        propose(&mut a, "p3", "again");
+        tmux.until("y approve once");
+        tmux.keys(&["a"]);
+        tmux.until("Enter grant and approve");
+        tmux.keys(&["Enter"]);
+        let g = until_kind(&mut a, |v| v["kind"] == "capability/grant");
+        assert_eq!(
+            g["payload"]["capabilities"],
+            json!([{"kind": "mcp/request", "payload": {"method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "again"}}}}])
+        );
+        tmux.until("result: echoed: again");
+        // The agent may now make exactly that call itself.
+        let direct = json!({"protocol": "mew/v0.4", "id": "d1", "kind": "mcp/request", "to": ["service"],
+            "payload": {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"text": "again"}}}});
+        a.send(Message::text(direct.to_string())).unwrap();
+        let resp = until_kind(&mut a, |v| {
+            v["kind"] == "mcp/response" && v["correlation_id"] == json!(["d1"])
+                || v["kind"] == "system/error"
+        });
+        assert_eq!(resp["kind"], "mcp/response", "{resp}");
+
+        // A resize to 80x24 keeps the layout.
+        tmux.cmd(&["resize-window", "-t", "ui", "-x", "80", "-y", "24"]);
+        std::thread::sleep(Duration::from_millis(500));
+        let s = tmux.until("participants");
+        assert!(s.contains("messages") && s.contains("human"), "{s}");
+        assert!(s.lines().count() <= 24, "{s}");
+        tmux.keys(&["C-c"]);
+    })
+    .await
+    .unwrap();
+}
