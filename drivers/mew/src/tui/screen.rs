@@ -86,6 +86,8 @@ impl Proposal {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Dialog {
+    /// A suggested grant from the approvals seen (progressive automation).
+    Suggest,
     /// The first pending proposal, awaiting a key.
     Review,
     /// Typing a reason to reject it.
@@ -113,7 +115,19 @@ pub struct Screen {
     pending: VecDeque<Proposal>,
     dialog: Option<Dialog>,
     status: String,
+    /// Proposals and their outcomes seen, for suggestions (bounded).
+    observed: VecDeque<String>,
+    /// Suggestions waiting for a decision, and the capabilities already shown.
+    suggestions: VecDeque<mew_core::automation::Suggestion>,
+    shown: std::collections::BTreeSet<String>,
+    /// Open streams: id, owner.
+    streams: BTreeMap<String, String>,
 }
+
+/// Decided proposals remembered for suggestions.
+const MAX_OBSERVED: usize = 5_000;
+/// Approvals before a grant is suggested.
+const SUGGEST_AFTER: usize = 3;
 
 fn short(v: &Value, max: usize) -> String {
     let mut s = match v {
@@ -210,6 +224,7 @@ impl Screen {
                 ]));
             }
             "mcp/proposal" => {
+                self.observe(env);
                 let to = env["to"]
                     .as_array()
                     .map(|a| {
@@ -236,6 +251,10 @@ impl Screen {
                 }
             }
             "mcp/withdraw" | "mcp/reject" | "mcp/request" => {
+                if kind != "mcp/withdraw" && env.get("correlation_id").is_some() {
+                    self.observe(env);
+                    self.refresh_suggestions();
+                }
                 // Settled elsewhere: its dialog closes.
                 let settled: Vec<String> = env["correlation_id"]
                     .as_array()
@@ -286,10 +305,41 @@ impl Screen {
                     payload["message"].as_str().unwrap_or_default()
                 ));
             }
+            "stream/open" => {
+                if let Some(sid) = payload["stream_id"].as_str() {
+                    self.streams.insert(sid.to_owned(), from.clone());
+                }
+            }
+            "stream/close" => {
+                if let Some(sid) = payload["stream_id"].as_str() {
+                    self.streams.remove(sid);
+                }
+            }
             "capability/grant" | "capability/revoke" => {
                 self.note(format!("{from} {}: {}", kind, short(payload, 120)));
             }
             _ => {}
+        }
+    }
+
+    fn observe(&mut self, env: &Value) {
+        if self.observed.len() >= MAX_OBSERVED {
+            self.observed.pop_front();
+        }
+        self.observed.push_back(env.to_string());
+    }
+
+    /// New suggestions from what was seen; shown when no review is waiting.
+    fn refresh_suggestions(&mut self) {
+        let d = mew_core::automation::decisions(self.observed.iter().map(String::as_str));
+        for s in mew_core::automation::suggest(&d, SUGGEST_AFTER, &BTreeMap::new()) {
+            let key = format!("{}{}", s.recipient, s.capability);
+            if self.shown.insert(key) {
+                self.suggestions.push_back(s);
+            }
+        }
+        if self.dialog.is_none() && !self.suggestions.is_empty() {
+            self.dialog = Some(Dialog::Suggest);
         }
     }
 
@@ -299,6 +349,27 @@ impl Screen {
             return vec![Action::Quit];
         }
         match self.dialog.clone() {
+            Some(Dialog::Suggest) => {
+                let act = match key.code {
+                    KeyCode::Char('g') => self.suggestions.pop_front().map(|s| {
+                        Action::Send(json!({"kind": "capability/grant", "to": [s.recipient],
+                                            "payload": s.grant_payload()}))
+                    }),
+                    KeyCode::Char('d') | KeyCode::Esc => {
+                        self.suggestions.pop_front();
+                        None
+                    }
+                    _ => return Vec::new(),
+                };
+                self.dialog = if !self.pending.is_empty() {
+                    Some(Dialog::Review)
+                } else if !self.suggestions.is_empty() {
+                    Some(Dialog::Suggest)
+                } else {
+                    None
+                };
+                act.into_iter().collect()
+            }
             Some(Dialog::Review) => self.review_key(key.code),
             Some(Dialog::Reason(mut reason)) => match key.code {
                 KeyCode::Enter => self.settle(|p| Action::Reject {
@@ -372,7 +443,13 @@ impl Screen {
             self.dialog = None;
             return Vec::new();
         };
-        self.dialog = (!self.pending.is_empty()).then_some(Dialog::Review);
+        self.dialog = if !self.pending.is_empty() {
+            Some(Dialog::Review)
+        } else if !self.suggestions.is_empty() {
+            Some(Dialog::Suggest)
+        } else {
+            None
+        };
         vec![f(&p)]
     }
 
@@ -430,6 +507,20 @@ impl Screen {
         };
         match cmd {
             "quit" | "exit" => vec![Action::Quit],
+            "streams" => {
+                if self.streams.is_empty() {
+                    self.note("no open streams");
+                }
+                let lines: Vec<String> = self
+                    .streams
+                    .iter()
+                    .map(|(id, owner)| format!("stream {id} of {owner}"))
+                    .collect();
+                for l in lines {
+                    self.note(l);
+                }
+                Vec::new()
+            }
             "help" => {
                 for h in HELP {
                     self.note(*h);
@@ -572,20 +663,43 @@ impl Screen {
             )),
             status,
         );
-        if let (Some(d), Some(p)) = (&self.dialog, self.pending.front()) {
-            self.render_dialog(f, area, d, p);
+        match (&self.dialog, self.pending.front(), self.suggestions.front()) {
+            (Some(Dialog::Suggest), _, Some(s)) => self.render_suggestion(f, area, s),
+            (Some(d), Some(p), _) if *d != Dialog::Suggest => self.render_dialog(f, area, d, p),
+            _ => {}
         }
     }
 
+    fn render_suggestion(&self, f: &mut Frame, area: Rect, s: &mew_core::automation::Suggestion) {
+        let r = centered(area, 76, 10);
+        let lines = vec![
+            Line::from(format!(
+                "{} was approved {} times by {} ({} to {})",
+                s.recipient,
+                s.approved.len(),
+                s.approvers.join(", "),
+                s.first,
+                s.last
+            )),
+            Line::from(""),
+            Line::from(format!("grant {}", short(&s.capability, 300))),
+            Line::from(""),
+            Line::from(Span::styled(
+                "g grant   d dismiss",
+                Style::new().add_modifier(Modifier::BOLD),
+            )),
+        ];
+        f.render_widget(Clear, r);
+        f.render_widget(
+            Paragraph::new(lines)
+                .wrap(Wrap { trim: false })
+                .block(Block::bordered().title(" suggestion ")),
+            r,
+        );
+    }
+
     fn render_dialog(&self, f: &mut Frame, area: Rect, d: &Dialog, p: &Proposal) {
-        let w = area.width.saturating_sub(4).min(76);
-        let h = area.height.saturating_sub(4).min(16);
-        let r = Rect {
-            x: area.x + (area.width - w) / 2,
-            y: area.y + (area.height - h) / 2,
-            width: w,
-            height: h,
-        };
+        let r = centered(area, 76, 14);
         let args =
             serde_json::to_string_pretty(&p.payload["params"]["arguments"]).unwrap_or_default();
         let mut lines = vec![
@@ -603,6 +717,7 @@ impl Screen {
                 lines.push(Line::from(format!("reason: {reason}_")));
                 lines.push(Line::from("Enter reject   Esc back"));
             }
+            Dialog::Suggest => {}
             Dialog::Confirm => {
                 lines.push(Line::from(format!(
                     "grant {}: {}",
@@ -624,6 +739,18 @@ impl Screen {
                 .block(Block::bordered().title(more)),
             r,
         );
+    }
+}
+
+/// A box of at most `w` x `h` in the middle of `area`.
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = area.width.saturating_sub(4).min(w);
+    let h = area.height.saturating_sub(4).min(h);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
     }
 }
 
@@ -650,7 +777,8 @@ const HELP: &[&str] = &[
     "type a line and Enter to chat; Enter on an empty line reviews waiting proposals",
     "/grant <id> <kind or capability JSON>   /revoke <id> <kind or capability JSON>",
     "/pause /resume /forget /compact /clear /restart /shutdown /status <id>",
-    "/kick <id>   /cancel <reasoning context>   /json <envelope>   /quit",
+    "/kick <id>   /cancel <reasoning context>   /streams   /json <envelope>   /quit",
+    "after 3 approvals of the same call shape a grant is suggested: g grant, d dismiss",
 ];
 
 #[cfg(test)]

@@ -164,3 +164,41 @@ fn a_narrow_terminal_keeps_the_messages_and_the_dialog() {
     );
     insta::assert_snapshot!("narrow_60x20", f);
 }
+
+#[test]
+fn three_approvals_bring_a_suggestion_card() {
+    let mut s = space();
+    for (i, path) in ["src/a.rs", "src/b.rs", "src/c.rs"].iter().enumerate() {
+        let id = format!("p{i}");
+        s.on_envelope(&proposal(&id, path));
+        assert_eq!(
+            s.on_key(key(KeyCode::Char('y'))),
+            vec![Action::Approve {
+                proposal: id.clone()
+            }]
+        );
+        // The fulfilling request, as the gateway shows it to everyone.
+        s.on_envelope(
+            &json!({"kind": "mcp/request", "from": "human", "id": format!("f{i}"),
+            "ts": format!("2026-11-25T10:00:0{i}Z"), "to": ["files"], "correlation_id": [id],
+            "payload": {"method": "tools/call", "params": {"name": "write_file",
+                        "arguments": {"path": path, "content": "hello"}}}}),
+        );
+    }
+    let f = frame(&s, 100, 24);
+    assert!(f.contains(" suggestion "), "{f}");
+    insta::assert_snapshot!("suggestion_card", f);
+    let acts = s.on_key(key(KeyCode::Char('g')));
+    assert_eq!(
+        acts,
+        vec![Action::Send(
+            json!({"kind": "capability/grant", "to": ["agent"], "payload": {
+            "recipient": "agent",
+            "capabilities": [{"kind": "mcp/request", "payload": {"method": "tools/call", "params": {
+                "name": "write_file", "arguments": {"content": "hello", "path": "src/*"}}}}],
+            "reason": "approved 3 times by human"}})
+        )]
+    );
+    // Shown once: nothing more is suggested for the same shape.
+    assert!(!frame(&s, 100, 24).contains(" suggestion "));
+}
