@@ -236,7 +236,8 @@ impl<L: ConnLink> GatewayHost<L> {
             }
             Input::Frame(id, frame) => {
                 // Trace level: free unless asked for (`--log-level mew_driver_common=trace`).
-                let _span = tracing::trace_span!("envelope", conn = %id, bytes = frame.len()).entered();
+                let _span =
+                    tracing::trace_span!("envelope", conn = %id, bytes = frame.len()).entered();
                 if self.timing.sample() {
                     let t = std::time::Instant::now();
                     self.gateway.handle_frame(now, id, frame);

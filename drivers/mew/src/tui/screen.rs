@@ -96,6 +96,23 @@ enum Dialog {
     Confirm,
 }
 
+/// One entry of the message pane.
+#[derive(Debug, Clone)]
+enum Item {
+    Line(Line<'static>),
+    /// A reasoning sequence, drawn folded from [`Screen::reasoning`].
+    Reasoning(String),
+}
+
+/// A reasoning sequence: its thoughts as they come, then its conclusion.
+#[derive(Debug, Clone, Default)]
+struct Fold {
+    who: String,
+    thoughts: u32,
+    latest: String,
+    conclusion: Option<String>,
+}
+
 /// Who is in the space.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Member {
@@ -107,7 +124,9 @@ struct Member {
 #[derive(Debug, Default)]
 pub struct Screen {
     me: String,
-    lines: VecDeque<Line<'static>>,
+    lines: VecDeque<Item>,
+    /// Reasoning sequences by context, folded into one line each.
+    reasoning: BTreeMap<String, Fold>,
     input: String,
     history: Vec<String>,
     history_at: Option<usize>,
@@ -162,10 +181,34 @@ impl Screen {
     }
 
     fn push(&mut self, line: Line<'static>) {
-        if self.lines.len() >= MAX_LINES {
-            self.lines.pop_front();
+        self.push_item(Item::Line(line));
+    }
+
+    fn push_item(&mut self, item: Item) {
+        if self.lines.len() >= MAX_LINES
+            && let Some(Item::Reasoning(ctx)) = self.lines.pop_front()
+        {
+            self.reasoning.remove(&ctx);
         }
-        self.lines.push_back(line);
+        self.lines.push_back(item);
+    }
+
+    fn fold_line(&self, ctx: &str) -> Line<'static> {
+        let Some(f) = self.reasoning.get(ctx) else {
+            return Line::from("");
+        };
+        let text = match &f.conclusion {
+            Some(c) => format!("  ▸ {} reasoned in {} step(s): {c}", f.who, f.thoughts),
+            None if f.thoughts == 0 => format!("  ▸ {} is thinking…", f.who),
+            None => format!(
+                "  ▸ {} is thinking ({} thought(s)): {}",
+                f.who, f.thoughts, f.latest
+            ),
+        };
+        Line::from(Span::styled(
+            text,
+            Style::new().add_modifier(Modifier::ITALIC),
+        ))
     }
 
     /// Adds a note from the program (a result, an error).
@@ -291,12 +334,30 @@ impl Screen {
                     .unwrap_or_else(|| short(if r.is_null() { &payload["error"] } else { r }, 200));
                 self.push(Line::from(format!("{from} answers: {text}")));
             }
-            "reasoning/thought" => {
+            "reasoning/start" => {
+                self.reasoning.insert(
+                    id.clone(),
+                    Fold {
+                        who: from.clone(),
+                        ..Fold::default()
+                    },
+                );
+                self.push_item(Item::Reasoning(id));
+            }
+            "reasoning/thought" | "reasoning/conclusion" => {
                 let text = short(&payload["message"], 200);
-                self.push(Line::from(Span::styled(
-                    format!("  {from} thinks: {text}"),
-                    Style::new().add_modifier(Modifier::ITALIC),
-                )));
+                let ctx = env["context"].as_str().unwrap_or_default();
+                match self.reasoning.get_mut(ctx) {
+                    Some(f) if kind == "reasoning/thought" => {
+                        f.thoughts += 1;
+                        f.latest = text;
+                    }
+                    Some(f) => f.conclusion = Some(text),
+                    None => self.push(Line::from(Span::styled(
+                        format!("  {from}: {text}"),
+                        Style::new().add_modifier(Modifier::ITALIC),
+                    ))),
+                }
             }
             "system/error" => {
                 self.note(format!(
@@ -610,7 +671,10 @@ impl Screen {
             .lines
             .iter()
             .skip(self.lines.len().saturating_sub(inner_h.max(1) * 4))
-            .cloned()
+            .map(|i| match i {
+                Item::Line(l) => l.clone(),
+                Item::Reasoning(ctx) => self.fold_line(ctx),
+            })
             .collect();
         // Keep the newest lines in view: scroll past what does not fit once wrapped.
         let inner_w = usize::from(messages.width.saturating_sub(2)).max(1);

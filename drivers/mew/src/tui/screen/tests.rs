@@ -202,3 +202,45 @@ fn three_approvals_bring_a_suggestion_card() {
     // Shown once: nothing more is suggested for the same shape.
     assert!(!frame(&s, 100, 24).contains(" suggestion "));
 }
+
+#[test]
+fn reasoning_folds_under_its_chat_and_follows_the_thoughts() {
+    let mut s = space();
+    s.on_envelope(
+        &json!({"kind": "chat", "from": "human", "id": "q", "payload": {"text": "weather?"}}),
+    );
+    s.on_envelope(
+        &json!({"kind": "reasoning/start", "from": "agent", "id": "r1",
+                          "correlation_id": ["q"], "payload": {"message": "Working on: weather?"}}),
+    );
+    s.on_envelope(
+        &json!({"kind": "chat", "from": "files", "id": "x", "payload": {"text": "unrelated"}}),
+    );
+    assert!(frame(&s, 100, 24).contains("▸ agent is thinking…"));
+    for (i, t) in ["Calling weather-service/get_weather", "Adding the tip"]
+        .iter()
+        .enumerate()
+    {
+        s.on_envelope(
+            &json!({"kind": "reasoning/thought", "from": "agent", "id": format!("t{i}"),
+                              "context": "r1", "payload": {"message": t}}),
+        );
+    }
+    let f = frame(&s, 100, 24);
+    assert!(
+        f.contains("▸ agent is thinking (2 thought(s)): Adding the tip"),
+        "{f}"
+    );
+    // One line, under the question and before the unrelated chat, however many thoughts.
+    let rows: Vec<&str> = f.lines().collect();
+    let at = |needle: &str| rows.iter().position(|r| r.contains(needle)).unwrap();
+    assert!(
+        at("weather?") < at("▸ agent") && at("▸ agent") < at("unrelated"),
+        "{f}"
+    );
+    s.on_envelope(
+        &json!({"kind": "reasoning/conclusion", "from": "agent", "id": "c",
+                          "context": "r1", "payload": {"message": "Answered after 2 step(s)"}}),
+    );
+    assert!(frame(&s, 100, 24).contains("▸ agent reasoned in 2 step(s): Answered after 2 step(s)"));
+}
