@@ -210,3 +210,33 @@ pub fn run(args: Args) -> Result<String, Failure> {
     ));
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mew_core::agent::{AgentFile, AgentSettings};
+
+    #[test]
+    fn every_template_loads_as_a_space_and_its_agent_configuration() {
+        for t in TEMPLATES {
+            for (rel, text) in t.files {
+                let text = text.replace("{{name}}", "test-space");
+                if rel.ends_with("space.yaml") {
+                    let c = SpaceConfig::from_yaml(&text)
+                        .unwrap_or_else(|e| panic!("{}: {:?}", t.name, e.0));
+                    assert_eq!(c.id, "test-space");
+                    let ids: Vec<&str> = c.participants.iter().map(|p| p.id.as_str()).collect();
+                    assert!(ids.contains(&"human") && ids.contains(&"agent"), "{ids:?}");
+                    assert!(
+                        !text.contains("tokens:"),
+                        "{}: tokens in space.yaml",
+                        t.name
+                    );
+                } else if rel.ends_with("agent.yaml") {
+                    let f = AgentFile::from_yaml(&text).unwrap();
+                    AgentSettings::from_file(&f).unwrap_or_else(|e| panic!("{}: {e}", t.name));
+                }
+            }
+        }
+    }
+}
