@@ -24,6 +24,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const IDLE: usize = 10_000;
+const JOINERS: usize = 8;
 const SERVE_ENV: &str = "MEW_HOSTILE_SERVE";
 
 fn space_yaml() -> String {
@@ -237,7 +238,9 @@ fn main() {
         let idle = Arc::new(tokio::sync::Mutex::new(Vec::with_capacity(IDLE)));
         let failed = Arc::new(AtomicU64::new(0));
         let mut tasks = Vec::new();
-        for w in 0..64 {
+        // Eight joiners at a time: a crowd arriving, not a single burst, so that the
+        // presence announcing each join can drain.
+        for w in 0..JOINERS {
             let (idle, failed) = (idle.clone(), failed.clone());
             tasks.push(tokio::spawn(async move {
                 let mut i = w;
@@ -248,7 +251,7 @@ fn main() {
                             failed.fetch_add(1, Ordering::Relaxed);
                         }
                     }
-                    i += 64;
+                    i += JOINERS;
                 }
             }));
         }
