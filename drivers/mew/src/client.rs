@@ -52,7 +52,7 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         && std::io::IsTerminal::is_terminal(&std::io::stdin());
     // Log lines would draw over the full-screen interface.
     crate::init_logging(if interactive { "off" } else { &args.log_level })?;
-    let config = ParticipantConfig {
+    let mut config = ParticipantConfig {
         // A one-shot send must not retry forever against a wrong address.
         reconnect: if args.send.is_some() {
             ReconnectPolicy {
@@ -64,6 +64,8 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         },
         ..args.connect.participant()
     };
+    // The interface shows each participant's tools: list them (when allowed).
+    config.discovery.auto = interactive;
     let (rt, mut events, me) = ParticipantRuntime::connect(config, None)
         .await
         .map_err(|e| Failure::new(exit::CONNECT, format!("cannot join: {e}")))?;

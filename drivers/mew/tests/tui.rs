@@ -192,6 +192,8 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
             &format!("MEW_TOKEN={human}"), &client,
         ]);
         tmux.until("joined as human");
+        // The service's tools, discovered, in the participants panel.
+        tmux.until("· echo");
         let mut a = agent(&gw);
         until_kind(&mut a, |v| v["kind"] == "system/welcome");
 

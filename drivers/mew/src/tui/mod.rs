@@ -92,6 +92,16 @@ pub async fn run(
                             screen.on_envelope(&welcome(&rt, &me).await);
                             screen.note("joined");
                         }
+                        Event::Discovery { .. } | Event::DiscoverySettled => {
+                            let tools = rt
+                                .available_tools()
+                                .await
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(|t| (t.participant, t.tool.name))
+                                .collect::<Vec<_>>();
+                            screen.set_tools(tools);
+                        }
                         Event::Disconnected { reason } => {
                             screen.set_status(format!("disconnected: {reason}; reconnecting…"));
                         }

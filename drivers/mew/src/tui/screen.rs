@@ -118,6 +118,7 @@ struct Fold {
 struct Member {
     online: bool,
     capabilities: Vec<String>,
+    tools: Vec<String>,
 }
 
 /// The screen's state.
@@ -175,6 +176,18 @@ impl Screen {
         self.pending.iter()
     }
 
+    /// The tools discovered, as (participant, tool) pairs.
+    pub fn set_tools(&mut self, tools: Vec<(String, String)>) {
+        for m in self.members.values_mut() {
+            m.tools.clear();
+        }
+        for (p, t) in tools {
+            if let Some(m) = self.members.get_mut(&p) {
+                m.tools.push(t);
+            }
+        }
+    }
+
     /// Sets the status line.
     pub fn set_status(&mut self, s: impl Into<String>) {
         self.status = s.into();
@@ -228,10 +241,15 @@ impl Screen {
         let payload = &env["payload"];
         match kind {
             "system/welcome" => {
-                self.members.clear();
+                let old = std::mem::take(&mut self.members);
                 for p in payload["participants"].as_array().into_iter().flatten() {
                     if let Some(pid) = p["id"].as_str() {
-                        self.members.insert(pid.to_owned(), member_of(p));
+                        let mut m = member_of(p);
+                        // Tools outlive a rejoin's welcome until the next discovery.
+                        if let Some(o) = old.get(pid) {
+                            m.tools = o.tools.clone();
+                        }
+                        self.members.insert(pid.to_owned(), m);
                     }
                 }
                 let you = &payload["you"];
@@ -693,6 +711,12 @@ impl Screen {
             for (id, m) in &self.members {
                 let mark = if m.online { "●" } else { "○" };
                 lines.push(Line::from(format!("{mark} {id}")));
+                for t in m.tools.iter().take(5) {
+                    lines.push(Line::from(format!("  · {t}")));
+                }
+                if m.tools.len() > 5 {
+                    lines.push(Line::from(format!("  · +{} tools", m.tools.len() - 5)));
+                }
                 if let Some(c) = m.capabilities.first() {
                     let more = if m.capabilities.len() > 1 {
                         format!(" +{}", m.capabilities.len() - 1)
@@ -820,6 +844,7 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
 
 fn member_of(p: &Value) -> Member {
     Member {
+        tools: Vec::new(),
         online: true,
         capabilities: p["capabilities"]
             .as_array()

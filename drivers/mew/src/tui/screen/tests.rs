@@ -44,7 +44,16 @@ fn a_proposal_opens_the_review_dialog_and_y_approves_it() {
     let mut s = space();
     s.on_envelope(&proposal("p1", "notes.txt"));
     s.on_envelope(&proposal("p2", "other.txt"));
+    s.set_tools(vec![
+        ("files".into(), "write_file".into()),
+        ("files".into(), "read_file".into()),
+    ]);
     insta::assert_snapshot!("review_dialog_80x24", frame(&s, 80, 24));
+    let wide = frame(&s, 100, 30);
+    assert!(
+        wide.contains("· write_file") && wide.contains("· read_file"),
+        "{wide}"
+    );
     // Typing goes to the dialog, not the input line.
     assert_eq!(
         s.on_key(key(KeyCode::Char('y'))),
