@@ -136,6 +136,20 @@ fn init_logging_as(level: &str, format: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Prints what a synchronous command produced (or its failure, in one line) and exits.
+fn finish(r: Result<String, Failure>) -> ! {
+    match r {
+        Ok(out) => {
+            println!("{out}");
+            std::process::exit(exit::OK)
+        }
+        Err(f) => {
+            eprintln!("mew: {}", f.message);
+            std::process::exit(f.code)
+        }
+    }
+}
+
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -163,56 +177,17 @@ fn main() {
         #[cfg(not(unix))]
         Command::Guard { .. } => std::process::exit(exit::USAGE),
         #[cfg(unix)]
-        Command::Space(c) => {
-            let done = |r: Result<String, Failure>| match r {
-                Ok(out) => {
-                    println!("{out}");
-                    std::process::exit(exit::OK)
-                }
-                Err(f) => {
-                    eprintln!("mew: {}", f.message);
-                    std::process::exit(f.code);
-                }
-            };
-            match c {
-                space::Command::Down(a) => done(space::down(a)),
-                space::Command::Status(a) => done(space::status(a)),
-                space::Command::Connect(a) => done(Err(space::connect(a))),
-                up => Cli {
-                    command: Command::Space(up),
-                },
-            }
-        }
-        Command::Automation(a) => match automation::run(a) {
-            Ok(out) => {
-                println!("{out}");
-                std::process::exit(exit::OK)
-            }
-            Err(f) => {
-                eprintln!("mew: {}", f.message);
-                std::process::exit(f.code);
-            }
+        Command::Space(c) => match c {
+            space::Command::Down(a) => finish(space::down(a)),
+            space::Command::Status(a) => finish(space::status(a)),
+            space::Command::Connect(a) => finish(Err(space::connect(a))),
+            up => Cli {
+                command: Command::Space(up),
+            },
         },
-        Command::Init(a) => match init::run(a) {
-            Ok(out) => {
-                println!("{out}");
-                std::process::exit(exit::OK)
-            }
-            Err(f) => {
-                eprintln!("mew: {}", f.message);
-                std::process::exit(f.code);
-            }
-        },
-        Command::Tools(t) => match tools::run(t) {
-            Ok(out) => {
-                println!("{out}");
-                std::process::exit(exit::OK)
-            }
-            Err(f) => {
-                eprintln!("mew: {}", f.message);
-                std::process::exit(f.code);
-            }
-        },
+        Command::Automation(a) => finish(automation::run(a)),
+        Command::Init(a) => finish(init::run(a)),
+        Command::Tools(t) => finish(tools::run(t)),
         other => Cli { command: other },
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()

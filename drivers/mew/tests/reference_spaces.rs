@@ -211,9 +211,13 @@ fn reference_orchestrator_spelling_literal_tokens_and_log_layout() {
     // The envelope history is where the reference's tools read it, one record per line.
     let history = dir.join(".mew/logs/envelope-history.jsonl");
     let delivered_to_agent = record("delivered", &chat, "agent");
-    let lines = lines_when(&history, "the chat delivered to the agent", |l| {
-        delivered_to_agent.is_match(l)
-    });
+    // The last envelope sent: once its record is written, the earlier ones are too.
+    let last = record("received", &by_literal, "agent");
+    let lines = lines_when(&history, "the last envelope's record", |l| last.is_match(l));
+    assert!(
+        lines.iter().any(|l| delivered_to_agent.is_match(l)),
+        "{lines:#?}"
+    );
     let received = record("received", &chat, "human");
     assert!(lines.iter().any(|l| received.is_match(l)), "{lines:#?}");
     let to_observer = record("delivered", &chat, "observer");
