@@ -108,23 +108,24 @@ fn init_logging(level: &str) -> Result<(), Failure> {
 }
 
 fn init_logging_as(level: &str, format: &str) -> Result<(), Failure> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .map_err(|e| Failure::new(exit::USAGE, format!("bad --log-level {level:?}: {e}")))?;
-    match format {
-        "json" => tracing_subscriber::fmt()
+    let fmt = match format {
+        "json" => tracing_subscriber::fmt::layer()
             .json()
             .with_current_span(true)
-            .with_env_filter(filter)
             .with_writer(std::io::stderr)
-            .init(),
+            .boxed(),
         "" | "text" => {
             // Colours only on a terminal: started processes log to files.
             let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-            tracing_subscriber::fmt()
-                .with_env_filter(filter)
+            tracing_subscriber::fmt::layer()
                 .with_ansi(ansi)
                 .with_writer(std::io::stderr)
-                .init()
+                .boxed()
         }
         other => {
             return Err(Failure::new(
@@ -132,12 +133,64 @@ fn init_logging_as(level: &str, format: &str) -> Result<(), Failure> {
                 format!("bad log format {other:?}: use text or json"),
             ));
         }
-    }
+    };
+    let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
+    // Exported spans follow the same filter as the log lines.
+    #[cfg(feature = "otel")]
+    let registry = registry.with(
+        telemetry::layer()
+            .with_filter(tracing_subscriber::EnvFilter::try_new(level).unwrap_or_default()),
+    );
+    registry.init();
     Ok(())
+}
+
+/// OpenTelemetry export (the `otel` feature): spans go over OTLP/HTTP to
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` when it is set, batched on the SDK's thread.
+#[cfg(feature = "otel")]
+mod telemetry {
+    use opentelemetry::trace::TracerProvider as _;
+    use std::sync::OnceLock;
+
+    static PROVIDER: OnceLock<opentelemetry_sdk::trace::SdkTracerProvider> = OnceLock::new();
+
+    /// The layer, when an endpoint is configured.
+    pub fn layer<S>()
+    -> Option<tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>>
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    {
+        std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT")?;
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .build()
+            .map_err(|e| eprintln!("mew: OpenTelemetry export off: {e}"))
+            .ok()?;
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .build();
+        let tracer = provider.tracer("mew");
+        let _ = PROVIDER.set(provider);
+        Some(tracing_opentelemetry::layer().with_tracer(tracer))
+    }
+
+    /// Sends what is batched (at exit).
+    pub fn flush() {
+        if let Some(p) = PROVIDER.get() {
+            let _ = p.shutdown();
+        }
+    }
+}
+
+/// Flushes exported telemetry, if any, before the process exits.
+fn flush_telemetry() {
+    #[cfg(feature = "otel")]
+    telemetry::flush();
 }
 
 /// Prints what a synchronous command produced (or its failure, in one line) and exits.
 fn finish(r: Result<String, Failure>) -> ! {
+    flush_telemetry();
     match r {
         Ok(out) => {
             println!("{out}");
@@ -220,6 +273,7 @@ fn main() {
     });
     // Tasks still blocked on stdin must not hold the process open.
     rt.shutdown_background();
+    flush_telemetry();
     match result {
         Ok(()) => std::process::exit(exit::OK),
         Err(f) => {
