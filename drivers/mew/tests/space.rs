@@ -341,6 +341,8 @@ fn the_reference_fixture_space_comes_up_and_goes_down() {
             "--space-dir",
         ])
         .arg(&dir)
+        // The fixture's output_log is relative to the gateway's working directory.
+        .current_dir(&dir)
         .env("MEW_MCP_SERVERS", repo().join("tests/mcp-servers"))
         .env("MEW_FIXTURE_DIR", &dir)
         .env("MEW_FIXTURE_GREETING", "hello")
