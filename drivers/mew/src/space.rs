@@ -167,26 +167,32 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The token of `id`: a literal in the file, its token file, or `MEW_TOKEN_<ID>`.
-fn token_of(dir: &Path, config: &Path, id: &str) -> Option<String> {
+/// Every participant's tokens, resolved as the gateway resolves them (literals with
+/// `${VAR}` substituted, token files, `MEW_TOKEN_<ID>`); none are generated here.
+fn resolved(dir: &Path, config: &Path) -> Option<SpaceConfig> {
     let text = std::fs::read_to_string(config).ok()?;
-    let cfg = SpaceConfig::from_yaml(&text).ok()?;
+    let mut cfg = SpaceConfig::from_yaml(&text).ok()?;
+    cfg.resolve_tokens(
+        |var| std::env::var(var).ok(),
+        |id| files::read_token_file(dir, id),
+        String::new,
+    );
+    Some(cfg)
+}
+
+/// The token of `id`.
+fn token_of(dir: &Path, config: &Path, id: &str) -> Option<String> {
+    let cfg = resolved(dir, config)?;
     let p = cfg.participants.iter().find(|p| p.id == id)?;
-    p.tokens
-        .iter()
-        .find(|t| !t.contains("${"))
-        .cloned()
-        .or_else(|| files::read_token_file(dir, id))
-        .or_else(|| std::env::var(files::token_env_name(id)).ok())
+    p.tokens.iter().find(|t| !t.is_empty()).cloned()
 }
 
 /// A token of any participant, for the gateway's authenticated endpoints.
 fn any_token(dir: &Path, config: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(config).ok()?;
-    let cfg = SpaceConfig::from_yaml(&text).ok()?;
-    cfg.participants
+    resolved(dir, config)?
+        .participants
         .iter()
-        .find_map(|p| token_of(dir, config, &p.id))
+        .find_map(|p| p.tokens.iter().find(|t| !t.is_empty()).cloned())
 }
 
 fn http_get(port: u16, path: &str, token: Option<&str>) -> Option<Value> {

@@ -481,7 +481,8 @@ fn id_value(id: &RequestId) -> Value {
     }
 }
 
-fn tool_result(text: &str, is_error: bool) -> Value {
+/// A `tools/call` result holding one text item.
+pub fn tool_result(text: &str, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error})
 }
 

@@ -23,7 +23,6 @@ use crate::agent::{
 use crate::mcp::{McpServer, ServerCallId, ServerConfig, ServerEvent, ServerOutput};
 use crate::participant::{self, CallId, ToolSpec};
 use crate::time::Time;
-use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Who asked for a run.
@@ -326,8 +325,7 @@ impl ToolsAgent {
                 }
             }
             Origin::Space(call) => {
-                let result =
-                    json!({"content": [{"type": "text", "text": text}], "isError": is_error});
+                let result = crate::mcp::server::tool_result(text, is_error);
                 let _ = self
                     .agent
                     .participant_mut()
