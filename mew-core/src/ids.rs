@@ -17,6 +17,11 @@ impl IdGen {
         IdGen { state: seed }
     }
 
+    /// The generator's whole state (a snapshot keeps it; [`IdGen::new`] restores it).
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
     /// The next 64 pseudo-random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -11,6 +11,7 @@ pub mod agent;
 pub mod automation;
 pub mod bridge;
 pub mod capability;
+pub mod cluster;
 pub mod envelope;
 pub mod gateway;
 pub mod ids;

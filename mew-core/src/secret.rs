@@ -23,6 +23,48 @@ impl TokenSource for IdGen {
     }
 }
 
+/// The SHA-256 digest of a token: what the gateway keeps and compares instead of the token,
+/// and what a replicated space's log carries (a reader of the log learns no token).
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TokenHash([u8; 32]);
+
+impl TokenHash {
+    /// The digest of `token`.
+    pub fn of(token: &str) -> TokenHash {
+        use sha2::Digest;
+        TokenHash(sha2::Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// Lower-case hex, 64 characters.
+    pub fn to_hex(&self) -> String {
+        use std::fmt::Write as _;
+        self.0.iter().fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    }
+
+    /// Parses [`TokenHash::to_hex`]'s form.
+    pub fn from_hex(hex: &str) -> Option<TokenHash> {
+        let b = hex.as_bytes();
+        if b.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in b.chunks(2).enumerate() {
+            let s = std::str::from_utf8(pair).ok()?;
+            out[i] = u8::from_str_radix(s, 16).ok()?;
+        }
+        Some(TokenHash(out))
+    }
+}
+
+impl std::fmt::Debug for TokenHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TokenHash({}…)", &self.to_hex()[..8])
+    }
+}
+
 /// Compares two secrets in time that depends only on their lengths, so how long a refusal
 /// takes says nothing about how close a guess was.
 pub fn equal(a: &[u8], b: &[u8]) -> bool {
@@ -42,5 +84,17 @@ mod tests {
         assert!(!equal(b"abc", b"abd"));
         assert!(!equal(b"abc", b"ab"));
         assert!(equal(b"", b""));
+    }
+
+    #[test]
+    fn token_hashes_round_trip_through_hex() {
+        let h = TokenHash::of("abc");
+        // The SHA-256 test vector of "abc".
+        assert_eq!(
+            h.to_hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(TokenHash::from_hex(&h.to_hex()), Some(h));
+        assert_eq!(TokenHash::from_hex("zz"), None);
     }
 }

@@ -30,7 +30,8 @@ impl AuditFile {
 }
 
 /// How an envelope reached or left the gateway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Transport {
     /// A WebSocket connection.
     WebSocket,
@@ -453,10 +454,10 @@ pub(super) struct PendingDelivered {
 /// Refusals of one sender in the current window.
 #[derive(Debug, Clone)]
 pub(super) struct RefusalWindow {
-    until: Time,
-    logged: u32,
-    suppressed: u64,
-    transport: Transport,
+    pub(super) until: Time,
+    pub(super) logged: u32,
+    pub(super) suppressed: u64,
+    pub(super) transport: Transport,
 }
 
 impl Gateway {

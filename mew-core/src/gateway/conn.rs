@@ -5,7 +5,7 @@ use super::ConnId;
 use crate::Time;
 
 /// Where a connection stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) enum Phase {
     /// Waiting for a join until the deadline.
     Pending { deadline: Time },
@@ -26,17 +26,17 @@ pub(super) struct Conn {
 }
 
 #[derive(Debug, Default)]
-struct Slot {
-    generation: u32,
-    conn: Option<Conn>,
+pub(super) struct Slot {
+    pub(super) generation: u32,
+    pub(super) conn: Option<Conn>,
 }
 
 /// Connections by id.
 #[derive(Debug, Default)]
 pub(super) struct Slab {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    live: usize,
+    pub(super) slots: Vec<Slot>,
+    pub(super) free: Vec<u32>,
+    pub(super) live: usize,
 }
 
 impl Slab {

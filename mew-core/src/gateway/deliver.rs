@@ -48,8 +48,7 @@ impl Gateway {
     /// backlog passes the limit. Returns whether the frame was handed out.
     #[inline]
     pub(super) fn transmit(&mut self, now: Time, conn: ConnId, frame: Bytes) -> bool {
-        let max_frames = self.config.gateway.max_queue_frames;
-        let max_bytes = self.config.gateway.max_queue_bytes;
+        let (max_frames, max_bytes) = self.queue_limits();
         let Some(c) = self.conns.get_mut(conn) else {
             return false;
         };
@@ -102,8 +101,7 @@ impl Gateway {
     /// The common case (a connection, audit off) is handled inline: one slab lookup, the
     /// backlog accounting, one `Bytes` clone and one push per recipient.
     fn fan_out(&mut self, now: Time, frame: &Bytes, id: Option<&Arc<str>>, except: Option<usize>) {
-        let max_frames = self.config.gateway.max_queue_frames;
-        let max_bytes = self.config.gateway.max_queue_bytes;
+        let (max_frames, max_bytes) = self.queue_limits();
         let len = frame.len();
         let audit = self.audit_envelopes;
         self.out.reserve(self.audience.len());
@@ -218,6 +216,40 @@ impl Gateway {
             }
         }
         self.finish_closes(now);
+    }
+
+    /// The backlog limits this gateway enforces itself: none in a replicated space, whose
+    /// nodes watch the backlogs of their own sockets (see [`Gateway::backlog_exceeded`]).
+    #[inline]
+    fn queue_limits(&self) -> (usize, usize) {
+        if self.replicated {
+            (usize::MAX, usize::MAX)
+        } else {
+            (
+                self.config.gateway.max_queue_frames,
+                self.config.gateway.max_queue_bytes,
+            )
+        }
+    }
+
+    /// Whether a connection with this many frames and bytes handed to it and not yet
+    /// written is a slow consumer. One frame alone never is, however large.
+    pub fn backlog_exceeded(&self, frames: usize, bytes: usize) -> bool {
+        let g = &self.config.gateway;
+        frames > g.max_queue_frames || (bytes > g.max_queue_bytes && frames > 1)
+    }
+
+    /// Closes a connection as a slow consumer (1013): what a replicated space's node asks
+    /// for when [`Gateway::backlog_exceeded`] says so of one of its sockets.
+    pub fn handle_slow(&mut self, now: Time, conn: ConnId) {
+        if self
+            .conns
+            .get_mut(conn)
+            .is_some_and(|c| c.phase != Phase::Closed)
+        {
+            self.close_slow(now, conn);
+            self.finish_closes(now);
+        }
     }
 
     #[cold]

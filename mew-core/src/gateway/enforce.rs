@@ -73,7 +73,7 @@ impl Gateway {
         c.last_activity = now;
         match c.phase {
             Phase::Closed => {}
-            Phase::Pending { .. } => self.pending_frame(now, conn, &frame),
+            Phase::Pending { .. } => self.pending_frame(now, conn, &frame, None),
             Phase::Joined { member } => {
                 if frame.first() == Some(&b'#') {
                     self.stream_data(now, conn, member, frame);
@@ -83,6 +83,27 @@ impl Gateway {
             }
         }
         self.finish_closes(now);
+    }
+
+    /// A join message taken apart by [`seal_join`](super::seal_join): `frame` without its
+    /// token, `token` the token's digest. On a joined connection it is an ordinary frame.
+    pub fn handle_sealed_join(
+        &mut self,
+        now: Time,
+        conn: ConnId,
+        frame: Bytes,
+        token: crate::secret::TokenHash,
+    ) {
+        let Some(c) = self.conns.get_mut(conn) else {
+            return;
+        };
+        if matches!(c.phase, Phase::Pending { .. }) {
+            c.last_activity = now;
+            self.pending_frame(now, conn, &frame, Some(token));
+            self.finish_closes(now);
+        } else {
+            self.handle_frame(now, conn, frame);
+        }
     }
 
     /// The driver saw a frame larger than the limit and did not buffer it.

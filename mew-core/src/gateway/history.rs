@@ -18,7 +18,7 @@ pub(super) struct History {
     cap: usize,
     max_bytes: usize,
     bytes: usize,
-    entries: VecDeque<Entry>,
+    pub(super) entries: VecDeque<Entry>,
 }
 
 impl History {

@@ -46,7 +46,11 @@ fn http_error(status: u16, code: &str, message: &str) -> HttpError {
 }
 
 impl Gateway {
-    fn http_auth(&self, participant: &str, bearer: Option<&str>) -> Result<usize, HttpError> {
+    fn http_auth(
+        &self,
+        participant: &str,
+        bearer: Option<crate::secret::TokenHash>,
+    ) -> Result<usize, HttpError> {
         let Some(token) = bearer else {
             return Err(http_error(
                 401,
@@ -54,7 +58,7 @@ impl Gateway {
                 "an Authorization: Bearer token is required",
             ));
         };
-        match (self.members.by_token(token), self.members.find(participant)) {
+        match (self.members.by_hash(&token), self.members.find(participant)) {
             (Some(t), Some(p)) if t == p && !self.members.get(p).removed => Ok(p),
             _ => Err(http_error(
                 403,
@@ -95,6 +99,18 @@ impl Gateway {
         now: Time,
         participant: &str,
         bearer: Option<&str>,
+        body: &[u8],
+    ) -> Result<HttpAccepted, HttpError> {
+        let bearer = bearer.map(crate::secret::TokenHash::of);
+        self.http_post_hashed(now, participant, bearer, body)
+    }
+
+    /// [`Gateway::http_post`] with the bearer token's digest instead of the token.
+    pub fn http_post_hashed(
+        &mut self,
+        now: Time,
+        participant: &str,
+        bearer: Option<crate::secret::TokenHash>,
         body: &[u8],
     ) -> Result<HttpAccepted, HttpError> {
         let member = self.http_auth(participant, bearer)?;
@@ -178,7 +194,7 @@ impl Gateway {
         bearer: Option<&str>,
         since: Option<&str>,
     ) -> Result<Vec<Bytes>, HttpError> {
-        let member = self.http_auth(participant, bearer)?;
+        let member = self.http_auth(participant, bearer.map(crate::secret::TokenHash::of))?;
         let since = match since {
             None | Some("") => Since::Start,
             Some(s) => {

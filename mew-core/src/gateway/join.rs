@@ -10,6 +10,7 @@ use super::system::ErrorPayload;
 use super::{ConnId, Gateway, GatewayEvent};
 use crate::Time;
 use crate::envelope::check_depth;
+use crate::secret::TokenHash;
 use bytes::Bytes;
 use serde_json::Value;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 /// What a join message carried.
 #[derive(Debug, Default)]
 pub(super) struct JoinRequest {
-    pub(super) token: Option<String>,
+    pub(super) token: Option<TokenHash>,
     pub(super) participant: Option<String>,
     pub(super) envelope_id: Option<String>,
 }
@@ -30,7 +31,7 @@ pub(super) fn parse_join(v: &Value) -> Option<JoinRequest> {
     };
     if obj.get("type").and_then(Value::as_str) == Some("join") && !obj.contains_key("kind") {
         return Some(JoinRequest {
-            token: s(obj, "token"),
+            token: s(obj, "token").map(|t| TokenHash::of(&t)),
             participant: s(obj, "participantId")
                 .or_else(|| s(obj, "participant_id"))
                 .or_else(|| s(obj, "participant")),
@@ -42,7 +43,9 @@ pub(super) fn parse_join(v: &Value) -> Option<JoinRequest> {
         let empty = serde_json::Map::new();
         let p = p.unwrap_or(&empty);
         return Some(JoinRequest {
-            token: s(p, "token").or_else(|| s(obj, "token")),
+            token: s(p, "token")
+                .or_else(|| s(obj, "token"))
+                .map(|t| TokenHash::of(&t)),
             participant: s(p, "participant")
                 .or_else(|| s(p, "participantId"))
                 .or_else(|| s(p, "participant_id"))
@@ -51,6 +54,20 @@ pub(super) fn parse_join(v: &Value) -> Option<JoinRequest> {
         });
     }
     None
+}
+
+/// Takes the token out of a join message: the message without it and the token's digest,
+/// or `None` when `frame` is not a join carrying a token. A replicated space logs joins this
+/// way (see [`Gateway::handle_sealed_join`]), so its log holds no token.
+pub fn seal_join(frame: &[u8]) -> Option<(Bytes, TokenHash)> {
+    let mut v: Value = serde_json::from_slice(frame).ok()?;
+    let hash = parse_join(&v)?.token?;
+    let obj = v.as_object_mut()?;
+    obj.remove("token");
+    if let Some(p) = obj.get_mut("payload").and_then(Value::as_object_mut) {
+        p.remove("token");
+    }
+    Some((Bytes::from(serde_json::to_vec(&v).ok()?), hash))
 }
 
 /// Why a join was refused.
@@ -77,6 +94,11 @@ fn valid_anonymous_id(id: &str) -> bool {
 impl Gateway {
     /// A new transport connection; `bearer` from the Authorization header if any.
     pub fn connect(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
+        self.connect_hashed(now, bearer.map(TokenHash::of))
+    }
+
+    /// [`Gateway::connect`] with the bearer token's digest instead of the token.
+    pub fn connect_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
         let opts = &self.config.gateway;
         let conn = self.conns.insert(Conn {
             phase: Phase::Pending {
@@ -88,7 +110,7 @@ impl Gateway {
             queued_bytes: 0,
         });
         if let Some(token) = bearer {
-            match self.members.by_token(token) {
+            match self.members.by_hash(&token) {
                 Some(m) if !self.members.get(m).removed => self.join_member(now, conn, m),
                 _ => self.refuse_join(
                     now,
@@ -106,9 +128,15 @@ impl Gateway {
     }
 
     /// A frame on a connection that has not joined: it must be a join.
-    pub(super) fn pending_frame(&mut self, now: Time, conn: ConnId, frame: &Bytes) {
+    pub(super) fn pending_frame(
+        &mut self,
+        now: Time,
+        conn: ConnId,
+        frame: &Bytes,
+        sealed: Option<TokenHash>,
+    ) {
         let parsed = self.parse_small_json(frame);
-        let Some(req) = parsed.as_ref().and_then(parse_join) else {
+        let Some(mut req) = parsed.as_ref().and_then(parse_join) else {
             self.refuse_join(
                 now,
                 conn,
@@ -120,6 +148,9 @@ impl Gateway {
             );
             return;
         };
+        if sealed.is_some() {
+            req.token = sealed;
+        }
         match self.authenticate(&req) {
             Ok(member) => self.join_member(now, conn, member),
             Err(r) => self.refuse_join(now, conn, req.envelope_id.as_deref(), r),
@@ -138,8 +169,8 @@ impl Gateway {
         let same_id = req.participant.as_deref().is_none_or(|p| p == &*me.id);
         let same_token = req
             .token
-            .as_deref()
-            .is_none_or(|t| self.members.by_token(t) == Some(member) || me.tokens.is_empty());
+            .as_ref()
+            .is_none_or(|t| self.members.by_hash(t) == Some(member) || me.tokens.is_empty());
         if same_id && same_token {
             return;
         }
@@ -173,7 +204,7 @@ impl Gateway {
     /// Maps a join request to a member: token decides; anonymous ids when allowed.
     fn authenticate(&mut self, req: &JoinRequest) -> Result<usize, JoinRefusal> {
         if let Some(token) = &req.token
-            && let Some(m) = self.members.by_token(token)
+            && let Some(m) = self.members.by_hash(token)
         {
             let member = self.members.get(m);
             if member.removed {

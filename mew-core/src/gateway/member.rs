@@ -5,11 +5,12 @@ use super::ConnId;
 use super::config::SpaceConfig;
 use crate::Time;
 use crate::capability::{Capability, CapabilitySet};
+use crate::secret::TokenHash;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// How a member came to exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) enum Origin {
     Configured,
     Invited,
@@ -27,7 +28,7 @@ pub(super) struct Grant {
 }
 
 /// Whether (and until when) a member's outbound traffic is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) enum Hold {
     None,
     /// Paused until the time, or until resumed when `None`.
@@ -40,7 +41,8 @@ pub(super) enum Hold {
 pub(super) struct Member {
     pub(super) id: Arc<str>,
     pub(super) origin: Origin,
-    pub(super) tokens: Vec<String>,
+    /// Digests of its tokens: the gateway never keeps a token itself.
+    pub(super) tokens: Vec<TokenHash>,
     pub(super) static_caps: CapabilitySet,
     pub(super) grants: Vec<Grant>,
     /// Static then granted: what enforcement and welcomes use (shared with audit records,
@@ -75,12 +77,12 @@ impl Member {
 /// The member table: indices stay stable while a member exists.
 #[derive(Debug, Default)]
 pub(super) struct Members {
-    slots: Vec<Option<Member>>,
-    free: Vec<usize>,
-    by_id: BTreeMap<Arc<str>, usize>,
-    by_token: BTreeMap<String, usize>,
+    pub(super) slots: Vec<Option<Member>>,
+    pub(super) free: Vec<usize>,
+    pub(super) by_id: BTreeMap<Arc<str>, usize>,
+    pub(super) by_token: BTreeMap<TokenHash, usize>,
     /// Tokens claimed by more than one member: refused for all of them.
-    ambiguous: Vec<String>,
+    pub(super) ambiguous: Vec<TokenHash>,
 }
 
 impl Members {
@@ -90,7 +92,7 @@ impl Members {
             let idx = m.insert(Member {
                 id: Arc::from(p.id.as_str()),
                 origin: Origin::Configured,
-                tokens: p.tokens.clone(),
+                tokens: p.tokens.iter().map(|t| TokenHash::of(t)).collect(),
                 static_caps: p.capabilities.clone(),
                 grants: Vec::new(),
                 caps: Arc::new(p.capabilities.clone()),
@@ -126,7 +128,7 @@ impl Members {
         idx
     }
 
-    pub(super) fn add_token(&mut self, token: String, idx: usize) {
+    pub(super) fn add_token(&mut self, token: TokenHash, idx: usize) {
         if self.ambiguous.contains(&token) {
             return;
         }
@@ -169,17 +171,16 @@ impl Members {
         self.by_id.get(id).copied()
     }
 
-    /// The member a token authenticates. Every token is compared, each in constant time:
-    /// how long this takes says nothing about how close a guess is (a map lookup would
-    /// leak the length of the matching prefix).
+    /// The member a token authenticates. Looked up by digest: how long the lookup takes
+    /// can only tell a guesser about the digest's prefix, which says nothing about how close
+    /// the guessed token is.
     pub(super) fn by_token(&self, token: &str) -> Option<usize> {
-        let mut found = None;
-        for (t, &i) in &self.by_token {
-            if crate::secret::equal(t.as_bytes(), token.as_bytes()) {
-                found = Some(i);
-            }
-        }
-        found
+        self.by_hash(&TokenHash::of(token))
+    }
+
+    /// The member a token digest authenticates.
+    pub(super) fn by_hash(&self, hash: &TokenHash) -> Option<usize> {
+        self.by_token.get(hash).copied()
     }
 
     pub(super) fn get(&self, idx: usize) -> &Member {

@@ -12,6 +12,7 @@ use super::enforce::{Op, Refusal};
 use super::member::{Hold, Member, Origin};
 use super::{Gateway, GatewayEvent};
 use crate::Time;
+use crate::secret::TokenHash;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
@@ -69,7 +70,7 @@ impl Gateway {
                 .map_err(|e| Refusal::new("invalid_capability", e).about_id(op.id))?,
         };
         self.check_covered(op, &caps)?;
-        let token = self.tokens.token();
+        let token = self.fresh_token();
         let idx = match existing {
             Some(i) => {
                 let m = self.members.get_mut(i);
@@ -77,15 +78,15 @@ impl Gateway {
                 m.static_caps = caps.clone();
                 m.grants.clear();
                 m.hold = Hold::None;
-                m.tokens = vec![token.clone()];
+                m.tokens = vec![TokenHash::of(&token)];
                 m.recompute_caps();
-                self.members.add_token(token.clone(), i);
+                self.members.add_token(TokenHash::of(&token), i);
                 i
             }
             None => self.members.insert(Member {
                 id: Arc::from(pid),
                 origin: Origin::Invited,
-                tokens: vec![token.clone()],
+                tokens: vec![TokenHash::of(&token)],
                 static_caps: caps.clone(),
                 grants: Vec::new(),
                 caps: Arc::new(caps.clone()),

@@ -40,6 +40,7 @@ mod member;
 mod membership;
 mod pause;
 pub mod rate;
+mod snapshot;
 pub mod stats;
 mod streams;
 mod system;
@@ -54,6 +55,8 @@ pub use config::{
     RestartPolicy, SpaceConfig, TOKEN_LEN, substitute, token_env_var,
 };
 pub use http::{HttpAccepted, HttpError};
+pub use join::seal_join;
+pub use snapshot::SnapshotError;
 
 use crate::Time;
 use crate::ids::IdGen;
@@ -67,7 +70,10 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Identifies one transport connection of a [`Gateway`]. Ids are never reused.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct ConnId(u64);
 
 impl ConnId {
@@ -86,6 +92,11 @@ impl ConnId {
     /// The id as a number (for logs and maps in drivers).
     pub fn as_u64(self) -> u64 {
         self.0
+    }
+
+    /// The id [`ConnId::as_u64`] gave (a replicated space's log names connections so).
+    pub fn from_u64(n: u64) -> ConnId {
+        ConnId(n)
     }
 }
 
@@ -294,6 +305,10 @@ pub struct Gateway {
     /// The `delivered` record being gathered (see `audit_delivered`).
     pending_delivered: Option<audit::PendingDelivered>,
     audit_capabilities: bool,
+    /// Replicated over a log: backlogs are watched by the nodes (see `deliver.rs`).
+    replicated: bool,
+    /// Randomness the log supplied for the input being applied (see `provide_entropy`).
+    entropy: Option<[u8; 16]>,
 }
 
 impl Gateway {
@@ -323,6 +338,8 @@ impl Gateway {
             refusals: std::collections::BTreeMap::new(),
             pending_delivered: None,
             audit_capabilities: logging.enabled && logging.capability_decisions,
+            replicated: false,
+            entropy: None,
             config,
         };
         g.rebuild_audience();
@@ -332,6 +349,38 @@ impl Gateway {
     /// Replaces the source of invite tokens (servers: the operating system's CSPRNG).
     pub fn set_token_source(&mut self, source: Box<dyn crate::secret::TokenSource>) {
         self.tokens = source;
+    }
+
+    /// Makes this gateway a replica of a space kept in a log: its connections' backlogs are
+    /// no longer counted here (the node holding each socket reports a slow one with
+    /// [`Gateway::handle_slow`]), since written-byte reports are local to a node.
+    pub fn set_replicated(&mut self) {
+        self.replicated = true;
+    }
+
+    /// Randomness for the next input only: a replicated space draws tokens from the entropy
+    /// its log carries, so every replica draws the same. Unused entropy is discarded by
+    /// [`Gateway::take_entropy`].
+    pub fn provide_entropy(&mut self, entropy: [u8; 16]) {
+        self.entropy = Some(entropy);
+    }
+
+    /// Discards entropy the last input did not use.
+    pub fn take_entropy(&mut self) -> Option<[u8; 16]> {
+        self.entropy.take()
+    }
+
+    /// A fresh token: from the log's entropy when a replica has some, else the token source.
+    fn fresh_token(&mut self) -> String {
+        match self.entropy.take() {
+            // 128 bits, as hex: the log's entropy is already uniformly random.
+            Some(e) => e.iter().fold(String::with_capacity(32), |mut s, b| {
+                use std::fmt::Write as _;
+                let _ = write!(s, "{b:02x}");
+                s
+            }),
+            None => self.tokens.token(),
+        }
     }
 
     /// The configuration the gateway runs.

@@ -30,7 +30,7 @@ impl Default for RateLimit {
 }
 
 /// One participant's buckets.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(super) struct Bucket {
     envelopes: f64,
     bytes: f64,

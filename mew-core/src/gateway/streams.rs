@@ -20,18 +20,18 @@ use serde_json::Value;
 use std::sync::Arc;
 
 pub(super) struct Stream {
-    id: String,
-    owner: Arc<str>,
-    open_id: String,
+    pub(super) id: String,
+    pub(super) owner: Arc<str>,
+    pub(super) open_id: String,
     /// The request's payload plus `stream_id`, `owner`, `created`: the welcome's entry.
-    json: Value,
+    pub(super) json: Value,
 }
 
 /// Open streams in creation order.
 #[derive(Default)]
 pub(super) struct Streams {
-    next: u64,
-    open: Vec<Stream>,
+    pub(super) next: u64,
+    pub(super) open: Vec<Stream>,
 }
 
 impl Streams {

@@ -16,13 +16,13 @@ const REMEMBERED: usize = 4096;
 
 /// A bounded map from an envelope id to the proposer it concerns.
 #[derive(Debug, Default)]
-struct Bounded {
+pub(super) struct Bounded {
     map: BTreeMap<Box<str>, Arc<str>>,
     order: VecDeque<Box<str>>,
 }
 
 impl Bounded {
-    fn insert(&mut self, id: &str, proposer: Arc<str>) {
+    pub(super) fn insert(&mut self, id: &str, proposer: Arc<str>) {
         if self.map.contains_key(id) {
             return;
         }
@@ -38,15 +38,22 @@ impl Bounded {
     fn get(&self, id: &str) -> Option<&Arc<str>> {
         self.map.get(id)
     }
+
+    /// Entries oldest first (what a snapshot keeps; `insert` in this order restores it).
+    pub(super) fn entries(&self) -> impl Iterator<Item = (&str, &Arc<str>)> {
+        self.order
+            .iter()
+            .filter_map(|k| self.map.get(k).map(|v| (&**k, v)))
+    }
 }
 
 /// What the gateway remembers to keep proposers and reviewers informed.
 #[derive(Debug, Default)]
 pub(super) struct Workflow {
     /// Proposal id -> proposer.
-    proposals: Bounded,
+    pub(super) proposals: Bounded,
     /// Fulfilling request id -> proposer of the proposal it fulfils.
-    fulfilments: Bounded,
+    pub(super) fulfilments: Bounded,
 }
 
 /// How an envelope of the proposal workflow is routed in `addressed` mode.

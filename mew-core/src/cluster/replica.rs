@@ -1,0 +1,307 @@
+//! One node's copy of a replicated space.
+
+use super::record::{Entry, Record};
+use crate::Time;
+use crate::gateway::{ConnId, Gateway, HttpAccepted, HttpError, SnapshotError, SpaceConfig};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// How long a node that never announced its timeout may stay silent.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Something the node that holds this replica must act on (besides the gateway's outputs,
+/// drained from [`Replica::gateway_mut`]).
+#[derive(Debug)]
+pub enum ReplicaEvent {
+    /// A connection this node published has its id: answer the socket waiting for it.
+    Connected {
+        /// The node's number from [`Entry::Connect`].
+        local: u64,
+        /// The space's id for it, the same on every replica.
+        conn: ConnId,
+    },
+    /// A `POST` this node published was applied.
+    Posted {
+        /// The node's number from [`Entry::Post`].
+        local: u64,
+        /// The gateway's answer.
+        result: Result<HttpAccepted, HttpError>,
+    },
+    /// A node was declared gone and its connections closed.
+    NodeGone {
+        /// Which.
+        node: String,
+        /// How many connections it held.
+        connections: usize,
+    },
+    /// This node itself was declared gone (it was cut off from the log for too long): its
+    /// sockets for these connections must close, their participants having left the space.
+    Evicted {
+        /// The connections.
+        conns: Vec<ConnId>,
+    },
+}
+
+/// Why a record was not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    /// A record is missing before this one: the replica must be rebuilt from a snapshot.
+    #[error("log gap: expected entry {expected}, got {got}")]
+    Gap {
+        /// The sequence number the replica needed.
+        expected: u64,
+        /// The one it was given.
+        got: u64,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct NodeState {
+    last: Time,
+    timeout_ms: u64,
+}
+
+/// What a replica of one space adds to its gateway core: time, connection owners and live
+/// nodes from the log. The [`Gateway`] stays with the node's host (which drains its
+/// outputs); every call takes it, and it must be the one [`Replica::new`] or
+/// [`Replica::restore`] returned.
+pub struct Replica {
+    node: String,
+    now: Time,
+    applied: u64,
+    owners: BTreeMap<ConnId, String>,
+    nodes: BTreeMap<String, NodeState>,
+    events: VecDeque<ReplicaEvent>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ReplicaState<'a> {
+    applied: u64,
+    now: Time,
+    owners: Vec<(ConnId, String)>,
+    nodes: BTreeMap<String, NodeState>,
+    #[serde(borrow)]
+    gateway: &'a serde_json::value::RawValue,
+}
+
+/// The seed every replica of a space shares: the space's ids depend on it, never a secret.
+fn seed_of(config: &SpaceConfig) -> u64 {
+    let h = crate::secret::TokenHash::of(&config.id).to_hex();
+    u64::from_str_radix(&h[..16], 16).expect("hex digits")
+}
+
+impl Replica {
+    /// An empty space (before the log's first entry), held by `node`.
+    pub fn new(node: &str, config: SpaceConfig) -> (Replica, Gateway) {
+        let seed = seed_of(&config);
+        let mut gateway = Gateway::new(config, seed, Time::ZERO);
+        gateway.set_replicated();
+        let r = Replica {
+            node: node.to_owned(),
+            now: Time::ZERO,
+            applied: 0,
+            owners: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            events: VecDeque::new(),
+        };
+        (r, gateway)
+    }
+
+    /// A replica in the state of `snapshot` (from [`Replica::snapshot`] on any node).
+    pub fn restore(
+        node: &str,
+        config: SpaceConfig,
+        snapshot: &[u8],
+    ) -> Result<(Replica, Gateway), SnapshotError> {
+        let s: ReplicaState<'_> = serde_json::from_slice(snapshot)
+            .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        let mut gateway = Gateway::restore(config, s.gateway.get().as_bytes(), s.now)?;
+        gateway.set_replicated();
+        let r = Replica {
+            node: node.to_owned(),
+            now: s.now,
+            applied: s.applied,
+            owners: s.owners.into_iter().collect(),
+            nodes: s.nodes,
+            events: VecDeque::new(),
+        };
+        Ok((r, gateway))
+    }
+
+    /// The replica's state after entry [`Replica::applied`], as bytes. The gateway's
+    /// outputs must have been drained.
+    pub fn snapshot(&self, gateway: &Gateway) -> Result<Vec<u8>, SnapshotError> {
+        let g = gateway.snapshot()?;
+        let g = String::from_utf8(g).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        let raw = serde_json::value::RawValue::from_string(g)
+            .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        let s = ReplicaState {
+            applied: self.applied,
+            now: self.now,
+            owners: self.owners.iter().map(|(c, n)| (*c, n.clone())).collect(),
+            nodes: self.nodes.clone(),
+            gateway: &raw,
+        };
+        serde_json::to_vec(&s).map_err(|e| SnapshotError::Malformed(e.to_string()))
+    }
+
+    /// The sequence number of the last entry applied (0 before the first).
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// The log's time: the latest clock reading of any record applied.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Whether this node holds the connection.
+    pub fn is_local(&self, conn: ConnId) -> bool {
+        self.owners.get(&conn).is_some_and(|n| *n == self.node)
+    }
+
+    /// Nodes heard from and not declared gone, in id order.
+    pub fn live_nodes(&self) -> impl Iterator<Item = &str> {
+        self.nodes.keys().map(String::as_str)
+    }
+
+    /// The next event for this node.
+    pub fn poll_event(&mut self) -> Option<ReplicaEvent> {
+        self.events.pop_front()
+    }
+
+    /// Applies entry `seq` of the log. Entries already applied are ignored; a gap is an
+    /// error (the replica must be rebuilt from a snapshot).
+    pub fn apply(&mut self, g: &mut Gateway, seq: u64, rec: Record) -> Result<(), ApplyError> {
+        if seq <= self.applied {
+            return Ok(());
+        }
+        if seq != self.applied + 1 && self.applied != 0 {
+            return Err(ApplyError::Gap {
+                expected: self.applied + 1,
+                got: seq,
+            });
+        }
+        self.applied = seq;
+        let now = self.now.max(rec.at);
+        self.now = now;
+        let node = rec.node;
+        let timeout_ms = match &rec.entry {
+            Entry::NodeUp { timeout } => u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            _ => self
+                .nodes
+                .get(&node)
+                .map_or(DEFAULT_NODE_TIMEOUT.as_millis() as u64, |n| n.timeout_ms),
+        };
+        self.nodes.insert(
+            node.clone(),
+            NodeState {
+                last: now,
+                timeout_ms,
+            },
+        );
+        if let Some(e) = rec.entropy {
+            g.provide_entropy(e);
+        }
+        let owned = |owners: &BTreeMap<ConnId, String>, conn: &ConnId| {
+            owners.get(conn).is_some_and(|n| *n == node)
+        };
+        match rec.entry {
+            Entry::NodeUp { .. } => {
+                // Whatever the node held before it restarted is gone.
+                self.close_node_conns(g, now, &node);
+            }
+            Entry::Beat | Entry::Tick => {}
+            Entry::Connect { local, token } => {
+                let conn = g.connect_hashed(now, token);
+                self.owners.insert(conn, node.clone());
+                if node == self.node {
+                    self.events
+                        .push_back(ReplicaEvent::Connected { local, conn });
+                }
+            }
+            Entry::Frame { conn, frame } if owned(&self.owners, &conn) => {
+                g.handle_frame(now, conn, frame);
+            }
+            Entry::SealedJoin { conn, frame, token } if owned(&self.owners, &conn) => {
+                g.handle_sealed_join(now, conn, frame, token);
+            }
+            Entry::Oversize { conn, size } if owned(&self.owners, &conn) => {
+                g.handle_oversize(now, conn, size);
+            }
+            Entry::Pong { conn } if owned(&self.owners, &conn) => g.handle_pong(now, conn),
+            Entry::Slow { conn } if owned(&self.owners, &conn) => g.handle_slow(now, conn),
+            Entry::Closed { conn } if owned(&self.owners, &conn) => {
+                self.owners.remove(&conn);
+                g.handle_closed(now, conn);
+            }
+            // A connection of another node, or one already closed: a stale entry.
+            Entry::Frame { .. }
+            | Entry::SealedJoin { .. }
+            | Entry::Oversize { .. }
+            | Entry::Pong { .. }
+            | Entry::Slow { .. }
+            | Entry::Closed { .. } => {}
+            Entry::Post {
+                local,
+                participant,
+                token,
+                body,
+            } => {
+                let result = g.http_post_hashed(now, &participant, token, &body);
+                if node == self.node {
+                    self.events
+                        .push_back(ReplicaEvent::Posted { local, result });
+                }
+            }
+        }
+        g.take_entropy();
+        self.expire_nodes(g, now);
+        if g.poll_timeout().is_some_and(|t| t <= now) {
+            g.handle_timeout(now);
+        }
+        Ok(())
+    }
+
+    /// Declares gone every node silent for longer than its timeout.
+    fn expire_nodes(&mut self, g: &mut Gateway, now: Time) {
+        let gone: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, s)| now.saturating_since(s.last).as_millis() as u64 > s.timeout_ms)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for node in gone {
+            self.nodes.remove(&node);
+            let connections = self.close_node_conns(g, now, &node);
+            self.events
+                .push_back(ReplicaEvent::NodeGone { node, connections });
+        }
+    }
+
+    /// Closes every connection `node` holds; how many there were.
+    fn close_node_conns(&mut self, g: &mut Gateway, now: Time, node: &str) -> usize {
+        let conns: Vec<ConnId> = self
+            .owners
+            .iter()
+            .filter(|(_, n)| *n == node)
+            .map(|(c, _)| *c)
+            .collect();
+        for c in &conns {
+            self.owners.remove(c);
+            g.handle_closed(now, *c);
+        }
+        if node == self.node && !conns.is_empty() {
+            self.events.push_back(ReplicaEvent::Evicted {
+                conns: conns.clone(),
+            });
+        }
+        conns.len()
+    }
+}

@@ -1,0 +1,372 @@
+//! Snapshots of a space's state, for a space replicated over a log: a node that starts
+//! restores the latest snapshot and applies the log's entries after it.
+//!
+//! A snapshot holds everything that decides what the space does next (members, grants,
+//! tokens as digests, holds, rate buckets, connections and their timers, streams, the polling
+//! history, the proposal workflow, refusal windows, the id generator). It leaves out what
+//! each node keeps for itself: counters for metrics and the unwritten backlog of connections
+//! (a replicated space tracks backlogs at the node that holds the socket). The space's
+//! configuration is not in it: every node loads the same `space.yaml`, and a snapshot taken
+//! under another configuration is refused by the fingerprint it carries.
+
+use super::conn::{Conn, Phase, Slot};
+use super::deliver::Seen;
+use super::member::{Grant, Hold, Member, Origin};
+use super::rate::Bucket;
+use super::{ConnId, Gateway, SpaceConfig, audit::RefusalWindow, audit::Transport};
+use crate::Time;
+use crate::capability::{Capability, CapabilitySet};
+use crate::ids::IdGen;
+use crate::secret::TokenHash;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Why a snapshot could not be taken or restored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    /// Outputs are still queued: drain `poll_output` first.
+    #[error("outputs are still queued; drain them before taking a snapshot")]
+    NotDrained,
+    /// The snapshot was taken under another configuration.
+    #[error("the snapshot was taken under another space configuration")]
+    OtherConfig,
+    /// The bytes are not a snapshot of this version.
+    #[error("not a space snapshot: {0}")]
+    Malformed(String),
+}
+
+#[derive(Serialize, Deserialize)]
+pub(crate) struct State {
+    config: String,
+    ids: u64,
+    next_envelope: u64,
+    conns: Vec<SConnSlot>,
+    conn_free: Vec<u32>,
+    members: Vec<Option<SMember>>,
+    member_free: Vec<usize>,
+    by_token: Vec<(String, usize)>,
+    ambiguous: Vec<String>,
+    streams_next: u64,
+    streams: Vec<SStream>,
+    history: Vec<SHistory>,
+    proposals: Vec<(String, String)>,
+    fulfilments: Vec<(String, String)>,
+    refusals: Vec<(String, SRefusal)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SConnSlot {
+    generation: u32,
+    conn: Option<SConn>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SConn {
+    phase: Phase,
+    last_activity: Time,
+    next_ping: Time,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SMember {
+    id: String,
+    origin: Origin,
+    tokens: Vec<String>,
+    static_caps: Value,
+    grants: Vec<SGrant>,
+    conn: Option<ConnId>,
+    virtual_log: Option<String>,
+    hold: Hold,
+    removed: bool,
+    bucket: Bucket,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SGrant {
+    grant_id: String,
+    granter: String,
+    caps: Vec<Value>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SStream {
+    id: String,
+    owner: String,
+    open_id: String,
+    json: Value,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SHistory {
+    at: Time,
+    frame: String,
+    /// `None`: everyone may see it.
+    seen: Option<Vec<String>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SRefusal {
+    until: Time,
+    logged: u32,
+    suppressed: u64,
+    transport: Transport,
+}
+
+/// A fingerprint of a configuration: the digest of its debug form (ordered maps only, so
+/// the same `space.yaml` gives the same fingerprint on every node).
+fn fingerprint(config: &SpaceConfig) -> String {
+    TokenHash::of(&format!("{config:?}")).to_hex()
+}
+
+fn caps_from(v: &Value) -> Result<CapabilitySet, SnapshotError> {
+    let list = v
+        .as_array()
+        .ok_or_else(|| SnapshotError::Malformed("capabilities must be a list".into()))?;
+    CapabilitySet::compile(list).map_err(|e| SnapshotError::Malformed(e.to_string()))
+}
+
+fn hash(hex: &str) -> Result<TokenHash, SnapshotError> {
+    TokenHash::from_hex(hex).ok_or_else(|| SnapshotError::Malformed("bad token digest".into()))
+}
+
+impl Gateway {
+    /// The space's state as bytes (JSON). Fails when outputs are still queued.
+    pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
+        if !self.out.is_empty()
+            || self.pending_delivered.is_some()
+            || !self.pending_leaves.is_empty()
+        {
+            return Err(SnapshotError::NotDrained);
+        }
+        let m = &self.members;
+        let state = State {
+            config: fingerprint(&self.config),
+            ids: self.ids.state(),
+            next_envelope: self.next_envelope,
+            conns: self
+                .conns
+                .slots
+                .iter()
+                .map(|s| SConnSlot {
+                    generation: s.generation,
+                    conn: s.conn.as_ref().map(|c| SConn {
+                        phase: c.phase,
+                        last_activity: c.last_activity,
+                        next_ping: c.next_ping,
+                    }),
+                })
+                .collect(),
+            conn_free: self.conns.free.clone(),
+            members: m
+                .slots
+                .iter()
+                .map(|s| {
+                    s.as_ref().map(|m| SMember {
+                        id: m.id.to_string(),
+                        origin: m.origin,
+                        tokens: m.tokens.iter().map(TokenHash::to_hex).collect(),
+                        static_caps: m.static_caps.to_json(),
+                        grants: m
+                            .grants
+                            .iter()
+                            .map(|g| SGrant {
+                                grant_id: g.grant_id.clone(),
+                                granter: g.granter.to_string(),
+                                caps: g.caps.iter().map(|c| c.raw().clone()).collect(),
+                            })
+                            .collect(),
+                        conn: m.conn,
+                        virtual_log: m.virtual_log.clone(),
+                        hold: m.hold,
+                        removed: m.removed,
+                        bucket: m.bucket.clone(),
+                    })
+                })
+                .collect(),
+            member_free: m.free.clone(),
+            by_token: m.by_token.iter().map(|(h, i)| (h.to_hex(), *i)).collect(),
+            ambiguous: m.ambiguous.iter().map(TokenHash::to_hex).collect(),
+            streams_next: self.streams.next,
+            streams: self
+                .streams
+                .open
+                .iter()
+                .map(|s| SStream {
+                    id: s.id.clone(),
+                    owner: s.owner.to_string(),
+                    open_id: s.open_id.clone(),
+                    json: s.json.clone(),
+                })
+                .collect(),
+            history: self
+                .history
+                .entries
+                .iter()
+                .map(|e| SHistory {
+                    at: e.at,
+                    frame: String::from_utf8_lossy(&e.frame).into_owned(),
+                    seen: match &e.seen {
+                        Seen::All => None,
+                        Seen::Only(who) => Some(who.iter().map(|w| w.to_string()).collect()),
+                    },
+                })
+                .collect(),
+            proposals: pairs(self.workflow.proposals.entries()),
+            fulfilments: pairs(self.workflow.fulfilments.entries()),
+            refusals: self
+                .refusals
+                .iter()
+                .map(|(k, w)| {
+                    (
+                        k.to_string(),
+                        SRefusal {
+                            until: w.until,
+                            logged: w.logged,
+                            suppressed: w.suppressed,
+                            transport: w.transport,
+                        },
+                    )
+                })
+                .collect(),
+        };
+        serde_json::to_vec(&state).map_err(|e| SnapshotError::Malformed(e.to_string()))
+    }
+
+    /// A gateway in the state `snapshot` describes, running `config` (the configuration the
+    /// snapshot was taken under) with `seed` for nothing: ids continue from the snapshot.
+    pub fn restore(
+        config: SpaceConfig,
+        snapshot: &[u8],
+        now: Time,
+    ) -> Result<Gateway, SnapshotError> {
+        let s: State = serde_json::from_slice(snapshot)
+            .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        if s.config != fingerprint(&config) {
+            return Err(SnapshotError::OtherConfig);
+        }
+        let mut g = Gateway::new(config, 0, now);
+        g.ids = IdGen::new(s.ids);
+        g.next_envelope = s.next_envelope;
+        g.conns.slots = s
+            .conns
+            .into_iter()
+            .map(|c| Slot {
+                generation: c.generation,
+                conn: c.conn.map(|c| Conn {
+                    phase: c.phase,
+                    last_activity: c.last_activity,
+                    next_ping: c.next_ping,
+                    queued_frames: 0,
+                    queued_bytes: 0,
+                }),
+            })
+            .collect();
+        g.conns.live = g.conns.slots.iter().filter(|s| s.conn.is_some()).count();
+        g.conns.free = s.conn_free;
+        let mut slots = Vec::with_capacity(s.members.len());
+        for m in s.members {
+            let Some(m) = m else {
+                slots.push(None);
+                continue;
+            };
+            let mut grants = Vec::with_capacity(m.grants.len());
+            for gr in m.grants {
+                let caps = gr
+                    .caps
+                    .into_iter()
+                    .map(Capability::compile)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+                grants.push(Grant {
+                    grant_id: gr.grant_id,
+                    granter: Arc::from(gr.granter),
+                    caps,
+                });
+            }
+            let static_caps = caps_from(&m.static_caps)?;
+            let mut member = Member {
+                id: Arc::from(m.id),
+                origin: m.origin,
+                tokens: m.tokens.iter().map(|t| hash(t)).collect::<Result<_, _>>()?,
+                caps: Arc::new(static_caps.clone()),
+                static_caps,
+                grants,
+                conn: m.conn,
+                virtual_log: m.virtual_log,
+                hold: m.hold,
+                removed: m.removed,
+                bucket: m.bucket,
+            };
+            member.recompute_caps();
+            slots.push(Some(member));
+        }
+        let members = &mut g.members;
+        members.by_id = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| m.as_ref().map(|m| (m.id.clone(), i)))
+            .collect();
+        members.slots = slots;
+        members.free = s.member_free;
+        members.by_token = s
+            .by_token
+            .iter()
+            .map(|(h, i)| Ok((hash(h)?, *i)))
+            .collect::<Result<_, SnapshotError>>()?;
+        members.ambiguous = s
+            .ambiguous
+            .iter()
+            .map(|h| hash(h))
+            .collect::<Result<_, _>>()?;
+        if members
+            .by_token
+            .values()
+            .any(|&i| members.slots.get(i).is_none_or(Option::is_none))
+        {
+            return Err(SnapshotError::Malformed("a token of no member".into()));
+        }
+        g.streams.next = s.streams_next;
+        g.streams.open = s
+            .streams
+            .into_iter()
+            .map(|st| super::streams::Stream {
+                id: st.id,
+                owner: Arc::from(st.owner),
+                open_id: st.open_id,
+                json: st.json,
+            })
+            .collect();
+        for h in s.history {
+            let seen = match h.seen {
+                None => Seen::All,
+                Some(who) => Seen::Only(who.into_iter().map(Arc::from).collect()),
+            };
+            g.history.push(h.at, Bytes::from(h.frame), seen);
+        }
+        for (id, p) in s.proposals {
+            g.workflow.proposals.insert(&id, Arc::from(p));
+        }
+        for (id, p) in s.fulfilments {
+            g.workflow.fulfilments.insert(&id, Arc::from(p));
+        }
+        for (k, w) in s.refusals {
+            g.refusals.insert(
+                Arc::from(k),
+                RefusalWindow {
+                    until: w.until,
+                    logged: w.logged,
+                    suppressed: w.suppressed,
+                    transport: w.transport,
+                },
+            );
+        }
+        g.rebuild_audience();
+        Ok(g)
+    }
+}
+
+fn pairs<'a>(it: impl Iterator<Item = (&'a str, &'a Arc<str>)>) -> Vec<(String, String)> {
+    it.map(|(k, v)| (k.to_owned(), v.to_string())).collect()
+}

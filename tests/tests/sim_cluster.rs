@@ -1,0 +1,308 @@
+//! A space replicated over a log, in simulation: three nodes' replicas apply the same
+//! generated log (joins, chats, grants, invites, pauses, streams, kicks, HTTP posts, closes,
+//! slow consumers, node restarts, nodes falling silent) and must end in the same state; a
+//! replica restored from a snapshot taken at any point, then given the rest of the log,
+//! equals one that applied every entry, and produces the same frames after that point.
+
+use bytes::Bytes;
+use mew_core::Time;
+use mew_core::cluster::{Entry, Record, Replica, ReplicaEvent};
+use mew_core::gateway::{ConnId, Gateway, Output, SpaceConfig};
+use mew_core::secret::TokenHash;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const SPACE: &str = r#"
+space: {id: cluster-sim}
+gateway: {anonymous_joins: true, delivery: addressed}
+participants:
+  human: {tokens: [human-token], capabilities: [{kind: "*"}]}
+  agent: {tokens: [agent-token], capabilities: [{kind: chat}, {kind: mcp/proposal}, {kind: stream/request}]}
+  service: {tokens: [service-token], capabilities: [{kind: "mcp/*"}, {kind: chat}]}
+"#;
+
+const NODES: [&str; 3] = ["a", "b", "c"];
+const TOKENS: [Option<&str>; 5] = [
+    Some("human-token"),
+    Some("agent-token"),
+    Some("service-token"),
+    Some("wrong"),
+    None,
+];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Connect { node: usize, token: usize },
+    Send { conn: usize, what: usize },
+    Close { conn: usize },
+    Pong { conn: usize },
+    Slow { conn: usize },
+    Quiet { node: usize, ms: u64 },
+    Post { node: usize, token: usize },
+    Restart { node: usize },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..3usize, 0..5usize).prop_map(|(node, token)| Op::Connect { node, token }),
+        8 => (0..8usize, 0..10usize).prop_map(|(conn, what)| Op::Send { conn, what }),
+        1 => (0..8usize).prop_map(|conn| Op::Close { conn }),
+        1 => (0..8usize).prop_map(|conn| Op::Pong { conn }),
+        1 => (0..8usize).prop_map(|conn| Op::Slow { conn }),
+        2 => (0..3usize, 1..8_000u64).prop_map(|(node, ms)| Op::Quiet { node, ms }),
+        1 => (0..3usize, 0..5usize).prop_map(|(node, token)| Op::Post { node, token }),
+        1 => (0..3usize).prop_map(|node| Op::Restart { node }),
+    ]
+}
+
+fn envelope(what: usize, n: usize) -> String {
+    let body = match what {
+        0 | 1 => r#""kind":"chat","payload":{"text":"hello"}"#.to_owned(),
+        2 => r#""kind":"capability/grant","to":["agent"],"payload":{"recipient":"agent","capabilities":[{"kind":"mcp/request"}]}"#.to_owned(),
+        3 => r#""kind":"space/invite","payload":{"participant_id":"guest","initial_capabilities":[{"kind":"chat"}]}"#.to_owned(),
+        4 => r#""kind":"participant/pause","to":["agent"],"payload":{"timeout_seconds":3}"#.to_owned(),
+        5 => r#""kind":"participant/resume","to":["agent"],"payload":{}"#.to_owned(),
+        6 => r#""kind":"stream/request","to":["gateway"],"payload":{"direction":"upload"}"#.to_owned(),
+        7 => r#""kind":"space/kick","payload":{"participant_id":"service"}"#.to_owned(),
+        8 => r#""kind":"mcp/proposal","to":["service"],"payload":{"method":"tools/call","params":{"name":"x"}}"#.to_owned(),
+        _ => return r#"{"type":"join","participantId":"guest","token":"human-token"}"#.to_owned(),
+    };
+    format!(r#"{{"protocol":"mew/v0.4","id":"m{n}",{body}}}"#)
+}
+
+/// Turns ops into records, learning connection ids from three replicas (one per node)
+/// that apply each record as it is made.
+fn materialise(ops: &[Op]) -> (Vec<Record>, Vec<(Replica, Gateway)>) {
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    let mut reps: Vec<(Replica, Gateway)> = NODES
+        .iter()
+        .map(|n| Replica::new(n, config.clone()))
+        .collect();
+    let mut records = Vec::new();
+    let mut clock = 1_000_000u64;
+    let mut conns: Vec<(usize, ConnId)> = Vec::new();
+    let mut locals = 0u64;
+    let mut push =
+        |rec: Record, reps: &mut Vec<(Replica, Gateway)>, conns: &mut Vec<(usize, ConnId)>| {
+            let seq = records.len() as u64 + 1;
+            records.push(rec.clone());
+            for (i, (r, g)) in reps.iter_mut().enumerate() {
+                r.apply(g, seq, rec.clone()).unwrap();
+                while g.poll_output().is_some() {}
+                while let Some(e) = r.poll_event() {
+                    if let ReplicaEvent::Connected { conn, .. } = e {
+                        conns.push((i, conn));
+                    }
+                }
+            }
+        };
+    let rec = |node: usize, clock: u64, entry: Entry| Record {
+        node: NODES[node].into(),
+        // Node clocks disagree a little; replicas never let time run backwards.
+        at: Time::from_unix_millis(clock + node as u64 * 17),
+        entropy: Some([clock as u8 ^ node as u8; 16]),
+        entry,
+    };
+    for node in 0..3 {
+        push(
+            rec(
+                node,
+                clock,
+                Entry::NodeUp {
+                    timeout: Duration::from_secs(5),
+                },
+            ),
+            &mut reps,
+            &mut conns,
+        );
+    }
+    for (n, op) in ops.iter().enumerate() {
+        clock += 10;
+        let on = |conn: usize| conns.get(conn % conns.len().max(1)).copied();
+        let r = match op.clone() {
+            Op::Connect { node, token } => {
+                locals += 1;
+                rec(
+                    node,
+                    clock,
+                    Entry::Connect {
+                        local: locals,
+                        token: TOKENS[token].map(TokenHash::of),
+                    },
+                )
+            }
+            Op::Send { conn, what } => match on(conn) {
+                Some((node, conn)) => {
+                    let frame = Bytes::from(envelope(what, n));
+                    match mew_core::gateway::seal_join(&frame) {
+                        Some((frame, token)) => {
+                            rec(node, clock, Entry::SealedJoin { conn, frame, token })
+                        }
+                        None => rec(node, clock, Entry::Frame { conn, frame }),
+                    }
+                }
+                None => continue,
+            },
+            Op::Close { conn } => match on(conn) {
+                Some((node, conn)) => rec(node, clock, Entry::Closed { conn }),
+                None => continue,
+            },
+            Op::Pong { conn } => match on(conn) {
+                Some((node, conn)) => rec(node, clock, Entry::Pong { conn }),
+                None => continue,
+            },
+            Op::Slow { conn } => match on(conn) {
+                Some((node, conn)) => rec(node, clock, Entry::Slow { conn }),
+                None => continue,
+            },
+            Op::Quiet { node, ms } => {
+                // Only `node` speaks for a while: the others may be declared gone.
+                clock += ms;
+                rec(node, clock, Entry::Beat)
+            }
+            Op::Post { node, token } => {
+                locals += 1;
+                rec(
+                    node,
+                    clock,
+                    Entry::Post {
+                        local: locals,
+                        participant: "human".into(),
+                        token: TOKENS[token].map(TokenHash::of),
+                        body: Bytes::from(envelope(0, n)),
+                    },
+                )
+            }
+            Op::Restart { node } => rec(
+                node,
+                clock,
+                Entry::NodeUp {
+                    timeout: Duration::from_secs(5),
+                },
+            ),
+        };
+        push(r, &mut reps, &mut conns);
+    }
+    (records, reps)
+}
+
+fn frames(g: &mut Gateway) -> Vec<(ConnId, Bytes)> {
+    let mut out = Vec::new();
+    while let Some(o) = g.poll_output() {
+        if let Output::Transmit { conn, frame } = o {
+            out.push((conn, frame));
+        }
+    }
+    out
+}
+
+fn check(ops: &[Op], cut: usize) -> Result<(), TestCaseError> {
+    let (records, reps) = materialise(ops);
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    // Every node's replica ends in the same state.
+    let states: Vec<Vec<u8>> = reps.iter().map(|(r, g)| r.snapshot(g).unwrap()).collect();
+    prop_assert_eq!(&states[0], &states[1]);
+    prop_assert_eq!(&states[0], &states[2]);
+    // A snapshot after `cut` entries, restored on another node, plus the rest.
+    let cut = cut % (records.len() + 1);
+    let (mut first, mut g1) = Replica::new("b", config.clone());
+    let mut expected = Vec::new();
+    for (i, rec) in records.iter().enumerate() {
+        first.apply(&mut g1, i as u64 + 1, rec.clone()).unwrap();
+        let f = frames(&mut g1);
+        if i >= cut {
+            expected.push(f);
+        }
+        if i + 1 == cut {
+            let snap = first.snapshot(&g1).unwrap();
+            let (mut restored, mut g2) = Replica::restore("c", config.clone(), &snap).unwrap();
+            prop_assert_eq!(restored.applied(), cut as u64);
+            let mut got = Vec::new();
+            for (j, rec) in records.iter().enumerate().skip(cut) {
+                restored.apply(&mut g2, j as u64 + 1, rec.clone()).unwrap();
+                got.push(frames(&mut g2));
+            }
+            // The restored replica sends what the original sends, and ends in its state.
+            let mut rest_expected = Vec::new();
+            let (mut again, mut g3) = Replica::restore("a", config.clone(), &snap).unwrap();
+            for (j, rec) in records.iter().enumerate().skip(cut) {
+                again.apply(&mut g3, j as u64 + 1, rec.clone()).unwrap();
+                rest_expected.push(frames(&mut g3));
+            }
+            prop_assert_eq!(&got, &rest_expected);
+            prop_assert_eq!(restored.snapshot(&g2).unwrap(), states[0].clone());
+            return Ok(());
+        }
+    }
+    // cut == 0: a snapshot of the empty space.
+    let (empty, g0) = Replica::new("a", config.clone());
+    let snap = empty.snapshot(&g0).unwrap();
+    let (mut restored, mut g2) = Replica::restore("c", config, &snap).unwrap();
+    let mut got = Vec::new();
+    for (j, rec) in records.iter().enumerate() {
+        restored.apply(&mut g2, j as u64 + 1, rec.clone()).unwrap();
+        got.push(frames(&mut g2));
+    }
+    prop_assert_eq!(&got, &expected);
+    prop_assert_eq!(restored.snapshot(&g2).unwrap(), states[0].clone());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn replicas_agree_and_snapshots_restore(ops in prop::collection::vec(op(), 1..70), cut in 0usize..200) {
+        check(&ops, cut)?;
+    }
+}
+
+#[test]
+fn a_silent_node_is_declared_gone_once_and_its_participants_leave() {
+    let ops = [
+        Op::Connect { node: 0, token: 0 },
+        Op::Connect { node: 1, token: 1 },
+        Op::Quiet { node: 0, ms: 6_000 },
+    ];
+    let (records, _) = materialise(&ops);
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    let (mut r, mut g) = Replica::new("a", config);
+    let mut gone = Vec::new();
+    let mut leaves = 0;
+    for (i, rec) in records.into_iter().enumerate() {
+        r.apply(&mut g, i as u64 + 1, rec).unwrap();
+        for (_, f) in frames(&mut g) {
+            let v: serde_json::Value = serde_json::from_slice(&f).unwrap();
+            if v["kind"] == "system/presence" && v["payload"]["event"] == "leave" {
+                assert_eq!(v["payload"]["participant"]["id"], "agent", "{v}");
+                leaves += 1;
+            }
+        }
+        while let Some(e) = r.poll_event() {
+            if let ReplicaEvent::NodeGone { node, connections } = e {
+                gone.push((node, connections));
+            }
+        }
+    }
+    // b (holding agent) and c (holding nothing) fell silent; a's human saw agent leave once.
+    assert_eq!(gone, vec![("b".to_owned(), 1), ("c".to_owned(), 0)]);
+    assert_eq!(leaves, 1);
+    assert_eq!(r.live_nodes().collect::<Vec<_>>(), vec!["a"]);
+}
+
+#[test]
+fn invite_tokens_come_from_the_logs_entropy_and_only_digests_are_kept() {
+    let ops = [
+        Op::Connect { node: 0, token: 0 },
+        Op::Send { conn: 0, what: 3 },
+    ];
+    let (_, reps) = materialise(&ops);
+    let (r, g) = &reps[0];
+    let snap = String::from_utf8(r.snapshot(g).unwrap()).unwrap();
+    for t in ["human-token", "agent-token", "service-token"] {
+        assert!(!snap.contains(t), "a token in the snapshot");
+        assert!(snap.contains(&TokenHash::of(t).to_hex()));
+    }
+    let _ = BTreeMap::<u8, u8>::new();
+}
