@@ -50,7 +50,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..8usize).prop_map(|conn| Op::Close { conn }),
         1 => (0..8usize).prop_map(|conn| Op::Pong { conn }),
         1 => (0..8usize).prop_map(|conn| Op::Slow { conn }),
-        2 => (0..3usize, 1..8_000u64).prop_map(|(node, ms)| Op::Quiet { node, ms }),
+        3 => (0..3usize, 1..3_000u64).prop_map(|(node, ms)| Op::Quiet { node, ms }),
         1 => (0..3usize, 0..5usize).prop_map(|(node, token)| Op::Post { node, token }),
         1 => (0..3usize).prop_map(|node| Op::Restart { node }),
     ]
@@ -260,11 +260,12 @@ proptest! {
 
 #[test]
 fn a_silent_node_is_declared_gone_once_and_its_participants_leave() {
-    let ops = [
+    // Only a beats, once a second: b and c fall silent.
+    let mut ops = vec![
         Op::Connect { node: 0, token: 0 },
         Op::Connect { node: 1, token: 1 },
-        Op::Quiet { node: 0, ms: 6_000 },
     ];
+    ops.extend((0..7).map(|_| Op::Quiet { node: 0, ms: 990 }));
     let (records, _) = materialise(&ops);
     let config = SpaceConfig::from_yaml(SPACE).unwrap();
     let (mut r, mut g) = Replica::new("a", config);
@@ -289,6 +290,20 @@ fn a_silent_node_is_declared_gone_once_and_its_participants_leave() {
     assert_eq!(gone, vec![("b".to_owned(), 1), ("c".to_owned(), 0)]);
     assert_eq!(leaves, 1);
     assert_eq!(r.live_nodes().collect::<Vec<_>>(), vec!["a"]);
+}
+
+#[test]
+fn a_pause_of_the_whole_log_declares_no_node_gone() {
+    let ops = [
+        Op::Connect { node: 0, token: 0 },
+        Op::Connect { node: 1, token: 1 },
+        // The log itself was down for 6 s: the first record after it is a's.
+        Op::Quiet { node: 0, ms: 6_000 },
+        Op::Quiet { node: 1, ms: 500 },
+    ];
+    let (_, reps) = materialise(&ops);
+    let (r, _) = &reps[0];
+    assert_eq!(r.live_nodes().collect::<Vec<_>>(), vec!["a", "b", "c"]);
 }
 
 #[test]

@@ -135,6 +135,9 @@ struct Conn<L> {
     link: L,
     /// Frames collected during one pass over the core's outputs.
     pending: Vec<Utf8Bytes>,
+    /// Frames and bytes handed to the writer and not yet reported written (counted here
+    /// only for a replicated space, whose core leaves backlogs to the node).
+    queued: (usize, usize),
 }
 
 /// The space's core with the connections it talks to.
@@ -154,6 +157,10 @@ pub struct GatewayHost<L> {
     last_frame: Option<(Bytes, Utf8Bytes)>,
     /// Sampled time of the core per inbound frame, for `GET /metrics`.
     timing: crate::metrics::CoreTiming,
+    /// Whether backlogs are counted here (see [`GatewayHost::track_backlogs`]).
+    track_backlog: bool,
+    /// Connections found over their backlog limit since the last `take_slow`.
+    slow: Vec<ConnId>,
 }
 
 impl<L: ConnLink> GatewayHost<L> {
@@ -176,6 +183,88 @@ impl<L: ConnLink> GatewayHost<L> {
             shutdown_deadline: None,
             last_frame: None,
             timing: crate::metrics::CoreTiming::default(),
+            track_backlog: false,
+            slow: Vec::new(),
+        }
+    }
+
+    /// The core, to feed it inputs the host does not know (a replicated space's log).
+    pub fn gateway_mut(&mut self) -> &mut Gateway {
+        &mut self.gateway
+    }
+
+    /// Puts another core in place (a replica restored from a snapshot); returns the old one.
+    pub fn replace_gateway(&mut self, gateway: Gateway) -> Gateway {
+        std::mem::replace(&mut self.gateway, gateway)
+    }
+
+    /// For a replicated space: backlogs are counted here, and connections over the core's
+    /// limit are collected for [`GatewayHost::take_slow`] instead of closed by the core.
+    pub fn track_backlogs(&mut self) {
+        self.track_backlog = true;
+    }
+
+    /// Connections whose backlog passed the limit since the last call.
+    pub fn take_slow(&mut self) -> Vec<ConnId> {
+        std::mem::take(&mut self.slow)
+    }
+
+    /// Adds a connection whose id the core gave elsewhere (a replicated space's log).
+    pub fn register(&mut self, conn: ConnId, link: L) {
+        self.conns.insert(
+            conn,
+            Conn {
+                link,
+                pending: Vec::new(),
+                queued: (0, 0),
+            },
+        );
+    }
+
+    /// Forgets a connection (it ended); whether it was known.
+    pub fn unregister(&mut self, conn: ConnId) -> bool {
+        self.conns.remove(&conn).is_some()
+    }
+
+    /// The connections the host holds.
+    pub fn conn_ids(&self) -> Vec<ConnId> {
+        self.conns.keys().copied().collect()
+    }
+
+    /// Whether the host holds this connection.
+    pub fn holds(&self, conn: ConnId) -> bool {
+        self.conns.contains_key(&conn)
+    }
+
+    /// The writer wrote this many frames and bytes of the connection's backlog.
+    pub fn sent(&mut self, conn: ConnId, frames: usize, bytes: usize) {
+        if self.track_backlog {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.queued.0 = c.queued.0.saturating_sub(frames);
+                c.queued.1 = c.queued.1.saturating_sub(bytes);
+            }
+        } else {
+            self.gateway.handle_sent(conn, frames, bytes);
+        }
+    }
+
+    /// Sends frames the core did not make (a node's own error about its log) and, with
+    /// `close`, closes the connection after them.
+    pub fn send_direct(
+        &mut self,
+        conn: ConnId,
+        frame: Option<Bytes>,
+        close: Option<(u16, String)>,
+    ) {
+        self.flush_pending(conn);
+        if let Some(c) = self.conns.get(&conn) {
+            if let Some(f) = frame.and_then(|f| Utf8Bytes::try_from(f).ok()) {
+                c.link.send(WriterCmd::Frames(vec![f]));
+            }
+            if let Some((code, reason)) = close {
+                c.link.send(WriterCmd::Close(code, reason));
+                c.link.closing();
+            }
         }
     }
 
@@ -221,13 +310,7 @@ impl<L: ConnLink> GatewayHost<L> {
                 reply,
             } => {
                 let id = self.gateway.connect(now, bearer.as_deref());
-                self.conns.insert(
-                    id,
-                    Conn {
-                        link,
-                        pending: Vec::new(),
-                    },
-                );
+                self.register(id, link);
                 if reply.reply(id).is_err() {
                     // The connection died while waiting: tell the core at once.
                     self.conns.remove(&id);
@@ -258,7 +341,7 @@ impl<L: ConnLink> GatewayHost<L> {
                 }
             }
             Input::Pong(id) => self.gateway.handle_pong(now, id),
-            Input::Sent(id, frames, bytes) => self.gateway.handle_sent(id, frames, bytes),
+            Input::Sent(id, frames, bytes) => self.sent(id, frames, bytes),
             Input::Closed(id) => {
                 self.conns.remove(&id);
                 self.gateway.handle_closed(now, id);
@@ -283,7 +366,8 @@ impl<L: ConnLink> GatewayHost<L> {
         }
     }
 
-    fn http(&mut self, now: Time, req: HttpRequest) -> Response {
+    /// Answers an HTTP API request from the core.
+    pub fn http(&mut self, now: Time, req: HttpRequest) -> Response {
         match req.route {
             Route::PostMessages { participant } => {
                 match self
@@ -366,6 +450,15 @@ impl<L: ConnLink> GatewayHost<L> {
                                 self.dirty.push(conn);
                             }
                             c.pending.push(text);
+                            if self.track_backlog {
+                                c.queued.0 += 1;
+                                c.queued.1 += len;
+                                if self.gateway.backlog_exceeded(c.queued.0, c.queued.1)
+                                    && !self.slow.contains(&conn)
+                                {
+                                    self.slow.push(conn);
+                                }
+                            }
                         }
                         // A frame that is not text is never written: release what the core
                         // counted for it, or the connection's backlog would only grow.

@@ -112,6 +112,16 @@ impl Default for ServerOptions {
     }
 }
 
+/// A task that owns the space's core instead of [`conn::run_core`] (a replicated space's
+/// node): given the host and the connections' inputs, it runs until the shutdown is done.
+pub type CoreTask = Box<
+    dyn FnOnce(
+            GatewayHost<conn::Link>,
+            async_channel::Receiver<CoreInput>,
+        ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send,
+>;
+
 /// A bound, not yet serving gateway.
 pub struct GatewayServer<R: ServerRuntime> {
     listener: R::Listener,
@@ -255,6 +265,11 @@ impl<R: ServerRuntime> GatewayServer<R> {
     /// grace period ran out) and the logs are flushed. The error, if any, is a log write
     /// failure or a failure of the core task.
     pub async fn serve(self) -> io::Result<()> {
+        self.serve_with(None).await
+    }
+
+    /// [`GatewayServer::serve`] with another task owning the core (see [`CoreTask`]).
+    pub async fn serve_with(self, core: Option<CoreTask>) -> io::Result<()> {
         let GatewayServer {
             listener,
             config,
@@ -284,7 +299,10 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let (tx, rx) = async_channel::bounded::<CoreInput>(4096);
         let (core_done_tx, core_done) = oneshot::channel::<()>();
         R::spawn(async move {
-            conn::run_core::<R>(host, rx).await;
+            match core {
+                Some(task) => task(host, rx).await,
+                None => conn::run_core::<R>(host, rx).await,
+            }
             let _ = core_done_tx.send(());
         });
         let shared = Arc::new(Shared {

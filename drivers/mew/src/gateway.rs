@@ -60,6 +60,21 @@ pub struct Args {
     /// Log format: text, or json (one object per line, for log shippers).
     #[arg(long, env = crate::LOG_FORMAT_ENV, default_value = "text")]
     pub log_format: String,
+    /// Serve the space as one node of a cluster replicated over this NATS JetStream server
+    /// (every node runs the same `--config`; needs `--node-id`; starts no processes).
+    #[arg(
+        long,
+        env = "MEW_CLUSTER",
+        value_name = "NATS_URL",
+        requires = "node_id"
+    )]
+    pub cluster: Option<String>,
+    /// This node's id in the cluster: unique, and the same across its restarts.
+    #[arg(long, env = "MEW_NODE_ID", value_name = "ID")]
+    pub node_id: Option<String>,
+    /// Seconds of silence after which the other nodes declare this one gone.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    pub node_timeout: f64,
 }
 
 /// A gateway serving its space, with the processes it started.
@@ -166,6 +181,38 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             (config, layout, true)
         }
     };
+    if args.cluster.is_some() && default_space {
+        return Err(Failure::new(
+            exit::USAGE,
+            "--cluster needs --config: every node must serve the same space.yaml",
+        ));
+    }
+    let cluster = match (&args.cluster, &args.node_id) {
+        (Some(url), Some(node)) => {
+            let mut opts = mew_cluster::ClusterOptions::new(url, node);
+            if !(args.node_timeout.is_finite() && args.node_timeout >= 0.5) {
+                return Err(Failure::new(
+                    exit::USAGE,
+                    "--node-timeout must be at least 0.5",
+                ));
+            }
+            opts.node_timeout = std::time::Duration::from_secs_f64(args.node_timeout);
+            opts.heartbeat = (opts.node_timeout / 5).min(std::time::Duration::from_secs(1));
+            let node = mew_cluster::connect(opts, config.clone())
+                .await
+                .map_err(|e| match e {
+                    mew_cluster::ClusterError::NodeId(_) => {
+                        Failure::new(exit::USAGE, e.to_string())
+                    }
+                    mew_cluster::ClusterError::Connect { .. } => {
+                        Failure::new(exit::CONNECT, e.to_string())
+                    }
+                    _ => Failure::new(exit::RUNTIME, e.to_string()),
+                })?;
+            Some(node)
+        }
+        _ => None,
+    };
     let addr = SocketAddr::new(args.bind, args.port);
     let options = ServerOptions {
         log_dir: layout.log_dir.clone(),
@@ -173,7 +220,8 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         ..ServerOptions::default()
     };
     let space = config.id.clone();
-    let started = if args.no_auto_start {
+    // Cluster nodes start no processes: each would start its own copy of every one.
+    let started = if args.no_auto_start || cluster.is_some() {
         Vec::new()
     } else {
         config.participants.clone()
@@ -213,7 +261,14 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         println!("join with: mew client --gateway ws://{local} --space {space} --token <token>");
     }
     let handle = server.shutdown_handle();
-    let serve = tokio::spawn(server.serve());
+    if let Some(node) = &cluster {
+        println!(
+            "cluster node {} (log restored to entry {})",
+            args.node_id.as_deref().unwrap_or_default(),
+            node.applied()
+        );
+    }
+    let serve = tokio::spawn(server.serve_with(cluster.map(mew_cluster::Node::core_task)));
     let cx = crate::autostart::SpaceContext {
         gateway: format!("ws://{local}"),
         port: local.port(),

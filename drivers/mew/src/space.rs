@@ -238,6 +238,9 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
         bind: std::net::IpAddr::from([127, 0, 0, 1]),
         log_level: args.log_level.clone(),
         log_format: std::env::var(crate::LOG_FORMAT_ENV).unwrap_or_else(|_| "text".into()),
+        cluster: None,
+        node_id: None,
+        node_timeout: 5.0,
     };
     let running = crate::gateway::start(&gw).await?;
     let port = running.local.port();

@@ -10,6 +10,11 @@ use std::time::Duration;
 /// How long a node that never announced its timeout may stay silent.
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A silence of the whole log longer than this is the log's own outage (every live node
+/// beats at least once a second), not every node's death: each node's silence is counted
+/// again from the end of it, so nodes are not declared gone for the log's pause.
+pub const LOG_QUIET: Duration = Duration::from_secs(2);
+
 /// Something the node that holds this replica must act on (besides the gateway's outputs,
 /// drained from [`Replica::gateway_mut`]).
 #[derive(Debug)]
@@ -190,6 +195,11 @@ impl Replica {
         }
         self.applied = seq;
         let now = self.now.max(rec.at);
+        if now.saturating_since(self.now) > LOG_QUIET {
+            for n in self.nodes.values_mut() {
+                n.last = now;
+            }
+        }
         self.now = now;
         let node = rec.node;
         let timeout_ms = match &rec.entry {
@@ -267,6 +277,12 @@ impl Replica {
             g.handle_timeout(now);
         }
         Ok(())
+    }
+
+    /// Passes over entry `seq`, which could not be read (it counts as applied, and changes
+    /// nothing, on every replica alike).
+    pub fn skip(&mut self, seq: u64) {
+        self.applied = self.applied.max(seq);
     }
 
     /// Declares gone every node silent for longer than its timeout.

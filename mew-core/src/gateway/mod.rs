@@ -57,6 +57,7 @@ pub use config::{
 pub use http::{HttpAccepted, HttpError};
 pub use join::seal_join;
 pub use snapshot::SnapshotError;
+pub use system::node_error;
 
 use crate::Time;
 use crate::ids::IdGen;
@@ -420,6 +421,13 @@ impl Gateway {
             history_len: self.history.len(),
             history_bytes: self.history.bytes(),
         }
+    }
+
+    /// Whether the connection has joined as a participant (and is not closing).
+    pub fn conn_joined(&mut self, conn: ConnId) -> bool {
+        self.conns
+            .get_mut(conn)
+            .is_some_and(|c| matches!(c.phase, conn::Phase::Joined { .. }))
     }
 
     /// Counters since the gateway started (for `GET /metrics`).

@@ -65,6 +65,25 @@ pub(super) struct ErrorPayload<'a> {
     pub(super) message: &'a str,
 }
 
+/// A `system/error` a node writes on its own, outside the space's state (a replicated
+/// space's node that could not put an input into the log): `id` is the node's, so the
+/// space's ids are untouched.
+pub fn node_error(id: &str, now: Time, code: &str, message: &str) -> Bytes {
+    write(
+        id,
+        now,
+        None,
+        "system/error",
+        None,
+        ErrorPayload {
+            error: code,
+            attempted_kind: None,
+            your_capabilities: None,
+            message,
+        },
+    )
+}
+
 /// Serialises a gateway envelope; returns its frame and id.
 pub(super) fn write<P: Serialize>(
     id: &str,

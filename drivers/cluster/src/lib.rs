@@ -1,0 +1,636 @@
+//! One space served by several `mew gateway` nodes, replicated over a NATS JetStream log.
+//!
+//! Each node publishes the inputs that arise at it (joins with their token's digest,
+//! frames, closes, pongs, HTTP posts, heartbeats, timer ticks) to the space's stream
+//! `MEW_<space>` (subject `mew.<space>.log`), consumes the stream in order and applies every
+//! entry to its replica of the space ([`mew_core::cluster::Replica`]); it carries out only
+//! the outputs for the connections it holds. An envelope counts as accepted once its entry
+//! is in the stream: an input the stream did not take (NATS unreachable past the publish
+//! timeout) is refused to its sender with a `system/error` (`log_unavailable`), an HTTP post
+//! with 503.
+//!
+//! Snapshots: every `snapshot_every` entries the live node with the smallest id writes the
+//! replica's state to the object store `mew-snapshots` (object `<space>`) and trims the
+//! stream to the entries after it plus `keep_entries`; a node that starts restores the
+//! latest snapshot and applies what follows.
+//!
+//! Audit logs: every node writes the whole space's audit trail to its own log folder (the
+//! replicas produce identical records); a node that restarts writes again what it replays
+//! after its snapshot.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use mew_core::Time;
+use mew_core::cluster::{Entry, Record, Replica, ReplicaEvent};
+use mew_core::gateway::{ConnId, Gateway, SpaceConfig, node_error, seal_join};
+use mew_core::secret::TokenHash;
+use mew_driver_common::Response;
+use mew_driver_common::clock;
+use mew_driver_common::conn::{ConnReply, CoreInput, HttpReply, Link};
+use mew_driver_common::host::{GatewayHost, HttpRequest, Input, Reply};
+use mew_driver_common::route::Route;
+use mew_driver_common::server::CoreTask;
+
+use async_nats::jetstream;
+
+/// How a node joins the cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// The NATS server (`nats://127.0.0.1:4222`).
+    pub url: String,
+    /// This node's id, unique in the cluster and stable across its restarts.
+    pub node_id: String,
+    /// How often the node beats into the log.
+    pub heartbeat: Duration,
+    /// Silence after which the other nodes declare this one gone.
+    pub node_timeout: Duration,
+    /// Entries between snapshots.
+    pub snapshot_every: u64,
+    /// Entries kept in the stream before the latest snapshot (for nodes a little behind).
+    pub keep_entries: u64,
+    /// How long an input may wait for the stream to take it before it is refused.
+    pub publish_timeout: Duration,
+}
+
+impl ClusterOptions {
+    /// Defaults for a node: 1 s heartbeat, 5 s timeout, a snapshot every 10,000 entries.
+    pub fn new(url: &str, node_id: &str) -> ClusterOptions {
+        ClusterOptions {
+            url: url.to_owned(),
+            node_id: node_id.to_owned(),
+            heartbeat: Duration::from_secs(1),
+            node_timeout: Duration::from_secs(5),
+            snapshot_every: 10_000,
+            keep_entries: 100_000,
+            publish_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a node could not join its cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// NATS could not be reached.
+    #[error("cannot reach NATS at {url}: {reason}")]
+    Connect {
+        /// The URL tried.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// JetStream refused to create or open the space's stream or snapshot store.
+    #[error("JetStream: {0}")]
+    JetStream(String),
+    /// The stored snapshot could not be used.
+    #[error("the space's snapshot cannot be restored: {0}")]
+    Snapshot(String),
+    /// A node id that would not make a clean log entry.
+    #[error("invalid node id {0:?}: use 1 to 64 of [A-Za-z0-9_-]")]
+    NodeId(String),
+}
+
+const SNAPSHOT_BUCKET: &str = "mew-snapshots";
+
+/// A node connected to its cluster, its replica restored; [`Node::core_task`] serves it.
+pub struct Node {
+    opts: ClusterOptions,
+    js: jetstream::Context,
+    stream: jetstream::stream::Stream,
+    store: jetstream::object_store::ObjectStore,
+    subject: String,
+    space: String,
+    replica: Replica,
+    gateway: Gateway,
+}
+
+/// The stream's name for a space: JetStream names allow no dots, spaces or wildcards.
+fn stream_name(space: &str) -> String {
+    let clean: String = space
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // Distinct spaces whose ids clean up alike still get distinct streams.
+    let h = &TokenHash::of(space).to_hex()[..8];
+    format!("MEW_{clean}_{h}")
+}
+
+/// Connects to NATS, opens (or creates) the space's stream and snapshot store, and
+/// restores the latest snapshot.
+pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, ClusterError> {
+    let id_ok = !opts.node_id.is_empty()
+        && opts.node_id.len() <= 64
+        && opts
+            .node_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !id_ok {
+        return Err(ClusterError::NodeId(opts.node_id));
+    }
+    let client = async_nats::ConnectOptions::new()
+        .name(format!("mew-gateway-{}", opts.node_id))
+        .connection_timeout(Duration::from_secs(5))
+        .connect(&opts.url)
+        .await
+        .map_err(|e| ClusterError::Connect {
+            url: opts.url.clone(),
+            reason: e.to_string(),
+        })?;
+    let js = jetstream::ContextBuilder::new()
+        .timeout(opts.publish_timeout)
+        .build(client);
+    let name = stream_name(&config.id);
+    let subject = format!("mew.{name}.log");
+    let js_err = |e: &dyn std::fmt::Display| ClusterError::JetStream(e.to_string());
+    let stream = js
+        .get_or_create_stream(jetstream::stream::Config {
+            name: name.clone(),
+            subjects: vec![subject.clone()],
+            storage: jetstream::stream::StorageType::File,
+            // Trimmed after snapshots; this only bounds a cluster whose snapshots stopped.
+            max_bytes: 8 << 30,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| js_err(&e))?;
+    let store = match js.get_object_store(SNAPSHOT_BUCKET).await {
+        Ok(s) => s,
+        Err(_) => js
+            .create_object_store(jetstream::object_store::Config {
+                bucket: SNAPSHOT_BUCKET.into(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| js_err(&e))?,
+    };
+    let (replica, gateway) = match store.get(&name).await {
+        Ok(mut obj) => {
+            let mut buf = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut obj, &mut buf)
+                .await
+                .map_err(|e| ClusterError::Snapshot(e.to_string()))?;
+            Replica::restore(&opts.node_id, config.clone(), &buf)
+                .map_err(|e| ClusterError::Snapshot(e.to_string()))?
+        }
+        Err(_) => Replica::new(&opts.node_id, config.clone()),
+    };
+    let mut stream = stream;
+    let info = stream.info().await.map_err(|e| js_err(&e))?;
+    if info.state.messages > 0 && info.state.first_sequence > replica.applied() + 1 {
+        return Err(ClusterError::Snapshot(format!(
+            "the log starts at entry {} but the latest snapshot ends at {}",
+            info.state.first_sequence,
+            replica.applied()
+        )));
+    }
+    tracing::info!(
+        node = %opts.node_id, stream = %name, snapshot = replica.applied(),
+        log_last = info.state.last_sequence, "joined the cluster"
+    );
+    Ok(Node {
+        opts,
+        js,
+        stream,
+        store,
+        subject,
+        space: name,
+        replica,
+        gateway,
+    })
+}
+
+/// What an input that did not reach the stream leaves to undo.
+enum Pending {
+    Connect(u64),
+    Frame(ConnId),
+    Post(u64),
+    Other,
+}
+
+/// The running node's state besides the host.
+struct Running {
+    node: Node,
+    pending_conns: HashMap<u64, (Link, ConnReply)>,
+    pending_posts: HashMap<u64, HttpReply>,
+    next_local: u64,
+    failures: (
+        async_channel::Sender<(Pending, String)>,
+        async_channel::Receiver<(Pending, String)>,
+    ),
+    last_snapshot: u64,
+    tick_sent: Option<Time>,
+    errors: u64,
+    /// Connections whose oversize frame was logged: closed once it is applied.
+    oversize: Vec<ConnId>,
+}
+
+impl Node {
+    /// The task that owns the space's core on this node (for
+    /// [`mew_driver_common::server::GatewayServer::serve_with`]).
+    pub fn core_task(self) -> CoreTask {
+        Box::new(move |host, rx| Box::pin(run(self, host, rx)))
+    }
+
+    /// The replica's last applied entry.
+    pub fn applied(&self) -> u64 {
+        self.replica.applied()
+    }
+}
+
+impl Running {
+    /// Puts an entry into the stream; a failure comes back through `failures`.
+    async fn publish(&mut self, entry: Entry, undo: Pending, entropy: bool) {
+        let entropy = entropy.then(|| {
+            let mut e = [0u8; 16];
+            getrandom::fill(&mut e).expect("the OS random source works");
+            e
+        });
+        let rec = Record {
+            node: self.node.opts.node_id.clone(),
+            at: clock::now(),
+            entropy,
+            entry,
+        };
+        let payload = Bytes::from(rec.encode());
+        let tx = self.failures.0.clone();
+        let sent = tokio::time::timeout(
+            self.node.opts.publish_timeout,
+            self.node.js.publish(self.node.subject.clone(), payload),
+        )
+        .await;
+        match sent {
+            Ok(Ok(ack)) => {
+                tokio::spawn(async move {
+                    if let Err(e) = ack.await {
+                        let _ = tx.send((undo, e.to_string())).await;
+                    }
+                });
+            }
+            Ok(Err(e)) => {
+                let _ = tx.try_send((undo, e.to_string()));
+            }
+            Err(_) => {
+                let _ = tx.try_send((undo, "timed out".into()));
+            }
+        }
+    }
+
+    /// Acts on one input from a connection or the HTTP API.
+    async fn input(&mut self, host: &mut GatewayHost<Link>, input: CoreInput) -> bool {
+        match input {
+            Input::Connect {
+                bearer,
+                link,
+                reply,
+            } => {
+                self.next_local += 1;
+                let local = self.next_local;
+                self.pending_conns.insert(local, (link, reply));
+                let token = bearer.as_deref().map(TokenHash::of);
+                self.publish(
+                    Entry::Connect { local, token },
+                    Pending::Connect(local),
+                    false,
+                )
+                .await;
+            }
+            Input::Frame(conn, frame) => {
+                let joined = host.gateway_mut().conn_joined(conn);
+                let entry = match (!joined).then(|| seal_join(&frame)).flatten() {
+                    Some((frame, token)) => Entry::SealedJoin { conn, frame, token },
+                    None => Entry::Frame { conn, frame },
+                };
+                self.publish(entry, Pending::Frame(conn), true).await;
+            }
+            Input::Oversize(conn, size) => {
+                self.oversize.push(conn);
+                self.publish(Entry::Oversize { conn, size }, Pending::Other, false)
+                    .await;
+            }
+            Input::Pong(conn) => {
+                self.publish(Entry::Pong { conn }, Pending::Other, false)
+                    .await;
+            }
+            Input::Sent(conn, frames, bytes) => host.sent(conn, frames, bytes),
+            Input::Closed(conn) => {
+                if host.unregister(conn) {
+                    self.publish(Entry::Closed { conn }, Pending::Other, false)
+                        .await;
+                }
+            }
+            Input::Http(req, reply) => match req.route {
+                Route::PostMessages { participant } => {
+                    self.next_local += 1;
+                    let local = self.next_local;
+                    self.pending_posts.insert(local, reply);
+                    let entry = Entry::Post {
+                        local,
+                        participant,
+                        token: req.bearer.as_deref().map(TokenHash::of),
+                        body: req.body,
+                    };
+                    self.publish(entry, Pending::Post(local), true).await;
+                }
+                route => {
+                    // Reads are answered from this node's replica.
+                    let req = HttpRequest {
+                        route,
+                        bearer: req.bearer,
+                        body: req.body,
+                    };
+                    let _ = reply.reply(host.http(clock::now(), req));
+                }
+            },
+            Input::Shutdown => return false,
+        }
+        true
+    }
+
+    /// An input the stream did not take: its sender learns it.
+    fn failed(&mut self, host: &mut GatewayHost<Link>, undo: Pending, why: String) {
+        self.errors += 1;
+        tracing::warn!("an input could not be put into the space's log: {why}");
+        let msg = format!("the space's log did not take this input ({why}); it was not accepted");
+        match undo {
+            Pending::Connect(local) => {
+                // Dropping the answer channel ends the connection before it is served.
+                self.pending_conns.remove(&local);
+            }
+            Pending::Frame(conn) => {
+                let id = format!("{}-err-{}", self.node.opts.node_id, self.errors);
+                let frame = node_error(&id, clock::now(), "log_unavailable", &msg);
+                host.send_direct(conn, Some(frame), None);
+            }
+            Pending::Post(local) => {
+                if let Some(reply) = self.pending_posts.remove(&local) {
+                    let _ = reply.reply(Response::error(503, "log_unavailable", &msg));
+                }
+            }
+            Pending::Other => {}
+        }
+    }
+
+    /// Applies one entry of the log and acts on what follows for this node.
+    fn apply(&mut self, host: &mut GatewayHost<Link>, seq: u64, payload: Bytes) -> bool {
+        match Record::decode(payload) {
+            Ok(rec) => {
+                if let Err(e) = self.node.replica.apply(host.gateway_mut(), seq, rec) {
+                    tracing::error!("{e}; this node must restart from the latest snapshot");
+                    return false;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(seq, "unreadable log entry skipped: {e}");
+                self.node.replica.skip(seq);
+            }
+        }
+        while let Some(ev) = self.node.replica.poll_event() {
+            match ev {
+                ReplicaEvent::Connected { local, conn } => {
+                    if let Some((link, reply)) = self.pending_conns.remove(&local) {
+                        host.register(conn, link);
+                        if reply.reply(conn).is_err() {
+                            // Gone while waiting: the space learns it through the log.
+                            host.unregister(conn);
+                            let me = self.node.opts.node_id.clone();
+                            let rec = Record {
+                                node: me,
+                                at: clock::now(),
+                                entropy: None,
+                                entry: Entry::Closed { conn },
+                            };
+                            let js = self.node.js.clone();
+                            let subject = self.node.subject.clone();
+                            tokio::spawn(async move {
+                                let _ = js.publish(subject, Bytes::from(rec.encode())).await;
+                            });
+                        }
+                    }
+                }
+                ReplicaEvent::Posted { local, result } => {
+                    if let Some(reply) = self.pending_posts.remove(&local) {
+                        let resp = match result {
+                            Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
+                            Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
+                        };
+                        let _ = reply.reply(resp);
+                    }
+                }
+                ReplicaEvent::NodeGone { node, connections } => {
+                    tracing::warn!(%node, connections, "node declared gone");
+                }
+                ReplicaEvent::Evicted { conns } => {
+                    tracing::error!("this node was declared gone; closing its connections");
+                    for c in conns {
+                        let reason = "this gateway node lost the space's log".to_owned();
+                        host.send_direct(c, None, Some((1001, reason)));
+                        host.unregister(c);
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// After a batch of entries: outputs, slow consumers, oversize closes, snapshots.
+    async fn after_batch(&mut self, host: &mut GatewayHost<Link>) {
+        host.drain();
+        for conn in std::mem::take(&mut self.oversize) {
+            // The rest of an oversize frame is still in the socket: the stream cannot be
+            // resynchronised, so the connection closes (1009) once its refusal is out.
+            host.send_direct(conn, None, Some((1009, "frame too large".into())));
+        }
+        for conn in host.take_slow() {
+            self.publish(Entry::Slow { conn }, Pending::Other, false)
+                .await;
+        }
+        let applied = self.node.replica.applied();
+        let mine = self.node.replica.live_nodes().next() == Some(&*self.node.opts.node_id);
+        if mine && applied >= self.last_snapshot + self.node.opts.snapshot_every {
+            self.last_snapshot = applied;
+            match self.node.replica.snapshot(host.gateway_mut()) {
+                Ok(snap) => {
+                    let store = self.node.store.clone();
+                    let stream = self.node.stream.clone();
+                    let name = self.node.space.clone();
+                    let keep = self.node.opts.keep_entries;
+                    tokio::spawn(async move {
+                        let mut r = &snap[..];
+                        match store.put(name.as_str(), &mut r).await {
+                            Ok(_) => {
+                                tracing::info!(
+                                    entry = applied,
+                                    bytes = snap.len(),
+                                    "snapshot written"
+                                );
+                                if applied > keep
+                                    && let Err(e) = stream.purge().sequence(applied - keep).await
+                                {
+                                    tracing::warn!("trimming the log failed: {e}");
+                                }
+                            }
+                            Err(e) => tracing::warn!("writing the snapshot failed: {e}"),
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!("no snapshot: {e}"),
+            }
+        }
+    }
+}
+
+async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receiver<CoreInput>) {
+    let mut node = node;
+    let gateway = std::mem::replace(
+        &mut node.gateway,
+        Gateway::new(host.gateway().config().clone(), 0, Time::ZERO),
+    );
+    host.replace_gateway(gateway);
+    host.track_backlogs();
+    let start = node.replica.applied();
+    let mut run = Running {
+        last_snapshot: start,
+        node,
+        pending_conns: HashMap::new(),
+        pending_posts: HashMap::new(),
+        next_local: 0,
+        failures: async_channel::unbounded(),
+        tick_sent: None,
+        errors: 0,
+        oversize: Vec::new(),
+    };
+    let consumer = run
+        .node
+        .stream
+        .create_consumer(jetstream::consumer::pull::OrderedConfig {
+            deliver_policy: jetstream::consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: start + 1,
+            },
+            ..Default::default()
+        })
+        .await;
+    let mut messages = match consumer {
+        Ok(c) => match c.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!("cannot read the space's log: {e}");
+                return;
+            }
+        },
+        Err(e) => {
+            tracing::error!("cannot read the space's log: {e}");
+            return;
+        }
+    };
+    let timeout = run.node.opts.node_timeout;
+    run.publish(Entry::NodeUp { timeout }, Pending::Other, false)
+        .await;
+    let mut beat = tokio::time::interval(run.node.opts.heartbeat);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stopping: Option<tokio::time::Instant> = None;
+    let failures = run.failures.1.clone();
+    loop {
+        if let Some(at) = stopping
+            && (host.conn_ids().is_empty() || tokio::time::Instant::now() >= at)
+        {
+            break;
+        }
+        // A timer of the space due (in the log's time) is pushed along by a tick entry.
+        let due = host.gateway().poll_timeout();
+        let timer = async {
+            match due {
+                Some(at) => {
+                    tokio::time::sleep(clock::until(at).max(Duration::from_millis(20))).await
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            m = messages.next() => {
+                let Some(m) = m else {
+                    tracing::error!("the space's log ended");
+                    break;
+                };
+                let mut ok = true;
+                let mut batch = 0;
+                let mut next = Some(m);
+                while let Some(m) = next.take() {
+                    match m {
+                        Ok(msg) => {
+                            let seq = msg.info().map(|i| i.stream_sequence).unwrap_or(0);
+                            if seq == 0 {
+                                continue;
+                            }
+                            if !run.apply(&mut host, seq, msg.payload.clone()) {
+                                ok = false;
+                                break;
+                            }
+                        }
+                        Err(e) => tracing::warn!("reading the space's log: {e}"),
+                    }
+                    batch += 1;
+                    if batch < 256 {
+                        next = futures_util::FutureExt::now_or_never(messages.next()).flatten();
+                    }
+                }
+                if !ok {
+                    break;
+                }
+                run.after_batch(&mut host).await;
+            }
+            f = failures.recv() => {
+                if let Ok((undo, why)) = f {
+                    run.failed(&mut host, undo, why);
+                    host.drain();
+                }
+            }
+            input = rx.recv(), if stopping.is_none() => {
+                let Ok(input) = input else { break };
+                if !run.input(&mut host, input).await {
+                    // This node stops: its connections close; the space goes on elsewhere.
+                    for c in host.conn_ids() {
+                        host.send_direct(c, None, Some((1001, "gateway node shutting down".into())));
+                    }
+                    stopping = Some(tokio::time::Instant::now() + Duration::from_secs(2));
+                    continue;
+                }
+                let mut n = 1;
+                while n < 64 {
+                    match rx.try_recv() {
+                        Ok(i) => {
+                            if !run.input(&mut host, i).await {
+                                break;
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                    n += 1;
+                }
+            }
+            _ = beat.tick() => {
+                run.publish(Entry::Beat, Pending::Other, false).await;
+            }
+            _ = timer => {
+                let now = clock::now();
+                // One tick in flight at a time: it comes back through the log.
+                if run.tick_sent.is_none_or(|t| now.saturating_since(t) > Duration::from_millis(200)) {
+                    run.tick_sent = Some(now);
+                    run.publish(Entry::Tick, Pending::Other, false).await;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)), if stopping.is_some() => {}
+        }
+    }
+    host.cut_all();
+}
