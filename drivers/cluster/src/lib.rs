@@ -97,6 +97,7 @@ const SNAPSHOT_BUCKET: &str = "mew-snapshots";
 /// A node connected to its cluster, its replica restored; [`Node::core_task`] serves it.
 pub struct Node {
     opts: ClusterOptions,
+    client: async_nats::Client,
     js: jetstream::Context,
     stream: jetstream::stream::Stream,
     store: jetstream::object_store::ObjectStore,
@@ -104,6 +105,8 @@ pub struct Node {
     space: String,
     replica: Replica,
     gateway: Gateway,
+    /// The log's last entry when the node joined: inputs wait until it is applied.
+    log_last: u64,
 }
 
 /// The stream's name for a space: JetStream names allow no dots, spaces or wildcards.
@@ -146,7 +149,7 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
         })?;
     let js = jetstream::ContextBuilder::new()
         .timeout(opts.publish_timeout)
-        .build(client);
+        .build(client.clone());
     let name = stream_name(&config.id);
     let subject = format!("mew.{name}.log");
     let js_err = |e: &dyn std::fmt::Display| ClusterError::JetStream(e.to_string());
@@ -183,7 +186,7 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
         Err(_) => Replica::new(&opts.node_id, config.clone()),
     };
     let mut stream = stream;
-    let info = stream.info().await.map_err(|e| js_err(&e))?;
+    let info = stream.info().await.map_err(|e| js_err(&e))?.clone();
     if info.state.messages > 0 && info.state.first_sequence > replica.applied() + 1 {
         return Err(ClusterError::Snapshot(format!(
             "the log starts at entry {} but the latest snapshot ends at {}",
@@ -197,11 +200,13 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
     );
     Ok(Node {
         opts,
+        client,
         js,
         stream,
         store,
         subject,
         space: name,
+        log_last: info.state.last_sequence,
         replica,
         gateway,
     })
@@ -246,6 +251,10 @@ impl Node {
 }
 
 impl Running {
+    fn connected(&self) -> bool {
+        self.node.client.connection_state() == async_nats::connection::State::Connected
+    }
+
     /// Puts an entry into the stream; a failure comes back through `failures`.
     async fn publish(&mut self, entry: Entry, undo: Pending, entropy: bool) {
         let entropy = entropy.then(|| {
@@ -593,7 +602,8 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
                     host.drain();
                 }
             }
-            input = rx.recv(), if stopping.is_none() => {
+            // Inputs wait until the replica has caught up with the log as it was at start.
+            input = rx.recv(), if stopping.is_none() && run.node.replica.applied() >= run.node.log_last => {
                 let Ok(input) = input else { break };
                 if !run.input(&mut host, input).await {
                     // This node stops: its connections close; the space goes on elsewhere.
@@ -617,12 +627,16 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
                 }
             }
             _ = beat.tick() => {
-                run.publish(Entry::Beat, Pending::Other, false).await;
+                // No beats are queued while NATS is unreachable: stale beats arriving in a
+                // burst after an outage would make the others look silent beside them.
+                if run.connected() {
+                    run.publish(Entry::Beat, Pending::Other, false).await;
+                }
             }
             _ = timer => {
                 let now = clock::now();
                 // One tick in flight at a time: it comes back through the log.
-                if run.tick_sent.is_none_or(|t| now.saturating_since(t) > Duration::from_millis(200)) {
+                if run.connected() && run.tick_sent.is_none_or(|t| now.saturating_since(t) > Duration::from_millis(200)) {
                     run.tick_sent = Some(now);
                     run.publish(Entry::Tick, Pending::Other, false).await;
                 } else {
