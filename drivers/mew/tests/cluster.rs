@@ -427,7 +427,7 @@ fn a_killed_node_is_declared_gone_and_nats_outages_lose_nothing() {
     let b_port = free_port();
     let mut b = node(&dir, &nats, "b", &config, b_port);
     let mut human = join(&a.addr, "human-token");
-    let mut agent = join(&b.addr, "agent-token");
+    let agent = join(&b.addr, "agent-token");
     until(&mut human, |v| {
         v["kind"] == "system/presence" && v["payload"]["participant"]["id"] == "agent"
     });
