@@ -16,7 +16,9 @@
 //!
 //! Environment: `MEW_FANOUT_K` (10), `MEW_FANOUT_M` (20000), `MEW_FANOUT_WINDOW` (256),
 //! `MEW_FANOUT_SERVERS` (`ceiling,gateway,gateway-log,async-std`), `MEW_FANOUT_RUNS` (5,
-//! interleaved; the median run of each kind is reported). `CPU/msg` is the CPU time of the
+//! interleaved; the median run of each kind is reported), `MEW_FANOUT_RATE` (envelopes a
+//! second the sender offers, open loop, so that every kind carries the same load; unset or
+//! 0: as fast as the window allows). `CPU/msg` is the CPU time of the
 //! whole process (server and clients, all threads, from `/proc/self/task/*/schedstat`) per
 //! envelope sent: the differences between kinds are the servers' own.
 
@@ -296,7 +298,7 @@ struct Outcome {
     p99: Duration,
 }
 
-async fn run_once(kind: &str, k: usize, m: usize, window: usize) -> Outcome {
+async fn run_once(kind: &str, k: usize, m: usize, window: usize, rate: Option<f64>) -> Outcome {
     let server = match kind {
         "ceiling" => start_ceiling().await,
         "gateway" => start_gateway(k, false).await,
@@ -351,6 +353,11 @@ async fn run_once(kind: &str, k: usize, m: usize, window: usize) -> Outcome {
     let cpu0 = process_cpu();
     let mut low = 0usize;
     for seq in 0..m {
+        if let Some(rate) = rate {
+            // Open loop: the same offered load for every kind, whatever its throughput.
+            tokio::time::sleep_until((start + Duration::from_secs_f64(seq as f64 / rate)).into())
+                .await;
+        }
         while seq - low >= window {
             low = received
                 .iter()
@@ -366,7 +373,7 @@ async fn run_once(kind: &str, k: usize, m: usize, window: usize) -> Outcome {
         );
         sent_at[seq].store(base.elapsed().as_nanos() as u64, Ordering::Relaxed);
         sink.feed(Message::text(text)).await.expect("send");
-        if seq + 1 == m || seq % 16 == 15 {
+        if rate.is_some() || seq + 1 == m || seq % 16 == 15 {
             sink.flush().await.expect("flush");
         }
     }
@@ -395,13 +402,17 @@ fn main() {
     let m = env_usize("MEW_FANOUT_M", 20_000);
     let window = env_usize("MEW_FANOUT_WINDOW", 256).max(1);
     let runs = env_usize("MEW_FANOUT_RUNS", 5).max(1);
+    let rate = Some(env_usize("MEW_FANOUT_RATE", 0) as f64).filter(|r| *r > 0.0);
     let kinds = std::env::var("MEW_FANOUT_SERVERS")
         .unwrap_or_else(|_| "ceiling,gateway,gateway-log,async-std".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    println!("fan-out: K={k} receivers, M={m} envelopes, window {window}, median of {runs} runs");
+    let pace = rate.map_or(String::new(), |r| format!(", {r} envelopes/s offered"));
+    println!(
+        "fan-out: K={k} receivers, M={m} envelopes, window {window}{pace}, median of {runs} runs"
+    );
     println!(
         "{:<12} {:>14} {:>12} {:>12} {:>10} {:>10}",
         "server", "delivered/s", "p50", "p99", "vs ceiling", "CPU/msg"
@@ -416,7 +427,7 @@ fn main() {
     let mut outcomes: Vec<Vec<Outcome>> = kinds.iter().map(|_| Vec::new()).collect();
     for _ in 0..runs {
         for (i, kind) in kinds.iter().enumerate() {
-            outcomes[i].push(rt.block_on(run_once(kind, k, m, window)));
+            outcomes[i].push(rt.block_on(run_once(kind, k, m, window, rate)));
         }
     }
     let mut ceiling_rate = None;

@@ -37,26 +37,38 @@ impl TokenHash {
 
     /// Lower-case hex, 64 characters.
     pub fn to_hex(&self) -> String {
-        use std::fmt::Write as _;
-        self.0.iter().fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+        hex(&self.0)
     }
 
     /// Parses [`TokenHash::to_hex`]'s form.
-    pub fn from_hex(hex: &str) -> Option<TokenHash> {
-        let b = hex.as_bytes();
-        if b.len() != 64 {
-            return None;
-        }
-        let mut out = [0u8; 32];
-        for (i, pair) in b.chunks(2).enumerate() {
-            let s = std::str::from_utf8(pair).ok()?;
-            out[i] = u8::from_str_radix(s, 16).ok()?;
-        }
-        Some(TokenHash(out))
+    pub fn from_hex(s: &str) -> Option<TokenHash> {
+        unhex(s).map(TokenHash)
     }
+}
+
+/// Bytes as lower-case hex: how digests and entropy are written in logs and snapshots.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+/// Parses [`hex`]'s form (either case) into exactly `N` bytes.
+pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let b = s.as_bytes();
+    if b.len() != N * 2 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; N];
+    for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+        *o = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(out)
 }
 
 impl std::fmt::Debug for TokenHash {
@@ -96,5 +108,9 @@ mod tests {
         );
         assert_eq!(TokenHash::from_hex(&h.to_hex()), Some(h));
         assert_eq!(TokenHash::from_hex("zz"), None);
+        assert_eq!(hex(&[0, 0xab, 0x0f]), "00ab0f");
+        assert_eq!(unhex::<3>("00AB0f"), Some([0, 0xab, 0x0f]));
+        assert_eq!(unhex::<3>("00ab0"), None);
+        assert_eq!(unhex::<2>("0g00"), None);
     }
 }

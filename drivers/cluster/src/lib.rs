@@ -2,9 +2,11 @@
 //!
 //! Each node publishes the inputs that arise at it (joins with their token's digest,
 //! frames, closes, pongs, HTTP posts, heartbeats, timer ticks) to the space's stream
-//! `MEW_<space>` (subject `mew.<space>.log`), consumes the stream in order and applies every
+//! `MEW_<space>` (subject `mew.<name>.log`), reads the stream in order and applies every
 //! entry to its replica of the space ([`mew_core::cluster::Replica`]); it carries out only
-//! the outputs for the connections it holds. An envelope counts as accepted once its entry
+//! the outputs for the connections it holds. Entries are read as the stream republishes
+//! them (`mew.<name>.live`, one hop sooner than a consumer), with an ordered consumer
+//! filling any gap and catching a starting node up (module `feed`). An envelope counts as accepted once its entry
 //! is in the stream: an input the stream did not take (NATS unreachable past the publish
 //! timeout) is refused to its sender with a `system/error` (`log_unavailable`), an HTTP post
 //! with 503.
@@ -23,6 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use mew_core::Time;
 use mew_core::cluster::{Entry, Record, Replica, ReplicaEvent};
 use mew_core::gateway::{ConnId, Gateway, SpaceConfig, node_error, seal_join};
@@ -33,8 +36,13 @@ use mew_driver_common::conn::{ConnReply, CoreInput, HttpReply, Link};
 use mew_driver_common::host::{GatewayHost, HttpRequest, Input, Reply};
 use mew_driver_common::route::Route;
 use mew_driver_common::server::CoreTask;
+use std::future::Future;
+use std::pin::Pin;
 
 use async_nats::jetstream;
+use feed::{Feed, Read};
+
+mod feed;
 
 /// How a node joins the cluster.
 #[derive(Debug, Clone)]
@@ -102,6 +110,8 @@ pub struct Node {
     stream: jetstream::stream::Stream,
     store: jetstream::object_store::ObjectStore,
     subject: String,
+    /// Where the stream republishes each entry it stored.
+    live_subject: String,
     space: String,
     replica: Replica,
     gateway: Gateway,
@@ -153,17 +163,26 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
     let name = stream_name(&config.id);
     let subject = format!("mew.{name}.log");
     let js_err = |e: &dyn std::fmt::Display| ClusterError::JetStream(e.to_string());
-    let stream = js
-        .get_or_create_stream(jetstream::stream::Config {
-            name: name.clone(),
-            subjects: vec![subject.clone()],
-            storage: jetstream::stream::StorageType::File,
-            // Trimmed after snapshots; this only bounds a cluster whose snapshots stopped.
-            max_bytes: 8 << 30,
-            ..Default::default()
-        })
+    let live_subject = format!("mew.{name}.live");
+    let config_js = jetstream::stream::Config {
+        name: name.clone(),
+        subjects: vec![subject.clone()],
+        storage: jetstream::stream::StorageType::File,
+        // Trimmed after snapshots; this only bounds a cluster whose snapshots stopped.
+        max_bytes: 8 << 30,
+        // Each stored entry is republished, with its sequence number, on a plain subject:
+        // the nodes' fast path (see `Feed`), one hop shorter than a consumer.
+        republish: Some(jetstream::stream::Republish {
+            source: subject.clone(),
+            destination: live_subject.clone(),
+            headers_only: false,
+        }),
+        ..Default::default()
+    };
+    js.create_or_update_stream(config_js)
         .await
         .map_err(|e| js_err(&e))?;
+    let stream = js.get_stream(&name).await.map_err(|e| js_err(&e))?;
     let store = match js.get_object_store(SNAPSHOT_BUCKET).await {
         Ok(s) => s,
         Err(_) => js
@@ -205,6 +224,7 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
         stream,
         store,
         subject,
+        live_subject,
         space: name,
         log_last: info.state.last_sequence,
         replica,
@@ -220,22 +240,28 @@ enum Pending {
     Other,
 }
 
-/// Where publish failures are reported back to the core task.
-type Failures = async_channel::Sender<(Pending, String)>;
-
 /// The running node's state besides the host.
 struct Running {
     node: Node,
     pending_conns: HashMap<u64, (Link, ConnReply)>,
     pending_posts: HashMap<u64, HttpReply>,
     next_local: u64,
-    failures: (Failures, async_channel::Receiver<(Pending, String)>),
+    /// Inputs the stream did not take, answered at the end of the loop's pass (at most one
+    /// per input of the pass).
+    refused: Vec<(Pending, String)>,
     last_snapshot: u64,
     tick_sent: Option<Time>,
     errors: u64,
     /// Connections whose oversize frame was logged: closed once it is applied.
     oversize: Vec<ConnId>,
+    /// Connections gone before their join was answered: their close is logged next.
+    vanished: Vec<ConnId>,
+    /// Acknowledgements the stream owes; each yields the failure it reports, if any.
+    acks: FuturesUnordered<AckWait>,
 }
+
+/// An acknowledgement awaited: `Some` when the stream refused the entry.
+type AckWait = Pin<Box<dyn Future<Output = Option<(Pending, String)>> + Send>>;
 
 impl Node {
     /// The task that owns the space's core on this node (for
@@ -255,7 +281,8 @@ impl Running {
         self.node.client.connection_state() == async_nats::connection::State::Connected
     }
 
-    /// Puts an entry into the stream; a failure comes back through `failures`.
+    /// Puts an entry into the stream; a failure lands in `refused` (at once) or comes out of
+    /// `acks` (when the stream's acknowledgement says so).
     async fn publish(&mut self, entry: Entry, undo: Pending, entropy: bool) {
         let entropy = entropy.then(|| {
             let mut e = [0u8; 16];
@@ -269,27 +296,25 @@ impl Running {
             entry,
         };
         let payload = Bytes::from(rec.encode());
-        let tx = self.failures.0.clone();
         let sent = tokio::time::timeout(
             self.node.opts.publish_timeout,
             self.node.js.publish(self.node.subject.clone(), payload),
         )
         .await;
-        match sent {
+        let why = match sent {
             Ok(Ok(ack)) => {
-                tokio::spawn(async move {
-                    if let Err(e) = ack.await {
-                        let _ = tx.send((undo, e.to_string())).await;
-                    }
-                });
+                // Awaited by the core task's loop rather than a task per entry: the
+                // acknowledgements of a burst complete together.
+                let ack = std::future::IntoFuture::into_future(ack);
+                self.acks.push(Box::pin(async move {
+                    ack.await.err().map(|e| (undo, e.to_string()))
+                }));
+                return;
             }
-            Ok(Err(e)) => {
-                let _ = tx.try_send((undo, e.to_string()));
-            }
-            Err(_) => {
-                let _ = tx.try_send((undo, "timed out".into()));
-            }
-        }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "timed out".into(),
+        };
+        self.refused.push((undo, why));
     }
 
     /// Acts on one input from a connection or the HTTP API.
@@ -409,18 +434,7 @@ impl Running {
                         if reply.reply(conn).is_err() {
                             // Gone while waiting: the space learns it through the log.
                             host.unregister(conn);
-                            let me = self.node.opts.node_id.clone();
-                            let rec = Record {
-                                node: me,
-                                at: clock::now(),
-                                entropy: None,
-                                entry: Entry::Closed { conn },
-                            };
-                            let js = self.node.js.clone();
-                            let subject = self.node.subject.clone();
-                            tokio::spawn(async move {
-                                let _ = js.publish(subject, Bytes::from(rec.encode())).await;
-                            });
+                            self.vanished.push(conn);
                         }
                     }
                 }
@@ -459,6 +473,10 @@ impl Running {
         }
         for conn in host.take_slow() {
             self.publish(Entry::Slow { conn }, Pending::Other, false)
+                .await;
+        }
+        for conn in std::mem::take(&mut self.vanished) {
+            self.publish(Entry::Closed { conn }, Pending::Other, false)
                 .await;
         }
         let applied = self.node.replica.applied();
@@ -511,41 +529,36 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
         pending_conns: HashMap::new(),
         pending_posts: HashMap::new(),
         next_local: 0,
-        failures: async_channel::unbounded(),
+        refused: Vec::new(),
         tick_sent: None,
         errors: 0,
         oversize: Vec::new(),
+        vanished: Vec::new(),
+        acks: FuturesUnordered::new(),
     };
-    let consumer = run
-        .node
-        .stream
-        .create_consumer(jetstream::consumer::pull::OrderedConfig {
-            deliver_policy: jetstream::consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: start + 1,
-            },
-            ..Default::default()
-        })
-        .await;
-    let mut messages = match consumer {
-        Ok(c) => match c.messages().await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!("cannot read the space's log: {e}");
-                return;
-            }
-        },
+    let mut feed = match Feed::open(
+        &run.node.client,
+        run.node.stream.clone(),
+        &run.node.live_subject,
+    )
+    .await
+    {
+        Ok(f) => f,
         Err(e) => {
             tracing::error!("cannot read the space's log: {e}");
             return;
         }
     };
+    if let Err(e) = feed.catch_up(start + 1).await {
+        tracing::error!("cannot read the space's log: {e}");
+        return;
+    }
     let timeout = run.node.opts.node_timeout;
     run.publish(Entry::NodeUp { timeout }, Pending::Other, false)
         .await;
     let mut beat = tokio::time::interval(run.node.opts.heartbeat);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stopping: Option<tokio::time::Instant> = None;
-    let failures = run.failures.1.clone();
     loop {
         if let Some(at) = stopping
             && (host.conn_ids().is_empty() || tokio::time::Instant::now() >= at)
@@ -564,40 +577,47 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
         };
         tokio::select! {
             biased;
-            m = messages.next() => {
-                let Some(m) = m else {
-                    tracing::error!("the space's log ended");
-                    break;
-                };
+            r = feed.read(run.node.replica.applied()) => {
                 let mut ok = true;
                 let mut batch = 0;
-                let mut next = Some(m);
-                while let Some(m) = next.take() {
-                    match m {
-                        Ok(msg) => {
-                            let seq = msg.info().map(|i| i.stream_sequence).unwrap_or(0);
-                            if seq == 0 {
-                                continue;
-                            }
-                            if !run.apply(&mut host, seq, msg.payload.clone()) {
-                                ok = false;
-                                break;
-                            }
+                let mut next = Some(r);
+                while let Some(r) = next.take() {
+                    match r {
+                        Read::Entry(seq, payload) => {
+                            ok = run.apply(&mut host, seq, payload);
                         }
-                        Err(e) => tracing::warn!("reading the space's log: {e}"),
+                        Read::Nothing => {}
+                        Read::Ended(why) => {
+                            tracing::error!("{why}");
+                            ok = false;
+                        }
+                    }
+                    while ok && let Some((seq, payload)) = feed.next_buffered(run.node.replica.applied()) {
+                        ok = run.apply(&mut host, seq, payload);
+                    }
+                    if !ok {
+                        break;
                     }
                     batch += 1;
                     if batch < 256 {
-                        next = futures_util::FutureExt::now_or_never(messages.next()).flatten();
+                        next = feed.read_ready(run.node.replica.applied());
                     }
                 }
                 if !ok {
                     break;
                 }
+                let applied = run.node.replica.applied();
+                feed.settle(applied);
+                if feed.gap(applied) {
+                    tracing::debug!(applied, "entries missing from the republished log; reading the stream");
+                    if let Err(e) = feed.catch_up(applied + 1).await {
+                        tracing::warn!("cannot read the space's log: {e}");
+                    }
+                }
                 run.after_batch(&mut host).await;
             }
-            f = failures.recv() => {
-                if let Ok((undo, why)) = f {
+            Some(f) = run.acks.next(), if !run.acks.is_empty() => {
+                if let Some((undo, why)) = f {
                     run.failed(&mut host, undo, why);
                     host.drain();
                 }
@@ -644,6 +664,12 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
                 }
             }
             _ = tokio::time::sleep(Duration::from_millis(100)), if stopping.is_some() => {}
+        }
+        if !run.refused.is_empty() {
+            for (undo, why) in std::mem::take(&mut run.refused) {
+                run.failed(&mut host, undo, why);
+            }
+            host.drain();
         }
     }
     host.cut_all();

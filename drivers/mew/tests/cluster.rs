@@ -507,3 +507,79 @@ fn a_killed_node_is_declared_gone_and_nats_outages_lose_nothing() {
         .count();
     assert_eq!(online, 3, "{list}");
 }
+
+/// Runs `mew gateway` with `args` in a folder holding `.mew/space.yaml`; returns its exit
+/// code and its standard error.
+fn refused(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+    std::fs::create_dir_all(dir.join(".mew")).unwrap();
+    std::fs::write(dir.join(".mew/space.yaml"), space(0)).unwrap();
+    let out = Command::new(MEW)
+        .arg("gateway")
+        .args(args)
+        .current_dir(dir)
+        .env_remove("MEW_CLUSTER")
+        .env_remove("MEW_NODE_ID")
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn bad_cluster_settings_exit_with_one_line() {
+    let dir = scratch("bad-settings");
+    let dead = format!("nats://127.0.0.1:{}", free_port());
+    let cfg = ["--config", ".mew/space.yaml", "--port", "0"];
+
+    // Every node must serve the same space.yaml: the embedded default space will not do.
+    let (code, err) = refused(&dir, &["--port", "0", "--cluster", &dead, "--node-id", "a"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--cluster needs --config"), "{err}");
+
+    // A node id that would not make a clean log entry.
+    let (code, err) = refused(
+        &dir,
+        &[&cfg[..], &["--cluster", &dead, "--node-id", "a.b c"]].concat(),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("invalid node id \"a.b c\""), "{err}");
+
+    // --cluster without --node-id is a usage error from the argument parser.
+    let (code, err) = refused(&dir, &[&cfg[..], &["--cluster", &dead]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--node-id"), "{err}");
+
+    // A timeout too short to tell a busy node from a dead one.
+    let (code, err) = refused(
+        &dir,
+        &[
+            &cfg[..],
+            &[
+                "--cluster",
+                &dead,
+                "--node-id",
+                "a",
+                "--node-timeout",
+                "0.1",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--node-timeout must be at least 0.5"), "{err}");
+
+    // Nothing listening where NATS should be: exit 5, naming the URL.
+    let t = Instant::now();
+    let (code, err) = refused(
+        &dir,
+        &[&cfg[..], &["--cluster", &dead, "--node-id", "a"]].concat(),
+    );
+    assert_eq!(code, Some(5), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("cannot reach NATS at {dead}")),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(15), "gave up in time");
+}

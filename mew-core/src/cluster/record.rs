@@ -7,7 +7,7 @@
 
 use crate::Time;
 use crate::gateway::ConnId;
-use crate::secret::TokenHash;
+use crate::secret::{self, TokenHash};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -137,33 +137,13 @@ struct Head {
     s: Option<u64>,
 }
 
-fn hex16(b: &[u8; 16]) -> String {
-    use std::fmt::Write as _;
-    b.iter().fold(String::with_capacity(32), |mut s, x| {
-        let _ = write!(s, "{x:02x}");
-        s
-    })
-}
-
-fn unhex16(s: &str) -> Option<[u8; 16]> {
-    let b = s.as_bytes();
-    if b.len() != 32 {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    for (i, pair) in b.chunks(2).enumerate() {
-        out[i] = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    Some(out)
-}
-
 impl Record {
     /// The record's bytes: the head line, then the body.
     pub fn encode(&self) -> Vec<u8> {
         let mut h = Head {
             n: self.node.clone(),
             at: self.at.as_unix_millis(),
-            e: self.entropy.as_ref().map(hex16),
+            e: self.entropy.as_ref().map(|e| secret::hex(e)),
             ..Head::default()
         };
         let body: &[u8] = match &self.entry {
@@ -289,7 +269,7 @@ impl Record {
             },
         };
         let entropy = match &h.e {
-            Some(e) => Some(unhex16(e).ok_or_else(|| bad("bad entropy"))?),
+            Some(e) => Some(secret::unhex(e).ok_or_else(|| bad("bad entropy"))?),
             None => None,
         };
         Ok(Record {

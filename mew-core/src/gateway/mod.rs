@@ -375,11 +375,7 @@ impl Gateway {
     fn fresh_token(&mut self) -> String {
         match self.entropy.take() {
             // 128 bits, as hex: the log's entropy is already uniformly random.
-            Some(e) => e.iter().fold(String::with_capacity(32), |mut s, b| {
-                use std::fmt::Write as _;
-                let _ = write!(s, "{b:02x}");
-                s
-            }),
+            Some(e) => crate::secret::hex(&e),
             None => self.tokens.token(),
         }
     }
