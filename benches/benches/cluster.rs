@@ -5,8 +5,9 @@
 //!
 //! 1. The log's own hop: envelopes-sized messages published to a JetStream stream (file
 //!    storage, as the nodes use) at `MEW_CLUSTER_RATE` a second (2,000) and read back by an
-//!    ordered consumer, p50/p99 from publish to receipt; beside it the same over core NATS
-//!    (no stream). This is the floor under what a node adds to the single process's latency.
+//!    ordered consumer, or as the stream republishes it (how the nodes read), p50/p99 from
+//!    publish to receipt; beside them the same over core NATS (no stream). This is the
+//!    floor under what a node adds to the single process's latency.
 //! 2. Memory per idle connection per node: three gateway nodes, each in its own child
 //!    process (this program started again with `MEW_CLUSTER_NODE`), and a single-process
 //!    gateway child for comparison; `MEW_CLUSTER_IDLE` (600) joined idle connections per
@@ -199,19 +200,56 @@ fn percentiles(mut v: Vec<u64>) -> (Duration, Duration) {
     (p(0.5), p(0.99))
 }
 
-/// Publish -> receipt latency over a JetStream stream (`stream`) or core NATS.
-async fn hop(url: &str, stream: bool, rate: f64, n: usize) -> (Duration, Duration) {
+/// How messages travel in [`hop`].
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    /// Core NATS, no stream.
+    Core,
+    /// Stored in a stream, read by an ordered consumer.
+    Consumer,
+    /// Stored in a stream, read as the stream republishes it (the nodes' path).
+    Republished,
+}
+
+/// Publish -> receipt latency over `path`.
+async fn hop(url: &str, path: Path, rate: f64, n: usize) -> (Duration, Duration) {
     let client = async_nats::connect(url).await.expect("connect to NATS");
     let js = jetstream::new(client.clone());
-    let subject = if stream { "bench.log" } else { "bench.core" };
+    let stream = path != Path::Core;
+    let (subject, name) = match path {
+        Path::Core => ("bench.core", ""),
+        Path::Consumer => ("bench.log", "BENCH"),
+        Path::Republished => ("bench.rlog", "BENCHR"),
+    };
     // An envelope-sized payload whose first 8 bytes carry the send time.
     let body = vec![b'x'; 240];
     let base = Instant::now();
     let mut received: std::pin::Pin<Box<dyn futures_util::Stream<Item = Vec<u8>> + Send>> =
-        if stream {
+        if path == Path::Republished {
+            js.get_or_create_stream(jetstream::stream::Config {
+                name: name.into(),
+                subjects: vec![subject.into()],
+                storage: jetstream::stream::StorageType::File,
+                republish: Some(jetstream::stream::Republish {
+                    source: subject.into(),
+                    destination: "bench.live".into(),
+                    headers_only: false,
+                }),
+                ..Default::default()
+            })
+            .await
+            .expect("stream");
+            Box::pin(
+                client
+                    .subscribe("bench.live")
+                    .await
+                    .expect("subscribe")
+                    .map(|m| m.payload.to_vec()),
+            )
+        } else if stream {
             let s = js
                 .get_or_create_stream(jetstream::stream::Config {
-                    name: "BENCH".into(),
+                    name: name.into(),
                     subjects: vec![subject.into()],
                     storage: jetstream::stream::StorageType::File,
                     ..Default::default()
@@ -283,11 +321,15 @@ fn main() {
 
     let nats = Nats::start();
     rt.block_on(async {
-        let (c50, c99) = hop(&nats.url, false, rate, 10_000).await;
-        let (j50, j99) = hop(&nats.url, true, rate, 10_000).await;
         println!("the log's hop at {rate} messages/s (publish -> receipt, 10,000 messages):");
-        println!("  core NATS              p50 {c50:>10.2?}  p99 {c99:>10.2?}");
-        println!("  JetStream, file store  p50 {j50:>10.2?}  p99 {j99:>10.2?}");
+        for (name, path) in [
+            ("core NATS (no stream)", Path::Core),
+            ("stream, ordered consumer", Path::Consumer),
+            ("stream, republished", Path::Republished),
+        ] {
+            let (p50, p99) = hop(&nats.url, path, rate, 10_000).await;
+            println!("  {name:<26} p50 {p50:>10.2?}  p99 {p99:>10.2?}");
+        }
     });
     drop(nats);
 

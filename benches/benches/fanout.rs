@@ -141,7 +141,7 @@ async fn start_gateway(k: usize, logging: bool) -> Server {
     let log_dir = std::env::temp_dir().join(format!("mew-fanout-logs-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&log_dir);
     let opts = mew_tokio::ServerOptions {
-        log_dir,
+        log_dir: log_dir.clone(),
         ..Default::default()
     };
     let server = mew_tokio::GatewayServer::bind_with("127.0.0.1:0".parse().unwrap(), config, opts)
@@ -157,6 +157,7 @@ async fn start_gateway(k: usize, logging: bool) -> Server {
         stop: Box::new(move || {
             shutdown.shutdown();
             task.abort();
+            let _ = std::fs::remove_dir_all(&log_dir);
         }),
     }
 }
