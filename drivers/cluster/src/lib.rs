@@ -2,14 +2,14 @@
 //!
 //! Each node publishes the inputs that arise at it (joins with their token's digest,
 //! frames, closes, pongs, HTTP posts, heartbeats, timer ticks) to the space's stream
-//! `MEW_<space>` (subject `mew.<name>.log`), reads the stream in order and applies every
-//! entry to its replica of the space ([`mew_core::cluster::Replica`]); it carries out only
-//! the outputs for the connections it holds. Entries are read as the stream republishes
-//! them (`mew.<name>.live`, one hop sooner than a consumer), with an ordered consumer
-//! filling any gap and catching a starting node up (module `feed`). An envelope counts as accepted once its entry
-//! is in the stream: an input the stream did not take (NATS unreachable past the publish
-//! timeout) is refused to its sender with a `system/error` (`log_unavailable`), an HTTP post
-//! with 503.
+//! `MEW_<space>_<hash>` (subject `mew.<stream>.log`), reads the stream in order and applies
+//! every entry to its replica of the space ([`mew_core::cluster::Replica`]); it carries out
+//! only the outputs for the connections it holds. Entries are read as the stream
+//! republishes them (`mew.<stream>.live`, one hop sooner than a consumer), with an ordered
+//! consumer filling any gap and catching a starting node up (module `feed`). An envelope
+//! counts as accepted once its entry is in the stream: an input the stream did not take
+//! (NATS unreachable past the publish timeout) is refused to its sender with a
+//! `system/error` (`log_unavailable`), an HTTP post with 503.
 //!
 //! Snapshots: every `snapshot_every` entries the live node with the smallest id writes the
 //! replica's state to the object store `mew-snapshots` (object `<space>`) and trims the
@@ -296,13 +296,23 @@ impl Running {
             entry,
         };
         let payload = Bytes::from(rec.encode());
-        let sent = tokio::time::timeout(
-            self.node.opts.publish_timeout,
-            self.node.js.publish(self.node.subject.clone(), payload),
-        )
-        .await;
+        let publish = self.node.js.publish(self.node.subject.clone(), payload);
+        let sent = if self.connected() {
+            match tokio::time::timeout(self.node.opts.publish_timeout, publish).await {
+                Ok(sent) => sent.map_err(|e| e.to_string()),
+                Err(_) => Err("timed out".to_owned()),
+            }
+        } else {
+            // While NATS is unreachable the client's buffers fill and each publish would wait
+            // for room, holding up everything this node does (its replica's reads, other
+            // connections' refusals) for the whole outage: take what fits now, refuse the rest.
+            match futures_util::FutureExt::now_or_never(publish) {
+                Some(sent) => sent.map_err(|e| e.to_string()),
+                None => Err("NATS is unreachable and its client's buffer is full".to_owned()),
+            }
+        };
         let why = match sent {
-            Ok(Ok(ack)) => {
+            Ok(ack) => {
                 // Awaited by the core task's loop rather than a task per entry: the
                 // acknowledgements of a burst complete together.
                 let ack = std::future::IntoFuture::into_future(ack);
@@ -311,8 +321,7 @@ impl Running {
                 }));
                 return;
             }
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => "timed out".into(),
+            Err(why) => why,
         };
         self.refused.push((undo, why));
     }

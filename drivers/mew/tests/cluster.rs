@@ -183,6 +183,7 @@ fn send(ws: &mut Ws, v: Value) {
 
 fn http(addr: &str, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
     let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         s,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -582,4 +583,93 @@ fn bad_cluster_settings_exit_with_one_line() {
         "{err}"
     );
     assert!(t.elapsed() < Duration::from_secs(15), "gave up in time");
+}
+
+#[test]
+fn a_flood_during_a_nats_outage_does_not_stall_the_node() {
+    let dir = scratch("outage-flood");
+    let mut nats = Nats::start(&dir);
+    let a = node(&dir, &nats, "a", &space(0), 0);
+    let mut agent = join(&a.addr, "agent-token");
+    nats.stop();
+    // More inputs than NATS's client buffers and in-flight acknowledgements hold, reading
+    // the refusals as they come (a sender that never read them would be cut as a slow
+    // consumer).
+    let mut refusals = 0;
+    for i in 0..8_000 {
+        send(
+            &mut agent,
+            json!({"protocol": "mew/v0.4", "id": format!("f-{i}"), "kind": "chat", "payload": {"text": "x"}}),
+        );
+        if i % 50 == 49 {
+            refusals += drain_refusals(&mut agent);
+        }
+    }
+    // The node's own replica still answers reads at once.
+    let t = Instant::now();
+    let (status, health) = http(&a.addr, "GET", "/health", "human-token", "");
+    let took = t.elapsed();
+    assert_eq!(status, 200, "{health}");
+    assert!(took < Duration::from_secs(2), "/health took {took:?}");
+    // What NATS could not take is refused to the sender at once, not dropped without a word
+    // (what it took is refused when its acknowledgement times out, or sent once it is back).
+    assert!(refusals > 0, "no input was refused during the outage");
+    // NATS back: the node goes on.
+    nats.restart();
+    // Joins are refused (the connection ends before its welcome) until the node has
+    // reconnected and the flood's backlog has drained; a client tries again.
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut human = loop {
+        let attempt = std::panic::catch_unwind(|| join(&a.addr, "human-token"));
+        match attempt {
+            Ok(ws) => break ws,
+            Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(500)),
+            Err(_) => panic!("no join succeeded within 30 s of NATS's return"),
+        }
+    };
+    send(
+        &mut human,
+        json!({"protocol": "mew/v0.4", "id": "after-flood", "kind": "chat", "payload": {"text": "back"}}),
+    );
+    let back = until(&mut human, |v| {
+        v["kind"] == "chat" && v["id"] == "after-flood"
+    });
+    assert_eq!(back["payload"]["text"], "back");
+}
+
+/// Reads what is already there; counts the `log_unavailable` refusals among it.
+fn drain_refusals(ws: &mut Ws) -> usize {
+    let MaybeTlsStream::Plain(sock) = ws.get_ref() else {
+        unreachable!("plain sockets in these tests")
+    };
+    sock.set_read_timeout(Some(Duration::from_millis(1)))
+        .unwrap();
+    let mut n = 0;
+    loop {
+        match ws.read() {
+            Ok(Message::Text(t)) => {
+                let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
+                if v["kind"] == "system/error" {
+                    assert_eq!(v["payload"]["error"], "log_unavailable", "{v}");
+                    n += 1;
+                }
+            }
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break;
+            }
+            Err(e) => panic!("the sender's connection failed: {e}"),
+        }
+    }
+    let MaybeTlsStream::Plain(sock) = ws.get_ref() else {
+        unreachable!()
+    };
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    n
 }
