@@ -6,7 +6,7 @@
 //! when the republished entries skip a sequence number, and when the node starts, an
 //! ordered consumer reads the stream from the first entry the replica lacks until the
 //! replica has caught up with what was republished. Entries that came early wait in a
-//! bounded buffer; when it is full they are left to the consumer.
+//! bounded buffer (16,384 entries, 64 MiB); when it is full they are left to the consumer.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -15,8 +15,9 @@ use async_nats::jetstream;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
-/// Republished entries kept while an earlier one is missing.
+/// Republished entries kept while an earlier one is missing, and their bytes at most.
 const AHEAD_MAX: usize = 16_384;
+const AHEAD_BYTES: usize = 64 << 20;
 
 /// The consumer's entries: `(sequence, payload)` or why reading failed.
 type CatchUp = Pin<Box<dyn Stream<Item = Result<(u64, Bytes), String>> + Send>>;
@@ -27,6 +28,7 @@ pub(crate) struct Feed {
     live: async_nats::Subscriber,
     catch_up: Option<CatchUp>,
     ahead: BTreeMap<u64, Bytes>,
+    ahead_bytes: usize,
     /// The highest sequence number republished to this node.
     live_max: u64,
 }
@@ -59,6 +61,7 @@ impl Feed {
             live,
             catch_up: None,
             ahead: BTreeMap::new(),
+            ahead_bytes: 0,
             live_max: 0,
         })
     }
@@ -137,7 +140,11 @@ impl Feed {
         } else if seq == applied + 1 {
             Read::Entry(seq, m.payload)
         } else {
-            if self.ahead.len() < AHEAD_MAX {
+            let fits = self.ahead.len() < AHEAD_MAX
+                && self.ahead_bytes + m.payload.len() <= AHEAD_BYTES
+                && !self.ahead.contains_key(&seq);
+            if fits {
+                self.ahead_bytes += m.payload.len();
                 self.ahead.insert(seq, m.payload);
             }
             Read::Nothing
@@ -147,12 +154,13 @@ impl Feed {
     /// The buffered entry that follows `applied`, if it is there.
     pub(crate) fn next_buffered(&mut self, applied: u64) -> Option<(u64, Bytes)> {
         while let Some(e) = self.ahead.first_entry() {
-            if *e.key() <= applied {
-                e.remove();
-            } else if *e.key() == applied + 1 {
-                return Some(e.remove_entry());
-            } else {
+            if *e.key() > applied + 1 {
                 break;
+            }
+            let (seq, payload) = e.remove_entry();
+            self.ahead_bytes -= payload.len();
+            if seq == applied + 1 {
+                return Some((seq, payload));
             }
         }
         None
@@ -164,6 +172,7 @@ impl Feed {
         if self.catch_up.is_some() && self.live_max > 0 && applied >= self.live_max {
             self.catch_up = None;
             self.ahead.clear();
+            self.ahead_bytes = 0;
         }
     }
 }
