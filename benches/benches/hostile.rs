@@ -23,6 +23,10 @@ use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+#[path = "support/mod.rs"]
+mod support;
+use support::{health, idle_join, rss_kib};
+
 const IDLE: usize = 10_000;
 const JOINERS: usize = 8;
 const SERVE_ENV: &str = "MEW_HOSTILE_SERVE";
@@ -66,15 +70,6 @@ fn serve() {
     });
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -92,34 +87,6 @@ async fn join(addr: SocketAddr, token: &str) -> Result<Ws, String> {
         Ok(Some(Ok(Message::Text(_)))) => Ok(ws),
         other => Err(format!("no welcome: {other:?}")),
     }
-}
-
-/// A joined connection that reads and discards what it is sent at the TCP level: idle,
-/// not deaf (each join is announced to everyone, 50 million presence frames for 10,000
-/// joins, which parsing would make the bench's cost rather than the gateway's).
-async fn idle_join(addr: SocketAddr, token: &str) -> Result<tokio::task::JoinHandle<()>, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let head = format!(
-        "GET /ws?space=h HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n"
-    );
-    s.write_all(head.as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut buf = vec![0u8; 16 * 1024];
-    let n = s.read(&mut buf).await.map_err(|e| e.to_string())?;
-    if !buf[..n].starts_with(b"HTTP/1.1 101") {
-        return Err(String::from_utf8_lossy(&buf[..n]).into_owned());
-    }
-    Ok(tokio::spawn(async move {
-        while let Ok(n) = s.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-        }
-    }))
 }
 
 /// The probes: `probe-a` sends 200 chats a second, `probe-b` records each one's latency.
@@ -245,7 +212,7 @@ fn main() {
             tasks.push(tokio::spawn(async move {
                 let mut i = w;
                 while i < IDLE {
-                    match idle_join(addr, &format!("idle-{i}")).await {
+                    match idle_join(addr, "h", &format!("idle-{i}")).await {
                         Ok(s) => idle.lock().await.push(s),
                         Err(_) => {
                             failed.fetch_add(1, Ordering::Relaxed);
@@ -489,19 +456,4 @@ fn online(addr: SocketAddr) -> Vec<String> {
         .filter(|p| p["online"] == true)
         .filter_map(|p| p["id"].as_str().map(str::to_owned))
         .collect()
-}
-
-fn health(addr: SocketAddr) -> serde_json::Value {
-    let Ok(mut s) = TcpStream::connect(addr) else {
-        return serde_json::Value::Null;
-    };
-    let _ = write!(
-        s,
-        "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    );
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.split_once("\r\n\r\n")
-        .and_then(|(_, b)| serde_json::from_str(b).ok())
-        .unwrap_or(serde_json::Value::Null)
 }

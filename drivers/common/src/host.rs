@@ -231,11 +231,6 @@ impl<L: ConnLink> GatewayHost<L> {
         self.conns.keys().copied().collect()
     }
 
-    /// Whether the host holds this connection.
-    pub fn holds(&self, conn: ConnId) -> bool {
-        self.conns.contains_key(&conn)
-    }
-
     /// The writer wrote this many frames and bytes of the connection's backlog.
     pub fn sent(&mut self, conn: ConnId, frames: usize, bytes: usize) {
         if self.track_backlog {
