@@ -565,8 +565,8 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
     let timeout = run.node.opts.node_timeout;
     run.publish(Entry::NodeUp { timeout }, Pending::Other, false)
         .await;
-    let mut beat = tokio::time::interval(run.node.opts.heartbeat);
-    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let heartbeat = run.node.opts.heartbeat;
+    let mut next_beat = tokio::time::Instant::now() + heartbeat;
     let mut stopping: Option<tokio::time::Instant> = None;
     loop {
         if let Some(at) = stopping
@@ -655,13 +655,8 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
                     n += 1;
                 }
             }
-            _ = beat.tick() => {
-                // No beats are queued while NATS is unreachable: stale beats arriving in a
-                // burst after an outage would make the others look silent beside them.
-                if run.connected() {
-                    run.publish(Entry::Beat, Pending::Other, false).await;
-                }
-            }
+            // Only wakes an idle loop: the beat itself is sent below, after any branch.
+            _ = tokio::time::sleep_until(next_beat) => {}
             _ = timer => {
                 let now = clock::now();
                 // One tick in flight at a time: it comes back through the log.
@@ -673,6 +668,17 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
                 }
             }
             _ = tokio::time::sleep(Duration::from_millis(100)), if stopping.is_some() => {}
+        }
+        // Checked after every pass rather than as a branch of the biased select, where a
+        // node busy with a stream of entries would never beat and be declared gone.
+        let now = tokio::time::Instant::now();
+        if now >= next_beat {
+            next_beat = now + heartbeat;
+            // No beats are queued while NATS is unreachable: stale beats arriving in a
+            // burst after an outage would make the others look silent beside them.
+            if run.connected() {
+                run.publish(Entry::Beat, Pending::Other, false).await;
+            }
         }
         if !run.refused.is_empty() {
             for (undo, why) in std::mem::take(&mut run.refused) {
