@@ -476,9 +476,8 @@ impl Running {
     async fn after_batch(&mut self, host: &mut GatewayHost<Link>) {
         host.drain();
         for conn in std::mem::take(&mut self.oversize) {
-            // The rest of an oversize frame is still in the socket: the stream cannot be
-            // resynchronised, so the connection closes (1009) once its refusal is out.
-            host.send_direct(conn, None, Some((1009, "frame too large".into())));
+            // Once the oversize entry is applied and its refusal is out.
+            host.close_oversize(conn);
         }
         for conn in host.take_slow() {
             self.publish(Entry::Slow { conn }, Pending::Other, false)

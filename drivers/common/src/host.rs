@@ -243,6 +243,13 @@ impl<L: ConnLink> GatewayHost<L> {
         }
     }
 
+    /// Closes a connection whose frame was over the size limit, once the core's refusal
+    /// is out: the rest of the frame is still in the socket and the stream cannot be
+    /// resynchronised (1009, message too big).
+    pub fn close_oversize(&mut self, conn: ConnId) {
+        self.send_direct(conn, None, Some((1009, "frame too large".into())));
+    }
+
     /// Sends frames the core did not make (a node's own error about its log) and, with
     /// `close`, closes the connection after them.
     pub fn send_direct(
@@ -327,13 +334,7 @@ impl<L: ConnLink> GatewayHost<L> {
             Input::Oversize(id, size) => {
                 self.gateway.handle_oversize(now, id, size);
                 self.drain();
-                // The rest of the oversize frame is still in the socket: the stream cannot
-                // be resynchronised, so it is closed (1009, message too big).
-                if let Some(c) = self.conns.get(&id) {
-                    c.link
-                        .send(WriterCmd::Close(1009, "frame too large".into()));
-                    c.link.closing();
-                }
+                self.close_oversize(id);
             }
             Input::Pong(id) => self.gateway.handle_pong(now, id),
             Input::Sent(id, frames, bytes) => self.sent(id, frames, bytes),
