@@ -254,33 +254,43 @@ fn seq_of(text: &str) -> Option<usize> {
     digits[..end].parse().ok()
 }
 
-/// CPU time of every thread of this process so far (Linux; zero elsewhere).
-fn process_cpu() -> Duration {
-    let mut ns = 0u64;
+/// The name of the clients' runtime threads: every other thread's CPU is the server's.
+const CLIENT_THREADS: &str = "fanout-cli";
+
+/// CPU time so far of every thread of this process (Linux; zero elsewhere): (all, the
+/// server's). The server's threads are all but the clients' runtime and the main thread,
+/// which only waits: its runtime, the log writer, async-std's executor.
+fn process_cpu() -> (Duration, Duration) {
+    let (mut all, mut server) = (0u64, 0u64);
+    let me = std::process::id().to_string();
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for t in tasks.flatten() {
-            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
-                ns += s
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
+            let ns = std::fs::read_to_string(t.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            all += ns;
+            if !comm.starts_with(CLIENT_THREADS) && t.file_name().to_str() != Some(&me) {
+                server += ns;
             }
         }
     }
-    Duration::from_nanos(ns)
+    (Duration::from_nanos(all), Duration::from_nanos(server))
 }
 
 struct Outcome {
     cpu: Duration,
+    server_cpu: Duration,
     delivered: usize,
     elapsed: Duration,
     p50: Duration,
     p99: Duration,
 }
 
-async fn run_once(kind: &str, k: usize, m: usize, window: usize, rate: Option<f64>) -> Outcome {
-    let server = match kind {
+/// Starts a server of `kind`; its tasks run on the runtime this is called on.
+async fn start(kind: &str, k: usize) -> Server {
+    match kind {
         "ceiling" => start_ceiling().await,
         "gateway" => start_gateway(k, false).await,
         "gateway-log" => start_gateway(k, true).await,
@@ -288,7 +298,10 @@ async fn run_once(kind: &str, k: usize, m: usize, window: usize, rate: Option<f6
         "cluster-1" => start_cluster(k, 1).await,
         "cluster-3" => start_cluster(k, 3).await,
         other => panic!("unknown server kind {other}"),
-    };
+    }
+}
+
+async fn run_once(server: Server, k: usize, m: usize, window: usize, rate: Option<f64>) -> Outcome {
     let base = Instant::now();
     let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..m).map(|_| AtomicU64::new(0)).collect());
     let received: Arc<Vec<AtomicU64>> = Arc::new((0..k).map(|_| AtomicU64::new(0)).collect());
@@ -364,13 +377,14 @@ async fn run_once(kind: &str, k: usize, m: usize, window: usize, rate: Option<f6
         lat.extend(t.await.expect("receiver"));
     }
     let elapsed = start.elapsed();
-    let cpu = process_cpu().saturating_sub(cpu0);
+    let cpu1 = process_cpu();
     drain.abort();
     (server.stop)();
     lat.sort_unstable();
     let pct = |p: f64| Duration::from_nanos(lat[((lat.len() as f64 - 1.0) * p) as usize]);
     Outcome {
-        cpu,
+        cpu: cpu1.0.saturating_sub(cpu0.0),
+        server_cpu: cpu1.1.saturating_sub(cpu0.1),
         delivered: lat.len(),
         elapsed,
         p50: pct(0.50),
@@ -386,7 +400,17 @@ fn main() {
     let rate = Some(support::env_usize("MEW_FANOUT_RATE", 0) as f64).filter(|r| *r > 0.0);
     let kinds = std::env::var("MEW_FANOUT_SERVERS")
         .unwrap_or_else(|_| "ceiling,gateway,gateway-log,async-std".into());
+    // Servers and clients run on runtimes of their own (two worker threads each), so that
+    // the server's CPU can be told from the clients' by thread.
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("fanout-srv")
+        .enable_all()
+        .build()
+        .expect("runtime");
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(CLIENT_THREADS)
         .enable_all()
         .build()
         .expect("runtime");
@@ -395,8 +419,8 @@ fn main() {
         "fan-out: K={k} receivers, M={m} envelopes, window {window}{pace}, median of {runs} runs"
     );
     println!(
-        "{:<12} {:>14} {:>12} {:>12} {:>10} {:>10}",
-        "server", "delivered/s", "p50", "p99", "vs ceiling", "CPU/msg"
+        "{:<12} {:>14} {:>12} {:>12} {:>10} {:>10} {:>12}",
+        "server", "delivered/s", "p50", "p99", "vs ceiling", "CPU/msg", "server CPU"
     );
     let kinds: Vec<&str> = kinds
         .split(',')
@@ -408,7 +432,8 @@ fn main() {
     let mut outcomes: Vec<Vec<Outcome>> = kinds.iter().map(|_| Vec::new()).collect();
     for _ in 0..runs {
         for (i, kind) in kinds.iter().enumerate() {
-            outcomes[i].push(rt.block_on(run_once(kind, k, m, window, rate)));
+            let server = server_rt.block_on(start(kind, k));
+            outcomes[i].push(rt.block_on(run_once(server, k, m, window, rate)));
         }
     }
     let mut ceiling_rate = None;
@@ -425,13 +450,14 @@ fn main() {
             .map(|c| format!("{:.2}x", c / rate))
             .unwrap_or_else(|| "-".into());
         println!(
-            "{:<12} {:>14.0} {:>12.2?} {:>12.2?} {:>10} {:>10.2?}",
+            "{:<12} {:>14.0} {:>12.2?} {:>12.2?} {:>10} {:>10.2?} {:>12.2?}",
             kind,
             rate,
             o.p50,
             o.p99,
             ratio,
-            o.cpu / m as u32
+            o.cpu / m as u32,
+            o.server_cpu / m as u32
         );
     }
     let rate_of = |k: &str| rates.iter().find(|(n, _)| *n == k).map(|(_, r)| *r);

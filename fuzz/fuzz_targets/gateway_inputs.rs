@@ -165,8 +165,17 @@ fuzz_target!(|input: &[u8]| {
                 gw.handle_closed(now, conn);
                 conns.retain(|c| *c != conn);
             }
-            if let Output::Audit(a) = o {
-                let _ = a.to_json_line();
+        }
+        // Whatever came in, every audit line is one JSON object.
+        for file in mew_core::gateway::AuditFile::ALL {
+            if let Some(batch) = gw.take_audit(file, Vec::new) {
+                let text = std::str::from_utf8(&batch.bytes).expect("audit lines are UTF-8");
+                assert_eq!(text.lines().count() as u64, batch.lines);
+                for line in text.lines() {
+                    let v: serde_json::Value =
+                        serde_json::from_str(line).expect("an audit line is one JSON value");
+                    assert!(v.is_object(), "{line}");
+                }
             }
         }
         let _ = gw.poll_timeout();

@@ -148,8 +148,6 @@ pub struct GatewayHost<L> {
     dirty: Vec<ConnId>,
     logs: Option<LogHandle>,
     log_dir: std::sync::Arc<std::path::Path>,
-    /// Audit records of the current pass.
-    audit: Vec<mew_core::gateway::AuditRecord>,
     grace: Duration,
     shutdown_deadline: Option<Time>,
     /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
@@ -178,7 +176,6 @@ impl<L: ConnLink> GatewayHost<L> {
             dirty: Vec::new(),
             logs,
             log_dir: std::sync::Arc::from(log_dir.as_path()),
-            audit: Vec::new(),
             grace,
             shutdown_deadline: None,
             last_frame: None,
@@ -412,18 +409,14 @@ impl<L: ConnLink> GatewayHost<L> {
                             "participants_online": h.participants_online,
                             "active_streams": h.active_streams, "history": h.history_len,
                             "history_bytes": h.history_bytes,
-                            "audit_dropped": self.logs.as_ref().map_or(0, LogHandle::dropped)}),
+                            "audit_dropped": self.audit_dropped()}),
                 )
             }
             Route::Metrics => Response {
                 status: 200,
                 content_type: crate::metrics::CONTENT_TYPE,
-                body: crate::metrics::render(
-                    &self.gateway,
-                    self.logs.as_ref().map_or(0, LogHandle::dropped),
-                    &self.timing,
-                )
-                .into_bytes(),
+                body: crate::metrics::render(&self.gateway, self.audit_dropped(), &self.timing)
+                    .into_bytes(),
             },
             Route::NotFound | Route::WebSocket { .. } => {
                 Response::error(404, "not_found", "no such endpoint")
@@ -482,19 +475,21 @@ impl<L: ConnLink> GatewayHost<L> {
                         l.append(path, line);
                     }
                 }
-                Output::Audit(rec) => {
-                    if self.logs.is_some() {
-                        self.audit.push(rec);
-                    }
-                }
                 Output::Event(e) => log_event(&e),
             }
         }
-        // One queue entry per pass: the writer's channel is not touched per record.
-        if !self.audit.is_empty()
-            && let Some(l) = &self.logs
-        {
-            l.append_audit(&self.log_dir, std::mem::take(&mut self.audit));
+        // One queue entry per file and pass: the writer's channel is not touched per record.
+        for file in mew_core::gateway::AuditFile::ALL {
+            match &self.logs {
+                Some(l) => {
+                    if let Some(batch) = self.gateway.take_audit(file, || l.spare()) {
+                        l.append_audit(&self.log_dir, batch);
+                    }
+                }
+                None => {
+                    let _ = self.gateway.take_audit(file, Vec::new);
+                }
+            }
         }
         let mut dirty = std::mem::take(&mut self.dirty);
         for conn in dirty.drain(..) {
@@ -502,6 +497,11 @@ impl<L: ConnLink> GatewayHost<L> {
         }
         self.dirty = dirty;
         self.last_frame = None;
+    }
+
+    /// Audit lines lost, by the writer's full queue or the core's untaken batch.
+    fn audit_dropped(&self) -> u64 {
+        self.logs.as_ref().map_or(0, LogHandle::dropped) + self.gateway.audit_dropped()
     }
 
     fn flush_pending(&mut self, conn: ConnId) {

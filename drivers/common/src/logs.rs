@@ -4,8 +4,11 @@
 //! - The queue is bounded and never blocks a sender: when it is full, the line is dropped
 //!   and counted ([`LogHandle::dropped`], `/health`), and the writer says so in the envelope
 //!   history (an `audit_dropped` record with the count) once it catches up.
-//! - Audit records are formatted here, into one reused buffer, with timestamps formatted
-//!   once per millisecond; writes are buffered and flushed whenever the queue runs empty.
+//! - Audit records come formatted by the core, a batch of lines per file and per pass of
+//!   the space's task ([`mew_core::gateway::Gateway::take_audit`]), so a record is never
+//!   allocated, sent or freed on its own; the writer hands each batch's buffer back
+//!   ([`LogHandle::spare`]) so that a busy space allocates none. Writes are buffered and
+//!   flushed whenever the queue runs empty.
 //! - Every file rotates by size: `name` becomes `name.1` (and `name.1` becomes `name.2`, up
 //!   to the retention count; the oldest is deleted).
 //! - Files are created 0600 in folders created 0700: the logs say who did what.
@@ -15,11 +18,11 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
-use mew_core::gateway::{AuditFile, AuditRecord, Timestamps};
+use mew_core::gateway::{AuditBatch, AuditFile};
 
 /// When files rotate and how many old ones are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +44,8 @@ impl Default for Rotation {
 
 enum Cmd {
     Line(PathBuf, Bytes),
-    Audit(Arc<Path>, Vec<AuditRecord>),
+    /// A batch of audit lines for one file of a folder.
+    Audit(Arc<Path>, AuditFile, Vec<u8>),
     Flush(SyncSender<()>),
     Stop,
     /// Says it holds, then holds the writer until the sender is dropped (tests of a full
@@ -54,11 +58,16 @@ enum Cmd {
 pub struct LogWriter {
     tx: Option<SyncSender<Cmd>>,
     dropped: Arc<AtomicU64>,
+    spares: Spares,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
 
 /// How many lines or records may wait for the writer thread.
 pub const LOG_QUEUE: usize = 65_536;
+/// How long a busy writer waits before it looks for more lines.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+/// How long without lines before the writer sleeps until the next one.
+const IDLE: std::time::Duration = std::time::Duration::from_millis(200);
 /// How many files the writer keeps open at once.
 const MAX_OPEN: usize = 64;
 
@@ -72,13 +81,15 @@ impl LogWriter {
     pub fn with_capacity(rotation: Rotation, capacity: usize) -> io::Result<LogWriter> {
         let (tx, rx) = sync_channel(capacity);
         let dropped = Arc::new(AtomicU64::new(0));
-        let d = dropped.clone();
+        let spares = Spares::default();
+        let (d, sp) = (dropped.clone(), spares.clone());
         let thread = std::thread::Builder::new()
             .name("mew-log-writer".into())
-            .spawn(move || Writer::new(rotation, d).run(rx))?;
+            .spawn(move || Writer::new(rotation, d, sp).run(rx))?;
         Ok(LogWriter {
             tx: Some(tx),
             dropped,
+            spares,
             thread: Some(thread),
         })
     }
@@ -88,6 +99,7 @@ impl LogWriter {
         self.tx.clone().map(|tx| LogHandle {
             tx,
             dropped: self.dropped.clone(),
+            spares: self.spares.clone(),
         })
     }
 
@@ -132,6 +144,37 @@ impl Drop for LogWriter {
 pub struct LogHandle {
     tx: SyncSender<Cmd>,
     dropped: Arc<AtomicU64>,
+    spares: Spares,
+}
+
+/// Buffers of written batches, handed back for the next ones.
+#[derive(Clone, Default)]
+struct Spares(Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+/// How many spare buffers are kept, and the largest kept.
+const SPARES: usize = 8;
+const SPARE_MAX: usize = 4 * 1024 * 1024;
+
+impl Spares {
+    fn get(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    fn put(&self, mut buf: Vec<u8>) {
+        if buf.capacity() > SPARE_MAX {
+            return;
+        }
+        buf.clear();
+        if let Ok(mut v) = self.0.lock()
+            && v.len() < SPARES
+        {
+            v.push(buf);
+        }
+    }
 }
 
 impl LogHandle {
@@ -152,14 +195,24 @@ impl LogHandle {
         self.offer(Cmd::Line(path.into(), line))
     }
 
-    /// Queues audit records for their files in `dir`, like [`LogHandle::append`] (a batch
-    /// that finds the queue full is dropped and counted record by record).
-    pub fn append_audit(&self, dir: &Arc<Path>, records: Vec<AuditRecord>) -> bool {
-        let n = records.len() as u64;
-        match self.tx.try_send(Cmd::Audit(dir.clone(), records)) {
+    /// An empty buffer for the next batch of audit lines: one the writer is done with, when
+    /// there is one.
+    pub fn spare(&self) -> Vec<u8> {
+        self.spares.get()
+    }
+
+    /// Queues a batch of audit lines (each ending with its newline) for its file in `dir`,
+    /// like [`LogHandle::append`] (a batch that finds the queue full is dropped and counted
+    /// line by line).
+    pub fn append_audit(&self, dir: &Arc<Path>, batch: AuditBatch) -> bool {
+        let lines = batch.lines;
+        match self
+            .tx
+            .try_send(Cmd::Audit(dir.clone(), batch.file, batch.bytes))
+        {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
-                self.dropped.fetch_add(n, Ordering::Relaxed);
+                self.dropped.fetch_add(lines, Ordering::Relaxed);
                 true
             }
             Err(TrySendError::Disconnected(_)) => false,
@@ -183,9 +236,8 @@ struct Writer {
     files: Vec<(PathBuf, Open)>,
     /// The path of each (folder, audit file) seen, so a record costs no `join`.
     audit_paths: Vec<(Arc<Path>, AuditFile, Arc<Path>)>,
-    buf: Vec<u8>,
-    ts: Timestamps,
     dropped: Arc<AtomicU64>,
+    spares: Spares,
     /// Drops already reported.
     reported: u64,
     /// Where the last audit record went: drops are reported in its envelope history.
@@ -194,14 +246,13 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(rotation: Rotation, dropped: Arc<AtomicU64>) -> Writer {
+    fn new(rotation: Rotation, dropped: Arc<AtomicU64>, spares: Spares) -> Writer {
         Writer {
             rotation,
             files: Vec::new(),
             audit_paths: Vec::new(),
-            buf: Vec::with_capacity(4096),
-            ts: Timestamps::default(),
             dropped,
+            spares,
             reported: 0,
             audit_dir: None,
             first_err: None,
@@ -225,8 +276,25 @@ impl Writer {
     }
 
     fn run(mut self, rx: Receiver<Cmd>) -> io::Result<()> {
-        'outer: while let Ok(cmd) = rx.recv() {
-            let mut next = Some(cmd);
+        // While records keep coming the writer looks for more every `LINGER` instead of
+        // sleeping in `recv`: a sender then never has to wake it (a futex call and a
+        // context switch per pass of a space's task, which cost more than the records).
+        // After `IDLE` without any, it blocks until the next one.
+        let mut last_work = std::time::Instant::now();
+        'outer: loop {
+            let first = match rx.try_recv() {
+                Ok(cmd) => cmd,
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) if last_work.elapsed() < IDLE => {
+                    std::thread::sleep(LINGER);
+                    continue;
+                }
+                Err(TryRecvError::Empty) => match rx.recv() {
+                    Ok(cmd) => cmd,
+                    Err(_) => break,
+                },
+            };
+            let mut next = Some(first);
             while let Some(cmd) = next.take() {
                 match cmd {
                     Cmd::Line(path, mut line) => {
@@ -238,15 +306,10 @@ impl Writer {
                         }
                         self.write(&path, &line);
                     }
-                    Cmd::Audit(dir, records) => {
-                        let mut buf = std::mem::take(&mut self.buf);
-                        for record in records {
-                            let path = self.audit_path(&dir, record.file());
-                            buf.clear();
-                            record.write_line(&mut buf, &mut self.ts);
-                            self.write(&path, &buf);
-                        }
-                        self.buf = buf;
+                    Cmd::Audit(dir, file, batch) => {
+                        let path = self.audit_path(&dir, file);
+                        self.write(&path, &batch);
+                        self.spares.put(batch);
                         self.audit_dir = Some(dir);
                     }
                     Cmd::Flush(ack) => {
@@ -265,6 +328,7 @@ impl Writer {
             }
             self.report_drops();
             self.flush_all();
+            last_work = std::time::Instant::now();
         }
         self.report_drops();
         self.flush_all();
@@ -537,22 +601,12 @@ mod tests {
         let h = w.handle().unwrap();
         let dir: Arc<Path> = Arc::from(d.as_path());
         // Something the writer has logged, so it knows where to report.
-        let cfg = mew_core::gateway::SpaceConfig::from_yaml(
-            "space: {id: s}\nparticipants: {a: {tokens: [t]}}\n",
-        )
-        .unwrap();
-        let mut gw = mew_core::gateway::Gateway::new(cfg, 1, mew_core::Time::from_unix_millis(0));
-        let now = mew_core::Time::from_unix_millis(1);
-        let conn = gw.connect(now, Some("t"));
-        let mut records = Vec::new();
-        while let Some(o) = gw.poll_output() {
-            if let mew_core::gateway::Output::Audit(r) = o {
-                records.push(r);
-            }
-        }
-        let _ = conn;
-        assert!(!records.is_empty());
-        assert!(h.append_audit(&dir, vec![records[0].clone()]));
+        let batch = || AuditBatch {
+            file: AuditFile::EnvelopeHistory,
+            bytes: b"{\"event\":\"received\"}\n".to_vec(),
+            lines: 1,
+        };
+        assert!(h.append_audit(&dir, batch()));
         w.flush();
         let (hold_tx, hold_rx) = sync_channel(0);
         let (holding_tx, holding_rx) = sync_channel(1);
@@ -560,7 +614,7 @@ mod tests {
         holding_rx.recv().unwrap();
         let started = std::time::Instant::now();
         for _ in 0..100 {
-            assert!(h.append_audit(&dir, vec![records[0].clone()]));
+            assert!(h.append_audit(&dir, batch()));
         }
         assert!(
             started.elapsed() < std::time::Duration::from_secs(1),

@@ -49,6 +49,8 @@ pub struct Capability {
 
 struct Inner {
     raw: Value,
+    /// `raw` as compact JSON, for audit records (written once per envelope).
+    json: Box<str>,
     compiled: Compiled,
 }
 
@@ -71,14 +73,24 @@ impl Capability {
             index: None,
             reason,
         })?;
+        let json = raw.to_string().into_boxed_str();
         Ok(Capability {
-            inner: Arc::new(Inner { raw, compiled }),
+            inner: Arc::new(Inner {
+                raw,
+                json,
+                compiled,
+            }),
         })
     }
 
     /// The capability as it was given (extra keys such as `id` or `description` kept).
     pub fn raw(&self) -> &Value {
         &self.inner.raw
+    }
+
+    /// [`Capability::raw`] as compact JSON.
+    pub fn json(&self) -> &str {
+        &self.inner.json
     }
 
     /// Whether a message with this `kind` and `payload` is allowed by this capability.

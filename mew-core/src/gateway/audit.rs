@@ -14,12 +14,15 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditFile {
     /// `envelope-history.jsonl`.
-    EnvelopeHistory,
+    EnvelopeHistory = 0,
     /// `capability-decisions.jsonl`.
-    CapabilityDecisions,
+    CapabilityDecisions = 1,
 }
 
 impl AuditFile {
+    /// Every audit file.
+    pub const ALL: [AuditFile; 2] = [AuditFile::EnvelopeHistory, AuditFile::CapabilityDecisions];
+
     /// The file name inside `.mew/logs/`.
     pub fn file_name(self) -> &'static str {
         match self {
@@ -60,133 +63,83 @@ pub enum Direction {
     Outbound,
 }
 
-#[derive(Debug, Clone)]
-enum Inner {
+/// One record, borrowing what it says from the core: formatted at once into
+/// [`AuditLines`], never allocated or queued on its own.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Record<'a> {
     Envelope {
         at: Time,
         event: &'static str,
-        id: Option<Arc<str>>,
-        envelope: Option<Bytes>,
+        id: Option<&'a str>,
+        envelope: Option<&'a [u8]>,
         envelope_is_json: bool,
-        participant: Arc<str>,
-        space_id: Arc<str>,
+        participant: &'a str,
+        space_id: &'a str,
         direction: Direction,
         transport: Transport,
-        metadata: Option<Value>,
+        metadata: Option<&'a Value>,
     },
-    /// One envelope handed to several recipients: a `delivered` line each.
+    /// One recipient of an envelope (the `received` record holds the envelope once).
     Delivered {
         at: Time,
-        id: Option<Arc<str>>,
-        space_id: Arc<str>,
+        id: Option<&'a str>,
+        participant: &'a str,
+        space_id: &'a str,
         transport: Transport,
-        recipients: Vec<Arc<str>>,
     },
     Capability {
         at: Time,
-        envelope_id: Option<Arc<str>>,
-        participant: Arc<str>,
-        space_id: Arc<str>,
+        envelope_id: Option<&'a str>,
+        participant: &'a str,
+        space_id: &'a str,
         allowed: bool,
-        required: Arc<str>,
-        matched: Option<Capability>,
-        granted: Arc<CapabilitySet>,
-        metadata: Option<Value>,
+        required: &'a str,
+        matched: Option<&'a Capability>,
+        granted: &'a CapabilitySet,
+        metadata: Option<&'a Value>,
     },
 }
 
-/// One line of an audit log.
-#[derive(Debug, Clone)]
-pub struct AuditRecord(Box<Inner>);
-
-impl AuditRecord {
+impl Record<'_> {
     /// The file the record goes to.
-    pub fn file(&self) -> AuditFile {
-        match *self.0 {
-            Inner::Envelope { .. } | Inner::Delivered { .. } => AuditFile::EnvelopeHistory,
-            Inner::Capability { .. } => AuditFile::CapabilityDecisions,
+    fn file(&self) -> AuditFile {
+        match self {
+            Record::Envelope { .. } | Record::Delivered { .. } => AuditFile::EnvelopeHistory,
+            Record::Capability { .. } => AuditFile::CapabilityDecisions,
         }
     }
 
-    /// `received`, `delivered`, `rejected` or `capability_check`.
-    pub fn event(&self) -> &'static str {
-        match &*self.0 {
-            Inner::Envelope { event, .. } => event,
-            Inner::Delivered { .. } => "delivered",
-            Inner::Capability { .. } => "capability_check",
-        }
-    }
-
-    /// The participant the record is about (sender, or the first recipient for `delivered`).
-    pub fn participant(&self) -> &str {
-        match &*self.0 {
-            Inner::Envelope { participant, .. } | Inner::Capability { participant, .. } => {
-                participant
-            }
-            Inner::Delivered { recipients, .. } => recipients.first().map_or("", |r| r),
-        }
-    }
-
-    /// The participants a `delivered` record names, one line each (the one participant of
-    /// any other record).
-    pub fn recipients(&self) -> Vec<&str> {
-        match &*self.0 {
-            Inner::Delivered { recipients, .. } => recipients.iter().map(|r| &**r).collect(),
-            _ => vec![self.participant()],
-        }
-    }
-
-    /// The record as JSON lines (without the last newline), keys in the reference's order:
-    /// one line, or one per recipient of a `delivered` record.
-    pub fn to_json_line(&self) -> String {
-        let mut out = Vec::with_capacity(256);
-        self.write_line(&mut out, &mut Timestamps::default());
-        out.pop();
-        String::from_utf8(out).expect("records are UTF-8")
-    }
-
-    /// Appends the record and its newline to `out`.
+    /// Appends the record and its newline to `out`, keys in the reference's order.
     ///
     /// The record is exactly one line whatever the input: an embedded envelope is valid JSON
     /// whose raw newlines can only sit between tokens, where they become spaces; every other
     /// string is escaped. Secrets (`token` fields, such as the one of `system/invite`) are
     /// replaced by `"[redacted]"`.
-    pub fn write_line(&self, out: &mut Vec<u8>, ts: &mut Timestamps) {
-        match &*self.0 {
-            Inner::Delivered {
+    fn write_line(&self, out: &mut Vec<u8>, ts: &mut Timestamps) {
+        match *self {
+            Record::Delivered {
                 at,
                 id,
+                participant,
                 space_id,
                 transport,
-                recipients,
             } => {
-                // The parts every line shares are formatted once.
-                let head = out.len();
                 out.extend_from_slice(b"{\"timestamp\":\"");
-                out.extend_from_slice(ts.get(*at));
+                out.extend_from_slice(ts.get(at));
                 out.extend_from_slice(b"\",\"event\":\"delivered\"");
                 if let Some(id) = id {
                     out.extend_from_slice(b",\"id\":");
                     push_str(out, id);
                 }
                 out.extend_from_slice(b",\"participant\":");
-                let head_end = out.len();
-                let mut tail = Vec::with_capacity(96);
-                tail.extend_from_slice(b",\"space_id\":");
-                push_str(&mut tail, space_id);
-                tail.extend_from_slice(b",\"direction\":\"outbound\",\"transport\":\"");
-                tail.extend_from_slice(transport.as_str().as_bytes());
-                tail.extend_from_slice(b"\"}\n");
-                for (i, r) in recipients.iter().enumerate() {
-                    if i > 0 {
-                        out.extend_from_within(head..head_end);
-                    }
-                    push_str(out, r);
-                    out.extend_from_slice(&tail);
-                }
-                return;
+                push_str(out, participant);
+                out.extend_from_slice(b",\"space_id\":");
+                push_str(out, space_id);
+                out.extend_from_slice(b",\"direction\":\"outbound\",\"transport\":\"");
+                out.extend_from_slice(transport.as_str().as_bytes());
+                out.push(b'"');
             }
-            Inner::Envelope {
+            Record::Envelope {
                 at,
                 event,
                 id,
@@ -199,7 +152,7 @@ impl AuditRecord {
                 metadata,
             } => {
                 out.extend_from_slice(b"{\"timestamp\":\"");
-                out.extend_from_slice(ts.get(*at));
+                out.extend_from_slice(ts.get(at));
                 out.extend_from_slice(b"\",\"event\":");
                 push_str(out, event);
                 if let Some(id) = id {
@@ -208,7 +161,7 @@ impl AuditRecord {
                 }
                 if let Some(env) = envelope {
                     out.extend_from_slice(b",\"envelope\":");
-                    push_envelope(out, env, *envelope_is_json);
+                    push_envelope(out, env, envelope_is_json);
                 }
                 out.extend_from_slice(b",\"participant\":");
                 push_str(out, participant);
@@ -226,7 +179,7 @@ impl AuditRecord {
                     push_value(out, m);
                 }
             }
-            Inner::Capability {
+            Record::Capability {
                 at,
                 envelope_id,
                 participant,
@@ -238,7 +191,7 @@ impl AuditRecord {
                 metadata,
             } => {
                 out.extend_from_slice(b"{\"timestamp\":\"");
-                out.extend_from_slice(ts.get(*at));
+                out.extend_from_slice(ts.get(at));
                 out.extend_from_slice(b"\",\"event\":\"capability_check\"");
                 if let Some(id) = envelope_id {
                     out.extend_from_slice(b",\"envelope_id\":");
@@ -248,7 +201,7 @@ impl AuditRecord {
                 push_str(out, participant);
                 out.extend_from_slice(b",\"space_id\":");
                 push_str(out, space_id);
-                out.extend_from_slice(if *allowed {
+                out.extend_from_slice(if allowed {
                     b",\"result\":\"allowed\"".as_slice()
                 } else {
                     b",\"result\":\"denied\"".as_slice()
@@ -257,14 +210,14 @@ impl AuditRecord {
                 push_str(out, required);
                 if let Some(m) = matched {
                     out.extend_from_slice(b",\"matched_capability\":");
-                    let _ = serde_json::to_writer(&mut *out, m.raw());
+                    out.extend_from_slice(m.json().as_bytes());
                 }
                 out.extend_from_slice(b",\"granted_capabilities\":[");
                 for (i, c) in granted.iter().enumerate() {
                     if i > 0 {
                         out.push(b',');
                     }
-                    let _ = serde_json::to_writer(&mut *out, c.raw());
+                    out.extend_from_slice(c.json().as_bytes());
                 }
                 out.push(b']');
                 if let Some(m) = metadata {
@@ -275,6 +228,59 @@ impl AuditRecord {
         }
         out.extend_from_slice(b"}\n");
     }
+}
+
+/// The space's audit lines, formatted as records happen into one buffer per file, for a
+/// writer to take in batches ([`super::Gateway::take_audit`]): a record costs no allocation,
+/// and a batch is one write.
+#[derive(Debug, Default)]
+pub(super) struct AuditLines {
+    ts: Timestamps,
+    /// Per file (in [`AuditFile::ALL`] order): the lines, and how many.
+    files: [(Vec<u8>, u64); 2],
+    /// Lines dropped because their file's batch was not taken in time.
+    dropped: u64,
+}
+
+/// How large a batch may grow when nobody takes it: beyond it, lines are dropped and
+/// counted.
+pub const AUDIT_BATCH_MAX: usize = 16 * 1024 * 1024;
+
+impl AuditLines {
+    pub(super) fn push(&mut self, record: Record<'_>) {
+        let (buf, lines) = &mut self.files[record.file() as usize];
+        if buf.len() >= AUDIT_BATCH_MAX {
+            self.dropped += 1;
+            return;
+        }
+        record.write_line(buf, &mut self.ts);
+        *lines += 1;
+    }
+
+    fn take(&mut self, file: AuditFile, spare: impl FnOnce() -> Vec<u8>) -> Option<AuditBatch> {
+        let (buf, lines) = &mut self.files[file as usize];
+        if buf.is_empty() {
+            return None;
+        }
+        let mut next = spare();
+        next.clear();
+        Some(AuditBatch {
+            file,
+            bytes: std::mem::replace(buf, next),
+            lines: std::mem::take(lines),
+        })
+    }
+}
+
+/// Audit lines of one file, each ending with its newline, taken from the core.
+#[derive(Debug)]
+pub struct AuditBatch {
+    /// The file they go to.
+    pub file: AuditFile,
+    /// The lines.
+    pub bytes: Vec<u8>,
+    /// How many lines.
+    pub lines: u64,
 }
 
 /// Timestamps formatted once per millisecond: a burst of records shares one formatting.
@@ -442,15 +448,6 @@ pub const REFUSALS_PER_WINDOW: u32 = 10;
 /// The window of [`REFUSALS_PER_WINDOW`].
 pub const REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Recipients of one envelope gathered into one `delivered` record.
-#[derive(Debug)]
-pub(super) struct PendingDelivered {
-    at: Time,
-    id: Option<Arc<str>>,
-    transport: Transport,
-    recipients: Vec<Arc<str>>,
-}
-
 /// Refusals of one sender in the current window.
 #[derive(Debug, Clone)]
 pub(super) struct RefusalWindow {
@@ -563,95 +560,76 @@ impl Gateway {
         transport: Transport,
         metadata: Option<Value>,
     ) {
-        self.flush_delivered();
-        self.out
-            .push_back(super::Output::Audit(AuditRecord(Box::new(
-                Inner::Envelope {
-                    at,
-                    event,
-                    id,
-                    envelope: frame.cloned(),
-                    envelope_is_json,
-                    participant,
-                    space_id: self.space_id.clone(),
-                    direction,
-                    transport,
-                    metadata,
-                },
-            ))));
-    }
-
-    /// A `delivered` line per recipient, without the envelope (the `received` record holds
-    /// it once); recipients of one envelope share one record until another record follows.
-    pub(super) fn audit_delivered(
-        &mut self,
-        at: Time,
-        id: Option<Arc<str>>,
-        to: Arc<str>,
-        transport: Transport,
-    ) {
-        if let Some(p) = &mut self.pending_delivered
-            && p.at == at
-            && p.transport == transport
-            && match (&p.id, &id) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
-                (None, None) => true,
-                _ => false,
-            }
-        {
-            p.recipients.push(to);
-            return;
-        }
-        self.flush_delivered();
-        self.pending_delivered = Some(PendingDelivered {
+        self.audit.push(Record::Envelope {
             at,
-            id,
+            event,
+            id: id.as_deref(),
+            envelope: frame.map(|f| &f[..]),
+            envelope_is_json,
+            participant: &participant,
+            space_id: &self.space_id,
+            direction,
             transport,
-            recipients: vec![to],
+            metadata: metadata.as_ref(),
         });
     }
 
-    /// Queues the `delivered` record being gathered, if any.
-    pub(super) fn flush_delivered(&mut self) {
-        if let Some(p) = self.pending_delivered.take() {
-            self.out
-                .push_back(super::Output::Audit(AuditRecord(Box::new(
-                    Inner::Delivered {
-                        at: p.at,
-                        id: p.id,
-                        space_id: self.space_id.clone(),
-                        transport: p.transport,
-                        recipients: p.recipients,
-                    },
-                ))));
-        }
+    /// A `delivered` line for one recipient, without the envelope (the `received` record
+    /// holds it once).
+    pub(super) fn audit_delivered(
+        &mut self,
+        at: Time,
+        id: Option<&str>,
+        member: usize,
+        transport: Transport,
+    ) {
+        self.audit.push(Record::Delivered {
+            at,
+            id,
+            participant: &self.members.get(member).id,
+            space_id: &self.space_id,
+            transport,
+        });
     }
 
     #[allow(clippy::too_many_arguments)]
     pub(super) fn audit_capability(
         &mut self,
         at: Time,
-        envelope_id: Option<Arc<str>>,
+        envelope_id: Option<&str>,
         member: usize,
         kind: &str,
-        matched: Option<Capability>,
+        matched: Option<&Capability>,
         metadata: Option<Value>,
     ) {
-        self.flush_delivered();
         let m = self.members.get(member);
-        let record = Inner::Capability {
+        self.audit.push(Record::Capability {
             at,
             envelope_id,
-            participant: m.id.clone(),
-            space_id: self.space_id.clone(),
+            participant: &m.id,
+            space_id: &self.space_id,
             allowed: matched.is_some(),
-            required: Arc::from(kind),
+            required: kind,
             matched,
-            granted: m.caps.clone(),
-            metadata,
-        };
-        self.out
-            .push_back(super::Output::Audit(AuditRecord(Box::new(record))));
+            granted: &m.caps,
+            metadata: metadata.as_ref(),
+        });
+    }
+
+    /// The audit lines of `file` written since the last call, if any; `spare` gives the
+    /// buffer the next ones are written into (a writer hands back the ones it wrote, so a
+    /// busy space allocates none).
+    pub fn take_audit(
+        &mut self,
+        file: AuditFile,
+        spare: impl FnOnce() -> Vec<u8>,
+    ) -> Option<AuditBatch> {
+        self.audit.take(file, spare)
+    }
+
+    /// Audit lines dropped because nobody took them ([`AUDIT_BATCH_MAX`]).
+    pub fn audit_dropped(&self) -> u64 {
+        self.audit.dropped
     }
 }
 
@@ -659,21 +637,29 @@ impl Gateway {
 mod tests {
     use super::*;
 
+    /// The record's line, without its newline.
+    fn line(r: Record<'_>) -> String {
+        let mut out = Vec::new();
+        r.write_line(&mut out, &mut Timestamps::default());
+        assert_eq!(out.pop(), Some(b'\n'));
+        String::from_utf8(out).unwrap()
+    }
+
     #[test]
     fn lines_escape_and_embed() {
-        let r = AuditRecord(Box::new(Inner::Envelope {
+        let r = Record::Envelope {
             at: Time::from_unix_millis(0),
             event: "rejected",
-            id: Some(Arc::from("a\"b")),
-            envelope: Some(Bytes::from_static(b"not \"json\"\n")),
+            id: Some("a\"b"),
+            envelope: Some(b"not \"json\"\n"),
             envelope_is_json: false,
-            participant: Arc::from("p\u{1}"),
-            space_id: Arc::from("s"),
+            participant: "p\u{1}",
+            space_id: "s",
             direction: Direction::Inbound,
             transport: Transport::Http,
             metadata: None,
-        }));
-        let line = r.to_json_line();
+        };
+        let line = line(r);
         assert!(!line.contains('\n'));
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["id"], "a\"b");
@@ -685,26 +671,26 @@ mod tests {
         assert_eq!(r.file().file_name(), "envelope-history.jsonl");
     }
 
-    fn received(envelope: &'static [u8]) -> AuditRecord {
-        AuditRecord(Box::new(Inner::Envelope {
+    fn received(envelope: &[u8], envelope_is_json: bool) -> Record<'_> {
+        Record::Envelope {
             at: Time::from_unix_millis(1_000),
             event: "received",
-            id: Some(Arc::from("x1")),
-            envelope: Some(Bytes::from_static(envelope)),
-            envelope_is_json: true,
-            participant: Arc::from("mallory"),
-            space_id: Arc::from("s"),
+            id: Some("x1"),
+            envelope: Some(envelope),
+            envelope_is_json,
+            participant: "mallory",
+            space_id: "s",
             direction: Direction::Inbound,
             transport: Transport::WebSocket,
             metadata: None,
-        }))
+        }
     }
 
     #[test]
     fn a_pretty_printed_envelope_cannot_forge_a_record() {
         let forged = b"{\"protocol\":\"mew/v0.4\",\"id\":\"x1\",\"kind\":\"chat\",\"payload\":\n{\"timestamp\":\"2020-01-01T00:00:00.000Z\",\"event\":\"delivered\",\"id\":\"forged\",\"participant\":\"admin\"}\r\n}\n";
         let mut out = Vec::new();
-        received(forged).write_line(&mut out, &mut Timestamps::default());
+        received(forged, true).write_line(&mut out, &mut Timestamps::default());
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches('\n').count(), 1);
         assert!(text.ends_with('\n'));
@@ -716,37 +702,32 @@ mod tests {
     #[test]
     fn secrets_are_redacted_and_the_record_kept() {
         let invite = b"{\"protocol\":\"mew/v0.4\",\"id\":\"i\",\"kind\":\"system/invite\",\"payload\":{\"participant_id\":\"bob\",\"token\":\"s3cret-t0ken\"}}";
-        let line = received(invite).to_json_line();
+        let line = line(received(invite, true));
         assert!(!line.contains("s3cret-t0ken"), "{line}");
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["envelope"]["payload"]["token"], "[redacted]");
         assert_eq!(v["envelope"]["payload"]["participant_id"], "bob");
         // Not JSON, but holding a token: the text is not kept.
-        let mut r = received(b"{\"type\":\"join\",\"token\":\"s3cret-t0ken\"");
-        if let Inner::Envelope {
-            envelope_is_json, ..
-        } = &mut *r.0
-        {
-            *envelope_is_json = false;
-        }
-        assert!(!r.to_json_line().contains("s3cret"));
+        let r = received(b"{\"type\":\"join\",\"token\":\"s3cret-t0ken\"", false);
+        assert!(!super::tests::line(r).contains("s3cret"));
     }
 
     #[test]
     fn control_characters_in_every_field_are_escaped() {
-        let r = AuditRecord(Box::new(Inner::Envelope {
+        let meta = serde_json::json!({"reason": "line\nbreak"});
+        let r = Record::Envelope {
             at: Time::from_unix_millis(0),
             event: "rejected",
-            id: Some(Arc::from("a\nb\u{0}\u{1b}")),
+            id: Some("a\nb\u{0}\u{1b}"),
             envelope: None,
             envelope_is_json: false,
-            participant: Arc::from("p\r\n{\"event\":\"x\"}"),
-            space_id: Arc::from("s\u{7f}"),
+            participant: "p\r\n{\"event\":\"x\"}",
+            space_id: "s\u{7f}",
             direction: Direction::Inbound,
             transport: Transport::WebSocket,
-            metadata: Some(serde_json::json!({"reason": "line\nbreak"})),
-        }));
-        let line = r.to_json_line();
+            metadata: Some(&meta),
+        };
+        let line = line(r);
         assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
         assert!(line.bytes().all(|b| b >= 0x20 && b != 0x7f), "{line}");
         let v: Value = serde_json::from_str(&line).unwrap();
@@ -776,13 +757,125 @@ mod tests {
     #[test]
     fn bytes_claimed_as_json_that_are_not_stay_one_parseable_line() {
         for raw in [&b"+\xff\x00garbage"[..], b"[1,2]", b"{\"a\":\"\xff\"}"] {
-            let mut r = received(b"{}");
-            if let Inner::Envelope { envelope, .. } = &mut *r.0 {
-                *envelope = Some(Bytes::copy_from_slice(raw));
-            }
-            let line = r.to_json_line();
+            let line = line(received(raw, true));
             let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
             assert!(v["envelope"].is_string(), "{line}");
         }
+    }
+}
+
+#[cfg(test)]
+mod batches {
+    use super::super::{Gateway, SpaceConfig};
+    use super::*;
+
+    fn space() -> (Gateway, Vec<crate::gateway::ConnId>) {
+        let cfg = SpaceConfig::from_yaml(
+            "space: {id: s}\nlogging: {enabled: true}\ngateway: {rate_limit: off}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: chat}]}\n  b: {tokens: [tb]}\n  c: {tokens: [tc]}\n",
+        )
+        .unwrap();
+        let now = Time::from_unix_millis(1_000);
+        let mut gw = Gateway::new(cfg, 1, now);
+        let conns = ["ta", "tb", "tc"]
+            .iter()
+            .map(|t| gw.connect(now, Some(t)))
+            .collect();
+        while gw.poll_output().is_some() {}
+        for file in AuditFile::ALL {
+            let _ = gw.take_audit(file, Vec::new);
+        }
+        (gw, conns)
+    }
+
+    #[test]
+    fn a_broadcast_is_one_received_line_and_a_delivered_line_per_recipient() {
+        let (mut gw, conns) = space();
+        let now = Time::from_unix_millis(2_000);
+        gw.handle_frame(
+            now,
+            conns[0],
+            Bytes::from_static(
+                br#"{"protocol":"mew/v0.4","id":"m1","kind":"chat","payload":{"text":"hi"}}"#,
+            ),
+        );
+        while gw.poll_output().is_some() {}
+        let spare = Vec::with_capacity(12_345);
+        let batch = gw.take_audit(AuditFile::EnvelopeHistory, || spare).unwrap();
+        assert_eq!(batch.file, AuditFile::EnvelopeHistory);
+        let text = std::str::from_utf8(&batch.bytes).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(batch.lines, 4);
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0]["event"], "received");
+        assert_eq!(lines[0]["envelope"]["payload"]["text"], "hi");
+        let mut to: Vec<&str> = lines[1..]
+            .iter()
+            .map(|l| {
+                assert_eq!(l["event"], "delivered");
+                assert_eq!(l["id"], "m1");
+                assert!(l.get("envelope").is_none(), "small lines");
+                l["participant"].as_str().unwrap()
+            })
+            .collect();
+        to.sort_unstable();
+        assert_eq!(to, ["a", "b", "c"]);
+        // Taken once; the next batch goes into the spare.
+        assert!(
+            gw.take_audit(AuditFile::EnvelopeHistory, Vec::new)
+                .is_none()
+        );
+        assert_eq!(gw.audit.files[0].0.capacity(), 12_345);
+        let decision = gw
+            .take_audit(AuditFile::CapabilityDecisions, Vec::new)
+            .unwrap();
+        assert_eq!(decision.lines, 1);
+        let d: Value = serde_json::from_slice(decision.bytes.trim_ascii_end()).unwrap();
+        assert_eq!(d["result"], "allowed");
+        assert_eq!(d["matched_capability"], serde_json::json!({"kind": "chat"}));
+        assert_eq!(
+            d["granted_capabilities"],
+            serde_json::json!([{"kind": "chat"}])
+        );
+    }
+
+    #[test]
+    fn a_batch_nobody_takes_stops_growing_and_counts_what_it_drops() {
+        let (mut gw, conns) = space();
+        let mut n = 0u64;
+        while gw.audit.files[0].0.len() < AUDIT_BATCH_MAX {
+            n += 1;
+            let f =
+                format!(r#"{{"protocol":"mew/v0.4","id":"m{n}","kind":"chat","payload":{{}}}}"#);
+            gw.handle_frame(Time::from_unix_millis(2_000), conns[0], Bytes::from(f));
+            while let Some(o) = gw.poll_output() {
+                if let crate::gateway::Output::Transmit { conn, frame } = o {
+                    gw.handle_sent(conn, 1, frame.len());
+                }
+            }
+        }
+        let before = gw.audit_dropped();
+        assert!(before < 4, "lines dropped only once the batch is full");
+        gw.handle_frame(
+            Time::from_unix_millis(2_000),
+            conns[0],
+            Bytes::from_static(
+                br#"{"protocol":"mew/v0.4","id":"last","kind":"chat","payload":{}}"#,
+            ),
+        );
+        assert_eq!(
+            gw.audit_dropped() - before,
+            4,
+            "received and three delivered"
+        );
+        let batch = gw.take_audit(AuditFile::EnvelopeHistory, Vec::new).unwrap();
+        assert!(batch.bytes.len() < AUDIT_BATCH_MAX + 4096);
+        assert_eq!(batch.lines + gw.audit_dropped(), 4 * (n + 1));
+        assert_eq!(
+            std::str::from_utf8(&batch.bytes).unwrap().lines().count() as u64,
+            batch.lines
+        );
     }
 }

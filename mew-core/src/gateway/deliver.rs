@@ -72,8 +72,7 @@ impl Gateway {
         match r {
             Recipient::Conn { conn, member } => {
                 if self.transmit(now, conn, frame.clone()) && self.audit_envelopes {
-                    let who = self.members.get(member).id.clone();
-                    self.audit_delivered(now, id.cloned(), who, Transport::WebSocket);
+                    self.audit_delivered(now, id.map(|i| &**i), member, Transport::WebSocket);
                 }
             }
             Recipient::Virtual { member } => {
@@ -81,7 +80,6 @@ impl Gateway {
                 let Some(path) = m.virtual_log.clone() else {
                     return;
                 };
-                let who = m.id.clone();
                 let mut line = Vec::with_capacity(frame.len() + 1);
                 line.extend_from_slice(frame);
                 line.push(b'\n');
@@ -90,7 +88,7 @@ impl Gateway {
                     line: Bytes::from(line),
                 });
                 if self.audit_envelopes {
-                    self.audit_delivered(now, id.cloned(), who, Transport::Virtual);
+                    self.audit_delivered(now, id.map(|i| &**i), member, Transport::Virtual);
                 }
             }
         }
@@ -98,8 +96,8 @@ impl Gateway {
 
     /// Hands `frame` to everyone online but `except`.
     ///
-    /// The common case (a connection, audit off) is handled inline: one slab lookup, the
-    /// backlog accounting, one `Bytes` clone and one push per recipient.
+    /// The common case (a connection) is handled inline: one slab lookup, the backlog
+    /// accounting, one `Bytes` clone and one push per recipient, and its audit line.
     fn fan_out(&mut self, now: Time, frame: &Bytes, id: Option<&Arc<str>>, except: Option<usize>) {
         let (max_frames, max_bytes) = self.queue_limits();
         let len = frame.len();
@@ -110,7 +108,7 @@ impl Gateway {
             i += 1;
             match r {
                 Recipient::Conn { member, .. } if Some(member) == except => {}
-                Recipient::Conn { conn, .. } if !audit => {
+                Recipient::Conn { conn, member } => {
                     let Some(c) = self.conns.get_mut(conn) else {
                         continue;
                     };
@@ -132,6 +130,9 @@ impl Gateway {
                         frame: frame.clone(),
                     });
                     self.stats.frames_out += 1;
+                    if audit {
+                        self.audit_delivered(now, id.map(|i| &**i), member, Transport::WebSocket);
+                    }
                 }
                 Recipient::Virtual { member } if Some(member) == except => {}
                 _ => self.deliver_one(now, r, frame, id),

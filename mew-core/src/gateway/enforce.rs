@@ -304,7 +304,7 @@ impl Gateway {
                 Precheck::Denied => None,
                 Precheck::NeedsPayload => m.caps.first_match(kind, payload.as_ref()).cloned(),
             };
-            self.audit_capability(now, claimed_id.map(Arc::from), member, kind, matched, None);
+            self.audit_capability(now, claimed_id, member, kind, matched.as_ref(), None);
         }
         if !allowed {
             let mut r = Refusal::new(

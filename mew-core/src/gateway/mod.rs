@@ -47,7 +47,8 @@ mod system;
 mod workflow;
 
 pub use audit::{
-    AuditFile, AuditRecord, Direction, REFUSAL_WINDOW, REFUSALS_PER_WINDOW, Timestamps, Transport,
+    AUDIT_BATCH_MAX, AuditBatch, AuditFile, Direction, REFUSAL_WINDOW, REFUSALS_PER_WINDOW,
+    Timestamps, Transport,
 };
 pub use config::{
     BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, DeliveryMode, GatewayOptions,
@@ -138,8 +139,6 @@ pub enum Output {
         /// The line, newline included.
         line: Bytes,
     },
-    /// An audit record for the space's `.mew/logs`.
-    Audit(AuditRecord),
     /// Something happened (for logs and metrics). Boxed: events are rare and large, and
     /// every `Transmit` of a fan-out would otherwise be as wide as the widest event.
     Event(Box<GatewayEvent>),
@@ -303,8 +302,8 @@ pub struct Gateway {
     audit_envelopes: bool,
     /// Refusal windows per sender (aggregated `rejected` records).
     refusals: std::collections::BTreeMap<Arc<str>, audit::RefusalWindow>,
-    /// The `delivered` record being gathered (see `audit_delivered`).
-    pending_delivered: Option<audit::PendingDelivered>,
+    /// Audit lines not yet taken (see [`Gateway::take_audit`]).
+    audit: audit::AuditLines,
     audit_capabilities: bool,
     /// Replicated over a log: backlogs are watched by the nodes (see `deliver.rs`).
     replicated: bool,
@@ -337,7 +336,7 @@ impl Gateway {
             workflow: workflow::Workflow::default(),
             audit_envelopes: logging.enabled && logging.envelope_history,
             refusals: std::collections::BTreeMap::new(),
-            pending_delivered: None,
+            audit: Default::default(),
             audit_capabilities: logging.enabled && logging.capability_decisions,
             replicated: false,
             entropy: None,
@@ -387,9 +386,6 @@ impl Gateway {
 
     /// The next output to act on, in order.
     pub fn poll_output(&mut self) -> Option<Output> {
-        if self.out.is_empty() {
-            self.flush_delivered();
-        }
         self.out.pop_front()
     }
 

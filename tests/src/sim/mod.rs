@@ -12,7 +12,7 @@ pub use net::{Endpoint, Net};
 
 use bytes::Bytes;
 use mew_core::Time;
-use mew_core::gateway::{AuditRecord, ConnId, Gateway, GatewayEvent, Output, SpaceConfig};
+use mew_core::gateway::{AuditFile, ConnId, Gateway, GatewayEvent, Output, SpaceConfig};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -28,8 +28,8 @@ pub struct Sim {
     pub seed: u64,
     /// Virtual participants' log lines (path, line).
     pub log_lines: Vec<(String, Bytes)>,
-    /// Audit records, in order.
-    pub audits: Vec<AuditRecord>,
+    /// Audit lines (without their newline) and their file, in order within each file.
+    pub audits: Vec<(AuditFile, String)>,
     /// Gateway events, in order.
     pub events: Vec<GatewayEvent>,
 }
@@ -182,8 +182,20 @@ impl Sim {
                     self.gw.handle_closed(now, conn);
                 }
                 Output::AppendLog { path, line } => self.log_lines.push((path, line)),
-                Output::Audit(a) => self.audits.push(a),
                 Output::Event(e) => self.events.push(*e),
+            }
+        }
+        for file in AuditFile::ALL {
+            if let Some(batch) = self.gw.take_audit(file, Vec::new) {
+                let text = String::from_utf8(batch.bytes).expect("audit lines are UTF-8");
+                assert_eq!(
+                    text.lines().count() as u64,
+                    batch.lines,
+                    "seed {}",
+                    self.seed
+                );
+                self.audits
+                    .extend(text.lines().map(|l| (file, l.to_owned())));
             }
         }
     }

@@ -518,7 +518,7 @@ impl World {
                     }
                 }
                 GwOutput::Event(e) => self.gw_events.push(*e),
-                GwOutput::Audit(_) | GwOutput::AppendLog { .. } => {}
+                GwOutput::AppendLog { .. } => {}
             }
         }
         moved
