@@ -1,19 +1,20 @@
 //! Envelopes routed per second through the gateway core alone (no I/O): broadcast to 10,
 //! 100 and 1,000 participants (with a static frame, and with a heap frame as drivers hand
-//! over), and directed delivery in `addressed` mode. Audit records off; the polling history
-//! at its default size.
+//! over), and directed delivery in `addressed` mode. Audit records off, except in
+//! `gateway_broadcast_audit`, which also formats the audit lines and takes them as a driver
+//! does (the writer's file I/O is not in it); the polling history at its default size.
 
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mew_core::Time;
 use mew_core::capability::{Capability, CapabilitySet};
 use mew_core::gateway::{
-    ConnId, DeliveryMode, Gateway, LoggingConfig, ParticipantConfig, SpaceConfig,
+    AuditFile, ConnId, DeliveryMode, Gateway, LoggingConfig, ParticipantConfig, SpaceConfig,
 };
 use mew_core::ids::IdGen;
 use std::hint::black_box;
 
-fn space(n: usize, delivery: DeliveryMode) -> SpaceConfig {
+fn space(n: usize, delivery: DeliveryMode, logging: LoggingConfig) -> SpaceConfig {
     let mut cfg = SpaceConfig::default_space(&mut IdGen::new(1));
     let chat = CapabilitySet::from_capabilities(vec![
         Capability::compile(serde_json::json!({"kind": "chat"})).unwrap(),
@@ -21,7 +22,7 @@ fn space(n: usize, delivery: DeliveryMode) -> SpaceConfig {
     cfg.participants = (0..n)
         .map(|i| ParticipantConfig::new(&format!("p{i}"), vec![format!("t{i}")], chat.clone()))
         .collect();
-    cfg.logging = LoggingConfig::OFF;
+    cfg.logging = logging;
     cfg.gateway.delivery = delivery;
     // One sender at full speed: the per-participant rate limit is not what is measured.
     cfg.gateway.rate_limit = None;
@@ -32,12 +33,19 @@ fn space(n: usize, delivery: DeliveryMode) -> SpaceConfig {
 }
 
 fn setup(n: usize, delivery: DeliveryMode) -> (Gateway, Vec<ConnId>) {
+    setup_with(n, delivery, LoggingConfig::OFF)
+}
+
+fn setup_with(n: usize, delivery: DeliveryMode, logging: LoggingConfig) -> (Gateway, Vec<ConnId>) {
     let now = Time::from_unix_millis(1_736_416_800_000);
-    let mut gw = Gateway::new(space(n, delivery), 1, now);
+    let mut gw = Gateway::new(space(n, delivery, logging), 1, now);
     let conns: Vec<ConnId> = (0..n)
         .map(|i| gw.connect(now, Some(&format!("t{i}"))))
         .collect();
     while gw.poll_output().is_some() {}
+    for file in AuditFile::ALL {
+        let _ = gw.take_audit(file, Vec::new);
+    }
     (gw, conns)
 }
 
@@ -78,6 +86,33 @@ fn broadcast(c: &mut Criterion) {
             b.iter(|| {
                 gw.handle_frame(now, conns[0], heap.clone());
                 assert_eq!(drain(&mut gw), n);
+            })
+        });
+    }
+    g.finish();
+    // Audit on: a `received` and a `capability_check` line, and a `delivered` line per
+    // recipient, taken in batches of 64 envelopes into recycled buffers as the host does.
+    let mut g = c.benchmark_group("gateway_broadcast_audit");
+    for n in [10usize, 100] {
+        let (mut gw, conns) = setup_with(n, DeliveryMode::All, LoggingConfig::default());
+        let mut spares: Vec<Vec<u8>> = Vec::new();
+        let mut k = 0u32;
+        g.throughput(Throughput::Elements(1));
+        g.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| {
+                gw.handle_frame(now, conns[0], heap.clone());
+                assert_eq!(drain(&mut gw), n);
+                k += 1;
+                if k.is_multiple_of(64) {
+                    for file in AuditFile::ALL {
+                        if let Some(batch) =
+                            gw.take_audit(file, || spares.pop().unwrap_or_default())
+                        {
+                            black_box(&batch.bytes);
+                            spares.push(batch.bytes);
+                        }
+                    }
+                }
             })
         });
     }

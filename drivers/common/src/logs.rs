@@ -67,7 +67,7 @@ pub const LOG_QUEUE: usize = 65_536;
 /// How long a busy writer waits before it looks for more lines.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 /// How long without lines before the writer sleeps until the next one.
-const IDLE: std::time::Duration = std::time::Duration::from_millis(200);
+const IDLE: std::time::Duration = std::time::Duration::from_millis(20);
 /// How many files the writer keeps open at once.
 const MAX_OPEN: usize = 64;
 
