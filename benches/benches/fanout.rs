@@ -18,9 +18,10 @@
 //! `MEW_FANOUT_SERVERS` (`ceiling,gateway,gateway-log,async-std`), `MEW_FANOUT_RUNS` (5,
 //! interleaved; the median run of each kind is reported), `MEW_FANOUT_RATE` (envelopes a
 //! second the sender offers, open loop, so that every kind carries the same load; unset or
-//! 0: as fast as the window allows). `CPU/msg` is the CPU time of the
-//! whole process (server and clients, all threads, from `/proc/self/task/*/schedstat`) per
-//! envelope sent: the differences between kinds are the servers' own.
+//! 0: as fast as the window allows). `CPU/msg` is the CPU time of the whole process (server
+//! and clients, all threads, from `/proc/self/task/*/schedstat`) per envelope sent, `server
+//! CPU` that of the server's threads alone: servers run on a runtime of their own, clients on
+//! another, as in separate processes.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
