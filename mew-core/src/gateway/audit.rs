@@ -1,6 +1,7 @@
-//! Audit records in the reference's JSONL layout. A record holds shared handles (the frame's
-//! `Bytes`, `Arc<str>` ids) and is formatted only by [`AuditRecord::to_json_line`], so an
-//! enabled log costs little per envelope and a disabled one nothing.
+//! Audit records in the reference's JSONL layout. A record borrows what it says from the core
+//! and is formatted at once into a batch per file, which a driver takes with
+//! [`Gateway::take_audit`]: an enabled log costs no allocation per record, a disabled one
+//! nothing.
 
 use super::Gateway;
 use crate::Time;
