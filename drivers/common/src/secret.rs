@@ -6,21 +6,27 @@ pub const TOKEN_BYTES: usize = 24;
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-/// A fresh token: [`TOKEN_BYTES`] bytes from the OS CSPRNG, base64url (32 characters).
+/// A fresh token: [`TOKEN_BYTES`] bytes from the OS CSPRNG, base64url (32 characters),
+/// never beginning with `-` (one draw in 64 would, and be taken for an option by every
+/// command line it is pasted into: such a draw is thrown away, which costs 0.02 bits).
 ///
 /// # Panics
 /// When the OS has no entropy source at all, which leaves nothing safe to hand out.
 pub fn token() -> String {
-    let mut bytes = [0u8; TOKEN_BYTES];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    let mut out = String::with_capacity(TOKEN_BYTES / 3 * 4);
-    for c in bytes.chunks_exact(3) {
-        let n = (u32::from(c[0]) << 16) | (u32::from(c[1]) << 8) | u32::from(c[2]);
-        for shift in [18, 12, 6, 0] {
-            out.push(ALPHABET[((n >> shift) & 63) as usize] as char);
+    loop {
+        let mut bytes = [0u8; TOKEN_BYTES];
+        getrandom::fill(&mut bytes).expect("the OS random source is available");
+        let mut out = String::with_capacity(TOKEN_BYTES / 3 * 4);
+        for c in bytes.chunks_exact(3) {
+            let n = (u32::from(c[0]) << 16) | (u32::from(c[1]) << 8) | u32::from(c[2]);
+            for shift in [18, 12, 6, 0] {
+                out.push(ALPHABET[((n >> shift) & 63) as usize] as char);
+            }
+        }
+        if !out.starts_with('-') {
+            return out;
         }
     }
-    out
 }
 
 /// The operating system's CSPRNG as the core's token source (invites, the default space).
@@ -58,5 +64,11 @@ mod tests {
         assert!(equal(a.as_bytes(), a.clone().as_bytes()));
         assert!(!equal(a.as_bytes(), b.as_bytes()));
         assert!(!equal(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn no_token_begins_with_a_dash() {
+        // One draw in 64 would: 4,000 draws would hold about 60.
+        assert!((0..4_000).all(|_| !token().starts_with('-')));
     }
 }

@@ -51,8 +51,9 @@ pub struct Args {
     /// Space id.
     #[arg(long, short, env = SPACE_ENV)]
     pub space: Option<String>,
-    /// Bearer token (prefer the environment variable, which `ps` does not show).
-    #[arg(long, short, env = TOKEN_ENV, hide_env_values = true)]
+    /// Bearer token (prefer the environment variable, which `ps` does not show). May begin
+    /// with `-`, as a token of another implementation can.
+    #[arg(long, short, env = TOKEN_ENV, hide_env_values = true, allow_hyphen_values = true)]
     pub token: Option<String>,
     /// Participant id.
     #[arg(long, alias = "participant", env = ID_ENV)]

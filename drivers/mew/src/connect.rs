@@ -21,8 +21,9 @@ pub struct ConnectArgs {
     /// Space id.
     #[arg(long, short, env = SPACE_ENV)]
     pub space: String,
-    /// Bearer token (prefer the environment variable, which `ps` does not show).
-    #[arg(long, short, env = TOKEN_ENV, hide_env_values = true)]
+    /// Bearer token (prefer the environment variable, which `ps` does not show). May begin
+    /// with `-`, as a token of another implementation can.
+    #[arg(long, short, env = TOKEN_ENV, hide_env_values = true, allow_hyphen_values = true)]
     pub token: String,
     /// Participant id named in the join. A mew-rs gateway checks it against the token; the
     /// reference's gateway takes the id from here, so give it when joining one.

@@ -316,6 +316,11 @@ fn config_tokens_from_env_files_and_generation() {
         "the literal stays valid beside the file"
     );
     assert_eq!(send("not-a-token"), Some(5), "an unknown token is refused");
+    assert_eq!(
+        send("-Mlooks-like-an-option"),
+        Some(5),
+        "a token may begin with a dash: refused as unknown, not as a bad argument"
+    );
 }
 
 #[test]
