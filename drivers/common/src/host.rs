@@ -479,16 +479,14 @@ impl<L: ConnLink> GatewayHost<L> {
             }
         }
         // One queue entry per file and pass: the writer's channel is not touched per record.
+        // Without a writer the batches are taken all the same, so that they never grow.
+        let logs = &self.logs;
         for file in mew_core::gateway::AuditFile::ALL {
-            match &self.logs {
-                Some(l) => {
-                    if let Some(batch) = self.gateway.take_audit(file, || l.spare()) {
-                        l.append_audit(&self.log_dir, batch);
-                    }
-                }
-                None => {
-                    let _ = self.gateway.take_audit(file, Vec::new);
-                }
+            let spare = || logs.as_ref().map_or_else(Vec::new, LogHandle::spare);
+            if let Some(batch) = self.gateway.take_audit(file, spare)
+                && let Some(l) = logs
+            {
+                l.append_audit(&self.log_dir, batch);
             }
         }
         let mut dirty = std::mem::take(&mut self.dirty);

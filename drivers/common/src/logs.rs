@@ -350,13 +350,9 @@ impl Writer {
         let Some(dir) = self.audit_dir.clone() else {
             return;
         };
-        let now = crate::clock::now();
-        let line = format!(
-            "{{\"timestamp\":\"{}\",\"event\":\"audit_dropped\",\"count\":{count},\"total\":{total},\"reason\":\"the log queue was full\"}}\n",
-            now
-        );
+        let line = mew_core::gateway::audit_dropped_line(crate::clock::now(), count, total);
         let path = dir.join(AuditFile::EnvelopeHistory.file_name());
-        self.write(&path, line.as_bytes());
+        self.write(&path, &line);
     }
 
     fn audit_path(&mut self, dir: &Arc<Path>, file: AuditFile) -> Arc<Path> {

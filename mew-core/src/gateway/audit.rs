@@ -125,20 +125,9 @@ impl Record<'_> {
                 space_id,
                 transport,
             } => {
-                out.extend_from_slice(b"{\"timestamp\":\"");
-                out.extend_from_slice(ts.get(at));
-                out.extend_from_slice(b"\",\"event\":\"delivered\"");
-                if let Some(id) = id {
-                    out.extend_from_slice(b",\"id\":");
-                    push_str(out, id);
-                }
-                out.extend_from_slice(b",\"participant\":");
+                delivered_head(out, ts.get(at), id);
                 push_str(out, participant);
-                out.extend_from_slice(b",\"space_id\":");
-                push_str(out, space_id);
-                out.extend_from_slice(b",\"direction\":\"outbound\",\"transport\":\"");
-                out.extend_from_slice(transport.as_str().as_bytes());
-                out.push(b'"');
+                return delivered_tail(out, space_id, transport);
             }
             Record::Envelope {
                 at,
@@ -231,6 +220,27 @@ impl Record<'_> {
     }
 }
 
+/// A `delivered` line up to its participant's value.
+fn delivered_head(out: &mut Vec<u8>, timestamp: &[u8], id: Option<&str>) {
+    out.extend_from_slice(b"{\"timestamp\":\"");
+    out.extend_from_slice(timestamp);
+    out.extend_from_slice(b"\",\"event\":\"delivered\"");
+    if let Some(id) = id {
+        out.extend_from_slice(b",\"id\":");
+        push_str(out, id);
+    }
+    out.extend_from_slice(b",\"participant\":");
+}
+
+/// A `delivered` line after its participant's value, newline included.
+fn delivered_tail(out: &mut Vec<u8>, space_id: &str, transport: Transport) {
+    out.extend_from_slice(b",\"space_id\":");
+    push_str(out, space_id);
+    out.extend_from_slice(b",\"direction\":\"outbound\",\"transport\":\"");
+    out.extend_from_slice(transport.as_str().as_bytes());
+    out.extend_from_slice(b"\"}\n");
+}
+
 /// The space's audit lines, formatted as records happen into one buffer per file, for a
 /// writer to take in batches ([`super::Gateway::take_audit`]): a record costs no allocation,
 /// and a batch is one write.
@@ -249,7 +259,7 @@ pub(super) struct AuditLines {
 pub const AUDIT_BATCH_MAX: usize = 16 * 1024 * 1024;
 
 /// What the `delivered` lines of one envelope share: formatted once per envelope rather
-/// than once per recipient (the same bytes as [`Record::write_line`]).
+/// than once per recipient (by the same two functions as [`Record::write_line`]).
 #[derive(Debug, Default)]
 struct DeliveredParts {
     /// The time, id and space the parts are for.
@@ -283,14 +293,7 @@ impl AuditLines {
         let d = &mut self.delivered;
         if d.at != Some(at) || d.id.as_deref() != id.map(str::as_bytes) {
             d.head.clear();
-            d.head.extend_from_slice(b"{\"timestamp\":\"");
-            d.head.extend_from_slice(self.ts.get(at));
-            d.head.extend_from_slice(b"\",\"event\":\"delivered\"");
-            if let Some(id) = id {
-                d.head.extend_from_slice(b",\"id\":");
-                push_str(&mut d.head, id);
-            }
-            d.head.extend_from_slice(b",\"participant\":");
+            delivered_head(&mut d.head, self.ts.get(at), id);
             d.at = Some(at);
             match (&mut d.id, id) {
                 (Some(v), Some(id)) => {
@@ -302,12 +305,7 @@ impl AuditLines {
         }
         if d.transport != Some(transport) || d.space_id != space_id.as_bytes() {
             d.tail.clear();
-            d.tail.extend_from_slice(b",\"space_id\":");
-            push_str(&mut d.tail, space_id);
-            d.tail
-                .extend_from_slice(b",\"direction\":\"outbound\",\"transport\":\"");
-            d.tail.extend_from_slice(transport.as_str().as_bytes());
-            d.tail.extend_from_slice(b"\"}\n");
+            delivered_tail(&mut d.tail, space_id, transport);
             d.transport = Some(transport);
             d.space_id.clear();
             d.space_id.extend_from_slice(space_id.as_bytes());
@@ -332,6 +330,21 @@ impl AuditLines {
     }
 }
 
+/// The `audit_dropped` record a log writer adds to the envelope history once it has room
+/// again: `count` lines lost since its last such record, `total` since it started. Newline
+/// included.
+pub fn audit_dropped_line(at: Time, count: u64, total: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(160);
+    out.extend_from_slice(b"{\"timestamp\":\"");
+    out.extend_from_slice(Timestamps::default().get(at));
+    let _ = write!(
+        ByteSink(&mut out),
+        "\",\"event\":\"audit_dropped\",\"count\":{count},\"total\":{total},\"reason\":\"the log queue was full\"}}"
+    );
+    out.push(b'\n');
+    out
+}
+
 /// Audit lines of one file, each ending with its newline, taken from the core.
 #[derive(Debug)]
 pub struct AuditBatch {
@@ -345,14 +358,14 @@ pub struct AuditBatch {
 
 /// Timestamps formatted once per millisecond: a burst of records shares one formatting.
 #[derive(Debug, Default)]
-pub struct Timestamps {
+struct Timestamps {
     at: Option<Time>,
     text: Vec<u8>,
 }
 
 impl Timestamps {
     /// `at` as RFC 3339 with milliseconds.
-    pub fn get(&mut self, at: Time) -> &[u8] {
+    fn get(&mut self, at: Time) -> &[u8] {
         if self.at != Some(at) {
             self.text.clear();
             let _ = write!(ByteSink(&mut self.text), "{at}");
@@ -525,7 +538,7 @@ impl Gateway {
     pub(super) fn audit_refusal(
         &mut self,
         now: Time,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
         frame: Option<&Bytes>,
         envelope_is_json: bool,
         who: Arc<str>,
@@ -613,7 +626,7 @@ impl Gateway {
         &mut self,
         at: Time,
         event: &'static str,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
         frame: Option<&Bytes>,
         envelope_is_json: bool,
         participant: Arc<str>,
@@ -624,7 +637,7 @@ impl Gateway {
         self.audit.push(Record::Envelope {
             at,
             event,
-            id: id.as_deref(),
+            id,
             envelope: frame.map(|f| &f[..]),
             envelope_is_json,
             participant: &participant,

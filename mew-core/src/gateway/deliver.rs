@@ -68,11 +68,11 @@ impl Gateway {
     }
 
     #[inline]
-    fn deliver_one(&mut self, now: Time, r: Recipient, frame: &Bytes, id: Option<&Arc<str>>) {
+    fn deliver_one(&mut self, now: Time, r: Recipient, frame: &Bytes, id: Option<&str>) {
         match r {
             Recipient::Conn { conn, member } => {
                 if self.transmit(now, conn, frame.clone()) && self.audit_envelopes {
-                    self.audit_delivered(now, id.map(|i| &**i), member, Transport::WebSocket);
+                    self.audit_delivered(now, id, member, Transport::WebSocket);
                 }
             }
             Recipient::Virtual { member } => {
@@ -88,7 +88,7 @@ impl Gateway {
                     line: Bytes::from(line),
                 });
                 if self.audit_envelopes {
-                    self.audit_delivered(now, id.map(|i| &**i), member, Transport::Virtual);
+                    self.audit_delivered(now, id, member, Transport::Virtual);
                 }
             }
         }
@@ -98,7 +98,7 @@ impl Gateway {
     ///
     /// The common case (a connection) is handled inline: one slab lookup, the backlog
     /// accounting, one `Bytes` clone and one push per recipient, and its audit line.
-    fn fan_out(&mut self, now: Time, frame: &Bytes, id: Option<&Arc<str>>, except: Option<usize>) {
+    fn fan_out(&mut self, now: Time, frame: &Bytes, id: Option<&str>, except: Option<usize>) {
         let (max_frames, max_bytes) = self.queue_limits();
         let len = frame.len();
         let audit = self.audit_envelopes;
@@ -131,7 +131,7 @@ impl Gateway {
                     });
                     self.stats.frames_out += 1;
                     if audit {
-                        self.audit_delivered(now, id.map(|i| &**i), member, Transport::WebSocket);
+                        self.audit_delivered(now, id, member, Transport::WebSocket);
                     }
                 }
                 Recipient::Virtual { member } if Some(member) == except => {}
@@ -149,9 +149,9 @@ impl Gateway {
         except: Option<usize>,
     ) {
         // The id is shared by the recipients' audit records; not built when audit is off.
-        let id: Option<Arc<str>> = self.audit_envelopes.then(|| Arc::from(id));
+        let id = self.audit_envelopes.then_some(id);
         self.history.push(now, frame.clone(), Seen::All);
-        self.fan_out(now, &frame, id.as_ref(), except);
+        self.fan_out(now, &frame, id, except);
     }
 
     /// Delivers an accepted envelope per the space's delivery mode.
@@ -159,7 +159,7 @@ impl Gateway {
         &mut self,
         now: Time,
         frame: &Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
         sender: usize,
         to: Option<&[Text<'_>]>,
     ) {
@@ -172,7 +172,7 @@ impl Gateway {
         &mut self,
         now: Time,
         frame: &Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
         sender: usize,
         to: Option<&[Text<'_>]>,
         also: Option<&str>,
@@ -181,11 +181,11 @@ impl Gateway {
         match (self.config.gateway.delivery, to) {
             (DeliveryMode::All, _) => {
                 self.history.push(now, frame.clone(), Seen::All);
-                self.fan_out(now, frame, id.as_ref(), None);
+                self.fan_out(now, frame, id, None);
             }
             (DeliveryMode::Addressed, None) => {
                 self.history.push(now, frame.clone(), Seen::All);
-                self.fan_out(now, frame, id.as_ref(), Some(sender));
+                self.fan_out(now, frame, id, Some(sender));
             }
             (DeliveryMode::Addressed, Some(names)) => {
                 let mut targets: SmallVec<[usize; 4]> = SmallVec::new();
@@ -212,7 +212,7 @@ impl Gateway {
                         (None, Some(_)) => Recipient::Virtual { member: t },
                         (None, None) => continue,
                     };
-                    self.deliver_one(now, r, frame, id.as_ref());
+                    self.deliver_one(now, r, frame, id);
                 }
             }
         }

@@ -14,7 +14,6 @@ use crate::envelope::{CorrelationIds, RoutingView};
 use crate::{PROTOCOL, Time};
 use bytes::Bytes;
 use serde_json::Value;
-use std::sync::Arc;
 
 /// Why an envelope was not accepted.
 #[derive(Debug)]
@@ -176,7 +175,7 @@ impl Gateway {
             let is_json = r.parsed();
             logged = self.audit_refusal(
                 now,
-                r.correlation.as_deref().map(Arc::from),
+                r.correlation.as_deref(),
                 frame,
                 is_json,
                 who.clone(),
@@ -347,13 +346,13 @@ impl Gateway {
             Some((id, _)) => id,
             None => view.id.as_deref().unwrap_or_default(),
         };
-        // Shared by the audit records of every recipient; not built when audit is off.
-        let id_arc: Option<Arc<str>> = self.audit_envelopes.then(|| Arc::from(id));
+        // For the audit records of the envelope and of every recipient.
+        let audit_id = self.audit_envelopes.then_some(id);
         if self.audit_envelopes {
             self.audit_envelope(
                 now,
                 "received",
-                id_arc.clone(),
+                audit_id,
                 Some(&out_frame),
                 true,
                 sender.clone(),
@@ -372,7 +371,7 @@ impl Gateway {
             view: &view,
         };
         let frames_before = self.stats.frames_out;
-        self.dispatch(now, op, out_frame, id_arc)?;
+        self.dispatch(now, op, out_frame, audit_id)?;
         let frames = self.stats.frames_out - frames_before;
         self.stats.accepted(kind, frames);
         if transport != Transport::Http {
@@ -391,44 +390,43 @@ impl Gateway {
         })
     }
 
-    /// Carries out an accepted envelope: the gateway-owned kinds, then delivery.
+    /// Carries out an accepted envelope: the gateway-owned kinds, then delivery. `id` is the
+    /// envelope's id for audit lines, `None` when they are off.
     fn dispatch(
         &mut self,
         now: Time,
         op: Op<'_, '_>,
         frame: Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
     ) -> Result<(), Refusal> {
-        let audit = self.audit_envelopes;
-        let id = || if audit { id.clone() } else { None };
         match op.kind {
-            "capability/grant" => self.op_grant(now, &op, &frame, id()),
-            "capability/revoke" => self.op_revoke(now, &op, &frame, id()),
-            "space/invite" => self.op_invite(now, &op, &frame, id()),
-            "space/kick" => self.op_kick(now, &op, &frame, id()),
+            "capability/grant" => self.op_grant(now, &op, &frame, id),
+            "capability/revoke" => self.op_revoke(now, &op, &frame, id),
+            "space/invite" => self.op_invite(now, &op, &frame, id),
+            "space/kick" => self.op_kick(now, &op, &frame, id),
             "participant/pause" | "participant/resume" | "participant/shutdown" => {
-                self.op_control(now, &op, &frame, id())
+                self.op_control(now, &op, &frame, id)
             }
-            "stream/request" => self.op_stream_request(now, &op, &frame, id()),
-            "stream/close" => self.op_stream_close(now, &op, &frame, id()),
+            "stream/request" => self.op_stream_request(now, &op, &frame, id),
+            "stream/close" => self.op_stream_close(now, &op, &frame, id),
             _ if self.config.gateway.delivery == DeliveryMode::Addressed => {
                 let sender = self.members.get(op.member).id.clone();
                 let correlation = op.view.correlation_id.as_ref().and_then(|c| c.first());
                 match self.workflow.route(op.kind, op.id, &sender, correlation) {
                     workflow::Route::Strict => {
-                        self.deliver_envelope(now, &frame, id(), op.member, op.to)
+                        self.deliver_envelope(now, &frame, id, op.member, op.to)
                     }
                     workflow::Route::Everyone => {
-                        self.deliver_envelope(now, &frame, id(), op.member, None)
+                        self.deliver_envelope(now, &frame, id, op.member, None)
                     }
                     workflow::Route::AlsoTo(proposer) => {
-                        self.deliver_with(now, &frame, id(), op.member, op.to, Some(&proposer))
+                        self.deliver_with(now, &frame, id, op.member, op.to, Some(&proposer))
                     }
                 }
                 Ok(())
             }
             _ => {
-                self.deliver_envelope(now, &frame, id(), op.member, op.to);
+                self.deliver_envelope(now, &frame, id, op.member, op.to);
                 Ok(())
             }
         }

@@ -21,7 +21,6 @@ use crate::Time;
 use crate::capability::CapabilitySet;
 use bytes::Bytes;
 use serde_json::Value;
-use std::sync::Arc;
 
 impl Gateway {
     /// Resolves the member a space operation names (3.6.4: logical name = participant id).
@@ -78,7 +77,7 @@ impl Gateway {
         now: Time,
         op: &Op<'_, '_>,
         frame: &Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
     ) -> Result<(), Refusal> {
         let payload = op.payload();
         let recipient = self.named_member(op, &payload, "recipient")?;
@@ -125,7 +124,7 @@ impl Gateway {
         now: Time,
         op: &Op<'_, '_>,
         frame: &Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
     ) -> Result<(), Refusal> {
         let payload = op.payload();
         let recipient = self.named_member(op, &payload, "recipient")?;

@@ -153,7 +153,7 @@ impl Gateway {
                     let who = self.members.get(member).id.clone();
                     let _ = self.audit_refusal(
                         now,
-                        r.correlation.as_deref().map(std::sync::Arc::from),
+                        r.correlation.as_deref(),
                         Some(&frame),
                         r.parsed(),
                         who,

@@ -31,7 +31,7 @@ impl Gateway {
         now: Time,
         op: &Op<'_, '_>,
         frame: &Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
     ) -> Result<(), Refusal> {
         let payload = op.payload();
         let Some(pid) = payload.get("participant_id").and_then(Value::as_str) else {
@@ -127,7 +127,7 @@ impl Gateway {
         now: Time,
         op: &Op<'_, '_>,
         frame: &Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
     ) -> Result<(), Refusal> {
         let payload = op.payload();
         let target = self.named_member(op, &payload, "participant_id")?;

@@ -48,7 +48,7 @@ mod workflow;
 
 pub use audit::{
     AUDIT_BATCH_MAX, AuditBatch, AuditFile, Direction, REFUSAL_WINDOW, REFUSALS_PER_WINDOW,
-    Timestamps, Transport,
+    Transport, audit_dropped_line,
 };
 pub use config::{
     BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, DeliveryMode, GatewayOptions,

@@ -15,7 +15,6 @@ use super::{Gateway, GatewayEvent};
 use crate::Time;
 use bytes::Bytes;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Kinds a paused participant may still send.
@@ -48,7 +47,7 @@ impl Gateway {
         now: Time,
         op: &Op<'_, '_>,
         frame: &Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
     ) -> Result<(), Refusal> {
         let payload = if op.kind == "participant/pause" {
             op.payload()

@@ -66,7 +66,7 @@ impl Gateway {
         now: Time,
         op: &Op<'_, '_>,
         frame: &Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
     ) -> Result<(), Refusal> {
         if self.streams.len() >= self.config.gateway.max_streams {
             return Err(Refusal::new(
@@ -126,7 +126,7 @@ impl Gateway {
         now: Time,
         op: &Op<'_, '_>,
         frame: &Bytes,
-        id: Option<Arc<str>>,
+        id: Option<&str>,
     ) -> Result<(), Refusal> {
         let payload = op.payload();
         let named = payload.get("stream_id").and_then(Value::as_str);

@@ -210,7 +210,7 @@ impl Gateway {
             self.audit_envelope(
                 now,
                 "delivered",
-                id.map(Arc::from),
+                id,
                 Some(&frame),
                 true,
                 who,
