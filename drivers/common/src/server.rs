@@ -96,6 +96,9 @@ pub struct ServerOptions {
     /// Connections that have not yet sent a complete request head, at most: the rest of a
     /// slow or silent crowd is answered 503 at once.
     pub max_unauthenticated: usize,
+    /// Batches of audit lines (and virtual participants' lines) that may wait for the log
+    /// writer; past it they are dropped and counted (`audit_dropped`), never waited for.
+    pub log_queue: usize,
 }
 
 impl Default for ServerOptions {
@@ -108,6 +111,7 @@ impl Default for ServerOptions {
             max_connections: 10_000,
             max_connections_per_address: 1_000,
             max_unauthenticated: 1_024,
+            log_queue: crate::logs::LOG_QUEUE,
         }
     }
 }
@@ -282,10 +286,13 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let limits = config.gateway.limits;
         let space = config.id.clone();
         let report_every = report_every(&config);
-        let logs = LogWriter::start(Rotation {
-            max_bytes: config.logging.max_file_bytes,
-            keep: config.logging.keep_files,
-        })?;
+        let logs = LogWriter::with_capacity(
+            Rotation {
+                max_bytes: config.logging.max_file_bytes,
+                keep: config.logging.keep_files,
+            },
+            options.log_queue.max(1),
+        )?;
         let mut gateway = Gateway::new(config, seed, clock::now());
         // Invite tokens from the OS, never from the seeded generator of ids.
         gateway.set_token_source(Box::new(crate::secret::OsTokens));
