@@ -16,6 +16,15 @@ if ! command -v nats-server >/dev/null 2>&1; then
 fi
 nats-server --version
 
+# tmux, in which the terminal interface's tests run `mew client` (drivers/mew/tests/tui.rs).
+if ! command -v tmux >/dev/null 2>&1; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux
+fi
+tmux -V
+
 # Doc tests first, so the run closes on nextest's summary of the whole suite.
 cargo test --workspace --doc --quiet
 cargo nextest run --workspace --no-fail-fast --failure-output final

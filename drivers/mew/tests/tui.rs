@@ -75,7 +75,9 @@ impl Tmux {
             .args(["-L", &self.0])
             .args(args)
             .output()
-            .expect("tmux");
+            .expect(
+                "tmux is needed for the terminal tests (tests/run.sh installs it with apt-get)",
+            );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
