@@ -1,8 +1,8 @@
 //! The two halves of an accepted WebSocket connection, for any runtime: a reader that
 //! feeds the core task and a writer that carries out the core's [`WriterCmd`]s.
 //!
-//! A driver performs the handshake with its own sockets, splits the stream, spawns
-//! [`writer`] and runs [`reader`]. The closing signal is an `async_channel` that is closed
+//! A driver performs the handshake with its own sockets and hands the split stream to
+//! [`serve_websocket`], which spawns the writer and runs the reader. The closing signal is an `async_channel` that is closed
 //! (never sent on) once a close was requested: any number of halves can wait on it.
 
 use std::future::Future;

@@ -1,7 +1,7 @@
 //! The agent (SDK layer 3), sans-IO: a [`Participant`] plus a ReAct loop whose model calls
 //! are outputs ([`Output::Model`]) and whose replies are inputs ([`Agent::handle_model`]).
 //!
-//! A chat the agent decides to answer ([`strategy`]) becomes a task: `chat/acknowledge`,
+//! A chat the agent decides to answer (by its chat strategy) becomes a task: `chat/acknowledge`,
 //! `reasoning/start` correlated to the chat, a wait (bounded) for tool discoveries in
 //! progress, then steps: a model call offered every discovered tool (as `participant/tool`,
 //! encoded by [`toolname`]); each tool call the model asks for goes out as a smart request
@@ -16,7 +16,7 @@
 //! fail with 429, 5xx or no connection are retried with backoff (honouring `Retry-After`);
 //! other failures end the task with a chat saying what went wrong.
 //!
-//! Also: `auto_fulfil` rules ([`fulfil`]) fulfil others' proposals; forget, clear, compact
+//! Also: `auto_fulfil` rules ([`config::FulfilRule`]) fulfil others' proposals; forget, clear, compact
 //! and restart controls act on the agent's conversation history; the history is compacted
 //! through the model before the context window fills (30% kept free).
 

@@ -15,8 +15,8 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(5);
 /// again from the end of it, so nodes are not declared gone for the log's pause.
 pub const LOG_QUIET: Duration = Duration::from_secs(2);
 
-/// Something the node that holds this replica must act on (besides the gateway's outputs,
-/// drained from [`Replica::gateway_mut`]).
+/// Something the node that holds this replica must act on (besides the outputs of the
+/// [`Gateway`] it holds beside the replica, which [`Replica::new`] returns).
 #[derive(Debug)]
 pub enum ReplicaEvent {
     /// A connection this node published has its id: answer the socket waiting for it.
