@@ -52,6 +52,8 @@ impl Agent {
             .into_iter()
             .map(|t| t.name)
             .collect();
+        // Its own short prompt (not the task's system prompt), no tools and a small reply
+        // budget: the call is made for every chat that is not addressed to the agent.
         let prompt = format!(
             "You are {}, an AI agent with these tools: {}.\nA message was sent in the conversation by {}: {:?}\n\nShould you respond to this message? Consider whether it is a question you can answer, whether it relates to your tools, and whether you can add unique value.\nReturn only a JSON object: {{\"shouldRespond\": boolean, \"confidence\": number between 0 and 1, \"reason\": string}}",
             self.name(),
@@ -63,6 +65,38 @@ impl Agent {
             t.from,
             t.text
         );
-        self.request(vec![Message::text(Role::User, prompt)], Vec::new())
+        let mut request = self.request(vec![Message::text(Role::User, prompt)], Vec::new());
+        request.max_tokens = Some(self.s.chat.classify_max_tokens);
+        request.temperature = Some(0.0);
+        request.stream = false;
+        request
+    }
+
+    /// The classification's verdict (`None`: the call failed or its answer could not be
+    /// read, and the question rule decides).
+    pub(super) fn on_classified(
+        &mut self,
+        now: Time,
+        t: Trigger,
+        verdict: Result<(bool, f64), String>,
+    ) {
+        let threshold = self.s.chat.confidence_threshold;
+        match verdict {
+            Ok((true, c)) if c >= threshold => self.start_task(now, t),
+            Ok((yes, c)) => self.emit(AgentEvent::ChatIgnored {
+                id: t.id,
+                reason: format!(
+                    "the model judged it not for this agent (shouldRespond {yes}, confidence {c}, threshold {threshold})"
+                ),
+            }),
+            Err(why) if self.s.chat.respond_to_questions && t.text.contains('?') => {
+                let _ = why;
+                self.start_task(now, t)
+            }
+            Err(why) => self.emit(AgentEvent::ChatIgnored {
+                id: t.id,
+                reason: format!("{why}, and it asks no question"),
+            }),
+        }
     }
 }

@@ -26,13 +26,15 @@ mod context;
 mod fulfil;
 pub mod model;
 pub mod prompt;
+pub mod reply;
 mod step;
 mod strategy;
 mod task;
 pub mod toolname;
 
 pub use config::{
-    AgentConfig, AgentConfigError, AgentFile, AgentSettings, ChatStrategy, ReasoningFormat,
+    AgentConfig, AgentConfigError, AgentFile, AgentSettings, ChatStrategy, ModelReasoning,
+    ReasoningFormat,
 };
 pub use model::{
     FunctionDef, Message, ModelError, ModelOutcome, ModelReply, ModelRequest, Role, ToolCall, Usage,
@@ -45,8 +47,9 @@ use crate::participant::{
     RequestId, RequestOptions, Status,
 };
 use crate::time::Time;
-use model::Verdict;
+use model::{TextCalls, Verdict};
 use prompt::{SCRATCHPAD_FORMAT, Scratch, Template};
+use reply::{Delta, StreamAssembler};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -214,6 +217,8 @@ struct Call {
     retries: u32,
     /// Set while waiting to retry.
     retry_at: Option<Time>,
+    /// The stream read so far, for showing reasoning as it comes.
+    live: Option<StreamAssembler>,
 }
 
 #[derive(Debug, Clone)]
@@ -223,6 +228,8 @@ struct PendingTool {
     call_id: String,
     /// `participant/tool` as shown in thoughts and the scratchpad.
     label: String,
+    /// The name as the model wrote it.
+    name: String,
     observation: Option<String>,
 }
 
@@ -255,6 +262,27 @@ struct Task {
     tools: Vec<FunctionDef>,
     phase: Phase,
     final_call: bool,
+    /// The current step's tool calls were written in text, in this form.
+    text_calls: Option<TextCalls>,
+    /// Streamed reasoning not yet shown as a thought.
+    thinking: String,
+    /// Some of this step's reasoning was shown as it streamed.
+    thinking_live: bool,
+}
+
+/// Whether a streamed request's answer says the server will not stream: a client error
+/// that names streaming, or a 501.
+fn refuses_streaming(outcome: &ModelOutcome) -> bool {
+    match outcome {
+        ModelOutcome::Http { status: 501, .. } => true,
+        ModelOutcome::Http { status, body, .. } if (400..500).contains(status) => {
+            *status != 401 && *status != 403 && *status != 429 && {
+                let b = body.to_ascii_lowercase();
+                b.contains("stream")
+            }
+        }
+        _ => false,
+    }
 }
 
 /// Largest observation passed back to the model, in bytes.
@@ -286,6 +314,8 @@ pub struct Agent {
     context_tokens: u64,
     /// Our reasoning stream: request id, then the stream id once open.
     stream: Option<(String, Option<String>)>,
+    /// Ask for streamed replies (off once the server refused one).
+    model_stream: bool,
     exited: bool,
 }
 
@@ -295,6 +325,7 @@ impl Agent {
     pub fn new(mut config: AgentConfig, seed: u64) -> Agent {
         let mut rng = IdGen::new(seed);
         config.participant.discovery.auto = config.settings.discovery;
+        let stream = config.settings.stream;
         let p = Participant::new(config.participant, rng.next_u64());
         Agent {
             p,
@@ -311,6 +342,7 @@ impl Agent {
             compact_requests: VecDeque::new(),
             context_tokens: 0,
             stream: None,
+            model_stream: stream,
             exited: false,
         }
     }
@@ -436,7 +468,24 @@ impl Agent {
         else {
             return;
         };
-        let c = self.calls.remove(i);
+        let mut c = self.calls.remove(i);
+        if c.request.stream && refuses_streaming(&outcome) {
+            // The server does not stream (or not with these options): plain requests from
+            // now on, and this one again at once.
+            self.model_stream = false;
+            c.request.stream = false;
+            c.live = None;
+            self.next_call += 1;
+            c.id = ModelCallId(self.next_call);
+            self.out.push_back(Output::Model {
+                call: c.id,
+                request: c.request.clone(),
+                timeout: self.s.model_timeout,
+            });
+            self.calls.push(c);
+            self.pump(now);
+            return;
+        }
         match model::judge(outcome) {
             Verdict::Reply(r) => self.on_reply(now, c.purpose, r),
             Verdict::Retry(after, reason) if c.retries < self.s.model_retries => {
@@ -452,6 +501,7 @@ impl Agent {
                 self.calls.push(Call {
                     retries: c.retries + 1,
                     retry_at: Some(now + delay),
+                    live: None,
                     ..c
                 });
             }
@@ -463,6 +513,52 @@ impl Agent {
                     reason
                 };
                 self.on_model_failed(now, c.purpose, ModelError { message, attempts });
+            }
+        }
+        self.pump(now);
+    }
+
+    /// A piece of a streamed reply's body (`stream: true` requests answered 200), as it
+    /// arrives; the whole body still comes with [`Agent::handle_model`]. The reasoning in
+    /// it is shown as `reasoning/thought` envelopes, a paragraph at a time.
+    pub fn handle_model_data(&mut self, now: Time, call: ModelCallId, piece: &str) {
+        let Some(c) = self
+            .calls
+            .iter_mut()
+            .find(|c| c.id == call && c.retry_at.is_none() && c.request.stream)
+        else {
+            return;
+        };
+        let Purpose::Step(slot) = c.purpose else {
+            return;
+        };
+        let deltas = c
+            .live
+            .get_or_insert_with(StreamAssembler::default)
+            .push(piece);
+        let Some(task) = self.tasks.get_mut(&slot) else {
+            return;
+        };
+        for d in deltas {
+            if let Delta::Reasoning(r) = d {
+                task.thinking.push_str(&r);
+            }
+        }
+        // A paragraph at a time: a thought per token would flood the space.
+        let cut = match task.thinking.rfind('\n') {
+            Some(i) if i >= 200 => Some(i),
+            _ if task.thinking.len() >= 2000 => Some(task.thinking.len()),
+            _ => None,
+        };
+        if let Some(cut) = cut {
+            let mut cut = cut;
+            while !task.thinking.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let text: String = task.thinking.drain(..cut).collect();
+            task.thinking_live = true;
+            if !text.trim().is_empty() && self.s.model_reasoning == ModelReasoning::Thoughts {
+                self.thought(now, slot, text.trim());
             }
         }
         self.pump(now);
@@ -701,6 +797,7 @@ impl Agent {
             request,
             retries: 0,
             retry_at: None,
+            live: None,
         });
     }
 
@@ -711,6 +808,7 @@ impl Agent {
             tools,
             temperature: self.s.temperature,
             max_tokens: self.s.max_tokens,
+            stream: false,
         }
     }
 
@@ -735,23 +833,9 @@ impl Agent {
                 let verdict = reply
                     .content
                     .as_deref()
-                    .and_then(strategy::read_classification);
-                match verdict {
-                    Some((true, c)) if c >= self.s.chat.confidence_threshold => {
-                        self.start_task(now, t)
-                    }
-                    other => self.emit(AgentEvent::ChatIgnored {
-                        id: t.id,
-                        reason: match other {
-                            Some((yes, c)) => {
-                                format!(
-                                    "the model judged it not for this agent ({yes}, confidence {c})"
-                                )
-                            }
-                            None => "the model's classification could not be read".into(),
-                        },
-                    }),
-                }
+                    .and_then(strategy::read_classification)
+                    .ok_or_else(|| "the model's classification could not be read".to_owned());
+                self.on_classified(now, t, verdict);
             }
             Purpose::Compact(control) => {
                 let summary = reply.content.unwrap_or_default();

@@ -6,19 +6,20 @@ use task::{observation_of, steps_text, truncate};
 
 impl Agent {
     pub(super) fn on_step_reply(&mut self, now: Time, slot: Slot, reply: ModelReply) {
+        self.show_reasoning(now, slot, reply.reasoning.as_deref());
         let Some(task) = self.tasks.get_mut(&slot) else {
             return;
         };
         if task.final_call {
             let text = reply.content.unwrap_or_else(|| "(no answer)".into());
-            self.finish_answer(now, slot, text);
+            self.finish_answer(now, slot, cut_note(text, reply.truncated));
             return;
         }
         match self.s.format {
             ReasoningFormat::Native => {
                 if reply.tool_calls.is_empty() {
                     let text = reply.content.unwrap_or_default();
-                    self.finish_answer(now, slot, text);
+                    self.finish_answer(now, slot, cut_note(text, reply.truncated));
                     return;
                 }
                 let labels: Vec<String> = reply
@@ -33,11 +34,19 @@ impl Agent {
                     .content
                     .clone()
                     .unwrap_or_else(|| format!("Calling {}", labels.join(", ")));
-                task.messages.push(Message {
-                    role: Role::Assistant,
-                    content: reply.content.clone(),
-                    tool_calls: reply.tool_calls.clone(),
-                    tool_call_id: None,
+                task.text_calls = reply.text_calls;
+                task.messages.push(match reply.text_calls {
+                    // Written in text, the calls stay text: the server knows no tool calls.
+                    Some(_) => Message::text(
+                        Role::Assistant,
+                        reply.raw_content.clone().unwrap_or_default(),
+                    ),
+                    None => Message {
+                        role: Role::Assistant,
+                        content: reply.content.clone(),
+                        tool_calls: reply.tool_calls.clone(),
+                        tool_call_id: None,
+                    },
                 });
                 self.thought(now, slot, &thought);
                 let mut pending = Vec::new();
@@ -48,7 +57,7 @@ impl Agent {
                 self.after_dispatch(now, slot, pending);
             }
             ReasoningFormat::Scratchpad => {
-                let text = reply.content.unwrap_or_default();
+                let text = reply.raw_content.unwrap_or_default();
                 task.messages
                     .push(Message::text(Role::Assistant, text.clone()));
                 match prompt::parse_scratchpad(&text) {
@@ -98,6 +107,24 @@ impl Agent {
                     }
                 }
             }
+        }
+    }
+
+    /// Shows the model's private reasoning of a step as a thought (what streaming has not
+    /// shown already), unless configured away.
+    fn show_reasoning(&mut self, now: Time, slot: Slot, reasoning: Option<&str>) {
+        let Some(task) = self.tasks.get_mut(&slot) else {
+            return;
+        };
+        let text = if task.thinking_live {
+            std::mem::take(&mut task.thinking)
+        } else {
+            task.thinking.clear();
+            reasoning.unwrap_or_default().to_owned()
+        };
+        task.thinking_live = false;
+        if !text.trim().is_empty() && self.s.model_reasoning == ModelReasoning::Thoughts {
+            self.thought(now, slot, text.trim());
         }
     }
 
@@ -182,6 +209,7 @@ impl Agent {
             request: None,
             call_id: call_id.to_owned(),
             label,
+            name: name.to_owned(),
             observation: None,
         };
         let Some(task) = self.tasks.get(&slot) else {
@@ -232,6 +260,24 @@ impl Agent {
                 return pending;
             }
         };
+        // Arguments that break the tool's schema go back to the model at once: no
+        // round trip, and no proposal a person would have to refuse.
+        let schema = self.tasks.get(&slot).and_then(|task| {
+            let name = task.names.name_of(&participant, &tool)?;
+            task.tools
+                .iter()
+                .find(|f| f.name == name)
+                .map(|f| &f.parameters)
+        });
+        if let Some(schema) = schema
+            && let Ok(compiled) = crate::schema::Schema::compile(schema)
+            && let Err(v) = compiled.validate(&arguments)
+        {
+            pending.observation = Some(format!(
+                "Error: the arguments do not match the schema of {participant}/{tool}: {v}"
+            ));
+            return pending;
+        }
         let payload =
             json!({"method": "tools/call", "params": {"name": tool, "arguments": arguments}});
         if self.headless(slot) && !self.p.can_send(&Kind::McpRequest, Some(&payload)) {
@@ -303,6 +349,7 @@ impl Agent {
             .last()
             .and_then(|m| m.content.clone())
             .unwrap_or_default();
+        let mut in_text = Vec::new();
         for p in pending {
             let mut obs = p.observation.unwrap_or_default();
             truncate(&mut obs, MAX_OBSERVATION);
@@ -312,8 +359,15 @@ impl Agent {
                 observation: obs.clone(),
             });
             if self.s.format == ReasoningFormat::Native {
-                task.messages.push(Message::tool_result(&p.call_id, obs));
+                match task.text_calls {
+                    None => task.messages.push(Message::tool_result(&p.call_id, obs)),
+                    Some(form) => in_text.push(text_result(form, &p.name, &obs)),
+                }
             }
+        }
+        if !in_text.is_empty() {
+            task.messages
+                .push(Message::text(Role::User, in_text.join("\n")));
         }
         if self.s.format == ReasoningFormat::Scratchpad {
             let act = self.act_turn(slot);
@@ -322,5 +376,25 @@ impl Agent {
             }
         }
         self.next_step(now, slot);
+    }
+}
+
+/// The answer, saying so when the length limit cut it.
+fn cut_note(text: String, truncated: bool) -> String {
+    if truncated {
+        format!("{text}\n\n(The answer was cut short: the model reached its length limit.)")
+    } else {
+        text
+    }
+}
+
+/// A tool's result in the form a model that wrote its call in text expects.
+fn text_result(form: TextCalls, name: &str, observation: &str) -> String {
+    match form {
+        TextCalls::Hermes => format!(
+            "<tool_response>\n{}\n</tool_response>",
+            json!({"name": name, "content": observation})
+        ),
+        TextCalls::Json => format!("Result of {name}:\n{observation}"),
     }
 }

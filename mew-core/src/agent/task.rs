@@ -65,6 +65,9 @@ impl Agent {
                     until: now + self.s.discovery_wait,
                 },
                 final_call: false,
+                text_calls: None,
+                thinking: String::new(),
+                thinking_live: false,
             },
         );
         if !wait {
@@ -219,7 +222,8 @@ impl Agent {
             };
             (task.messages.clone(), tools)
         };
-        let request = self.request(messages, tools);
+        let mut request = self.request(messages, tools);
+        request.stream = self.model_stream;
         self.issue(Purpose::Step(slot), request);
     }
 
@@ -238,10 +242,9 @@ impl Agent {
             Purpose::Step(slot) => {
                 self.end_task(now, slot, TaskOutcome::Failed(err.message), true);
             }
-            Purpose::Classify(t) => self.emit(AgentEvent::ChatIgnored {
-                id: t.id,
-                reason: format!("could not classify: {err}"),
-            }),
+            Purpose::Classify(t) => {
+                self.on_classified(now, t, Err(format!("could not classify: {err}")))
+            }
             Purpose::Compact(control) => self.finish_compaction(now, control, None),
         }
     }
