@@ -162,7 +162,7 @@ fn weather_then_tip() -> ModelScript {
     Box::new(|_, n| match n {
         0 => model_tool_calls(&[(
             "call_1",
-            "weather-service__get_uweather",
+            "weather-service__get_weather",
             json!({"location": "Tokyo"}),
         )]),
         1 => model_tool_calls(&[(
@@ -194,12 +194,12 @@ fn weather_and_tip_end_to_end_in_the_open() {
     assert_eq!(reqs.len(), 3, "{reqs:#?}");
     assert_eq!(
         tool_names(&reqs[0]),
-        ["calculator__multiply", "weather-service__get_uweather"]
+        ["calculator__multiply", "weather-service__get_weather"]
     );
     let weather_def = reqs[0]
         .tools
         .iter()
-        .find(|t| t.name == "weather-service__get_uweather")
+        .find(|t| t.name == "weather-service__get_weather")
         .unwrap();
     assert!(
         weather_def
@@ -413,7 +413,7 @@ fn the_step_budget_ends_with_a_final_answer_without_tools() {
             } else {
                 model_tool_calls(&[(
                     "c",
-                    "weather-service__get_uweather",
+                    "weather-service__get_weather",
                     json!({"location": "Oslo"}),
                 )])
             }
@@ -503,7 +503,7 @@ fn unreadable_replies_and_unknown_tools_become_observations() {
                 body: "{\"choices\": \"not a list\"}".into(),
             },
             1 => model_tool_calls(&[("c", "nobody__nothing", json!({}))]),
-            2 => model_tool_calls(&[("d", "weather-service__get_uweather", json!("Tokyo"))]),
+            2 => model_tool_calls(&[("d", "weather-service__get_weather", json!("Tokyo"))]),
             _ => model_text("done"),
         }),
     );
@@ -528,7 +528,7 @@ fn unreadable_replies_and_unknown_tools_become_observations() {
     let unknown = last_tool_message(&reqs[2]);
     assert!(
         unknown.starts_with("Error: there is no tool named `nobody__nothing`")
-            && unknown.contains("weather-service__get_uweather"),
+            && unknown.contains("weather-service__get_weather"),
         "{unknown}"
     );
     let bad = last_tool_message(&reqs[3]);

@@ -105,7 +105,7 @@ fn calls_from_the_space_run_apart_and_never_wait_for_approval() {
                 model_text(&format!("{city} brief"))
             } else {
                 model_tool_calls(&[
-                    ("w", "weather-service__get_uweather", json!({})),
+                    ("w", "weather-service__get_weather", json!({})),
                     ("m", "calculator__multiply", json!({"a": 1, "b": 2})),
                 ])
             }
@@ -158,7 +158,7 @@ fn calls_from_the_space_run_apart_and_never_wait_for_approval() {
             assert_eq!(users, 1, "seed {seed}: a run saw another's conversation");
             if !r.tools.is_empty() {
                 let names: Vec<&str> = r.tools.iter().map(|t| t.name.as_str()).collect();
-                assert_eq!(names, ["weather-service__get_uweather"], "seed {seed}");
+                assert_eq!(names, ["weather-service__get_weather"], "seed {seed}");
             }
             if let Some(obs) = r
                 .messages

@@ -17,7 +17,7 @@
 mod runtime;
 
 pub use mew_driver_common::agent::{
-    AgentExit, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
+    AgentExit, DataSink, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
 };
 pub use mew_driver_common::clock;
 pub use mew_driver_common::participant::{

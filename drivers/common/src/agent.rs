@@ -52,10 +52,21 @@ impl ModelEndpoint {
 /// A boxed future of a model call's outcome.
 pub type ModelFuture = Pin<Box<dyn Future<Output = ModelOutcome> + Send>>;
 
+/// Where the pieces of a streamed reply go as they arrive.
+pub type DataSink = Box<dyn FnMut(&str) + Send>;
+
 /// How model calls are made.
 pub trait ModelTransport: Send + Sync + 'static {
-    /// POSTs `body` (JSON) to `endpoint`, giving up after `timeout`.
-    fn post(&self, endpoint: &ModelEndpoint, body: Vec<u8>, timeout: Duration) -> ModelFuture;
+    /// POSTs `body` (JSON) to `endpoint`, giving up after `timeout`. A 200 reply that is an
+    /// event stream is also handed to `on_data` piece by piece as it arrives; the outcome
+    /// holds the whole body either way.
+    fn post(
+        &self,
+        endpoint: &ModelEndpoint,
+        body: Vec<u8>,
+        timeout: Duration,
+        on_data: DataSink,
+    ) -> ModelFuture;
 }
 
 /// The default transport: `ureq` on a thread per call.
@@ -65,7 +76,44 @@ pub struct HttpTransport;
 /// Largest reply body read, in bytes.
 const MAX_REPLY: u64 = 16 * 1024 * 1024;
 
-fn post_blocking(endpoint: &ModelEndpoint, body: &[u8], timeout: Duration) -> ModelOutcome {
+/// Reads an event-stream body as it comes, handing whole UTF-8 text to `on_data`.
+fn read_stream(reader: &mut impl std::io::Read, on_data: &mut DataSink) -> Result<String, String> {
+    let mut body = String::new();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 8192];
+    loop {
+        let n = reader
+            .read(&mut buf)
+            .map_err(|e| format!("reading the reply: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        pending.extend_from_slice(&buf[..n]);
+        // A character may straddle two reads: keep its first bytes for the next.
+        let valid = match std::str::from_utf8(&pending) {
+            Ok(_) => pending.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(e) => return Err(format!("the reply is not UTF-8: {e}")),
+        };
+        let text = std::str::from_utf8(&pending[..valid])
+            .unwrap_or_default()
+            .to_owned();
+        pending.drain(..valid);
+        if body.len() + text.len() > MAX_REPLY as usize {
+            return Err("the reply is too long".into());
+        }
+        on_data(&text);
+        body.push_str(&text);
+    }
+    Ok(body)
+}
+
+fn post_blocking(
+    endpoint: &ModelEndpoint,
+    body: &[u8],
+    timeout: Duration,
+    mut on_data: DataSink,
+) -> ModelOutcome {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
@@ -87,18 +135,29 @@ fn post_blocking(endpoint: &ModelEndpoint, body: &[u8], timeout: Duration) -> Mo
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(Duration::from_secs_f64);
-            match resp
-                .body_mut()
-                .with_config()
-                .limit(MAX_REPLY)
-                .read_to_string()
-            {
+            let streamed = status == 200
+                && resp
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.starts_with("text/event-stream"));
+            let read = if streamed {
+                let mut reader = resp.body_mut().with_config().limit(MAX_REPLY).reader();
+                read_stream(&mut reader, &mut on_data)
+            } else {
+                resp.body_mut()
+                    .with_config()
+                    .limit(MAX_REPLY)
+                    .read_to_string()
+                    .map_err(|e| format!("reading the reply: {e}"))
+            };
+            match read {
                 Ok(body) => ModelOutcome::Http {
                     status,
                     retry_after,
                     body,
                 },
-                Err(e) => ModelOutcome::Transport(format!("reading the reply: {e}")),
+                Err(e) => ModelOutcome::Transport(e),
             }
         }
         Err(e) => ModelOutcome::Transport(e.to_string()),
@@ -106,13 +165,19 @@ fn post_blocking(endpoint: &ModelEndpoint, body: &[u8], timeout: Duration) -> Mo
 }
 
 impl ModelTransport for HttpTransport {
-    fn post(&self, endpoint: &ModelEndpoint, body: Vec<u8>, timeout: Duration) -> ModelFuture {
+    fn post(
+        &self,
+        endpoint: &ModelEndpoint,
+        body: Vec<u8>,
+        timeout: Duration,
+        on_data: DataSink,
+    ) -> ModelFuture {
         let (tx, rx) = oneshot::channel();
         let endpoint = endpoint.clone();
         let spawned = std::thread::Builder::new()
             .name("mew-model-call".into())
             .spawn(move || {
-                let _ = tx.send(post_blocking(&endpoint, &body, timeout));
+                let _ = tx.send(post_blocking(&endpoint, &body, timeout, on_data));
             });
         Box::pin(async move {
             if let Err(e) = spawned {
@@ -140,6 +205,7 @@ enum Internal<W> {
     Pong(u64),
     Closed(u64, String),
     Model(ModelCallId, ModelOutcome),
+    ModelData(ModelCallId, String),
     Stdin(Vec<u8>),
     StdinClosed,
     Shutdown,
@@ -305,7 +371,11 @@ pub async fn run_agent<R: Runtime>(
                     timeout: limit,
                 } => {
                     let body = request.to_json().to_string().into_bytes();
-                    let fut = transport.post(&endpoint, body, limit);
+                    let data_tx = tx.clone();
+                    let on_data: DataSink = Box::new(move |piece: &str| {
+                        let _ = data_tx.send_blocking(Internal::ModelData(call, piece.to_owned()));
+                    });
+                    let fut = transport.post(&endpoint, body, limit, on_data);
                     let tx = tx.clone();
                     R::spawn(async move {
                         let outcome = fut.await;
@@ -401,6 +471,7 @@ pub async fn run_agent<R: Runtime>(
                 agent.handle_disconnected(now, &reason);
             }
             Internal::Model(call, outcome) => agent.handle_model(now, call, outcome),
+            Internal::ModelData(call, piece) => agent.handle_model_data(now, call, &piece),
             Internal::Stdin(bytes) => agent.handle_stdin(now, &bytes),
             Internal::StdinClosed => agent.handle_stdin_closed(now),
             Internal::Shutdown => {

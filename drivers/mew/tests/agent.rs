@@ -274,7 +274,7 @@ async fn weather_and_tip_with_a_real_mcp_server_and_a_person_who_approves() {
     let model = ModelServer::start(vec![
         Turn::call(
             "call_1",
-            "weather-service__get_uweather",
+            "weather-service__get_weather",
             json!({"location": "Tokyo"}),
         ),
         Turn::call(
@@ -330,7 +330,7 @@ async fn weather_and_tip_with_a_real_mcp_server_and_a_person_who_approves() {
     );
     assert!(names.contains(&"calculator__echo".to_owned()), "{names:?}");
     assert!(
-        names.contains(&"weather-service__get_uweather".to_owned()),
+        names.contains(&"weather-service__get_weather".to_owned()),
         "{names:?}"
     );
     assert!(

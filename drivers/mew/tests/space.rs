@@ -155,7 +155,7 @@ async fn init_up_propose_fulfil_supervise_and_down() {
     let model = ModelServer::start(vec![
         Turn::call(
             "c1",
-            "filesystem__write_ufile",
+            "filesystem__write_file",
             json!({"path": target.to_string_lossy(), "content": "hello from the agent\n"}),
         ),
         Turn::text("I wrote hello.txt once you approved it."),

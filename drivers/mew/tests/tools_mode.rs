@@ -546,7 +546,7 @@ async fn a_call_uses_a_tool_of_the_space_and_the_space_can_call_the_agent() {
     let model = ModelServer::start(vec![
         Turn::call(
             "c1",
-            "weather-service__get_uweather",
+            "weather-service__get_weather",
             json!({"location": "Oslo"}),
         ),
         Turn::text("Oslo: 22°C and partly cloudy today."),
@@ -584,7 +584,7 @@ async fn a_call_uses_a_tool_of_the_space_and_the_space_can_call_the_agent() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(offered, ["weather-service__get_uweather"]);
+    assert_eq!(offered, ["weather-service__get_weather"]);
     let observation = requests[1].body["messages"]
         .as_array()
         .unwrap()

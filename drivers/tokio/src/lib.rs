@@ -17,7 +17,7 @@ mod server;
 
 pub use bridge::{BridgeHandle, BridgeSnapshot, run_bridge, spawn_bridge};
 pub use mew_driver_common::agent::{
-    AgentExit, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
+    AgentExit, DataSink, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
 };
 pub use participant::{
     CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, Tokio, ToolHandler,

@@ -15,8 +15,11 @@
 //! max_iterations: 10
 //! conversation_history_length: 10       # earlier turns included (0: none)
 //! prompts: {system: "...", reason: "{input}", act: "...", respond: "..."}
-//! chat: {respond_to_direct: true, respond_to_mentions: true, classify: false,
-//!        confidence_threshold: 0.5, max_queue: 32}
+//! chat: {respond_to_direct: true, respond_to_mentions: true, respond_to_all: false,
+//!        classify: true, confidence_threshold: 0.5, classify_max_tokens: 256,
+//!        respond_to_questions: true, max_queue: 32}
+//! stream: true                          # ask for server-sent events (falls back)
+//! model_reasoning: thoughts             # thoughts | none: where <think> text goes
 //! auto_fulfil:                          # proposals of others this agent fulfils
 //!   - {from: "*", to: "files", method: tools/call, tool: "read_*", read_only: true}
 //! ```
@@ -43,6 +46,17 @@ pub enum ReasoningFormat {
     Scratchpad,
 }
 
+/// Where the model's private reasoning (`<think>` text, `reasoning_content`) goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelReasoning {
+    /// Into `reasoning/thought` envelopes (when `reasoning_enabled`).
+    #[default]
+    Thoughts,
+    /// Nowhere.
+    None,
+}
+
 /// The file's `prompts` section, as written.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -67,11 +81,21 @@ pub struct ChatStrategy {
     /// Answer chats that mention the agent's id or name.
     #[serde(alias = "respondToMentions")]
     pub respond_to_mentions: bool,
-    /// Ask the model whether to answer other chats.
+    /// Answer every chat to everyone (not a reply to another chat): for a space of one
+    /// person and their agent.
+    #[serde(alias = "respondToAll")]
+    pub respond_to_all: bool,
+    /// Ask the model whether to answer other chats (the reference's strategy).
     pub classify: bool,
     /// Least confidence of the model's "respond" verdict.
     #[serde(alias = "confidenceThreshold")]
     pub confidence_threshold: f64,
+    /// Reply length limit of the classification call.
+    #[serde(alias = "classifyMaxTokens")]
+    pub classify_max_tokens: u32,
+    /// When classification is off or fails: answer chats that ask a question (`?`).
+    #[serde(alias = "respondToQuestions")]
+    pub respond_to_questions: bool,
     /// Chats waiting while the agent is busy or paused; the oldest is dropped beyond it.
     #[serde(alias = "maxQueue")]
     pub max_queue: usize,
@@ -85,8 +109,11 @@ impl Default for ChatStrategy {
         ChatStrategy {
             respond_to_direct: true,
             respond_to_mentions: true,
-            classify: false,
+            respond_to_all: false,
+            classify: true,
             confidence_threshold: 0.5,
+            classify_max_tokens: 256,
+            respond_to_questions: true,
             max_queue: 32,
             max_replies_per_minute: 20,
         }
@@ -168,6 +195,12 @@ pub struct AgentFile {
     pub chat: ChatStrategy,
     /// Mirror thoughts into a stream (`stream/request`) while reasoning.
     pub stream_reasoning: bool,
+    /// Ask the model server for a stream (`stream: true`; default on). A server that
+    /// refuses gets plain requests from then on.
+    pub stream: Option<bool>,
+    /// Where the model's private reasoning goes (`thoughts`, the default, or `none`).
+    #[serde(alias = "modelReasoning")]
+    pub model_reasoning: ModelReasoning,
     /// Sampling temperature.
     pub temperature: Option<f64>,
     /// Reply length limit.
@@ -228,6 +261,10 @@ pub struct AgentSettings {
     pub chat: ChatStrategy,
     /// Mirror thoughts into a stream.
     pub stream_reasoning: bool,
+    /// Ask the model server for a stream.
+    pub stream: bool,
+    /// Where the model's private reasoning goes.
+    pub model_reasoning: ModelReasoning,
     /// Sampling temperature.
     pub temperature: Option<f64>,
     /// Reply length limit.
@@ -388,6 +425,8 @@ impl AgentSettings {
             respond,
             chat: f.chat.clone(),
             stream_reasoning: f.stream_reasoning,
+            stream: f.stream.unwrap_or(true),
+            model_reasoning: f.model_reasoning,
             temperature: f.temperature,
             max_tokens: f.max_tokens,
             context_window: f.context_window,
@@ -456,7 +495,8 @@ mod tests {
         let s = AgentSettings::from_file(&f).unwrap();
         assert_eq!(s.max_iterations, 3);
         assert_eq!(s.format, ReasoningFormat::Scratchpad);
-        assert!(s.chat.classify && s.chat.respond_to_direct);
+        assert!(s.chat.classify && s.chat.respond_to_direct && !s.chat.respond_to_all);
+        assert!(s.stream && s.model_reasoning == ModelReasoning::Thoughts);
         assert_eq!(s.system.fill(|_| Some("bob".into())), "Hi bob");
         assert_eq!(s.auto_fulfil.len(), 1);
         let bad = AgentFile::from_yaml(

@@ -20,15 +20,21 @@
 //! and restart controls act on the agent's conversation history; the history is compacted
 //! through the model before the context window fills (30% kept free).
 
+mod chat;
 pub mod config;
+mod context;
 mod fulfil;
 pub mod model;
 pub mod prompt;
+pub mod reply;
+mod step;
 mod strategy;
+mod task;
 pub mod toolname;
 
 pub use config::{
-    AgentConfig, AgentConfigError, AgentFile, AgentSettings, ChatStrategy, ReasoningFormat,
+    AgentConfig, AgentConfigError, AgentFile, AgentSettings, ChatStrategy, ModelReasoning,
+    ReasoningFormat,
 };
 pub use model::{
     FunctionDef, Message, ModelError, ModelOutcome, ModelReply, ModelRequest, Role, ToolCall, Usage,
@@ -41,8 +47,9 @@ use crate::participant::{
     RequestId, RequestOptions, Status,
 };
 use crate::time::Time;
-use model::Verdict;
+use model::{TextCalls, Verdict};
 use prompt::{SCRATCHPAD_FORMAT, Scratch, Template};
+use reply::{Delta, StreamAssembler};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -210,6 +217,8 @@ struct Call {
     retries: u32,
     /// Set while waiting to retry.
     retry_at: Option<Time>,
+    /// The stream read so far, for showing reasoning as it comes.
+    live: Option<StreamAssembler>,
 }
 
 #[derive(Debug, Clone)]
@@ -219,6 +228,8 @@ struct PendingTool {
     call_id: String,
     /// `participant/tool` as shown in thoughts and the scratchpad.
     label: String,
+    /// The name as the model wrote it.
+    name: String,
     observation: Option<String>,
 }
 
@@ -251,6 +262,27 @@ struct Task {
     tools: Vec<FunctionDef>,
     phase: Phase,
     final_call: bool,
+    /// The current step's tool calls were written in text, in this form.
+    text_calls: Option<TextCalls>,
+    /// Streamed reasoning not yet shown as a thought.
+    thinking: String,
+    /// Some of this step's reasoning was shown as it streamed.
+    thinking_live: bool,
+}
+
+/// Whether a streamed request's answer says the server will not stream: a client error
+/// that names streaming, or a 501.
+fn refuses_streaming(outcome: &ModelOutcome) -> bool {
+    match outcome {
+        ModelOutcome::Http { status: 501, .. } => true,
+        ModelOutcome::Http { status, body, .. } if (400..500).contains(status) => {
+            *status != 401 && *status != 403 && *status != 429 && {
+                let b = body.to_ascii_lowercase();
+                b.contains("stream")
+            }
+        }
+        _ => false,
+    }
 }
 
 /// Largest observation passed back to the model, in bytes.
@@ -282,6 +314,8 @@ pub struct Agent {
     context_tokens: u64,
     /// Our reasoning stream: request id, then the stream id once open.
     stream: Option<(String, Option<String>)>,
+    /// Ask for streamed replies (off once the server refused one).
+    model_stream: bool,
     exited: bool,
 }
 
@@ -291,6 +325,7 @@ impl Agent {
     pub fn new(mut config: AgentConfig, seed: u64) -> Agent {
         let mut rng = IdGen::new(seed);
         config.participant.discovery.auto = config.settings.discovery;
+        let stream = config.settings.stream;
         let p = Participant::new(config.participant, rng.next_u64());
         Agent {
             p,
@@ -307,6 +342,7 @@ impl Agent {
             compact_requests: VecDeque::new(),
             context_tokens: 0,
             stream: None,
+            model_stream: stream,
             exited: false,
         }
     }
@@ -432,7 +468,24 @@ impl Agent {
         else {
             return;
         };
-        let c = self.calls.remove(i);
+        let mut c = self.calls.remove(i);
+        if c.request.stream && refuses_streaming(&outcome) {
+            // The server does not stream (or not with these options): plain requests from
+            // now on, and this one again at once.
+            self.model_stream = false;
+            c.request.stream = false;
+            c.live = None;
+            self.next_call += 1;
+            c.id = ModelCallId(self.next_call);
+            self.out.push_back(Output::Model {
+                call: c.id,
+                request: c.request.clone(),
+                timeout: self.s.model_timeout,
+            });
+            self.calls.push(c);
+            self.pump(now);
+            return;
+        }
         match model::judge(outcome) {
             Verdict::Reply(r) => self.on_reply(now, c.purpose, r),
             Verdict::Retry(after, reason) if c.retries < self.s.model_retries => {
@@ -448,6 +501,7 @@ impl Agent {
                 self.calls.push(Call {
                     retries: c.retries + 1,
                     retry_at: Some(now + delay),
+                    live: None,
                     ..c
                 });
             }
@@ -459,6 +513,52 @@ impl Agent {
                     reason
                 };
                 self.on_model_failed(now, c.purpose, ModelError { message, attempts });
+            }
+        }
+        self.pump(now);
+    }
+
+    /// A piece of a streamed reply's body (`stream: true` requests answered 200), as it
+    /// arrives; the whole body still comes with [`Agent::handle_model`]. The reasoning in
+    /// it is shown as `reasoning/thought` envelopes, a paragraph at a time.
+    pub fn handle_model_data(&mut self, now: Time, call: ModelCallId, piece: &str) {
+        let Some(c) = self
+            .calls
+            .iter_mut()
+            .find(|c| c.id == call && c.retry_at.is_none() && c.request.stream)
+        else {
+            return;
+        };
+        let Purpose::Step(slot) = c.purpose else {
+            return;
+        };
+        let deltas = c
+            .live
+            .get_or_insert_with(StreamAssembler::default)
+            .push(piece);
+        let Some(task) = self.tasks.get_mut(&slot) else {
+            return;
+        };
+        for d in deltas {
+            if let Delta::Reasoning(r) = d {
+                task.thinking.push_str(&r);
+            }
+        }
+        // A paragraph at a time: a thought per token would flood the space.
+        let cut = match task.thinking.rfind('\n') {
+            Some(i) if i >= 200 => Some(i),
+            _ if task.thinking.len() >= 2000 => Some(task.thinking.len()),
+            _ => None,
+        };
+        if let Some(cut) = cut {
+            let mut cut = cut;
+            while !task.thinking.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let text: String = task.thinking.drain(..cut).collect();
+            task.thinking_live = true;
+            if !text.trim().is_empty() && self.s.model_reasoning == ModelReasoning::Thoughts {
+                self.thought(now, slot, text.trim());
             }
         }
         self.pump(now);
@@ -644,47 +744,6 @@ impl Agent {
         self.emit(AgentEvent::Participant(e));
     }
 
-    fn consider_chat(&mut self, now: Time, env: &Envelope) {
-        let me = self.me();
-        match strategy::decide(&self.s, &me, &self.name(), env) {
-            strategy::Decision::Ignore(None) => {}
-            strategy::Decision::Ignore(Some(reason)) => self.emit(AgentEvent::ChatIgnored {
-                id: env.id.clone(),
-                reason,
-            }),
-            strategy::Decision::Respond { text, classify } => {
-                let recent = self.replies.entry(env.from.clone()).or_default();
-                while recent
-                    .front()
-                    .is_some_and(|t| now.saturating_since(*t) >= Duration::from_secs(60))
-                {
-                    recent.pop_front();
-                }
-                if recent.len() >= self.s.chat.max_replies_per_minute as usize {
-                    self.emit(AgentEvent::ChatIgnored {
-                        id: env.id.clone(),
-                        reason: format!("reply limit reached for {}", env.from),
-                    });
-                    return;
-                }
-                if self.queue.len() >= self.s.chat.max_queue
-                    && let Some(dropped) = self.queue.pop_front()
-                {
-                    self.emit(AgentEvent::ChatIgnored {
-                        id: dropped.id,
-                        reason: "queue full; dropped the oldest".into(),
-                    });
-                }
-                self.queue.push_back(Trigger {
-                    id: env.id.clone(),
-                    from: env.from.clone(),
-                    text,
-                    classify,
-                });
-            }
-        }
-    }
-
     fn paused(&self) -> bool {
         self.p.pause_state().is_some()
     }
@@ -738,6 +797,7 @@ impl Agent {
             request,
             retries: 0,
             retry_at: None,
+            live: None,
         });
     }
 
@@ -748,217 +808,8 @@ impl Agent {
             tools,
             temperature: self.s.temperature,
             max_tokens: self.s.max_tokens,
+            stream: false,
         }
-    }
-
-    fn start_task(&mut self, now: Time, t: Trigger) {
-        if self.p.pending_chats().any(|c| c.id == t.id) {
-            let _ = self.p.acknowledge_chat(now, &t.id, "received");
-        }
-        let context = if self.s.reasoning_enabled {
-            let first_line: String = t
-                .text
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(80)
-                .collect();
-            self.p
-                .reasoning_start(now, &format!("Working on: {first_line}"), Some(&t.id))
-                .ok()
-        } else {
-            None
-        };
-        if self.s.stream_reasoning && context.is_some() {
-            self.stream = self
-                .p
-                .request_stream(
-                    now,
-                    json!({"direction": "upload", "description": "reasoning", "encoding": "text"}),
-                    Vec::new(),
-                )
-                .ok()
-                .map(|id| (id, None));
-        }
-        self.emit(AgentEvent::TaskStarted {
-            trigger: t.id.clone(),
-            from: t.from.clone(),
-        });
-        self.begin(now, Slot::Chat, t, context);
-    }
-
-    /// Sets a task up in `slot` and, unless it must wait for discoveries, asks the model.
-    fn begin(&mut self, now: Time, slot: Slot, t: Trigger, context: Option<String>) {
-        self.hurry_discoveries(now);
-        // A run may come (from an MCP host) while the agent is still joining its space:
-        // it waits for the welcome and the discoveries it starts, within `discovery_wait`.
-        let joining = matches!(
-            self.p.state(),
-            ClientState::Connecting | ClientState::Connected | ClientState::Joined
-        );
-        let wait =
-            (self.p.discoveries_pending() > 0 || joining) && !self.s.discovery_wait.is_zero();
-        self.tasks.insert(
-            slot,
-            Task {
-                trigger: t,
-                context,
-                iteration: 0,
-                messages: Vec::new(),
-                steps: Vec::new(),
-                names: ToolNames::default(),
-                tools: Vec::new(),
-                phase: Phase::Discovering {
-                    until: now + self.s.discovery_wait,
-                },
-                final_call: false,
-            },
-        );
-        if !wait {
-            self.first_step(now, slot);
-        }
-    }
-
-    /// Discoveries still waiting for their staggered slot are wanted now.
-    fn hurry_discoveries(&mut self, now: Time) {
-        let scheduled: Vec<String> = self
-            .p
-            .discovery_statuses()
-            .filter(|(_, st)| st.state == participant::DiscoveryState::NotStarted)
-            .map(|(id, _)| id.to_owned())
-            .collect();
-        for id in scheduled {
-            let _ = self.p.discover_tools(now, &id);
-        }
-    }
-
-    /// Tasks waiting in [`Phase::Discovering`].
-    fn waiting(&self) -> Vec<Slot> {
-        self.tasks
-            .iter()
-            .filter(|(_, t)| matches!(t.phase, Phase::Discovering { .. }))
-            .map(|(s, _)| *s)
-            .collect()
-    }
-
-    /// The tools, the first messages, and the first model call.
-    fn first_step(&mut self, now: Time, slot: Slot) {
-        let mut names = ToolNames::default();
-        let mut tools = Vec::new();
-        let mut listing = Vec::new();
-        let headless = self.headless(slot);
-        for t in self.p.available_tools() {
-            if headless && !self.may_call_directly(&t.participant, &t.tool.name) {
-                // Offered, it could only fail: nobody is there to approve a proposal.
-                continue;
-            }
-            let name = names.insert(&t.participant, &t.tool.name);
-            let label = format!("{}/{}", t.participant, t.tool.name);
-            let what = t.tool.description.clone().unwrap_or_default();
-            let parameters = t
-                .tool
-                .input_schema
-                .clone()
-                .filter(Value::is_object)
-                .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-            listing.push(match self.s.format {
-                ReasoningFormat::Native => format!("- {label}: {what}"),
-                ReasoningFormat::Scratchpad => {
-                    format!("- {label}: {what}; arguments: {parameters}")
-                }
-            });
-            tools.push(FunctionDef {
-                name,
-                description: format!(
-                    "{what} (tool `{}` of participant `{}`)",
-                    t.tool.name, t.participant
-                ),
-                parameters,
-            });
-        }
-        let tool_list = if listing.is_empty() {
-            "(none)".to_owned()
-        } else {
-            listing.join("\n")
-        };
-        let (me, name) = (self.me(), self.name());
-        let Some(task) = self.tasks.get_mut(&slot) else {
-            return;
-        };
-        let mut system = self.s.system.fill(|v| match v {
-            "name" => Some(name.clone()),
-            "tools" => Some(tool_list.clone()),
-            _ => None,
-        });
-        if self.s.format == ReasoningFormat::Scratchpad {
-            let fmt = Template::parse(SCRATCHPAD_FORMAT, &["tools"]).expect("built-in template");
-            system.push_str("\n\n");
-            system.push_str(&fmt.fill(|_| Some(tool_list.clone())));
-        }
-        let mut messages = vec![Message::text(Role::System, system)];
-        if slot == Slot::Chat {
-            messages.extend(self.history.iter().cloned());
-        }
-        let user = self.s.reason.fill(|v| match v {
-            "input" => Some(task.trigger.text.clone()),
-            "tools" => Some(tool_list.clone()),
-            "name" => Some(me.clone()),
-            "from" => Some(task.trigger.from.clone()),
-            _ => None,
-        });
-        messages.push(Message::text(Role::User, user));
-        task.messages = messages;
-        task.names = names;
-        task.tools = tools;
-        task.phase = Phase::Thinking;
-        self.next_step(now, slot);
-    }
-
-    fn headless(&self, slot: Slot) -> bool {
-        self.s.headless || matches!(slot, Slot::Run(_))
-    }
-
-    /// Whether a `tools/call` of `tool` at `participant` may go as a request (not only as a
-    /// proposal).
-    fn may_call_directly(&self, _participant: &str, tool: &str) -> bool {
-        let payload = json!({"method": "tools/call", "params": {"name": tool}});
-        self.p.can_send(&Kind::McpRequest, Some(&payload))
-    }
-
-    fn next_step(&mut self, _now: Time, slot: Slot) {
-        let Some(task) = self.tasks.get_mut(&slot) else {
-            return;
-        };
-        task.iteration += 1;
-        task.phase = Phase::Thinking;
-        let (messages, tools) = if task.iteration > self.s.max_iterations {
-            task.final_call = true;
-            let steps = steps_text(&task.steps);
-            let last = task
-                .steps
-                .last()
-                .map(|s| s.observation.clone())
-                .unwrap_or_default();
-            let input = task.trigger.text.clone();
-            let text = self.s.respond.fill(|v| match v {
-                "observation" => Some(last.clone()),
-                "input" => Some(input.clone()),
-                "steps" => Some(steps.clone()),
-                _ => None,
-            });
-            let mut m = task.messages.clone();
-            m.push(Message::text(Role::User, text));
-            (m, Vec::new())
-        } else {
-            let tools = match self.s.format {
-                ReasoningFormat::Native => task.tools.clone(),
-                ReasoningFormat::Scratchpad => Vec::new(),
-            };
-            (task.messages.clone(), tools)
-        };
-        let request = self.request(messages, tools);
-        self.issue(Purpose::Step(slot), request);
     }
 
     fn on_reply(&mut self, now: Time, purpose: Purpose, reply: ModelReply) {
@@ -982,23 +833,9 @@ impl Agent {
                 let verdict = reply
                     .content
                     .as_deref()
-                    .and_then(strategy::read_classification);
-                match verdict {
-                    Some((true, c)) if c >= self.s.chat.confidence_threshold => {
-                        self.start_task(now, t)
-                    }
-                    other => self.emit(AgentEvent::ChatIgnored {
-                        id: t.id,
-                        reason: match other {
-                            Some((yes, c)) => {
-                                format!(
-                                    "the model judged it not for this agent ({yes}, confidence {c})"
-                                )
-                            }
-                            None => "the model's classification could not be read".into(),
-                        },
-                    }),
-                }
+                    .and_then(strategy::read_classification)
+                    .ok_or_else(|| "the model's classification could not be read".to_owned());
+                self.on_classified(now, t, verdict);
             }
             Purpose::Compact(control) => {
                 let summary = reply.content.unwrap_or_default();
@@ -1041,674 +878,4 @@ impl Agent {
             self.on_step_reply(now, slot, reply);
         }
     }
-
-    fn on_step_reply(&mut self, now: Time, slot: Slot, reply: ModelReply) {
-        let Some(task) = self.tasks.get_mut(&slot) else {
-            return;
-        };
-        if task.final_call {
-            let text = reply.content.unwrap_or_else(|| "(no answer)".into());
-            self.finish_answer(now, slot, text);
-            return;
-        }
-        match self.s.format {
-            ReasoningFormat::Native => {
-                if reply.tool_calls.is_empty() {
-                    let text = reply.content.unwrap_or_default();
-                    self.finish_answer(now, slot, text);
-                    return;
-                }
-                let labels: Vec<String> = reply
-                    .tool_calls
-                    .iter()
-                    .map(|c| match task.names.resolve(&c.name) {
-                        Some((p, t)) => format!("{p}/{t}"),
-                        None => c.name.clone(),
-                    })
-                    .collect();
-                let thought = reply
-                    .content
-                    .clone()
-                    .unwrap_or_else(|| format!("Calling {}", labels.join(", ")));
-                task.messages.push(Message {
-                    role: Role::Assistant,
-                    content: reply.content.clone(),
-                    tool_calls: reply.tool_calls.clone(),
-                    tool_call_id: None,
-                });
-                self.thought(now, slot, &thought);
-                let mut pending = Vec::new();
-                for (c, label) in reply.tool_calls.iter().zip(labels) {
-                    let args = serde_json::from_str::<Value>(&c.arguments);
-                    pending.push(self.dispatch(now, slot, &c.name, label, &c.id, args));
-                }
-                self.after_dispatch(now, slot, pending);
-            }
-            ReasoningFormat::Scratchpad => {
-                let text = reply.content.unwrap_or_default();
-                task.messages
-                    .push(Message::text(Role::Assistant, text.clone()));
-                match prompt::parse_scratchpad(&text) {
-                    Ok(Scratch::Respond { thought, message }) => {
-                        if !thought.is_empty() {
-                            self.thought(now, slot, &thought);
-                        }
-                        self.finish_answer(now, slot, message);
-                    }
-                    Ok(Scratch::Continue { thought }) => {
-                        self.thought(now, slot, &thought);
-                        self.observe_text(now, slot, thought, "continue".into(), String::new());
-                    }
-                    Ok(Scratch::Tool {
-                        thought,
-                        tool,
-                        arguments,
-                    }) => {
-                        let shown = if thought.is_empty() {
-                            format!("Calling {tool}")
-                        } else {
-                            thought.clone()
-                        };
-                        self.thought(now, slot, &shown);
-                        let n = self.tasks.get(&slot).map_or(0, |t| t.iteration);
-                        let p = self.dispatch(
-                            now,
-                            slot,
-                            &tool,
-                            tool.clone(),
-                            &format!("step-{n}"),
-                            Ok(arguments),
-                        );
-                        self.after_dispatch(now, slot, vec![p]);
-                    }
-                    Err(reason) => {
-                        let obs = format!(
-                            "Your reply could not be read: {reason}. Reply with one JSON object as instructed."
-                        );
-                        self.observe_text(
-                            now,
-                            slot,
-                            String::new(),
-                            "(unreadable reply)".into(),
-                            obs,
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    /// Records a step with no tool call (scratchpad) and asks again.
-    fn observe_text(
-        &mut self,
-        now: Time,
-        slot: Slot,
-        thought: String,
-        action: String,
-        observation: String,
-    ) {
-        let Some(task) = self.tasks.get_mut(&slot) else {
-            return;
-        };
-        task.steps.push(Step {
-            thought,
-            action,
-            observation: observation.clone(),
-        });
-        let act = self.act_turn(slot);
-        if let Some(task) = self.tasks.get_mut(&slot) {
-            task.messages.push(Message::text(Role::User, act));
-        }
-        self.next_step(now, slot);
-    }
-
-    /// The scratchpad turn after the latest step.
-    fn act_turn(&self, slot: Slot) -> String {
-        let Some(task) = self.tasks.get(&slot) else {
-            return String::new();
-        };
-        let steps = steps_text(&task.steps);
-        let last = task
-            .steps
-            .last()
-            .map(|s| s.observation.clone())
-            .unwrap_or_default();
-        let tools: Vec<String> = task.tools.iter().map(|t| t.name.clone()).collect();
-        self.s.act.fill(|v| match v {
-            "objective" => Some(task.trigger.text.clone()),
-            "tools" => Some(tools.join(", ")),
-            "observation" => Some(last.clone()),
-            "steps" => Some(steps.clone()),
-            _ => None,
-        })
-    }
-
-    fn thought(&mut self, now: Time, slot: Slot, text: &str) {
-        if let Slot::Run(run) = slot {
-            let step = self.tasks.get(&slot).map_or(0, |t| t.iteration);
-            self.emit(AgentEvent::RunProgress {
-                run,
-                step,
-                message: text.to_owned(),
-            });
-            return;
-        }
-        let Some(ctx) = self.tasks.get(&slot).and_then(|t| t.context.clone()) else {
-            return;
-        };
-        if self.p.reasoning_thought(now, &ctx, text).is_ok()
-            && let Some((_, Some(stream))) = &self.stream
-        {
-            let line = format!("{}\n", text.replace('\n', " "));
-            let stream = stream.clone();
-            let _ = self.p.send_stream_data(&stream, &line);
-        }
-    }
-
-    /// Sends one tool call; an immediate failure becomes its observation.
-    fn dispatch(
-        &mut self,
-        now: Time,
-        slot: Slot,
-        name: &str,
-        label: String,
-        call_id: &str,
-        args: Result<Value, serde_json::Error>,
-    ) -> PendingTool {
-        let mut pending = PendingTool {
-            request: None,
-            call_id: call_id.to_owned(),
-            label,
-            observation: None,
-        };
-        let Some(task) = self.tasks.get(&slot) else {
-            return pending;
-        };
-        let resolved = task
-            .names
-            .resolve(name)
-            .map(|(p, t)| (p.to_owned(), t.to_owned()));
-        let Some((participant, tool)) = resolved else {
-            // A tool left out of a headless offer because it needs approval: say so.
-            if let Some((p, t)) = toolname::decode_full(name)
-                && self.headless(slot)
-                && self
-                    .p
-                    .available_tools()
-                    .iter()
-                    .any(|a| a.participant == p && a.tool.name == t)
-            {
-                pending.observation = Some(format!(
-                    "Error: calling {p}/{t} needs a person's approval, and none is available here"
-                ));
-                return pending;
-            }
-            let known: Vec<String> = task.tools.iter().map(|t| t.name.clone()).collect();
-            pending.observation = Some(format!(
-                "Error: there is no tool named `{name}`. Available: {}",
-                if known.is_empty() {
-                    "none".to_owned()
-                } else {
-                    known.join(", ")
-                }
-            ));
-            return pending;
-        };
-        pending.label = format!("{participant}/{tool}");
-        let arguments = match args {
-            Ok(v @ Value::Object(_)) => v,
-            Ok(other) => {
-                pending.observation = Some(format!(
-                    "Error: the arguments must be a JSON object, not {other}"
-                ));
-                return pending;
-            }
-            Err(e) => {
-                pending.observation =
-                    Some(format!("Error: the arguments are not valid JSON ({e})"));
-                return pending;
-            }
-        };
-        let payload =
-            json!({"method": "tools/call", "params": {"name": tool, "arguments": arguments}});
-        if self.headless(slot) && !self.p.can_send(&Kind::McpRequest, Some(&payload)) {
-            pending.observation = Some(format!(
-                "Error: calling {participant}/{tool} needs a person's approval, and none is available here"
-            ));
-            return pending;
-        }
-        match self
-            .p
-            .mcp_request(now, vec![participant], payload, RequestOptions::default())
-        {
-            Ok(id) => pending.request = Some(id),
-            Err(e) => pending.observation = Some(format!("Error: {e}")),
-        }
-        pending
-    }
-
-    fn after_dispatch(&mut self, now: Time, slot: Slot, pending: Vec<PendingTool>) {
-        let Some(task) = self.tasks.get_mut(&slot) else {
-            return;
-        };
-        task.phase = Phase::Acting(pending);
-        self.maybe_observe(now, slot);
-    }
-
-    fn on_completed(&mut self, now: Time, id: &RequestId, result: &Result<Value, RequestError>) {
-        let found = self
-            .tasks
-            .iter_mut()
-            .find_map(|(slot, t)| match &mut t.phase {
-                Phase::Acting(pending) => pending
-                    .iter_mut()
-                    .find(|p| p.request.as_ref() == Some(id) && p.observation.is_none())
-                    .map(|p| (*slot, p)),
-                _ => None,
-            });
-        let Some((slot, pending)) = found else {
-            return;
-        };
-        pending.observation = Some(match result {
-            Ok(v) => observation_of(v),
-            Err(e) => format!("Error: {e}"),
-        });
-        self.maybe_observe(now, slot);
-    }
-
-    /// Once every tool call of the step has its observation, records them and asks again.
-    fn maybe_observe(&mut self, now: Time, slot: Slot) {
-        let Some(task) = self.tasks.get_mut(&slot) else {
-            return;
-        };
-        let Phase::Acting(pending) = &task.phase else {
-            return;
-        };
-        if pending.iter().any(|p| p.observation.is_none()) {
-            return;
-        }
-        let Phase::Acting(pending) = std::mem::replace(&mut task.phase, Phase::Thinking) else {
-            unreachable!("checked above")
-        };
-        let thought = task
-            .messages
-            .last()
-            .and_then(|m| m.content.clone())
-            .unwrap_or_default();
-        for p in pending {
-            let mut obs = p.observation.unwrap_or_default();
-            truncate(&mut obs, MAX_OBSERVATION);
-            task.steps.push(Step {
-                thought: thought.clone(),
-                action: p.label.clone(),
-                observation: obs.clone(),
-            });
-            if self.s.format == ReasoningFormat::Native {
-                task.messages.push(Message::tool_result(&p.call_id, obs));
-            }
-        }
-        if self.s.format == ReasoningFormat::Scratchpad {
-            let act = self.act_turn(slot);
-            if let Some(task) = self.tasks.get_mut(&slot) {
-                task.messages.push(Message::text(Role::User, act));
-            }
-        }
-        self.next_step(now, slot);
-    }
-
-    fn finish_answer(&mut self, now: Time, slot: Slot, text: String) {
-        let text = if text.trim().is_empty() {
-            "(the model gave no answer)".to_owned()
-        } else {
-            text
-        };
-        self.end_task(now, slot, TaskOutcome::Answered(text), true);
-    }
-
-    fn on_model_failed(&mut self, now: Time, purpose: Purpose, err: ModelError) {
-        self.emit(AgentEvent::ModelFailed(err.clone()));
-        match purpose {
-            Purpose::Step(slot) => {
-                self.end_task(now, slot, TaskOutcome::Failed(err.message), true);
-            }
-            Purpose::Classify(t) => self.emit(AgentEvent::ChatIgnored {
-                id: t.id,
-                reason: format!("could not classify: {err}"),
-            }),
-            Purpose::Compact(control) => self.finish_compaction(now, control, None),
-        }
-    }
-
-    /// Ends the current task: withdraws its pending proposals, concludes its reasoning, and
-    /// (when `tell`) answers the asker.
-    /// Cancels every task (shutdown, restart, the gateway gone).
-    fn end_all(&mut self, now: Time, reason: &str) {
-        let slots: Vec<Slot> = self.tasks.keys().copied().collect();
-        for slot in slots {
-            self.end_task(now, slot, TaskOutcome::Cancelled(reason.to_owned()), false);
-        }
-    }
-
-    fn end_task(&mut self, now: Time, slot: Slot, outcome: TaskOutcome, tell: bool) {
-        let Some(task) = self.tasks.remove(&slot) else {
-            return;
-        };
-        self.calls.retain(|c| c.purpose != Purpose::Step(slot));
-        if let Phase::Acting(pending) = &task.phase {
-            for p in pending {
-                if let Some(id) = &p.request
-                    && self.p.is_pending(id)
-                {
-                    // Only proposals can be withdrawn; a direct request's late answer is
-                    // simply not waited for.
-                    let _ = self.p.withdraw(now, id, "cancelled");
-                }
-            }
-        }
-        let cancelled = matches!(outcome, TaskOutcome::Cancelled(_));
-        if let Some(ctx) = &task.context
-            && !cancelled
-        {
-            let message = match &outcome {
-                TaskOutcome::Answered(_) => format!("Answered after {} step(s)", task.steps.len()),
-                TaskOutcome::Failed(e) => format!("Stopped: {e}"),
-                TaskOutcome::Cancelled(r) => format!("Stopped: {r}"),
-            };
-            let _ = self.p.reasoning_conclusion(now, ctx, &message);
-        }
-        if let Slot::Run(run) = slot {
-            self.emit(AgentEvent::RunFinished { run, outcome });
-            return;
-        }
-        if let Some((_, Some(stream))) = self.stream.take() {
-            let _ = self.p.close_stream(now, &stream, "done");
-        }
-        if tell {
-            let text = match &outcome {
-                TaskOutcome::Answered(t) => t.clone(),
-                TaskOutcome::Failed(e) => format!("I could not complete this: {e}"),
-                TaskOutcome::Cancelled(r) => format!("Stopped: {r}."),
-            };
-            let _ = self.p.send(
-                now,
-                Draft::new(Kind::Chat)
-                    .to([task.trigger.from.clone()])
-                    .correlation([task.trigger.id.clone()])
-                    .payload(json!({"text": text, "format": "plain"})),
-            );
-            self.replies
-                .entry(task.trigger.from.clone())
-                .or_default()
-                .push_back(now);
-            if let TaskOutcome::Answered(answer) = &outcome
-                && self.s.history_length > 0
-            {
-                self.history
-                    .push_back(Message::text(Role::User, task.trigger.text.clone()));
-                self.history
-                    .push_back(Message::text(Role::Assistant, answer.clone()));
-                while self.history.len() > self.s.history_length {
-                    self.history.pop_front();
-                }
-            }
-        }
-        self.emit(AgentEvent::TaskFinished {
-            trigger: task.trigger.id,
-            outcome,
-        });
-    }
-
-    // ---- proposals of others ----
-
-    fn consider_fulfil(&mut self, now: Time, id: &str, from: &str, to: &[String], payload: &Value) {
-        let me = self.me();
-        if from == me {
-            return;
-        }
-        let read_only = |target: &str, tool: &str| {
-            self.p.discovery_status(target).is_some_and(|s| {
-                s.tools.iter().any(|t| {
-                    t.name == tool
-                        && t.annotations
-                            .as_ref()
-                            .and_then(|a| a.get("readOnlyHint"))
-                            .and_then(Value::as_bool)
-                            == Some(true)
-                })
-            })
-        };
-        let Some(rule) = fulfil::matching(&self.s.auto_fulfil, from, to, payload, read_only) else {
-            return;
-        };
-        if self.p.fulfil(now, id).is_ok() {
-            self.emit(AgentEvent::AutoFulfilled {
-                proposal: id.to_owned(),
-                rule,
-            });
-        }
-    }
-
-    // ---- controls and context ----
-
-    fn on_control(&mut self, now: Time, id: &str, control: &Control) {
-        match control {
-            Control::Forget { direction, entries } => {
-                let n = entries
-                    .map_or(self.history.len(), |e| e as usize)
-                    .min(self.history.len());
-                let mut freed = 0;
-                for _ in 0..n {
-                    let m = match direction {
-                        ForgetDirection::Oldest => self.history.pop_front(),
-                        ForgetDirection::Newest => self.history.pop_back(),
-                    };
-                    freed += m.map_or(0, |m| m.estimate_tokens());
-                }
-                let _ = self.p.complete_forget(now, id, freed, n as u64);
-            }
-            Control::Clear => {
-                self.history.clear();
-                self.context_tokens = 0;
-                let _ = self.p.complete_clear(now, id);
-            }
-            Control::Compact { .. } => {
-                if !self.chat_side_busy() {
-                    self.start_compaction(now, Some(id.to_owned()));
-                } else if self.compact_requests.len() < 16 {
-                    self.compact_requests.push_back(id.to_owned());
-                } else {
-                    let _ = self.p.complete_compact(
-                        now,
-                        id,
-                        CompactOutcome::Skipped {
-                            reason: Some("too many compactions waiting".into()),
-                        },
-                    );
-                }
-            }
-            Control::Restart => {
-                self.end_all(now, "restart");
-                self.calls.clear();
-                self.queue.clear();
-                self.history.clear();
-                self.compact_requests.clear();
-                let _ = self.p.complete_restart(now, id);
-            }
-            Control::Shutdown => {
-                self.end_all(now, "shutdown");
-                self.queue.clear();
-                let _ = self.p.complete_shutdown(now, id);
-                if !self.exited {
-                    self.exited = true;
-                    self.emit(AgentEvent::Exit);
-                }
-            }
-            Control::Pause { .. } | Control::Resume | Control::RequestStatus { .. } => {}
-        }
-    }
-
-    fn needs_compaction(&self) -> bool {
-        self.s.context_window > 0
-            && !self.history.is_empty()
-            && self.context_tokens as f64 >= (1.0 - HEADROOM) * self.s.context_window as f64
-    }
-
-    fn start_compaction(&mut self, now: Time, control: Option<String>) {
-        if self.history.is_empty() {
-            if let Some(id) = control {
-                let _ = self.p.complete_compact(
-                    now,
-                    &id,
-                    CompactOutcome::Skipped {
-                        reason: Some("no conversation history".into()),
-                    },
-                );
-            }
-            return;
-        }
-        let _ = self.p.report_status(now, Some(Status::Compacting));
-        let transcript: Vec<String> = self
-            .history
-            .iter()
-            .map(|m| {
-                format!(
-                    "{}: {}",
-                    match m.role {
-                        Role::User => "user",
-                        _ => "assistant",
-                    },
-                    m.content.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
-        let request = self.request(
-            vec![
-                Message::text(
-                    Role::System,
-                    "Summarise the conversation below in a few sentences, keeping names, facts and open questions.",
-                ),
-                Message::text(Role::User, transcript.join("\n")),
-            ],
-            Vec::new(),
-        );
-        self.issue(Purpose::Compact(control), request);
-    }
-
-    fn finish_compaction(&mut self, now: Time, control: Option<String>, summary: Option<String>) {
-        let before: u64 = self.history.iter().map(Message::estimate_tokens).sum();
-        let messages = self.history.len() as u64;
-        let outcome = match summary.filter(|s| !s.trim().is_empty()) {
-            Some(s) => {
-                self.history.clear();
-                let m = Message::text(
-                    Role::System,
-                    format!("Summary of the earlier conversation: {s}"),
-                );
-                let after = m.estimate_tokens();
-                self.history.push_back(m);
-                self.context_tokens = self
-                    .context_tokens
-                    .saturating_sub(before.saturating_sub(after));
-                CompactOutcome::Done {
-                    freed_tokens: before.saturating_sub(after),
-                    freed_messages: messages.saturating_sub(1),
-                }
-            }
-            None => {
-                // Without a summary, the oldest half goes: headroom matters more than recall.
-                let n = self.history.len() / 2;
-                self.history.drain(..n);
-                self.context_tokens /= 2;
-                CompactOutcome::Done {
-                    freed_tokens: before / 2,
-                    freed_messages: n as u64,
-                }
-            }
-        };
-        match control {
-            Some(id) => {
-                let _ = self.p.complete_compact(now, &id, outcome);
-            }
-            None => {
-                self.p
-                    .set_context_usage(now, self.context_tokens, self.history.len() as u64);
-                let _ = self.p.report_status(now, Some(Status::Compacted));
-            }
-        }
-    }
-
-    fn classify_request(&self, t: &Trigger) -> ModelRequest {
-        let tools: Vec<String> = self
-            .p
-            .available_tools()
-            .into_iter()
-            .map(|t| t.name)
-            .collect();
-        let prompt = format!(
-            "You are {}, an AI agent with these tools: {}.\nA message was sent in the conversation by {}: {:?}\n\nShould you respond to this message? Consider whether it is a question you can answer, whether it relates to your tools, and whether you can add unique value.\nReturn only a JSON object: {{\"shouldRespond\": boolean, \"confidence\": number between 0 and 1, \"reason\": string}}",
-            self.name(),
-            if tools.is_empty() {
-                "none".into()
-            } else {
-                tools.join(", ")
-            },
-            t.from,
-            t.text
-        );
-        self.request(vec![Message::text(Role::User, prompt)], Vec::new())
-    }
-}
-
-/// The observation text of a tool result: its text content, or the result as JSON.
-fn observation_of(v: &Value) -> String {
-    let error = v.get("isError").and_then(Value::as_bool) == Some(true);
-    let text = match v.get("content").and_then(Value::as_array) {
-        Some(items) => {
-            let parts: Vec<String> = items
-                .iter()
-                .map(|i| match i.get("text").and_then(Value::as_str) {
-                    Some(t) => t.to_owned(),
-                    None => i.to_string(),
-                })
-                .collect();
-            parts.join("\n")
-        }
-        None => v.to_string(),
-    };
-    if error {
-        format!("Error: {text}")
-    } else {
-        text
-    }
-}
-
-fn truncate(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push_str(" [truncated]");
-    }
-}
-
-fn steps_text(steps: &[Step]) -> String {
-    if steps.is_empty() {
-        return "(none yet)".into();
-    }
-    steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            format!(
-                "{}. Reasoning: {}\n   Action: {}\n   Observation: {}",
-                i + 1,
-                s.thought,
-                s.action,
-                s.observation
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }

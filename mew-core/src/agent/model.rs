@@ -138,6 +138,8 @@ pub struct ModelRequest {
     pub temperature: Option<f64>,
     /// Reply length limit.
     pub max_tokens: Option<u32>,
+    /// Ask for a server-sent-events stream.
+    pub stream: bool,
 }
 
 impl ModelRequest {
@@ -168,6 +170,9 @@ impl ModelRequest {
         if let Some(t) = self.max_tokens {
             m.insert("max_tokens".into(), json!(t));
         }
+        if self.stream {
+            m.insert("stream".into(), json!(true));
+        }
         Value::Object(m)
     }
 
@@ -177,78 +182,7 @@ impl ModelRequest {
     }
 }
 
-/// Token counts the API reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Usage {
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Reply tokens.
-    pub completion_tokens: u64,
-}
-
-/// The model's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelReply {
-    /// Text, if any.
-    pub content: Option<String>,
-    /// Tool calls, if any.
-    pub tool_calls: Vec<ToolCall>,
-    /// Usage, when reported.
-    pub usage: Option<Usage>,
-}
-
-impl ModelReply {
-    /// Reads a chat-completions response body.
-    pub fn from_json(body: &str) -> Result<ModelReply, String> {
-        let v: Value =
-            serde_json::from_str(body).map_err(|e| format!("the reply is not JSON: {e}"))?;
-        let msg = v
-            .pointer("/choices/0/message")
-            .ok_or("the reply has no choices[0].message")?;
-        let content = msg
-            .get("content")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned);
-        let mut tool_calls = Vec::new();
-        if let Some(calls) = msg.get("tool_calls").and_then(Value::as_array) {
-            for (i, c) in calls.iter().enumerate() {
-                let f = c.get("function").ok_or("a tool call without function")?;
-                let name = f
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or("a tool call without a name")?;
-                let arguments = match f.get("arguments") {
-                    Some(Value::String(s)) => s.clone(),
-                    // Some servers send the object itself.
-                    Some(other) => other.to_string(),
-                    None => "{}".into(),
-                };
-                let id = c
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .map_or_else(|| format!("call_{i}"), str::to_owned);
-                tool_calls.push(ToolCall {
-                    id,
-                    name: name.to_owned(),
-                    arguments,
-                });
-            }
-        }
-        let usage = v.get("usage").map(|u| Usage {
-            prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-            completion_tokens: u
-                .get("completion_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0),
-        });
-        Ok(ModelReply {
-            content,
-            tool_calls,
-            usage,
-        })
-    }
-}
+pub use super::reply::{ModelReply, TextCalls, Usage};
 
 /// What the driver saw of one model call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -308,12 +242,28 @@ fn api_message(body: &str) -> String {
     one_line
 }
 
+/// Whether a 200 body is an error object whose code says the server failed (429, 5xx).
+fn server_side_error(body: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<Value>(body) else {
+        return false;
+    };
+    let code = v
+        .pointer("/error/code")
+        .or_else(|| v.pointer("/error/status"))
+        .and_then(|c| c.as_u64().or_else(|| c.as_str()?.parse().ok()));
+    code.is_some_and(|c| c == 429 || (500..600).contains(&c))
+}
+
 pub(super) fn judge(outcome: ModelOutcome) -> Verdict {
     match outcome {
         ModelOutcome::Http {
             status: 200, body, ..
-        } => match ModelReply::from_json(&body) {
+        } => match ModelReply::from_body(&body) {
             Ok(r) => Verdict::Reply(r),
+            // Some servers and proxies answer 200 with an error object; a server-side
+            // code in it is worth another try, like the status it stands for.
+            Err(e) if server_side_error(&body) => Verdict::Retry(None, e),
+            Err(e) if e.starts_with("the model server") => Verdict::Fail(e),
             Err(e) => Verdict::Fail(format!("the model endpoint answered something else: {e}")),
         },
         ModelOutcome::Http {
@@ -381,6 +331,7 @@ mod tests {
             }],
             temperature: Some(0.0),
             max_tokens: None,
+            stream: false,
         };
         assert_eq!(
             r.to_json(),

@@ -1,12 +1,17 @@
 //! When the agent answers a chat (the SDK's chat response strategy).
 //!
-//! Never its own chats. A chat whose `to` names the agent is answered (when
-//! `respond_to_direct`). A chat addressed to others is not. A broadcast that mentions the
-//! agent (`@id`, or its id or name as a word, any case) is answered when
-//! `respond_to_mentions`. Any other broadcast is put to the model first when `classify` is
-//! on. A chat that is itself a reply (it has a `correlation_id`) is answered only when it is
+//! The reference's strategy by default. Never its own chats. A chat whose `to` names the
+//! agent is answered (when `respond_to_direct`). A chat addressed to others is not. A
+//! broadcast that mentions the agent (`@id`, or its id or name as a word, any case) is
+//! answered when `respond_to_mentions`. Any other broadcast is answered when
+//! `respond_to_all` (a space of one person and their agent), else put to the model first
+//! when `classify` is on (the default), else answered when it asks a question (`?`) and
+//! `respond_to_questions` is on; a failed classification falls back to that question rule.
+//! A chat that is itself a reply (it has a `correlation_id`) is answered only when it is
 //! addressed to the agent: an agent's answer observed by another agent must not start a
 //! conversation between them. A per-sender reply limit guards against loops that remain.
+//! Every chat of another participant that is not answered says why (logged at debug
+//! level by `mew agent`).
 
 use super::AgentSettings;
 use crate::envelope::Envelope;
@@ -49,16 +54,27 @@ pub(super) fn decide(s: &AgentSettings, me: &str, name: &str, env: &Envelope) ->
             Decision::Ignore(Some("respond_to_direct is off".into()))
         };
     }
-    if !to.is_empty() || is_reply {
-        return Decision::Ignore(None);
+    if !to.is_empty() {
+        return Decision::Ignore(Some(format!("addressed to {}", to.join(", "))));
+    }
+    if is_reply {
+        return Decision::Ignore(Some("a reply to another chat".into()));
     }
     if s.chat.respond_to_mentions && (mentions(text, me) || mentions(text, name)) {
+        return respond(false);
+    }
+    if s.chat.respond_to_all {
         return respond(false);
     }
     if s.chat.classify {
         return respond(true);
     }
-    Decision::Ignore(None)
+    if s.chat.respond_to_questions && text.contains('?') {
+        return respond(false);
+    }
+    Decision::Ignore(Some(
+        "neither addressed to this agent nor mentioning it (classification is off)".into(),
+    ))
 }
 
 /// Whether `text` names `who` as a word (`@who`, or `who` between non-word characters).

@@ -145,6 +145,12 @@ impl ToolsAgent {
         self.pump(now);
     }
 
+    /// A piece of a streamed model reply ([`Agent::handle_model_data`]).
+    pub fn handle_model_data(&mut self, now: Time, call: ModelCallId, piece: &str) {
+        self.agent.handle_model_data(now, call, piece);
+        self.pump(now);
+    }
+
     /// Timers.
     pub fn handle_timeout(&mut self, now: Time) {
         self.agent.handle_timeout(now);
