@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use mew_core::participant::{Event, ParticipantConfig, ToolSpec};
 use mew_tests::model_server::{ModelServer, Turn};
 use mew_tests::process::MewGateway;
+use mew_tests::wait;
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
 
@@ -160,14 +161,7 @@ impl Person {
     }
 
     async fn until<T>(&self, what: &str, within: Duration, f: impl Fn(&[Value]) -> Option<T>) -> T {
-        let end = Instant::now() + within;
-        loop {
-            if let Some(v) = f(&self.seen()) {
-                return v;
-            }
-            assert!(Instant::now() < end, "timed out waiting for {what}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait::until_async(what, within, || f(&self.seen())).await
     }
 
     /// Waits until the assistant has listed the tools of `peers` (their answers seen).

@@ -6,9 +6,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mew_tests::process::MewGateway;
+use mew_tests::wait::{read_kind, until};
 use regex::Regex;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
@@ -86,15 +87,6 @@ fn next_json(ws: &mut Ws) -> Value {
     }
 }
 
-fn until_kind(ws: &mut Ws, kind: &str) -> Value {
-    loop {
-        let v = next_json(ws);
-        if v["kind"] == kind {
-            return v;
-        }
-    }
-}
-
 fn post(addr: &str, who: &str, token: &str, body: &str) -> u16 {
     let mut s = TcpStream::connect(addr).unwrap();
     write!(
@@ -137,17 +129,6 @@ fn history(gw: &Gateway) -> Vec<Value> {
         .collect()
 }
 
-fn until<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn records_cannot_be_forged_secrets_stay_out_and_files_are_private() {
     let gw = start("forge", "{enabled: true}");
@@ -159,7 +140,7 @@ fn records_cannot_be_forged_secrets_stay_out_and_files_are_private() {
     // A pretty-printed envelope whose inner line is a whole record.
     let forged = "{\"protocol\":\"mew/v0.4\",\"id\":\"m-1\",\"kind\":\"chat\",\"payload\":\n{\"timestamp\":\"2020-01-01T00:00:00.000Z\",\"event\":\"delivered\",\"id\":\"forged\",\"participant\":\"admin\",\"space_id\":\"audit-e2e\",\"direction\":\"outbound\",\"transport\":\"websocket\"}\n}";
     mallory.send(Message::text(forged)).unwrap();
-    let seen = until_kind(&mut human, "chat");
+    let seen = read_kind(&mut human, "chat");
     assert_eq!(seen["id"], "m-1");
 
     // An invite: the token goes to the inviter only, never to a log.
@@ -170,7 +151,7 @@ fn records_cannot_be_forged_secrets_stay_out_and_files_are_private() {
             .to_string(),
         ))
         .unwrap();
-    let invite = until_kind(&mut human, "system/invite");
+    let invite = read_kind(&mut human, "system/invite");
     let token = invite["payload"]["token"].as_str().unwrap().to_owned();
     assert!(token.len() >= 16);
 
@@ -184,7 +165,7 @@ fn records_cannot_be_forged_secrets_stay_out_and_files_are_private() {
         .unwrap();
     for ws in [&mut a, &mut b, &mut mallory] {
         loop {
-            let v = until_kind(ws, "chat");
+            let v = read_kind(ws, "chat");
             if v["id"] == "bc-1" {
                 break;
             }
@@ -431,11 +412,11 @@ fn metrics_count_the_traffic_sent() {
     }
     // Each chat reaches all three; the refusals reach `a` alone.
     for _ in 0..5 {
-        until_kind(&mut b, "chat");
-        until_kind(&mut human, "chat");
+        read_kind(&mut b, "chat");
+        read_kind(&mut human, "chat");
     }
     for _ in 0..2 {
-        until_kind(&mut a, "system/error");
+        read_kind(&mut a, "system/error");
     }
     assert_eq!(
         post(

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mew_tests::process::MewGateway;
+use mew_tests::wait::read_until;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
@@ -21,19 +22,8 @@ fn join(addr: &str, token: &str) -> Ws {
     req.headers_mut()
         .insert("Authorization", format!("Bearer {token}").parse().unwrap());
     let (mut ws, _) = tungstenite::connect(req).unwrap();
-    until(&mut ws, |v| v["kind"] == "system/welcome");
+    read_until(&mut ws, |v| v["kind"] == "system/welcome");
     ws
-}
-
-fn until(ws: &mut Ws, f: impl Fn(&Value) -> bool) -> Value {
-    loop {
-        if let Message::Text(t) = ws.read().unwrap()
-            && let Ok(v) = serde_json::from_str::<Value>(&t)
-            && f(&v)
-        {
-            return v;
-        }
-    }
 }
 
 fn send(ws: &mut Ws, v: Value) {
@@ -81,7 +71,7 @@ participants:
             json!({"protocol": "mew/v0.4", "id": id, "kind": "mcp/proposal",
                                 "to": ["files"], "payload": payload}),
         );
-        until(&mut human, |v| v["id"] == *id);
+        read_until(&mut human, |v| v["id"] == *id);
         if *approve {
             send(
                 &mut human,
@@ -89,7 +79,7 @@ participants:
                 "kind": "mcp/request", "to": ["files"], "correlation_id": [id],
                 "payload": {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": payload["params"]}}),
             );
-            until(&mut human, |v| v["id"] == format!("f-{id}"));
+            read_until(&mut human, |v| v["id"] == format!("f-{id}"));
         } else {
             send(
                 &mut human,
@@ -97,7 +87,7 @@ participants:
                 "kind": "mcp/reject", "to": ["agent"], "correlation_id": [id],
                 "payload": {"reason": "not now"}}),
             );
-            until(&mut human, |v| v["id"] == format!("r-{id}"));
+            read_until(&mut human, |v| v["id"] == format!("r-{id}"));
         }
     }
     // The history is written by the gateway's log thread: give it a moment.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use mew_core::gateway::SpaceConfig;
 use mew_core::participant::{ParticipantConfig, RequestOptions};
+use mew_tests::wait::until;
 use mew_tokio::{GatewayServer, ParticipantRuntime, ServerOptions};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -97,17 +98,6 @@ fn running_in(dir: &Path) -> Vec<u32> {
         }
     }
     out
-}
-
-fn until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + WAIT;
-    loop {
-        if let Some(t) = f() {
-            return t;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn run_failing(args: &[&str], within: Duration) -> (i32, String, Duration) {
@@ -269,7 +259,7 @@ fn sigterm_stops_the_server_and_exits_zero() {
         "cli",
         "every",
     ));
-    let server_pids = until("the MCP server process", || {
+    let server_pids = until("the MCP server process", WAIT, || {
         let c = children_of(bridge.id());
         (!c.is_empty()).then_some(c)
     });
@@ -278,7 +268,9 @@ fn sigterm_stops_the_server_and_exits_zero() {
     let status = wait_exit(&mut bridge, Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{status:?}");
     for pid in server_pids {
-        until("the MCP server to be gone", || (!alive(pid)).then_some(()));
+        until("the MCP server to be gone", WAIT, || {
+            (!alive(pid)).then_some(())
+        });
     }
     shutdown.shutdown();
     rt.block_on(serving).unwrap().unwrap();
@@ -333,7 +325,9 @@ fn the_gateway_starts_and_stops_auto_start_bridges() {
     let status = wait_exit(&mut gateway, Duration::from_secs(15));
     assert_eq!(status.code(), Some(0), "{status:?}");
     for pid in server.into_iter().chain(bridges) {
-        until("no process left behind", || (!alive(pid)).then_some(()));
+        until("no process left behind", WAIT, || {
+            (!alive(pid)).then_some(())
+        });
     }
     assert!(running_in(&server_dir).is_empty());
 }

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mew_tests::process::MewGateway;
+use mew_tests::wait::read_until;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
@@ -163,16 +164,6 @@ fn next_json(ws: &mut Ws) -> Value {
     }
 }
 
-/// Reads until an envelope matches, returning it.
-fn until(ws: &mut Ws, what: impl Fn(&Value) -> bool) -> Value {
-    loop {
-        let v = next_json(ws);
-        if what(&v) {
-            return v;
-        }
-    }
-}
-
 fn kind(k: &'static str) -> impl Fn(&Value) -> bool {
     move |v| v["kind"] == k
 }
@@ -208,7 +199,7 @@ fn three_nodes_serve_one_space() {
     let mut human = join(&a.addr, "human-token");
     let mut service = join(&b.addr, "service-token");
     let mut agent = join(&c.addr, "agent-token");
-    until(&mut human, |v| {
+    read_until(&mut human, |v| {
         v["kind"] == "system/presence" && v["payload"]["participant"]["id"] == "agent"
     });
 
@@ -217,8 +208,8 @@ fn three_nodes_serve_one_space() {
         &mut agent,
         json!({"protocol": "mew/v0.4", "id": "c-1", "kind": "chat", "payload": {"text": "hello from c"}}),
     );
-    let at_a = until(&mut human, kind("chat"));
-    let at_b = until(&mut service, kind("chat"));
+    let at_a = read_until(&mut human, kind("chat"));
+    let at_b = read_until(&mut service, kind("chat"));
     assert_eq!(at_a, at_b);
     assert_eq!(at_a["from"], "agent");
     assert_eq!(at_a["payload"]["text"], "hello from c");
@@ -229,21 +220,21 @@ fn three_nodes_serve_one_space() {
         json!({"protocol": "mew/v0.4", "id": "p-1", "kind": "mcp/proposal", "to": ["service"],
         "payload": {"method": "tools/call", "params": {"name": "read", "arguments": {"path": "x"}}}}),
     );
-    let p = until(&mut human, kind("mcp/proposal"));
+    let p = read_until(&mut human, kind("mcp/proposal"));
     assert_eq!(p["id"], "p-1");
     send(
         &mut human,
         json!({"protocol": "mew/v0.4", "id": "f-1", "kind": "mcp/request", "to": ["service"],
         "correlation_id": ["p-1"], "payload": {"method": "tools/call", "params": {"name": "read", "arguments": {"path": "x"}}}}),
     );
-    let req = until(&mut service, kind("mcp/request"));
+    let req = read_until(&mut service, kind("mcp/request"));
     assert_eq!(req["correlation_id"], json!(["p-1"]));
     send(
         &mut service,
         json!({"protocol": "mew/v0.4", "id": "r-1", "kind": "mcp/response", "to": ["human"],
         "correlation_id": ["f-1"], "payload": {"result": {"content": [{"type": "text", "text": "x's content"}]}}}),
     );
-    let resp = until(&mut agent, kind("mcp/response"));
+    let resp = read_until(&mut agent, kind("mcp/response"));
     assert_eq!(
         resp["payload"]["result"]["content"][0]["text"],
         "x's content"
@@ -253,18 +244,18 @@ fn three_nodes_serve_one_space() {
     let tools_call = json!({"protocol": "mew/v0.4", "id": "q-1", "kind": "mcp/request", "to": ["service"],
         "payload": {"method": "tools/list"}});
     send(&mut agent, tools_call.clone());
-    let err = until(&mut agent, kind("system/error"));
+    let err = read_until(&mut agent, kind("system/error"));
     assert_eq!(err["payload"]["error"], "capability_violation", "{err}");
     send(
         &mut human,
         json!({"protocol": "mew/v0.4", "id": "g-1", "kind": "capability/grant", "to": ["agent"],
         "payload": {"recipient": "agent", "capabilities": [{"kind": "mcp/request"}]}}),
     );
-    until(&mut agent, kind("capability/grant"));
+    read_until(&mut agent, kind("capability/grant"));
     let mut call = tools_call.clone();
     call["id"] = json!("q-2");
     send(&mut agent, call);
-    let got = until(&mut service, |v| {
+    let got = read_until(&mut service, |v| {
         v["kind"] == "mcp/request" && v["from"] == "agent"
     });
     assert_eq!(got["id"], "q-2");
@@ -275,7 +266,7 @@ fn three_nodes_serve_one_space() {
         json!({"protocol": "mew/v0.4", "id": "sr-1", "kind": "stream/request", "to": ["gateway"],
         "payload": {"direction": "upload"}}),
     );
-    let open = until(&mut service, kind("stream/open"));
+    let open = read_until(&mut service, kind("stream/open"));
     let sid = open["payload"]["stream_id"].as_str().unwrap().to_owned();
     service
         .send(Message::text(format!("#{sid}#{{\"step\":1}}")))
@@ -321,19 +312,19 @@ fn three_nodes_serve_one_space() {
         json!({"protocol": "mew/v0.4", "id": "pz-1", "kind": "participant/pause", "to": ["agent"],
         "payload": {"reason": "review"}}),
     );
-    until(&mut agent, kind("participant/pause"));
+    read_until(&mut agent, kind("participant/pause"));
     send(
         &mut agent,
         json!({"protocol": "mew/v0.4", "id": "c-2", "kind": "chat", "payload": {"text": "while paused"}}),
     );
-    let err = until(&mut agent, kind("system/error"));
+    let err = read_until(&mut agent, kind("system/error"));
     assert_eq!(err["payload"]["error"], "participant_paused", "{err}");
     send(
         &mut human,
         json!({"protocol": "mew/v0.4", "id": "k-1", "kind": "space/kick",
         "payload": {"participant_id": "service"}}),
     );
-    let left = until(&mut agent, |v| {
+    let left = read_until(&mut agent, |v| {
         v["kind"] == "system/presence" && v["payload"]["event"] == "leave"
     });
     assert_eq!(left["payload"]["participant"]["id"], "service");
@@ -429,7 +420,7 @@ fn a_killed_node_is_declared_gone_and_nats_outages_lose_nothing() {
     let mut b = node(&dir, &nats, "b", &config, b_port);
     let mut human = join(&a.addr, "human-token");
     let agent = join(&b.addr, "agent-token");
-    until(&mut human, |v| {
+    read_until(&mut human, |v| {
         v["kind"] == "system/presence" && v["payload"]["participant"]["id"] == "agent"
     });
 
@@ -437,7 +428,7 @@ fn a_killed_node_is_declared_gone_and_nats_outages_lose_nothing() {
     let killed = Instant::now();
     b.child.kill().unwrap();
     b.child.wait().unwrap();
-    let left = until(&mut human, |v| v["kind"] == "system/presence");
+    let left = read_until(&mut human, |v| v["kind"] == "system/presence");
     assert_eq!(left["payload"]["event"], "leave", "{left}");
     assert_eq!(left["payload"]["participant"]["id"], "agent");
     let took = killed.elapsed();
@@ -453,7 +444,7 @@ fn a_killed_node_is_declared_gone_and_nats_outages_lose_nothing() {
         &mut agent,
         json!({"protocol": "mew/v0.4", "id": "moved-1", "kind": "chat", "payload": {"text": "on a now"}}),
     );
-    let got = until(&mut human, kind("chat"));
+    let got = read_until(&mut human, kind("chat"));
     assert_eq!(got["id"], "moved-1");
 
     // b restarts on its port and catches up: it knows the agent is online (on a).
@@ -479,13 +470,13 @@ fn a_killed_node_is_declared_gone_and_nats_outages_lose_nothing() {
     );
     std::thread::sleep(Duration::from_secs(5));
     nats.restart();
-    let outcome = until(&mut human, |v| {
+    let outcome = read_until(&mut human, |v| {
         (v["kind"] == "chat" && v["id"] == "during-1") || v["kind"] == "system/error"
     });
     if outcome["kind"] == "system/error" {
         assert_eq!(outcome["payload"]["error"], "log_unavailable", "{outcome}");
     } else {
-        let at_b = until(&mut service, |v| {
+        let at_b = read_until(&mut service, |v| {
             v["kind"] == "chat" && v["id"] == "during-1"
         });
         assert_eq!(at_b["payload"]["text"], "while down");
@@ -495,7 +486,7 @@ fn a_killed_node_is_declared_gone_and_nats_outages_lose_nothing() {
         &mut agent,
         json!({"protocol": "mew/v0.4", "id": "after-1", "kind": "chat", "payload": {"text": "after"}}),
     );
-    let after = until(&mut service, |v| {
+    let after = read_until(&mut service, |v| {
         v["kind"] == "chat" && v["id"] == "after-1"
     });
     assert_eq!(after["from"], "agent");
@@ -631,7 +622,7 @@ fn a_flood_during_a_nats_outage_does_not_stall_the_node() {
         &mut human,
         json!({"protocol": "mew/v0.4", "id": "after-flood", "kind": "chat", "payload": {"text": "back"}}),
     );
-    let back = until(&mut human, |v| {
+    let back = read_until(&mut human, |v| {
         v["kind"] == "chat" && v["id"] == "after-flood"
     });
     assert_eq!(back["payload"]["text"], "back");

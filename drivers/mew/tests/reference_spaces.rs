@@ -7,9 +7,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mew_tests::process::MewGateway;
+use mew_tests::wait::until;
 use regex::Regex;
 use serde_json::Value;
 
@@ -90,17 +91,6 @@ fn post(addr: &str, who: &str, token: &str, envelope: &str) -> String {
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["status"], "accepted", "{body}");
     v["id"].as_str().unwrap().to_owned()
-}
-
-fn until<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The lines of a log file, once `pred` holds for one of them.

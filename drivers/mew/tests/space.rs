@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use mew_core::participant::{Event, ParticipantConfig};
 use mew_tests::model_server::{ModelServer, Turn};
+use mew_tests::wait::until_true;
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
 
@@ -132,14 +133,6 @@ fn descendants(root: u64) -> Vec<u64> {
     out
 }
 
-fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + within;
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn kill9(pid: u64) {
     let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
 }
@@ -252,7 +245,7 @@ async fn init_up_propose_fulfil_supervise_and_down() {
     let servers = descendants(fs);
     assert!(!servers.is_empty(), "the bridge runs its MCP server");
     kill9(fs);
-    wait_for(
+    until_true(
         "the bridge to be restarted",
         Duration::from_secs(20),
         || {
@@ -263,7 +256,7 @@ async fn init_up_propose_fulfil_supervise_and_down() {
                 && p["online"] == true
         },
     );
-    wait_for(
+    until_true(
         "the old MCP server to stop",
         Duration::from_secs(10),
         || servers.iter().all(|p| !running(*p)),
@@ -302,7 +295,7 @@ fn a_killed_supervisor_leaves_no_process_behind() {
     let all = descendants(supervisor);
     assert!(all.len() >= 3, "agent, bridge and server: {all:?}");
     kill9(supervisor);
-    wait_for(
+    until_true(
         "every process of the space to stop",
         Duration::from_secs(15),
         || all.iter().all(|p| !running(*p)),

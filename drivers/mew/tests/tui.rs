@@ -5,9 +5,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mew_core::participant::{ParticipantConfig, ToolSpec};
+use mew_tests::wait::{self, read_until};
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
@@ -86,15 +87,14 @@ impl Tmux {
     }
 
     fn until(&self, what: &str) -> String {
-        let end = Instant::now() + Duration::from_secs(20);
-        loop {
-            let s = self.screen();
-            if s.contains(what) {
-                return s;
-            }
-            assert!(Instant::now() < end, "{what:?} never appeared on:\n{s}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait::until_ok(
+            &format!("{what:?} on the screen"),
+            Duration::from_secs(20),
+            || {
+                let s = self.screen();
+                if s.contains(what) { Ok(s) } else { Err(s) }
+            },
+        )
     }
 
     fn keys(&self, keys: &[&str]) {
@@ -122,17 +122,6 @@ fn agent(gw: &Gateway) -> Ws {
     req.headers_mut()
         .insert("Authorization", format!("Bearer {t}").parse().unwrap());
     tungstenite::connect(req).unwrap().0
-}
-
-fn until_kind(ws: &mut Ws, f: impl Fn(&Value) -> bool) -> Value {
-    loop {
-        if let Message::Text(t) = ws.read().unwrap()
-            && let Ok(v) = serde_json::from_str::<Value>(&t)
-            && f(&v)
-        {
-            return v;
-        }
-    }
 }
 
 fn propose(ws: &mut Ws, id: &str, text: &str) {
@@ -197,7 +186,7 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
         // The service's tools, discovered, in the participants panel.
         tmux.until("· echo");
         let mut a = agent(&gw);
-        until_kind(&mut a, |v| v["kind"] == "system/welcome");
+        read_until(&mut a, |v| v["kind"] == "system/welcome");
 
         // Approve once: the tool's result shows, the fulfilling request is in the history.
         propose(&mut a, "p1", "hi");
@@ -222,7 +211,7 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
         tmux.until("reason:");
         tmux.keys(&["-l", "not today"]);
         tmux.keys(&["Enter"]);
-        let r = until_kind(&mut a, |v| v["kind"] == "mcp/reject");
+        let r = read_until(&mut a, |v| v["kind"] == "mcp/reject");
         assert_eq!(r["correlation_id"], json!(["p2"]));
         assert_eq!(r["payload"]["reason"], "not today");
 
@@ -232,7 +221,7 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
         tmux.keys(&["a"]);
         tmux.until("Enter grant and approve");
         tmux.keys(&["Enter"]);
-        let g = until_kind(&mut a, |v| v["kind"] == "capability/grant");
+        let g = read_until(&mut a, |v| v["kind"] == "capability/grant");
         assert_eq!(
             g["payload"]["capabilities"],
             json!([{"kind": "mcp/request", "payload": {"method": "tools/call",
@@ -244,7 +233,7 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
             "payload": {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                         "params": {"name": "echo", "arguments": {"text": "again"}}}});
         a.send(Message::text(direct.to_string())).unwrap();
-        let resp = until_kind(&mut a, |v| {
+        let resp = read_until(&mut a, |v| {
             v["kind"] == "mcp/response" && v["correlation_id"] == json!(["d1"])
                 || v["kind"] == "system/error"
         });
