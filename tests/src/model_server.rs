@@ -5,6 +5,13 @@
 //! server answers 500 with a body saying so, so an over-eager agent fails loudly. A turn may
 //! be computed from the request ([`Turn::Computed`], for agents whose calls race) or held
 //! back for a while ([`Turn::Slow`], to cancel a call in flight).
+//!
+//! Real servers' shapes are replayed from recorded-shape fixtures
+//! (`tests/fixtures/model-servers/<server>/<n>.json` and `<n>.sse`, see [`Turn::fixture`]):
+//! a request with `stream: true` gets the server-sent-events form, sent an event at a time,
+//! and the plain JSON form otherwise. [`ServerOptions::refuse_stream`] makes the server
+//! answer streamed requests with an error, as llama.cpp's server did for streamed requests
+//! with tools.
 
 use serde_json::{Value, json};
 use std::fmt;
@@ -27,6 +34,10 @@ pub enum Turn {
     Status(u16, Option<u64>),
     /// 200 with this raw body.
     Raw(String),
+    /// 200 with this `text/event-stream` body, written an event at a time.
+    Sse(String),
+    /// This status with this raw body.
+    Error(u16, String),
     /// The turn this function makes of the request.
     Computed(TurnFn),
     /// This turn, after this delay.
@@ -40,6 +51,8 @@ impl fmt::Debug for Turn {
             Turn::ToolCalls(c) => write!(f, "ToolCalls({c:?})"),
             Turn::Status(s, r) => write!(f, "Status({s}, {r:?})"),
             Turn::Raw(b) => write!(f, "Raw({b:?})"),
+            Turn::Sse(b) => write!(f, "Sse({b:?})"),
+            Turn::Error(s, b) => write!(f, "Error({s}, {b:?})"),
             Turn::Computed(_) => f.write_str("Computed(..)"),
             Turn::Slow(d, t) => write!(f, "Slow({d:?}, {t:?})"),
         }
@@ -68,6 +81,18 @@ impl Turn {
     /// One tool call.
     pub fn call(id: &str, name: &str, args: Value) -> Turn {
         Turn::ToolCalls(vec![(id.into(), name.into(), args)])
+    }
+
+    /// Turn `n` of a recorded-shape fixture folder: `<n>.sse` for a request that asks for a
+    /// stream (when the file exists), `<n>.json` otherwise.
+    pub fn fixture(dir: &std::path::Path, n: usize) -> Turn {
+        let json = std::fs::read_to_string(dir.join(format!("{n}.json")))
+            .unwrap_or_else(|e| panic!("fixture {}/{n}.json: {e}", dir.display()));
+        let sse = std::fs::read_to_string(dir.join(format!("{n}.sse"))).ok();
+        Turn::computed(move |req| match &sse {
+            Some(s) if req["stream"] == true => Turn::Sse(s.clone()),
+            _ => Turn::Raw(json.clone()),
+        })
     }
 
     /// A turn computed from each request.
@@ -110,6 +135,12 @@ impl Turn {
                     .to_string(),
             ),
             Turn::Raw(body) => (200, vec![], body.clone()),
+            Turn::Sse(body) => (
+                200,
+                vec![("Content-Type".to_owned(), "text/event-stream".to_owned())],
+                body.clone(),
+            ),
+            Turn::Error(code, body) => (*code, vec![], body.clone()),
             Turn::Computed(f) => f(request).response(request),
             Turn::Slow(d, t) => {
                 std::thread::sleep(*d);
@@ -130,8 +161,16 @@ pub struct Recorded {
     pub body: Value,
 }
 
+/// How the server behaves beyond its turns.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// Answer requests with `stream: true` with 400 and this body, taking no turn.
+    pub refuse_stream: Option<String>,
+}
+
 #[derive(Default)]
 struct State {
+    options: ServerOptions,
     turns: Vec<Turn>,
     next: usize,
     requests: Vec<Recorded>,
@@ -151,9 +190,15 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 impl ModelServer {
     /// Starts a server replaying `turns` in order.
     pub fn start(turns: Vec<Turn>) -> ModelServer {
+        ModelServer::start_with(turns, ServerOptions::default())
+    }
+
+    /// Starts a server replaying `turns` in order, behaving as `options` say.
+    pub fn start_with(turns: Vec<Turn>, options: ServerOptions) -> ModelServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State {
+            options,
             turns,
             ..State::default()
         }));
@@ -222,33 +267,49 @@ fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
                 body: request.clone(),
             });
             if !path.ends_with("/chat/completions") {
-                Err((404, "not found"))
+                Err((404, json!({"error": {"message": "not found"}}).to_string()))
+            } else if let Some(body) = st.options.refuse_stream.clone()
+                && request["stream"] == true
+            {
+                Err((400, body))
             } else if let Some(t) = st.turns.get(st.next).cloned() {
                 st.next += 1;
                 Ok(t)
             } else {
-                Err((500, "the script has no more turns"))
+                Err((
+                    500,
+                    json!({"error": {"message": "the script has no more turns"}}).to_string(),
+                ))
             }
         };
         // Made outside the lock: a slow turn must not hold other calls back.
         let (status, headers, reply) = match turn {
             Ok(t) => t.response(&request),
-            Err((status, message)) => (
-                status,
-                vec![],
-                json!({"error": {"message": message}}).to_string(),
-            ),
+            Err((status, body)) => (status, vec![], body),
         };
+        let sse = headers.iter().any(|(k, _)| k == "Content-Type");
         let mut head = format!(
-            "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            "HTTP/1.1 {status} Scripted\r\nContent-Length: {}\r\n",
             reply.len()
         );
+        if !sse {
+            head.push_str("Content-Type: application/json\r\n");
+        }
         for (k, v) in headers {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");
         out.write_all(head.as_bytes())?;
-        out.write_all(reply.as_bytes())?;
+        if sse {
+            // An event at a time, as a server streaming tokens does.
+            for event in reply.split_inclusive("\n\n") {
+                out.write_all(event.as_bytes())?;
+                out.flush()?;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        } else {
+            out.write_all(reply.as_bytes())?;
+        }
         out.flush()?;
     }
 }

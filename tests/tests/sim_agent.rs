@@ -722,9 +722,10 @@ fn compaction_on_request_summarises_through_the_model_and_says_done() {
 #[test]
 fn clear_forgets_the_conversation_and_mentions_are_answered() {
     let (mut w, human) = world(22);
+    // The cheapest strategy: mentions and direct chats only.
     let a = join_agent(
         &mut w,
-        "name: assistant\nconversation_history_length: 10\n",
+        "name: assistant\nconversation_history_length: 10\nchat: {classify: false, respond_to_questions: false}\n",
         echo_model(),
     );
     ask(&mut w, human, "assistant", "remember me?");

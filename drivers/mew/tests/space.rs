@@ -197,8 +197,10 @@ async fn init_up_propose_fulfil_supervise_and_down() {
     )
     .await
     .expect("the human joins");
+    // The person's first chat, to everyone and without a mention: the coder template's
+    // agent answers every chat of the person.
     human
-        .chat("Please write hello.txt", vec!["agent".into()])
+        .chat("Please write hello.txt", vec![])
         .await
         .unwrap()
         .unwrap();
@@ -231,6 +233,14 @@ async fn init_up_propose_fulfil_supervise_and_down() {
     assert_eq!(
         answer.as_deref(),
         Some("I wrote hello.txt once you approved it.")
+    );
+    // No classification call came first: the first request is the task's, with the tools.
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert!(
+        reqs[0].body["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
     );
     assert_eq!(
         std::fs::read_to_string(dir.join("workspace/hello.txt")).unwrap(),
