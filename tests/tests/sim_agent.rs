@@ -10,7 +10,9 @@ use mew_core::agent::{
 use mew_core::envelope::Kind;
 use mew_core::participant::{Draft, ToolSpec};
 use mew_tests::sim::participants::behaviour::{reviewer, tool_handler};
-use mew_tests::sim::participants::machine::{model_status, model_text, model_tool_calls};
+use mew_tests::sim::participants::machine::{
+    model_status, model_stream, model_text, model_tool_calls,
+};
 use mew_tests::sim::participants::{ModelScript, NodeId, Verdict, World};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -767,5 +769,212 @@ fn clear_forgets_the_conversation_and_mentions_are_answered() {
             json!("answer to remember me?"),
             json!("answer to hey @assistant, still there?")
         ]
+    );
+}
+
+fn ignored(w: &World, a: NodeId) -> Vec<String> {
+    w.agent(a)
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ChatIgnored { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn thoughts(w: &World, human: NodeId) -> Vec<String> {
+    w.node(human)
+        .received_kind("reasoning/thought")
+        .into_iter()
+        .filter_map(|t| t["payload"]["message"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn the_default_strategy_classifies_broadcasts_and_falls_back_to_questions() {
+    let (mut w, human) = world(31);
+    let a = join_agent(
+        &mut w,
+        "name: assistant\n",
+        Box::new(|r, _| {
+            let q = last_user(r);
+            if !q.contains("Should you respond") {
+                return model_text(&format!("answer to {q}"));
+            }
+            if q.contains("lunch") {
+                model_text(
+                    "{\"shouldRespond\": false, \"confidence\": 0.9, \"reason\": \"chatter\"}",
+                )
+            } else if q.contains("Tokyo") {
+                model_text(
+                    "<think>it is about weather</think>{\"shouldRespond\": true, \"confidence\": 0.8}",
+                )
+            } else if q.contains("unsure") {
+                model_text("{\"shouldRespond\": true, \"confidence\": 0.3}")
+            } else if q.contains("what now") {
+                model_status(400, None)
+            } else {
+                model_text("I cannot say")
+            }
+        }),
+    );
+    let broadcast = |w: &mut World, text: &str| {
+        w.act(human, |p, now| p.chat(now, text, vec![])).unwrap();
+        w.run_until_quiet();
+        w.run_for(Duration::from_secs(5));
+    };
+    for text in [
+        "lunch anyone?",
+        "how warm is Tokyo today",
+        "unsure whether to ask",
+        "what now?",
+        "fine then",
+    ] {
+        broadcast(&mut w, text);
+    }
+    w.act(human, |p, now| {
+        p.chat(
+            now,
+            "for the weather service only",
+            vec!["weather-service".into()],
+        )
+    })
+    .unwrap();
+    w.run_until_quiet();
+    let reqs = &w.agent(a).requests;
+    // Classification: its own short prompt, no tools, a small budget, no stream.
+    let classify: Vec<&ModelRequest> = reqs
+        .iter()
+        .filter(|r| last_user(r).contains("Should you respond"))
+        .collect();
+    assert_eq!(classify.len(), 5);
+    for c in &classify {
+        assert!(c.tools.is_empty() && !c.stream);
+        assert_eq!(c.max_tokens, Some(256));
+        assert_eq!(c.messages.len(), 1);
+    }
+    let texts: Vec<Value> = answers(&w, human)
+        .into_iter()
+        .map(|c| c["payload"]["text"].clone())
+        .collect();
+    // Tokyo (judged yes) and "what now?" (classification failed; a question) are answered.
+    assert_eq!(
+        texts,
+        [
+            json!("answer to how warm is Tokyo today"),
+            json!("answer to what now?")
+        ]
+    );
+    let why = ignored(&w, a);
+    assert!(
+        why.iter()
+            .any(|r| r.contains("shouldRespond false, confidence 0.9")),
+        "{why:?}"
+    );
+    assert!(
+        why.iter()
+            .any(|r| r.contains("confidence 0.3, threshold 0.5")),
+        "{why:?}"
+    );
+    assert!(
+        why.iter()
+            .any(|r| r.contains("could not be read, and it asks no question")),
+        "{why:?}"
+    );
+    assert!(
+        why.iter().any(|r| r == "addressed to weather-service"),
+        "{why:?}"
+    );
+}
+
+#[test]
+fn streamed_reasoning_becomes_thoughts_a_paragraph_at_a_time() {
+    let para = |n: usize| format!("Paragraph {n}: {}\n", "weighing the options ".repeat(12));
+    for (yaml, shown) in [
+        ("name: assistant\n", true),
+        ("name: assistant\nmodel_reasoning: none\n", false),
+    ] {
+        let (mut w, human) = world(32);
+        let (p1, p2) = (para(1), para(2));
+        let a = join_agent(
+            &mut w,
+            yaml,
+            Box::new(move |_, _| {
+                let mut deltas: Vec<Value> = Vec::new();
+                for chunk in format!("{p1}{p2}tail thought").as_bytes().chunks(40) {
+                    let c = String::from_utf8_lossy(chunk).into_owned();
+                    deltas.push(json!({"reasoning_content": c}));
+                }
+                deltas.push(json!({"content": "The answer."}));
+                model_stream(&deltas)
+            }),
+        );
+        ask(&mut w, human, "assistant", "think hard");
+        run_until_finished(&mut w, a);
+        assert!(w.agent(a).requests[0].stream);
+        assert_eq!(answers(&w, human)[0]["payload"]["text"], "The answer.");
+        let t = thoughts(&w, human);
+        let about = |s: &str| t.iter().filter(|x| x.contains(s)).count();
+        if shown {
+            // Each paragraph a thought of its own as it streamed in, the rest when the
+            // reply ended; nothing twice.
+            assert_eq!(about("Paragraph 1"), 1, "{t:?}");
+            assert_eq!(about("Paragraph 2"), 1, "{t:?}");
+            assert_eq!(about("tail thought"), 1, "{t:?}");
+            assert!(
+                t.iter()
+                    .any(|x| x.contains("Paragraph 1") && !x.contains("Paragraph 2"))
+            );
+            assert!(t.iter().any(|x| x == "tail thought"), "{t:?}");
+        } else {
+            assert_eq!(about("Paragraph") + about("tail thought"), 0, "{t:?}");
+        }
+    }
+}
+
+#[test]
+fn arguments_against_the_schema_and_cut_answers_go_back_or_are_flagged() {
+    let (mut w, human) = world(33);
+    let a = join_agent(
+        &mut w,
+        "name: assistant\n",
+        Box::new(|_, n| match n {
+            0 => {
+                model_tool_calls(&[("c", "weather-service__get_weather", json!({"city": "Oslo"}))])
+            }
+            _ => ModelOutcome::Http {
+                status: 200,
+                retry_after: None,
+                body: json!({"choices": [{"index": 0, "finish_reason": "length",
+                    "message": {"role": "assistant", "content": "It is cold and"}}]})
+                .to_string(),
+            },
+        }),
+    );
+    ask(&mut w, human, "assistant", "weather in Oslo?");
+    run_until_finished(&mut w, a);
+    let reqs = &w.agent(a).requests;
+    let obs = last_tool_message(&reqs[1]);
+    assert!(
+        obs.starts_with(
+            "Error: the arguments do not match the schema of weather-service/get_weather"
+        ) && obs.contains("location"),
+        "{obs}"
+    );
+    // Nothing reached the weather service.
+    assert!(
+        w.node(human)
+            .received_kind("mcp/request")
+            .iter()
+            .all(|r| r["payload"]["method"] != "tools/call")
+    );
+    let text = answers(&w, human)[0]["payload"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.starts_with("It is cold and") && text.contains("cut short"),
+        "{text}"
     );
 }

@@ -135,6 +135,17 @@ impl Machine {
                         break;
                     }
                     let (call, outcome) = entry.remove();
+                    // A streamed body reaches the agent an event at a time first, as the
+                    // driver hands it over.
+                    if let ModelOutcome::Http {
+                        status: 200, body, ..
+                    } = &outcome
+                        && body.starts_with("data:")
+                    {
+                        for event in body.split_inclusive("\n\n") {
+                            a.agent.handle_model_data(now, call, event);
+                        }
+                    }
                     a.agent.handle_model(now, call, outcome);
                 }
                 if a.agent.poll_timeout().is_some_and(|t| t <= now) {
@@ -206,6 +217,24 @@ pub fn model_message(message: Value) -> ModelOutcome {
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
         })
         .to_string(),
+    }
+}
+
+/// A 200 server-sent-events answer made of these `choices[0].delta` objects.
+pub fn model_stream(deltas: &[Value]) -> ModelOutcome {
+    let mut body: String = deltas
+        .iter()
+        .map(|d| {
+            let chunk = json!({"object": "chat.completion.chunk",
+                               "choices": [{"index": 0, "delta": d, "finish_reason": null}]});
+            format!("data: {chunk}\n\n")
+        })
+        .collect();
+    body.push_str("data: [DONE]\n\n");
+    ModelOutcome::Http {
+        status: 200,
+        retry_after: None,
+        body,
     }
 }
 
