@@ -8,6 +8,7 @@
 //! their own; envelopes arriving in a burst are applied together before one redraw, so a
 //! busy space never waits on the terminal.
 
+mod chatter;
 pub mod screen;
 
 use std::time::Duration;

@@ -10,6 +10,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+
+use super::chatter;
 use serde_json::{Value, json};
 
 /// Lines of the message pane kept.
@@ -102,6 +104,10 @@ enum Item {
     Line(Line<'static>),
     /// A reasoning sequence, drawn folded from [`Screen::reasoning`].
     Reasoning(String),
+    /// A heading and a long text under it: a few lines unless expanded (Ctrl-O).
+    Long(Line<'static>, Vec<String>),
+    /// Machine-to-machine chatter: drawn only with `/verbose`.
+    Chatter(Box<Item>),
 }
 
 /// A reasoning sequence: its thoughts as they come, then its conclusion.
@@ -142,7 +148,18 @@ pub struct Screen {
     shown: std::collections::BTreeSet<String>,
     /// Open streams: id, owner.
     streams: BTreeMap<String, String>,
+    /// Show chatter (`/verbose`).
+    verbose: bool,
+    /// Chatter entries seen (hidden unless verbose).
+    chatter: u64,
+    /// Ids of chatter requests, so that their answers are chatter too (bounded).
+    chatter_ids: VecDeque<String>,
+    /// Long texts shown whole (Ctrl-O).
+    expanded: bool,
 }
+
+/// Chatter request ids remembered.
+const MAX_CHATTER_IDS: usize = 1_024;
 
 /// Decided proposals remembered for suggestions.
 const MAX_OBSERVED: usize = 5_000;
@@ -204,6 +221,60 @@ impl Screen {
             self.reasoning.remove(&ctx);
         }
         self.lines.push_back(item);
+    }
+
+    /// Adds machine-to-machine chatter: counted, and drawn only with `/verbose`.
+    fn push_chatter(&mut self, item: Item) {
+        self.chatter += 1;
+        self.push_item(Item::Chatter(Box::new(item)));
+    }
+
+    /// Adds a heading with a text under it, folded to a few lines when long.
+    fn push_long(&mut self, head: Line<'static>, text: &str) {
+        let body = chatter::text_lines(text);
+        if body.len() <= 1 && text.chars().count() <= 160 {
+            let mut spans = head.spans;
+            spans.push(Span::raw(format!(
+                " {}",
+                body.first().map_or("", |s| s.as_str())
+            )));
+            self.push(Line::from(spans));
+        } else {
+            self.push_item(Item::Long(head, body));
+        }
+    }
+
+    /// The display lines of an entry.
+    fn draw_item(&self, item: &Item, out: &mut Vec<Line<'static>>) {
+        match item {
+            Item::Line(l) => out.push(l.clone()),
+            Item::Reasoning(ctx) => out.push(self.fold_line(ctx)),
+            Item::Long(head, body) => {
+                out.push(head.clone());
+                let shown = if self.expanded {
+                    body.len()
+                } else {
+                    body.len().min(chatter::FOLDED_LINES)
+                };
+                for l in &body[..shown] {
+                    out.push(Line::from(format!("    {l}")));
+                }
+                if shown < body.len() {
+                    out.push(Line::from(Span::styled(
+                        format!("    … {} more line(s): Ctrl-O expands", body.len() - shown),
+                        Style::new().add_modifier(Modifier::DIM),
+                    )));
+                }
+            }
+            Item::Chatter(inner) if self.verbose => {
+                let mut lines = Vec::new();
+                self.draw_item(inner, &mut lines);
+                for l in lines {
+                    out.push(l.style(Style::new().add_modifier(Modifier::DIM)));
+                }
+            }
+            Item::Chatter(_) => {}
+        }
     }
 
     fn fold_line(&self, ctx: &str) -> Line<'static> {
@@ -300,7 +371,13 @@ impl Screen {
                     to,
                     payload: payload.clone(),
                 };
-                self.push(Line::from(format!("{from} proposes {}", p.what())));
+                let args = &p.payload["params"]["arguments"];
+                if args.is_null() {
+                    self.push(Line::from(format!("{from} proposes {}", p.what())));
+                } else {
+                    let head = Line::from(format!("{from} proposes {}:", p.what()));
+                    self.push_long(head, &chatter::value_text(args));
+                }
                 if from != self.me {
                     if self.pending.len() >= MAX_PENDING {
                         self.pending.pop_front();
@@ -338,20 +415,10 @@ impl Screen {
                         self.dialog = Some(Dialog::Review);
                     }
                 } else if kind == "mcp/request" && from != self.me {
-                    self.push(Line::from(format!(
-                        "{from} calls {}",
-                        short(&payload["method"], 40)
-                    )));
+                    self.on_request(&from, &id, env);
                 }
             }
-            "mcp/response" => {
-                let r = &payload["result"];
-                let text = r["content"][0]["text"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| short(if r.is_null() { &payload["error"] } else { r }, 200));
-                self.push(Line::from(format!("{from} answers: {text}")));
-            }
+            "mcp/response" => self.on_response(&from, env),
             "reasoning/start" => {
                 self.reasoning.insert(
                     id.clone(),
@@ -401,6 +468,78 @@ impl Screen {
         }
     }
 
+    /// Someone else's request: discovery is chatter; a tool call shows its arguments.
+    fn on_request(&mut self, from: &str, id: &str, env: &Value) {
+        let payload = &env["payload"];
+        let method = payload["method"].as_str().unwrap_or("?");
+        let to = env["to"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        let head = Line::from(format!(
+            "{from} calls {} on {to}",
+            short(&payload["method"], 40)
+        ));
+        // A request that fulfils a proposal was asked for by a person: never chatter.
+        if chatter::is_discovery(method) && env.get("correlation_id").is_none() {
+            if self.chatter_ids.len() >= MAX_CHATTER_IDS {
+                self.chatter_ids.pop_front();
+            }
+            self.chatter_ids.push_back(id.to_owned());
+            self.push_chatter(Item::Line(head));
+            return;
+        }
+        match payload["params"]["name"].as_str() {
+            Some(tool) => {
+                let head = Line::from(format!("{from} calls {tool} on {to}:"));
+                let args = chatter::value_text(&payload["params"]["arguments"]);
+                self.push_long(head, &args);
+            }
+            None => self.push(head),
+        }
+    }
+
+    /// An answer: to chatter it is chatter; a long result is folded.
+    fn on_response(&mut self, from: &str, env: &Value) {
+        let payload = &env["payload"];
+        let r = &payload["result"];
+        let answers = |id: &Value| id.as_str().map(str::to_owned);
+        let to_chatter = env["correlation_id"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(answers)
+            .any(|c| self.chatter_ids.contains(&c));
+        let mine = env["to"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|x| x.as_str() == Some(self.me.as_str())));
+        let text = match r["content"].as_array() {
+            Some(items) => items
+                .iter()
+                .map(|i| {
+                    i["text"]
+                        .as_str()
+                        .map_or_else(|| i.to_string(), str::to_owned)
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            None if r.is_null() => chatter::value_text(&payload["error"]),
+            None => chatter::value_text(r),
+        };
+        let head = Line::from(format!("{from} answers:"));
+        if to_chatter || (!mine && chatter::is_listing(r)) {
+            let body = chatter::text_lines(&text);
+            self.push_chatter(Item::Long(head, body));
+            return;
+        }
+        self.push_long(head, &text);
+    }
+
     fn observe(&mut self, env: &Value) {
         if self.observed.len() >= MAX_OBSERVED {
             self.observed.pop_front();
@@ -426,6 +565,10 @@ impl Screen {
     pub fn on_key(&mut self, key: KeyEvent) -> Vec<Action> {
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
             return vec![Action::Quit];
+        }
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('o') {
+            self.expanded = !self.expanded;
+            return Vec::new();
         }
         match self.dialog.clone() {
             Some(Dialog::Suggest) => {
@@ -600,6 +743,15 @@ impl Screen {
                 }
                 Vec::new()
             }
+            "verbose" => {
+                self.verbose = !self.verbose;
+                self.note(if self.verbose {
+                    "showing background messages (discovery and other chatter); /verbose hides them"
+                } else {
+                    "hiding background messages; /verbose shows them"
+                });
+                Vec::new()
+            }
             "help" => {
                 for h in HELP {
                     self.note(*h);
@@ -685,15 +837,19 @@ impl Screen {
         let [messages, panel] =
             Layout::horizontal([Constraint::Min(20), Constraint::Length(side)]).areas(main);
         let inner_h = messages.height.saturating_sub(2) as usize;
-        let shown: Vec<Line> = self
-            .lines
-            .iter()
-            .skip(self.lines.len().saturating_sub(inner_h.max(1) * 4))
-            .map(|i| match i {
-                Item::Line(l) => l.clone(),
-                Item::Reasoning(ctx) => self.fold_line(ctx),
-            })
-            .collect();
+        // The newest entries that can fill the pane (hidden chatter draws nothing).
+        let mut shown: Vec<Line> = Vec::new();
+        let want = inner_h.max(1) * 4;
+        for i in self.lines.iter().rev() {
+            let mut lines = Vec::new();
+            self.draw_item(i, &mut lines);
+            lines.reverse();
+            shown.extend(lines);
+            if shown.len() >= want {
+                break;
+            }
+        }
+        shown.reverse();
         // Keep the newest lines in view: scroll past what does not fit once wrapped.
         let inner_w = usize::from(messages.width.saturating_sub(2)).max(1);
         let total: usize = shown
@@ -746,8 +902,13 @@ impl Screen {
         );
         f.render_widget(
             Paragraph::new(format!(
-                "{}   /help for commands, Ctrl-C to quit",
-                self.status
+                "{}{}   /help for commands, Ctrl-C to quit",
+                self.status,
+                match (self.chatter, self.verbose) {
+                    (0, _) => String::new(),
+                    (n, false) => format!("   {n} background message(s) hidden: /verbose"),
+                    (n, true) => format!("   {n} background message(s) shown"),
+                }
             )),
             status,
         );
@@ -867,6 +1028,7 @@ const HELP: &[&str] = &[
     "/grant <id> <kind or capability JSON>   /revoke <id> <kind or capability JSON>",
     "/pause /resume /forget /compact /clear /restart /shutdown /status <id>",
     "/kick <id>   /cancel <reasoning context>   /streams   /json <envelope>   /quit",
+    "/verbose shows or hides background messages (discovery); Ctrl-O expands long texts",
     "after 3 approvals of the same call shape a grant is suggested: g grant, d dismiss",
 ];
 

@@ -253,3 +253,86 @@ fn reasoning_folds_under_its_chat_and_follows_the_thoughts() {
     );
     assert!(frame(&s, 100, 24).contains("▸ agent reasoned in 2 step(s): Answered after 2 step(s)"));
 }
+
+#[test]
+fn discovery_is_folded_away_and_long_texts_are_summarised() {
+    let mut s = space();
+    // The agent discovers the file server's tools: four envelopes nobody asked to see.
+    s.on_envelope(
+        &json!({"kind": "mcp/request", "from": "agent", "id": "d1", "to": ["files"],
+        "payload": {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}}),
+    );
+    s.on_envelope(
+        &json!({"kind": "mcp/response", "from": "files", "id": "d2", "to": ["agent"],
+        "correlation_id": ["d1"], "payload": {"jsonrpc": "2.0", "id": 1,
+        "result": {"tools": [{"name": "read_file", "inputSchema": {"type": "object"}}]}}}),
+    );
+    s.on_envelope(
+        &json!({"kind": "mcp/request", "from": "agent", "id": "d3", "to": ["files"],
+        "payload": {"jsonrpc": "2.0", "id": 2, "method": "resources/list"}}),
+    );
+    // An answer listing tools whose request was not seen is chatter too.
+    s.on_envelope(
+        &json!({"kind": "mcp/response", "from": "files", "id": "d4", "to": ["agent"],
+        "correlation_id": ["x"], "payload": {"jsonrpc": "2.0", "id": 3,
+        "result": {"tools": []}}}),
+    );
+    // A tool call and its long answer stay, summarised.
+    let long: Vec<String> = (1..=40).map(|i| format!("line {i} of the file")).collect();
+    s.on_envelope(
+        &json!({"kind": "mcp/request", "from": "agent", "id": "r1", "to": ["files"],
+        "payload": {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "read_file", "arguments": {"path": "big.txt"}}}}),
+    );
+    s.on_envelope(
+        &json!({"kind": "mcp/response", "from": "files", "id": "r2", "to": ["agent"],
+        "correlation_id": ["r1"], "payload": {"jsonrpc": "2.0", "id": 4,
+        "result": {"content": [{"type": "text", "text": long.join("\n")}]}}}),
+    );
+    let f = frame(&s, 100, 30);
+    assert!(
+        !f.contains("tools/list") && !f.contains("resources/list"),
+        "{f}"
+    );
+    assert!(
+        f.contains("4 background message(s) hidden: /verbose"),
+        "{f}"
+    );
+    assert!(
+        f.contains(r#"agent calls read_file on files: {"path":"big.txt"}"#),
+        "{f}"
+    );
+    assert!(
+        f.contains("files answers:") && f.contains("line 3 of the file"),
+        "{f}"
+    );
+    assert!(!f.contains("line 4 of the file"), "{f}");
+    assert!(f.contains("… 37 more line(s): Ctrl-O expands"), "{f}");
+
+    // Ctrl-O shows the whole text; again folds it.
+    s.on_key(KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL));
+    let f = frame(&s, 100, 60);
+    assert!(
+        f.contains("line 40 of the file") && !f.contains("more line(s)"),
+        "{f}"
+    );
+    s.on_key(KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL));
+
+    // /verbose shows the chatter, dimmed, earlier ones included.
+    assert_eq!(typed(&mut s, "/verbose"), vec![]);
+    let f = frame(&s, 100, 40);
+    assert!(
+        f.contains("agent calls tools/list on files") && f.contains("resources/list"),
+        "{f}"
+    );
+    assert!(f.contains("4 background message(s) shown"), "{f}");
+    typed(&mut s, "/verbose");
+    assert!(!frame(&s, 100, 40).contains("tools/list"));
+
+    // A discovery request that fulfils a proposal was asked for by a person: it stays.
+    s.on_envelope(
+        &json!({"kind": "mcp/request", "from": "agent", "id": "f1", "to": ["files"],
+        "correlation_id": ["p9"], "payload": {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}}),
+    );
+    assert!(frame(&s, 100, 40).contains("agent calls tools/list on files"));
+}
