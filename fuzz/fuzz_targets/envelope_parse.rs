@@ -15,7 +15,6 @@ fuzz_target!(|data: &[u8]| {
 
     let parsed = Envelope::parse(data, &limits);
     if let Ok(env) = &parsed {
-        let _ = env.typed_payload();
         let text = env.to_json();
         let again = Envelope::parse(text.as_bytes(), &limits)
             .unwrap_or_else(|e| panic!("re-parse of {text} failed: {e}"));

@@ -8,13 +8,11 @@
 mod frame;
 mod kind;
 mod parse;
-pub mod payload;
 mod routing;
 
 pub use frame::{FrameError, FrameKind, MAX_STREAM_ID_BYTES, StreamFrame};
 pub use kind::{Kind, is_reserved_kind};
 pub use parse::{Limits, ParseError, SERDE_MAX_DEPTH, check_depth};
-pub use payload::{KindPayload, Payload, PayloadError};
 pub use routing::{CorrelationIds, RoutingView, Text};
 
 use crate::Time;
@@ -92,16 +90,6 @@ fn de_correlation<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>
 }
 
 impl Envelope {
-    /// An envelope of `P`'s kind carrying `payload`, stamped with `now`, to everyone.
-    pub fn new<P: KindPayload>(
-        id: impl Into<String>,
-        from: impl Into<String>,
-        payload: &P,
-        now: Time,
-    ) -> Envelope {
-        Envelope::with_kind(id, from, P::KIND, Some(payload::to_value(payload)), now)
-    }
-
     /// An envelope of any kind, including ones this version does not define.
     pub fn with_kind(
         id: impl Into<String>,
@@ -121,22 +109,6 @@ impl Envelope {
             context: None,
             payload,
         }
-    }
-
-    /// An envelope carrying a [`Payload`]; `kind` is used only for [`Payload::Other`].
-    pub fn from_payload(
-        id: impl Into<String>,
-        from: impl Into<String>,
-        kind: Kind,
-        payload: &Payload,
-        now: Time,
-    ) -> Envelope {
-        let kind = payload.kind().unwrap_or(kind);
-        let body = match payload {
-            Payload::Other(Value::Null) => None,
-            p => Some(p.to_value()),
-        };
-        Envelope::with_kind(id, from, kind, body, now)
     }
 
     /// Addresses the envelope to `to` (an empty list is a broadcast).
@@ -163,11 +135,6 @@ impl Envelope {
     pub fn in_context(mut self, context: impl Into<String>) -> Envelope {
         self.context = Some(context.into());
         self
-    }
-
-    /// Reads the payload as its kind's typed payload ([`Payload::Other`] for unknown kinds).
-    pub fn typed_payload(&self) -> Result<Payload, PayloadError> {
-        Payload::from_value(&self.kind, self.payload.as_ref())
     }
 
     /// Parses and validates one envelope from a text frame's bytes.
@@ -208,21 +175,22 @@ impl Envelope {
 
 #[cfg(test)]
 mod tests {
-    use super::payload::{Chat, ParticipantClear, StreamRequest};
     use super::*;
     use serde_json::json;
 
     #[test]
-    fn builds_envelopes_from_typed_payloads() {
+    fn builds_envelopes() {
         let now = Time::from_unix_millis(1_736_416_800_000);
-        let chat = Chat {
-            text: "hi".into(),
-            format: Some("markdown".into()),
-        };
-        let env = Envelope::new("e1", "alice", &chat, now)
-            .to(["bob"])
-            .correlate(["c0"])
-            .in_context("r1");
+        let env = Envelope::with_kind(
+            "e1",
+            "alice",
+            Kind::Chat,
+            Some(json!({"text": "hi", "format": "markdown"})),
+            now,
+        )
+        .to(["bob"])
+        .correlate(["c0"])
+        .in_context("r1");
         assert_eq!(
             serde_json::from_str::<Value>(&env.to_json()).unwrap(),
             json!({"protocol": "mew/v0.4", "id": "e1", "ts": "2025-01-09T10:00:00.000Z",
@@ -233,47 +201,22 @@ mod tests {
             Envelope::parse(env.to_json().as_bytes(), &Limits::default()).unwrap(),
             env
         );
-        assert_eq!(env.typed_payload().unwrap(), Payload::Chat(chat));
 
-        let clear = Envelope::new("e2", "o", &ParticipantClear::default(), now);
+        let clear = Envelope::with_kind("e2", "o", Kind::ParticipantClear, None, now);
         assert_eq!(clear.kind, Kind::ParticipantClear);
-        assert_eq!(clear.payload, Some(json!({})));
+        assert!(!clear.to_json().contains("payload"));
 
-        let other = Envelope::from_payload(
+        let other = Envelope::with_kind(
             "e3",
             "o",
             Kind::parse("game/move"),
-            &Payload::Other(json!({"x": 1})),
+            Some(json!({"x": 1})),
             now,
         );
         assert_eq!(other.kind.as_str(), "game/move");
         assert_eq!(
-            other.typed_payload().unwrap(),
-            Payload::Other(json!({"x": 1}))
-        );
-        let known = Envelope::from_payload(
-            "e4",
-            "o",
-            Kind::Chat,
-            &Payload::StreamRequest(StreamRequest {
-                direction: payload::StreamDirection::Upload,
-                expected_size_bytes: None,
-                description: None,
-                content_type: None,
-                format: None,
-                metadata: None,
-                extra: [("x_game".to_owned(), json!(true))].into(),
-            }),
-            now,
-        );
-        assert_eq!(
-            known.kind,
-            Kind::StreamRequest,
-            "the payload decides the kind"
-        );
-        assert_eq!(
-            known.payload,
-            Some(json!({"direction": "upload", "x_game": true}))
+            Envelope::parse(other.to_json().as_bytes(), &Limits::default()).unwrap(),
+            other
         );
     }
 
