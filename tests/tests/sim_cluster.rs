@@ -321,3 +321,372 @@ fn invite_tokens_come_from_the_logs_entropy_and_only_digests_are_kept() {
     }
     let _ = BTreeMap::<u8, u8>::new();
 }
+
+/// Nodes ([`mew_core::cluster::Node`]) over a shared in-memory log, driven by a seeded
+/// schedule: each node reads the log at its own pace, may lose the log (its publishes are
+/// refused) or die (it stops altogether).
+mod nodes {
+    use super::*;
+    use mew_core::cluster::{Node, NodeOptions, NodeOutput, Undo};
+
+    /// A tiny seeded generator (xorshift): the schedules vary by seed, reproducibly.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    struct SimNode {
+        node: Node,
+        g: Gateway,
+        alive: bool,
+        reach: bool,
+        /// Connections this node holds, by local number then id.
+        conns: BTreeMap<u64, ConnId>,
+        received: Vec<(ConnId, Bytes)>,
+        directs: Vec<(ConnId, Bytes)>,
+        closes: Vec<(ConnId, u16, bool)>,
+        gone: Vec<String>,
+        snapshots: Vec<(u64, Vec<u8>)>,
+        refused_posts: usize,
+    }
+
+    struct Sim {
+        log: Vec<Bytes>,
+        nodes: Vec<SimNode>,
+        now: Time,
+        rng: Rng,
+        config: SpaceConfig,
+    }
+
+    impl Sim {
+        fn new(seed: u64, ids: &[&str], snapshot_every: u64) -> Sim {
+            let config = SpaceConfig::from_yaml(SPACE).unwrap();
+            let mut sim = Sim {
+                log: Vec::new(),
+                nodes: Vec::new(),
+                now: Time::from_unix_millis(1_000_000),
+                rng: Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+                config,
+            };
+            for id in ids {
+                sim.add(id, snapshot_every);
+            }
+            sim
+        }
+
+        fn add(&mut self, id: &str, snapshot_every: u64) -> usize {
+            let (replica, g) = Replica::new(id, self.config.clone());
+            let mut opts = NodeOptions::new(id);
+            opts.snapshot_every = snapshot_every;
+            let mut n = 0u8;
+            let entropy = Box::new(move || {
+                n = n.wrapping_add(1);
+                [n; 16]
+            });
+            let node = Node::new(opts, replica, 0, entropy);
+            self.nodes.push(SimNode {
+                node,
+                g,
+                alive: true,
+                reach: true,
+                conns: BTreeMap::new(),
+                received: Vec::new(),
+                directs: Vec::new(),
+                closes: Vec::new(),
+                gone: Vec::new(),
+                snapshots: Vec::new(),
+                refused_posts: 0,
+            });
+            let i = self.nodes.len() - 1;
+            let now = self.now;
+            self.nodes[i].node.handle_start(now);
+            self.outputs(i);
+            i
+        }
+
+        /// Carries out node `i`'s outputs: publishes go into the log when it is reachable.
+        fn outputs(&mut self, i: usize) {
+            while let Some(o) = self.nodes[i].node.poll_output() {
+                let now = self.now;
+                let n = &mut self.nodes[i];
+                match o {
+                    NodeOutput::Publish { record, undo } => {
+                        if n.reach {
+                            self.log.push(Bytes::from(record.encode()));
+                        } else {
+                            n.node.handle_refused(now, undo, "the log is unreachable");
+                        }
+                    }
+                    NodeOutput::Connected { local, conn } => {
+                        n.conns.insert(local, conn);
+                    }
+                    NodeOutput::Abandon { .. } => {}
+                    NodeOutput::Posted { .. } => {}
+                    NodeOutput::PostRefused { .. } => n.refused_posts += 1,
+                    NodeOutput::Direct { conn, frame } => n.directs.push((conn, frame)),
+                    NodeOutput::Close {
+                        conn, code, forget, ..
+                    } => {
+                        n.closes.push((conn, code, forget));
+                        if forget {
+                            n.conns.retain(|_, c| *c != conn);
+                        }
+                    }
+                    NodeOutput::Snapshot { applied, bytes } => n.snapshots.push((applied, bytes)),
+                    NodeOutput::NodeGone { node, .. } => n.gone.push(node),
+                    NodeOutput::Warning(w) => panic!("warning: {w}"),
+                    NodeOutput::Broken(b) => panic!("broken: {b}"),
+                }
+            }
+        }
+
+        /// Node `i` reads what the log holds past its replica (all of it, or a random part).
+        fn read(&mut self, i: usize, all: bool) {
+            let n = &self.nodes[i];
+            if !n.alive || !n.reach {
+                return;
+            }
+            let from = n.node.applied() as usize;
+            let upto = if all {
+                self.log.len()
+            } else {
+                from + self.rng.below((self.log.len() - from) as u64 + 1) as usize
+            };
+            for seq in from..upto {
+                let bytes = self.log[seq].clone();
+                let n = &mut self.nodes[i];
+                n.node.handle_entry(&mut n.g, seq as u64 + 1, bytes);
+                while let Some(o) = n.g.poll_output() {
+                    if let Output::Transmit { conn, frame } = o
+                        && n.conns.values().any(|c| *c == conn)
+                    {
+                        n.received.push((conn, frame));
+                    }
+                }
+                n.node.handle_drained(&n.g);
+                self.outputs(i);
+            }
+        }
+
+        /// `ms` of time pass in random steps; every live node reads and keeps time.
+        fn run(&mut self, ms: u64) {
+            let end = self.now + Duration::from_millis(ms);
+            while self.now < end {
+                self.now = self.now + Duration::from_millis(1 + self.rng.below(150));
+                for i in 0..self.nodes.len() {
+                    if !self.nodes[i].alive {
+                        continue;
+                    }
+                    let all = self.rng.below(3) > 0;
+                    self.read(i, all);
+                    let now = self.now;
+                    let n = &mut self.nodes[i];
+                    n.node.handle_log_state(n.reach);
+                    n.node.handle_timeout(now, &n.g);
+                    self.outputs(i);
+                }
+            }
+            for i in 0..self.nodes.len() {
+                self.read(i, true);
+            }
+        }
+
+        fn connect(&mut self, i: usize, token: &str) -> ConnId {
+            let now = self.now;
+            let local = self.nodes[i]
+                .node
+                .handle_connect(now, Some(TokenHash::of(token)));
+            self.outputs(i);
+            self.read(i, true);
+            let conn = self.nodes[i].conns[&local];
+            let join = format!(r#"{{"type":"join","participantId":"x","token":"{token}"}}"#);
+            self.frame(i, conn, &join);
+            conn
+        }
+
+        fn frame(&mut self, i: usize, conn: ConnId, frame: &str) {
+            let now = self.now;
+            let n = &mut self.nodes[i];
+            n.node
+                .handle_frame(now, &mut n.g, conn, Bytes::from(frame.to_owned()));
+            self.outputs(i);
+            self.read(i, true);
+        }
+
+        fn state(&mut self, i: usize) -> Vec<u8> {
+            let n = &self.nodes[i];
+            // Node ids differ; the replicated state does not.
+            let s: serde_json::Value =
+                serde_json::from_slice(&n.node.replica().snapshot(&n.g).unwrap()).unwrap();
+            serde_json::to_vec(&s).unwrap()
+        }
+    }
+
+    fn saw(frames: &[(ConnId, Bytes)], conn: ConnId, what: &str) -> bool {
+        frames
+            .iter()
+            .any(|(c, f)| *c == conn && std::str::from_utf8(f).unwrap().contains(what))
+    }
+
+    #[test]
+    fn a_node_that_dies_is_declared_gone_by_the_others_and_its_participant_leaves() {
+        for seed in 0..40 {
+            let mut sim = Sim::new(seed, &["a", "b", "c"], 1_000_000);
+            sim.run(500);
+            let human = sim.connect(0, "human-token");
+            let agent = sim.connect(1, "agent-token");
+            let wait = 300 + sim.rng.below(2_000);
+            sim.run(wait);
+            sim.nodes[1].alive = false;
+            sim.run(8_000);
+            for i in [0, 2] {
+                assert_eq!(
+                    sim.nodes[i].gone,
+                    ["b"],
+                    "seed {seed}: node {i} declared b gone once"
+                );
+            }
+            assert!(
+                saw(&sim.nodes[0].received, human, r#""kind":"system/presence""#)
+                    && saw(&sim.nodes[0].received, human, r#""event":"leave""#),
+                "seed {seed}: the human saw the agent leave"
+            );
+            let _ = agent;
+            assert_eq!(sim.state(0), sim.state(2), "seed {seed}: a and c agree");
+            // b comes back: its NodeUp ends its old life; it catches up and agrees too.
+            sim.nodes[1].alive = true;
+            let now = sim.now;
+            sim.nodes[1].node.handle_start(now);
+            sim.outputs(1);
+            sim.run(1_000);
+            assert_eq!(sim.state(0), sim.state(1), "seed {seed}: b agrees again");
+            assert!(
+                sim.nodes[0].gone.len() == 1,
+                "seed {seed}: b is back, not gone twice"
+            );
+        }
+    }
+
+    #[test]
+    fn an_outage_of_the_log_refuses_inputs_and_a_node_cut_off_too_long_is_evicted() {
+        for seed in 0..40 {
+            let mut sim = Sim::new(seed, &["a", "b"], 1_000_000);
+            sim.run(300);
+            let human = sim.connect(0, "human-token");
+            let agent = sim.connect(1, "agent-token");
+            // Everyone loses the log for 3 s (more than its quiet limit, less than a node's
+            // timeout): inputs are refused with a reason, nobody is declared gone.
+            for n in &mut sim.nodes {
+                n.reach = false;
+            }
+            let before = sim.log.len();
+            sim.frame(0, human, &envelope(0, 1));
+            let now = sim.now;
+            let local = sim.nodes[0].node.handle_post(
+                now,
+                "human".into(),
+                Some(TokenHash::of("human-token")),
+                Bytes::from(envelope(0, 2)),
+            );
+            assert!(local > 0);
+            sim.outputs(0);
+            sim.run(3_000);
+            assert_eq!(
+                sim.log.len(),
+                before,
+                "seed {seed}: nothing published, not even beats"
+            );
+            assert!(saw(&sim.nodes[0].directs, human, "log_unavailable"));
+            assert_eq!(sim.nodes[0].refused_posts, 1);
+            for n in &mut sim.nodes {
+                n.reach = true;
+            }
+            sim.run(2_000);
+            for n in &sim.nodes {
+                assert!(
+                    n.gone.is_empty(),
+                    "seed {seed}: no node declared gone for the log's outage"
+                );
+            }
+            // Now b alone is cut off for longer than its timeout: a declares it gone, and b,
+            // reading the log again, learns it was evicted and closes its socket.
+            sim.nodes[1].reach = false;
+            sim.run(7_000);
+            assert_eq!(sim.nodes[0].gone, ["b"], "seed {seed}");
+            sim.nodes[1].reach = true;
+            sim.run(500);
+            assert!(
+                sim.nodes[1].closes.contains(&(agent, 1001, true)),
+                "seed {seed}: b closed its connection as evicted: {:?}",
+                sim.nodes[1].closes
+            );
+            assert_eq!(sim.state(0), sim.state(1), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn the_live_node_with_the_smallest_id_writes_snapshots_and_they_restore() {
+        for seed in 0..20 {
+            let mut sim = Sim::new(seed, &["c", "a", "b"], 25);
+            let human = sim.connect(2, "human-token");
+            for k in 0..20 {
+                sim.frame(2, human, &envelope(k % 4, k));
+                sim.run(100);
+            }
+            sim.run(1_000);
+            assert!(
+                !sim.nodes[1].snapshots.is_empty(),
+                "seed {seed}: a took snapshots"
+            );
+            assert!(sim.nodes[0].snapshots.is_empty() && sim.nodes[2].snapshots.is_empty());
+            // a dies: b, now the smallest live id, takes over once a is declared gone.
+            sim.nodes[1].alive = false;
+            let b_before = sim.log.len();
+            sim.run(6_000);
+            for k in 20..40 {
+                sim.frame(2, human, &envelope(k % 4, k));
+                sim.run(100);
+            }
+            sim.run(2_000);
+            let (applied, snap) = sim.nodes[2].snapshots.last().cloned().unwrap_or_else(|| {
+                panic!(
+                    "seed {seed}: b took no snapshot (log {b_before}..{})",
+                    sim.log.len()
+                )
+            });
+            assert!(sim.nodes[0].snapshots.is_empty(), "seed {seed}: c never");
+            // A node started from b's snapshot, given the rest of the log, agrees with c.
+            let (replica, g) = Replica::restore("d", sim.config.clone(), &snap).unwrap();
+            assert_eq!(replica.applied(), applied);
+            let i = sim.nodes.len();
+            let mut opts = NodeOptions::new("d");
+            opts.snapshot_every = 1_000_000;
+            sim.nodes.push(SimNode {
+                node: Node::new(opts, replica, sim.log.len() as u64, Box::new(|| [9; 16])),
+                g,
+                alive: true,
+                reach: true,
+                conns: BTreeMap::new(),
+                received: Vec::new(),
+                directs: Vec::new(),
+                closes: Vec::new(),
+                gone: Vec::new(),
+                snapshots: Vec::new(),
+                refused_posts: 0,
+            });
+            assert!(!sim.nodes[i].node.ready());
+            sim.read(i, true);
+            assert!(sim.nodes[i].node.ready());
+            assert_eq!(sim.state(i), sim.state(0), "seed {seed}");
+            let _ = Undo::Nothing;
+        }
+    }
+}

@@ -1,5 +1,10 @@
 //! One space served by several `mew gateway` nodes, replicated over a NATS JetStream log.
 //!
+//! This crate is the node's I/O: NATS, the stream, the object store, sockets. What a node
+//! publishes for each input, what the entries it reads mean for its sockets, its beats and
+//! ticks, and whether it writes the next snapshot are decided by
+//! [`mew_core::cluster::Node`].
+//!
 //! Each node publishes the inputs that arise at it (joins with their token's digest,
 //! frames, closes, pongs, HTTP posts, heartbeats, timer ticks) to the space's stream
 //! `MEW_<space>_<hash>` (subject `mew.<stream>.log`), reads the stream in order and applies
@@ -26,9 +31,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use mew_core::Time;
-use mew_core::cluster::{Entry, Record, Replica, ReplicaEvent};
-use mew_core::gateway::{ConnId, Gateway, SpaceConfig, node_error, seal_join};
+use mew_core::cluster::{Node as CoreNode, NodeOptions, NodeOutput, Record, Replica, Undo};
+use mew_core::gateway::{Gateway, SpaceConfig};
 use mew_core::secret::TokenHash;
 use mew_driver_common::Response;
 use mew_driver_common::clock;
@@ -104,6 +108,15 @@ const SNAPSHOT_BUCKET: &str = "mew-snapshots";
 
 /// A node connected to its cluster, its replica restored; [`Node::core_task`] serves it.
 pub struct Node {
+    nats: Nats,
+    replica: Replica,
+    gateway: Gateway,
+    /// The log's last entry when the node joined: inputs wait until it is applied.
+    log_last: u64,
+}
+
+/// The node's connection to NATS and its space's stream and store.
+struct Nats {
     opts: ClusterOptions,
     client: async_nats::Client,
     js: jetstream::Context,
@@ -113,10 +126,6 @@ pub struct Node {
     /// Where the stream republishes each entry it stored.
     live_subject: String,
     space: String,
-    replica: Replica,
-    gateway: Gateway,
-    /// The log's last entry when the node joined: inputs wait until it is applied.
-    log_last: u64,
 }
 
 /// The stream's name for a space: JetStream names allow no dots, spaces or wildcards.
@@ -218,50 +227,39 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
         log_last = info.state.last_sequence, "joined the cluster"
     );
     Ok(Node {
-        opts,
-        client,
-        js,
-        stream,
-        store,
-        subject,
-        live_subject,
-        space: name,
+        nats: Nats {
+            opts,
+            client,
+            js,
+            stream,
+            store,
+            subject,
+            live_subject,
+            space: name,
+        },
         log_last: info.state.last_sequence,
         replica,
         gateway,
     })
 }
 
-/// What an input that did not reach the stream leaves to undo.
-enum Pending {
-    Connect(u64),
-    Frame(ConnId),
-    Post(u64),
-    Other,
-}
-
-/// The running node's state besides the host.
+/// The running node's I/O besides the host.
 struct Running {
-    node: Node,
+    nats: Nats,
+    core: CoreNode,
     pending_conns: HashMap<u64, (Link, ConnReply)>,
     pending_posts: HashMap<u64, HttpReply>,
-    next_local: u64,
-    /// Inputs the stream did not take, answered at the end of the loop's pass (at most one
-    /// per input of the pass).
-    refused: Vec<(Pending, String)>,
-    last_snapshot: u64,
-    tick_sent: Option<Time>,
-    errors: u64,
-    /// Connections whose oversize frame was logged: closed once it is applied.
-    oversize: Vec<ConnId>,
-    /// Connections gone before their join was answered: their close is logged next.
-    vanished: Vec<ConnId>,
+    /// Inputs the stream did not take, handed back at the end of the loop's pass (at most
+    /// one per input of the pass).
+    refused: Vec<(Undo, String)>,
     /// Acknowledgements the stream owes; each yields the failure it reports, if any.
     acks: FuturesUnordered<AckWait>,
+    /// The replica cannot go on.
+    broken: bool,
 }
 
 /// An acknowledgement awaited: `Some` when the stream refused the entry.
-type AckWait = Pin<Box<dyn Future<Output = Option<(Pending, String)>> + Send>>;
+type AckWait = Pin<Box<dyn Future<Output = Option<(Undo, String)>> + Send>>;
 
 impl Node {
     /// The task that owns the space's core on this node (for
@@ -276,29 +274,24 @@ impl Node {
     }
 }
 
+fn entropy() -> [u8; 16] {
+    let mut e = [0u8; 16];
+    getrandom::fill(&mut e).expect("the OS random source works");
+    e
+}
+
 impl Running {
     fn connected(&self) -> bool {
-        self.node.client.connection_state() == async_nats::connection::State::Connected
+        self.nats.client.connection_state() == async_nats::connection::State::Connected
     }
 
     /// Puts an entry into the stream; a failure lands in `refused` (at once) or comes out of
     /// `acks` (when the stream's acknowledgement says so).
-    async fn publish(&mut self, entry: Entry, undo: Pending, entropy: bool) {
-        let entropy = entropy.then(|| {
-            let mut e = [0u8; 16];
-            getrandom::fill(&mut e).expect("the OS random source works");
-            e
-        });
-        let rec = Record {
-            node: self.node.opts.node_id.clone(),
-            at: clock::now(),
-            entropy,
-            entry,
-        };
-        let payload = Bytes::from(rec.encode());
-        let publish = self.node.js.publish(self.node.subject.clone(), payload);
+    async fn publish(&mut self, record: Record, undo: Undo) {
+        let payload = Bytes::from(record.encode());
+        let publish = self.nats.js.publish(self.nats.subject.clone(), payload);
         let sent = if self.connected() {
-            match tokio::time::timeout(self.node.opts.publish_timeout, publish).await {
+            match tokio::time::timeout(self.nats.opts.publish_timeout, publish).await {
                 Ok(sent) => sent.map_err(|e| e.to_string()),
                 Err(_) => Err("timed out".to_owned()),
             }
@@ -326,128 +319,26 @@ impl Running {
         self.refused.push((undo, why));
     }
 
-    /// Acts on one input from a connection or the HTTP API.
-    async fn input(&mut self, host: &mut GatewayHost<Link>, input: CoreInput) -> bool {
-        match input {
-            Input::Connect {
-                bearer,
-                link,
-                reply,
-            } => {
-                self.next_local += 1;
-                let local = self.next_local;
-                self.pending_conns.insert(local, (link, reply));
-                let token = bearer.as_deref().map(TokenHash::of);
-                self.publish(
-                    Entry::Connect { local, token },
-                    Pending::Connect(local),
-                    false,
-                )
-                .await;
-            }
-            Input::Frame(conn, frame) => {
-                let joined = host.gateway_mut().conn_joined(conn);
-                let entry = match (!joined).then(|| seal_join(&frame)).flatten() {
-                    Some((frame, token)) => Entry::SealedJoin { conn, frame, token },
-                    None => Entry::Frame { conn, frame },
-                };
-                self.publish(entry, Pending::Frame(conn), true).await;
-            }
-            Input::Oversize(conn, size) => {
-                self.oversize.push(conn);
-                self.publish(Entry::Oversize { conn, size }, Pending::Other, false)
-                    .await;
-            }
-            Input::Pong(conn) => {
-                self.publish(Entry::Pong { conn }, Pending::Other, false)
-                    .await;
-            }
-            Input::Sent(conn, frames, bytes) => host.sent(conn, frames, bytes),
-            Input::Closed(conn) => {
-                if host.unregister(conn) {
-                    self.publish(Entry::Closed { conn }, Pending::Other, false)
-                        .await;
-                }
-            }
-            Input::Http(req, reply) => match req.route {
-                Route::PostMessages { participant } => {
-                    self.next_local += 1;
-                    let local = self.next_local;
-                    self.pending_posts.insert(local, reply);
-                    let entry = Entry::Post {
-                        local,
-                        participant,
-                        token: req.bearer.as_deref().map(TokenHash::of),
-                        body: req.body,
-                    };
-                    self.publish(entry, Pending::Post(local), true).await;
-                }
-                route => {
-                    // Reads are answered from this node's replica.
-                    let req = HttpRequest {
-                        route,
-                        bearer: req.bearer,
-                        body: req.body,
-                    };
-                    let _ = reply.reply(host.http(clock::now(), req));
-                }
-            },
-            Input::Shutdown => return false,
-        }
-        true
-    }
-
-    /// An input the stream did not take: its sender learns it.
-    fn failed(&mut self, host: &mut GatewayHost<Link>, undo: Pending, why: String) {
-        self.errors += 1;
-        tracing::warn!("an input could not be put into the space's log: {why}");
-        let msg = format!("the space's log did not take this input ({why}); it was not accepted");
-        match undo {
-            Pending::Connect(local) => {
-                // Dropping the answer channel ends the connection before it is served.
-                self.pending_conns.remove(&local);
-            }
-            Pending::Frame(conn) => {
-                let id = format!("{}-err-{}", self.node.opts.node_id, self.errors);
-                let frame = node_error(&id, clock::now(), "log_unavailable", &msg);
-                host.send_direct(conn, Some(frame), None);
-            }
-            Pending::Post(local) => {
-                if let Some(reply) = self.pending_posts.remove(&local) {
-                    let _ = reply.reply(Response::error(503, "log_unavailable", &msg));
-                }
-            }
-            Pending::Other => {}
-        }
-    }
-
-    /// Applies one entry of the log and acts on what follows for this node.
-    fn apply(&mut self, host: &mut GatewayHost<Link>, seq: u64, payload: Bytes) -> bool {
-        match Record::decode(payload) {
-            Ok(rec) => {
-                if let Err(e) = self.node.replica.apply(host.gateway_mut(), seq, rec) {
-                    tracing::error!("{e}; this node must restart from the latest snapshot");
-                    return false;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(seq, "unreadable log entry skipped: {e}");
-                self.node.replica.skip(seq);
-            }
-        }
-        while let Some(ev) = self.node.replica.poll_event() {
-            match ev {
-                ReplicaEvent::Connected { local, conn } => {
+    /// Carries out what the node decided.
+    async fn outputs(&mut self, host: &mut GatewayHost<Link>) {
+        while let Some(o) = self.core.poll_output() {
+            match o {
+                NodeOutput::Publish { record, undo } => self.publish(record, undo).await,
+                NodeOutput::Connected { local, conn } => {
                     if let Some((link, reply)) = self.pending_conns.remove(&local) {
                         host.register(conn, link);
                         if reply.reply(conn).is_err() {
                             // Gone while waiting: the space learns it through the log.
                             host.unregister(conn);
-                            self.vanished.push(conn);
+                            self.core.handle_closed(clock::now(), conn);
                         }
                     }
                 }
-                ReplicaEvent::Posted { local, result } => {
+                NodeOutput::Abandon { local } => {
+                    // Dropping the answer channel ends the connection before it is served.
+                    self.pending_conns.remove(&local);
+                }
+                NodeOutput::Posted { local, result } => {
                     if let Some(reply) = self.pending_posts.remove(&local) {
                         let resp = match result {
                             Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
@@ -456,98 +347,150 @@ impl Running {
                         let _ = reply.reply(resp);
                     }
                 }
-                ReplicaEvent::NodeGone { node, connections } => {
-                    tracing::warn!(%node, connections, "node declared gone");
-                }
-                ReplicaEvent::Evicted { conns } => {
-                    tracing::error!("this node was declared gone; closing its connections");
-                    for c in conns {
-                        let reason = "this gateway node lost the space's log".to_owned();
-                        host.send_direct(c, None, Some((1001, reason)));
-                        host.unregister(c);
+                NodeOutput::PostRefused { local, message } => {
+                    if let Some(reply) = self.pending_posts.remove(&local) {
+                        let _ = reply.reply(Response::error(503, "log_unavailable", &message));
                     }
                 }
+                NodeOutput::Direct { conn, frame } => host.send_direct(conn, Some(frame), None),
+                NodeOutput::Close {
+                    conn,
+                    code,
+                    reason,
+                    forget,
+                } => {
+                    host.send_direct(conn, None, Some((code, reason)));
+                    if forget {
+                        host.unregister(conn);
+                    }
+                }
+                NodeOutput::Snapshot { applied, bytes } => self.store_snapshot(applied, bytes),
+                NodeOutput::NodeGone { node, connections } => {
+                    tracing::warn!(%node, connections, "node declared gone");
+                }
+                NodeOutput::Warning(w) => tracing::warn!("{w}"),
+                NodeOutput::Broken(why) => {
+                    tracing::error!("{why}");
+                    self.broken = true;
+                }
             }
+        }
+    }
+
+    /// Writes a snapshot to the object store, then trims the stream before it.
+    fn store_snapshot(&self, applied: u64, snap: Vec<u8>) {
+        let store = self.nats.store.clone();
+        let stream = self.nats.stream.clone();
+        let name = self.nats.space.clone();
+        let keep = self.nats.opts.keep_entries;
+        tokio::spawn(async move {
+            let mut r = &snap[..];
+            match store.put(name.as_str(), &mut r).await {
+                Ok(_) => {
+                    tracing::info!(entry = applied, bytes = snap.len(), "snapshot written");
+                    if applied > keep
+                        && let Err(e) = stream.purge().sequence(applied - keep).await
+                    {
+                        tracing::warn!("trimming the log failed: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!("writing the snapshot failed: {e}"),
+            }
+        });
+    }
+
+    /// Hands one input from a connection or the HTTP API to the node.
+    fn input(&mut self, host: &mut GatewayHost<Link>, input: CoreInput) -> bool {
+        let now = clock::now();
+        match input {
+            Input::Connect {
+                bearer,
+                link,
+                reply,
+            } => {
+                let token = bearer.as_deref().map(TokenHash::of);
+                let local = self.core.handle_connect(now, token);
+                self.pending_conns.insert(local, (link, reply));
+            }
+            Input::Frame(conn, frame) => {
+                self.core.handle_frame(now, host.gateway_mut(), conn, frame);
+            }
+            Input::Oversize(conn, size) => self.core.handle_oversize(now, conn, size),
+            Input::Pong(conn) => self.core.handle_pong(now, conn),
+            Input::Sent(conn, frames, bytes) => host.sent(conn, frames, bytes),
+            Input::Closed(conn) => {
+                if host.unregister(conn) {
+                    self.core.handle_closed(now, conn);
+                }
+            }
+            Input::Http(req, reply) => match req.route {
+                Route::PostMessages { participant } => {
+                    let token = req.bearer.as_deref().map(TokenHash::of);
+                    let local = self.core.handle_post(now, participant, token, req.body);
+                    self.pending_posts.insert(local, reply);
+                }
+                route => {
+                    // Reads are answered from this node's replica.
+                    let req = HttpRequest {
+                        route,
+                        bearer: req.bearer,
+                        body: req.body,
+                    };
+                    let _ = reply.reply(host.http(now, req));
+                }
+            },
+            Input::Shutdown => return false,
         }
         true
     }
 
-    /// After a batch of entries: outputs, slow consumers, oversize closes, snapshots.
+    /// After a batch of entries: the gateway's outputs, slow consumers, the node's own.
     async fn after_batch(&mut self, host: &mut GatewayHost<Link>) {
         host.drain();
-        for conn in std::mem::take(&mut self.oversize) {
-            // Once the oversize entry is applied and its refusal is out.
-            host.close_oversize(conn);
-        }
+        let now = clock::now();
         for conn in host.take_slow() {
-            self.publish(Entry::Slow { conn }, Pending::Other, false)
-                .await;
+            self.core.handle_slow(now, conn);
         }
-        for conn in std::mem::take(&mut self.vanished) {
-            self.publish(Entry::Closed { conn }, Pending::Other, false)
-                .await;
-        }
-        let applied = self.node.replica.applied();
-        let mine = self.node.replica.live_nodes().next() == Some(&*self.node.opts.node_id);
-        if mine && applied >= self.last_snapshot + self.node.opts.snapshot_every {
-            self.last_snapshot = applied;
-            match self.node.replica.snapshot(host.gateway_mut()) {
-                Ok(snap) => {
-                    let store = self.node.store.clone();
-                    let stream = self.node.stream.clone();
-                    let name = self.node.space.clone();
-                    let keep = self.node.opts.keep_entries;
-                    tokio::spawn(async move {
-                        let mut r = &snap[..];
-                        match store.put(name.as_str(), &mut r).await {
-                            Ok(_) => {
-                                tracing::info!(
-                                    entry = applied,
-                                    bytes = snap.len(),
-                                    "snapshot written"
-                                );
-                                if applied > keep
-                                    && let Err(e) = stream.purge().sequence(applied - keep).await
-                                {
-                                    tracing::warn!("trimming the log failed: {e}");
-                                }
-                            }
-                            Err(e) => tracing::warn!("writing the snapshot failed: {e}"),
-                        }
-                    });
-                }
-                Err(e) => tracing::warn!("no snapshot: {e}"),
-            }
-        }
+        self.core.handle_drained(host.gateway());
+        self.outputs(host).await;
+        host.drain();
     }
 }
 
 async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receiver<CoreInput>) {
-    let mut node = node;
-    let gateway = std::mem::replace(
-        &mut node.gateway,
-        Gateway::new(host.gateway().config().clone(), 0, Time::ZERO),
-    );
+    let Node {
+        nats,
+        replica,
+        gateway,
+        log_last,
+    } = node;
     host.replace_gateway(gateway);
     host.track_backlogs();
-    let start = node.replica.applied();
+    let start = replica.applied();
+    let core = CoreNode::new(
+        NodeOptions {
+            node_id: nats.opts.node_id.clone(),
+            heartbeat: nats.opts.heartbeat,
+            node_timeout: nats.opts.node_timeout,
+            snapshot_every: nats.opts.snapshot_every,
+        },
+        replica,
+        log_last,
+        Box::new(entropy),
+    );
     let mut run = Running {
-        last_snapshot: start,
-        node,
+        nats,
+        core,
         pending_conns: HashMap::new(),
         pending_posts: HashMap::new(),
-        next_local: 0,
         refused: Vec::new(),
-        tick_sent: None,
-        errors: 0,
-        oversize: Vec::new(),
-        vanished: Vec::new(),
         acks: FuturesUnordered::new(),
+        broken: false,
     };
     let mut feed = match Feed::open(
-        &run.node.client,
-        run.node.stream.clone(),
-        &run.node.live_subject,
+        &run.nats.client,
+        run.nats.stream.clone(),
+        &run.nats.live_subject,
     )
     .await
     {
@@ -561,11 +504,8 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
         tracing::error!("cannot read the space's log: {e}");
         return;
     }
-    let timeout = run.node.opts.node_timeout;
-    run.publish(Entry::NodeUp { timeout }, Pending::Other, false)
-        .await;
-    let heartbeat = run.node.opts.heartbeat;
-    let mut next_beat = tokio::time::Instant::now() + heartbeat;
+    run.core.handle_start(clock::now());
+    run.outputs(&mut host).await;
     let mut stopping: Option<tokio::time::Instant> = None;
     loop {
         if let Some(at) = stopping
@@ -573,26 +513,27 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
         {
             break;
         }
-        // A timer of the space due (in the log's time) is pushed along by a tick entry.
-        let due = host.gateway().poll_timeout();
+        run.core.handle_log_state(run.connected());
+        let wake = run.core.poll_timeout(host.gateway());
         let timer = async {
-            match due {
+            match wake {
+                // Not sooner than 20 ms: a timer due is pushed along by a tick through the log.
                 Some(at) => {
                     tokio::time::sleep(clock::until(at).max(Duration::from_millis(20))).await
                 }
-                None => std::future::pending().await,
+                None => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         };
         tokio::select! {
             biased;
-            r = feed.read(run.node.replica.applied()) => {
+            r = feed.read(run.core.applied()) => {
                 let mut ok = true;
                 let mut batch = 0;
                 let mut next = Some(r);
                 while let Some(r) = next.take() {
                     match r {
                         Read::Entry(seq, payload) => {
-                            ok = run.apply(&mut host, seq, payload);
+                            run.core.handle_entry(host.gateway_mut(), seq, payload);
                         }
                         Read::Nothing => {}
                         Read::Ended(why) => {
@@ -600,21 +541,22 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
                             ok = false;
                         }
                     }
-                    while ok && let Some((seq, payload)) = feed.next_buffered(run.node.replica.applied()) {
-                        ok = run.apply(&mut host, seq, payload);
+                    while ok && let Some((seq, payload)) = feed.next_buffered(run.core.applied()) {
+                        run.core.handle_entry(host.gateway_mut(), seq, payload);
                     }
-                    if !ok {
+                    run.outputs(&mut host).await;
+                    if !ok || run.broken {
                         break;
                     }
                     batch += 1;
                     if batch < 256 {
-                        next = feed.read_ready(run.node.replica.applied());
+                        next = feed.read_ready(run.core.applied());
                     }
                 }
-                if !ok {
+                if !ok || run.broken {
                     break;
                 }
-                let applied = run.node.replica.applied();
+                let applied = run.core.applied();
                 feed.settle(applied);
                 if feed.gap(applied) {
                     tracing::debug!(applied, "entries missing from the republished log; reading the stream");
@@ -626,14 +568,14 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
             }
             Some(f) = run.acks.next(), if !run.acks.is_empty() => {
                 if let Some((undo, why)) = f {
-                    run.failed(&mut host, undo, why);
-                    host.drain();
+                    tracing::warn!("an input could not be put into the space's log: {why}");
+                    run.core.handle_refused(clock::now(), undo, &why);
                 }
             }
             // Inputs wait until the replica has caught up with the log as it was at start.
-            input = rx.recv(), if stopping.is_none() && run.node.replica.applied() >= run.node.log_last => {
+            input = rx.recv(), if stopping.is_none() && run.core.ready() => {
                 let Ok(input) = input else { break };
-                if !run.input(&mut host, input).await {
+                if !run.input(&mut host, input) {
                     // This node stops: its connections close; the space goes on elsewhere.
                     for c in host.conn_ids() {
                         host.send_direct(c, None, Some((1001, "gateway node shutting down".into())));
@@ -645,7 +587,7 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
                 while n < 64 {
                     match rx.try_recv() {
                         Ok(i) => {
-                            if !run.input(&mut host, i).await {
+                            if !run.input(&mut host, i) {
                                 break;
                             }
                         }
@@ -654,37 +596,18 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
                     n += 1;
                 }
             }
-            // Only wakes an idle loop: the beat itself is sent below, after any branch.
-            _ = tokio::time::sleep_until(next_beat) => {}
-            _ = timer => {
-                let now = clock::now();
-                // One tick in flight at a time: it comes back through the log.
-                if run.connected() && run.tick_sent.is_none_or(|t| now.saturating_since(t) > Duration::from_millis(200)) {
-                    run.tick_sent = Some(now);
-                    run.publish(Entry::Tick, Pending::Other, false).await;
-                } else {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-            _ = tokio::time::sleep(Duration::from_millis(100)), if stopping.is_some() => {}
+            _ = timer => {}
         }
         // Checked after every pass rather than as a branch of the biased select, where a
         // node busy with a stream of entries would never beat and be declared gone.
-        let now = tokio::time::Instant::now();
-        if now >= next_beat {
-            next_beat = now + heartbeat;
-            // No beats are queued while NATS is unreachable: stale beats arriving in a
-            // burst after an outage would make the others look silent beside them.
-            if run.connected() {
-                run.publish(Entry::Beat, Pending::Other, false).await;
-            }
+        run.core.handle_timeout(clock::now(), host.gateway());
+        run.outputs(&mut host).await;
+        for (undo, why) in std::mem::take(&mut run.refused) {
+            tracing::warn!("an input could not be put into the space's log: {why}");
+            run.core.handle_refused(clock::now(), undo, &why);
         }
-        if !run.refused.is_empty() {
-            for (undo, why) in std::mem::take(&mut run.refused) {
-                run.failed(&mut host, undo, why);
-            }
-            host.drain();
-        }
+        run.outputs(&mut host).await;
+        host.drain();
     }
     host.cut_all();
 }

@@ -10,12 +10,15 @@
 //! Nodes beat into the log; a replica declares a node gone when the log's time passes its
 //! last record by more than the timeout it announced, and closes its connections (their
 //! presence leave is seen once, everywhere). A node that restarts announces itself with
-//! [`Entry::NodeUp`], which ends whatever it held in its previous life. The log, the
-//! heartbeat cadence and snapshots' storage belong to the driver; this module decides only
-//! what an entry does.
+//! [`Entry::NodeUp`], which ends whatever it held in its previous life. The log and
+//! snapshots' storage belong to the driver. [`Replica`] decides what an entry does;
+//! [`Node`] decides what a node puts into the log, what the entries it reads back mean for
+//! the sockets it holds, when it beats and when it writes a snapshot.
 
+mod node;
 mod record;
 mod replica;
 
+pub use node::{Node, NodeOptions, NodeOutput, Undo};
 pub use record::{DecodeError, Entry, Record};
 pub use replica::{ApplyError, Replica, ReplicaEvent};

@@ -1,0 +1,438 @@
+//! One node of a replicated space, without I/O: what to put into the log for each input,
+//! what the entries it reads back mean for the sockets this node holds, when to beat, when
+//! to push the space's timers along, and whether it is this node's turn to write a snapshot.
+//!
+//! | input                              | outputs it may cause                          |
+//! |------------------------------------|-----------------------------------------------|
+//! | [`Node::handle_start`]             | `Publish` (`NodeUp`)                           |
+//! | [`Node::handle_connect`] and the other inputs of a connection or the HTTP API | `Publish` |
+//! | [`Node::handle_refused`]           | `Abandon`, `Direct`, `PostRefused`             |
+//! | [`Node::handle_entry`]             | `Connected`, `Posted`, `Close`, `NodeGone`, `Warning`, `Broken` |
+//! | [`Node::handle_drained`]           | `Close` (oversize), `Snapshot`, `Warning`      |
+//! | [`Node::handle_timeout`]           | `Publish` (`Beat`, `Tick`)                     |
+//! | [`Node::handle_log_state`]         | nothing: beats and ticks wait while the log is down |
+//!
+//! The [`Gateway`] stays with the driver's host, which drains its outputs for the sockets
+//! it holds; the calls that need it take it.
+
+use super::record::{Entry, Record};
+use super::replica::{Replica, ReplicaEvent};
+use crate::Time;
+use crate::gateway::{ConnId, Gateway, HttpAccepted, HttpError, node_error, seal_join};
+use crate::secret::TokenHash;
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Least spacing of two ticks: a tick comes back through the log, one at a time is enough.
+const TICK_SPACING: Duration = Duration::from_millis(200);
+
+/// How one node takes part in its space.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// This node's id, unique in the cluster and stable across its restarts.
+    pub node_id: String,
+    /// How often the node beats into the log.
+    pub heartbeat: Duration,
+    /// Silence after which the other nodes declare this one gone.
+    pub node_timeout: Duration,
+    /// Entries between snapshots (written by the live node with the smallest id).
+    pub snapshot_every: u64,
+}
+
+impl NodeOptions {
+    /// Defaults: 1 s heartbeat, 5 s timeout, a snapshot every 10,000 entries.
+    pub fn new(node_id: &str) -> NodeOptions {
+        NodeOptions {
+            node_id: node_id.to_owned(),
+            heartbeat: Duration::from_secs(1),
+            node_timeout: Duration::from_secs(5),
+            snapshot_every: 10_000,
+        }
+    }
+}
+
+/// What an input that the log did not take leaves to undo; handed back with
+/// [`Node::handle_refused`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undo {
+    /// A connection waiting for its id.
+    Connect(u64),
+    /// A frame: its sender is told.
+    Frame(ConnId),
+    /// An HTTP post waiting for its answer.
+    Post(u64),
+    /// Nothing waits for this entry.
+    Nothing,
+}
+
+/// Something the driver must carry out.
+#[derive(Debug)]
+pub enum NodeOutput {
+    /// Put the record into the log; when the log refuses it, hand `undo` back.
+    Publish {
+        /// The record.
+        record: Record,
+        /// What to undo when it is refused.
+        undo: Undo,
+    },
+    /// A connection this node published has its id: answer its socket and hold it (when
+    /// the socket is gone meanwhile, report it with [`Node::handle_closed`]).
+    Connected {
+        /// The node's number from [`Node::handle_connect`].
+        local: u64,
+        /// The space's id for it.
+        conn: ConnId,
+    },
+    /// A connection the log did not take: drop it unanswered, which ends it.
+    Abandon {
+        /// The node's number from [`Node::handle_connect`].
+        local: u64,
+    },
+    /// A post this node published was applied: answer it.
+    Posted {
+        /// The node's number from [`Node::handle_post`].
+        local: u64,
+        /// The gateway's answer.
+        result: Result<HttpAccepted, HttpError>,
+    },
+    /// A post the log did not take: answer 503 with this message.
+    PostRefused {
+        /// The node's number from [`Node::handle_post`].
+        local: u64,
+        /// Why.
+        message: String,
+    },
+    /// A frame of the node's own (a `system/error` about its log) for one connection.
+    Direct {
+        /// The connection.
+        conn: ConnId,
+        /// The frame.
+        frame: Bytes,
+    },
+    /// Close a socket after what is queued for it.
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// Close code.
+        code: u16,
+        /// Close reason.
+        reason: String,
+        /// Whether the space has already let it go (forget it without logging its close).
+        forget: bool,
+    },
+    /// Store this snapshot of the replica after entry `applied`.
+    Snapshot {
+        /// The last entry it includes.
+        applied: u64,
+        /// The snapshot ([`Replica::restore`] reads it).
+        bytes: Vec<u8>,
+    },
+    /// A node was declared gone.
+    NodeGone {
+        /// Which.
+        node: String,
+        /// How many connections it held.
+        connections: usize,
+    },
+    /// Something to log: an unreadable entry skipped, a snapshot not taken.
+    Warning(String),
+    /// The replica cannot go on (a gap in the log): the node must restart from a snapshot.
+    Broken(String),
+}
+
+/// One node's part of a replicated space (see the module's documentation).
+pub struct Node {
+    opts: NodeOptions,
+    replica: Replica,
+    entropy: Box<dyn FnMut() -> [u8; 16] + Send>,
+    /// The log's last entry when the node started: inputs wait until it is applied.
+    log_last: u64,
+    log_up: bool,
+    next_local: u64,
+    next_beat: Option<Time>,
+    tick_sent: Option<Time>,
+    last_snapshot: u64,
+    errors: u64,
+    /// Connections whose oversize entry this node published and has not seen applied.
+    oversize: Vec<ConnId>,
+    /// Oversize entries applied: their sockets close once the refusal is out.
+    oversize_done: Vec<ConnId>,
+    out: VecDeque<NodeOutput>,
+}
+
+impl Node {
+    /// A node over `replica` (new or restored), whose log held `log_last` entries when the
+    /// node started. `entropy` draws 16 random bytes for inputs that may create tokens.
+    pub fn new(
+        opts: NodeOptions,
+        replica: Replica,
+        log_last: u64,
+        entropy: Box<dyn FnMut() -> [u8; 16] + Send>,
+    ) -> Node {
+        let last_snapshot = replica.applied();
+        Node {
+            opts,
+            replica,
+            entropy,
+            log_last,
+            log_up: true,
+            next_local: 0,
+            next_beat: None,
+            tick_sent: None,
+            last_snapshot,
+            errors: 0,
+            oversize: Vec::new(),
+            oversize_done: Vec::new(),
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The replica.
+    pub fn replica(&self) -> &Replica {
+        &self.replica
+    }
+
+    /// The node's options.
+    pub fn options(&self) -> &NodeOptions {
+        &self.opts
+    }
+
+    /// The last entry applied.
+    pub fn applied(&self) -> u64 {
+        self.replica.applied()
+    }
+
+    /// Whether the node takes inputs: its replica has caught up with the log as it was
+    /// when the node started, so what it answers is current.
+    pub fn ready(&self) -> bool {
+        self.replica.applied() >= self.log_last
+    }
+
+    /// The next output to carry out, in order.
+    pub fn poll_output(&mut self) -> Option<NodeOutput> {
+        self.out.pop_front()
+    }
+
+    /// When [`Node::handle_timeout`] is due next.
+    pub fn poll_timeout(&self, g: &Gateway) -> Option<Time> {
+        let tick = if self.log_up {
+            g.poll_timeout().map(|due| match self.tick_sent {
+                Some(t) => due.max(t + TICK_SPACING),
+                None => due,
+            })
+        } else {
+            None
+        };
+        match (self.next_beat, tick) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn publish(&mut self, now: Time, entry: Entry, undo: Undo, entropy: bool) {
+        let entropy = entropy.then(|| (self.entropy)());
+        let record = Record {
+            node: self.opts.node_id.clone(),
+            at: now,
+            entropy,
+            entry,
+        };
+        self.out.push_back(NodeOutput::Publish { record, undo });
+    }
+
+    /// The node starts serving: it announces itself (which ends whatever it held in an
+    /// earlier life) and starts beating.
+    pub fn handle_start(&mut self, now: Time) {
+        let timeout = self.opts.node_timeout;
+        self.publish(now, Entry::NodeUp { timeout }, Undo::Nothing, false);
+        self.next_beat = Some(now + self.opts.heartbeat);
+    }
+
+    /// Whether the log can be reached. While it cannot, no beats or ticks are queued:
+    /// stale beats arriving in a burst after an outage would make the others look silent.
+    pub fn handle_log_state(&mut self, up: bool) {
+        self.log_up = up;
+    }
+
+    /// A WebSocket completed its handshake with this bearer token's digest; returns the
+    /// node's number for it, named again by `Connected` or `Abandon`.
+    pub fn handle_connect(&mut self, now: Time, token: Option<TokenHash>) -> u64 {
+        self.next_local += 1;
+        let local = self.next_local;
+        self.publish(
+            now,
+            Entry::Connect { local, token },
+            Undo::Connect(local),
+            false,
+        );
+        local
+    }
+
+    /// A frame from a connection this node holds. A join's token is sealed: only its
+    /// digest goes into the log.
+    pub fn handle_frame(&mut self, now: Time, g: &mut Gateway, conn: ConnId, frame: Bytes) {
+        let joined = g.conn_joined(conn);
+        let entry = match (!joined).then(|| seal_join(&frame)).flatten() {
+            Some((frame, token)) => Entry::SealedJoin { conn, frame, token },
+            None => Entry::Frame { conn, frame },
+        };
+        self.publish(now, entry, Undo::Frame(conn), true);
+    }
+
+    /// A frame over the size limit: the space refuses it, then the socket closes (1009).
+    pub fn handle_oversize(&mut self, now: Time, conn: ConnId, size: usize) {
+        self.oversize.push(conn);
+        self.publish(now, Entry::Oversize { conn, size }, Undo::Nothing, false);
+    }
+
+    /// A pong: the connection is alive.
+    pub fn handle_pong(&mut self, now: Time, conn: ConnId) {
+        self.publish(now, Entry::Pong { conn }, Undo::Nothing, false);
+    }
+
+    /// A connection this node held ended.
+    pub fn handle_closed(&mut self, now: Time, conn: ConnId) {
+        self.publish(now, Entry::Closed { conn }, Undo::Nothing, false);
+    }
+
+    /// A connection this node holds fell too far behind.
+    pub fn handle_slow(&mut self, now: Time, conn: ConnId) {
+        self.publish(now, Entry::Slow { conn }, Undo::Nothing, false);
+    }
+
+    /// `POST /participants/{participant}/messages`; returns the node's number for it,
+    /// named again by `Posted` or `PostRefused`.
+    pub fn handle_post(
+        &mut self,
+        now: Time,
+        participant: String,
+        token: Option<TokenHash>,
+        body: Bytes,
+    ) -> u64 {
+        self.next_local += 1;
+        let local = self.next_local;
+        let entry = Entry::Post {
+            local,
+            participant,
+            token,
+            body,
+        };
+        self.publish(now, entry, Undo::Post(local), true);
+        local
+    }
+
+    /// The log did not take an entry: whoever waits for it learns so.
+    pub fn handle_refused(&mut self, now: Time, undo: Undo, why: &str) {
+        self.errors += 1;
+        let message =
+            format!("the space's log did not take this input ({why}); it was not accepted");
+        match undo {
+            Undo::Connect(local) => self.out.push_back(NodeOutput::Abandon { local }),
+            Undo::Frame(conn) => {
+                let id = format!("{}-err-{}", self.opts.node_id, self.errors);
+                let frame = node_error(&id, now, "log_unavailable", &message);
+                self.out.push_back(NodeOutput::Direct { conn, frame });
+            }
+            Undo::Post(local) => self
+                .out
+                .push_back(NodeOutput::PostRefused { local, message }),
+            Undo::Nothing => {}
+        }
+    }
+
+    /// Entry `seq` of the log, as stored: applied to the replica (and `g`, whose outputs
+    /// the driver drains afterwards).
+    pub fn handle_entry(&mut self, g: &mut Gateway, seq: u64, bytes: Bytes) {
+        match Record::decode(bytes) {
+            Ok(rec) => {
+                if rec.node == self.opts.node_id
+                    && let Entry::Oversize { conn, .. } = rec.entry
+                    && let Some(i) = self.oversize.iter().position(|c| *c == conn)
+                {
+                    self.oversize.swap_remove(i);
+                    self.oversize_done.push(conn);
+                }
+                if let Err(e) = self.replica.apply(g, seq, rec) {
+                    self.out.push_back(NodeOutput::Broken(format!(
+                        "{e}; this node must restart from the latest snapshot"
+                    )));
+                    return;
+                }
+            }
+            Err(e) => {
+                self.out.push_back(NodeOutput::Warning(format!(
+                    "unreadable log entry {seq} skipped: {e}"
+                )));
+                self.replica.skip(seq);
+            }
+        }
+        while let Some(ev) = self.replica.poll_event() {
+            let o = match ev {
+                ReplicaEvent::Connected { local, conn } => NodeOutput::Connected { local, conn },
+                ReplicaEvent::Posted { local, result } => NodeOutput::Posted { local, result },
+                ReplicaEvent::NodeGone { node, connections } => {
+                    NodeOutput::NodeGone { node, connections }
+                }
+                ReplicaEvent::Evicted { conns } => {
+                    for conn in conns {
+                        self.out.push_back(NodeOutput::Close {
+                            conn,
+                            code: 1001,
+                            reason: "this gateway node lost the space's log".into(),
+                            forget: true,
+                        });
+                    }
+                    continue;
+                }
+            };
+            self.out.push_back(o);
+        }
+    }
+
+    /// The driver carried out the gateway's outputs after a batch of entries: sockets
+    /// whose oversize refusal is out close, and the node elected for it (the live node
+    /// with the smallest id) takes a snapshot when one is due.
+    pub fn handle_drained(&mut self, g: &Gateway) {
+        for conn in std::mem::take(&mut self.oversize_done) {
+            self.out.push_back(NodeOutput::Close {
+                conn,
+                code: 1009,
+                reason: "frame too large".into(),
+                forget: false,
+            });
+        }
+        let applied = self.replica.applied();
+        let elected = self.replica.live_nodes().next() == Some(self.opts.node_id.as_str());
+        if elected && applied >= self.last_snapshot + self.opts.snapshot_every {
+            self.last_snapshot = applied;
+            match self.replica.snapshot(g) {
+                Ok(bytes) => self.out.push_back(NodeOutput::Snapshot { applied, bytes }),
+                Err(e) => self
+                    .out
+                    .push_back(NodeOutput::Warning(format!("no snapshot: {e}"))),
+            }
+        }
+    }
+
+    /// Time passed: a beat when one is due, a tick when a timer of the space is (one in
+    /// flight at a time). Cheap; drivers call it after every pass of their loop.
+    pub fn handle_timeout(&mut self, now: Time, g: &Gateway) {
+        if let Some(at) = self.next_beat
+            && now >= at
+        {
+            self.next_beat = Some(now + self.opts.heartbeat);
+            if self.log_up {
+                self.publish(now, Entry::Beat, Undo::Nothing, false);
+            }
+        }
+        let due = g.poll_timeout().is_some_and(|t| t <= now);
+        let spaced = self
+            .tick_sent
+            .is_none_or(|t| now.saturating_since(t) >= TICK_SPACING);
+        if due && spaced && self.log_up {
+            self.tick_sent = Some(now);
+            self.publish(now, Entry::Tick, Undo::Nothing, false);
+        }
+    }
+}
