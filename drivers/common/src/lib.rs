@@ -19,11 +19,15 @@ pub mod http;
 pub mod logs;
 pub mod metrics;
 pub mod participant;
+pub mod proxy;
 pub mod response;
 pub mod route;
 pub mod secret;
 pub mod server;
+pub mod tls;
 pub mod ws;
+
+pub use rustls;
 
 pub use http::{HeadError, RequestHead, parse_head, percent_decode};
 pub use response::Response;

@@ -51,9 +51,9 @@ pub use audit::{
     Transport, audit_dropped_line,
 };
 pub use config::{
-    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, DeliveryMode, GatewayOptions,
-    GeneratedToken, LoggingConfig, McpServerConfig, ParticipantConfig, ParticipantType,
-    RestartPolicy, SpaceConfig, TOKEN_LEN, substitute, token_env_var,
+    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, DeliveryMode,
+    GatewayOptions, GeneratedToken, JwtConfig, LoggingConfig, McpServerConfig, ParticipantConfig,
+    ParticipantType, RestartPolicy, SpaceConfig, TOKEN_LEN, TlsConfig, substitute, token_env_var,
 };
 pub use http::{HttpAccepted, HttpError};
 pub use join::seal_join;
