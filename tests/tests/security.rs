@@ -304,3 +304,106 @@ fn a_key_that_does_not_match_is_refused_at_start() {
     let e = ServerTls::load(missing).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/cert.pem"), "{e}");
 }
+
+/// Opens a WebSocket upgrade (no join) from this machine with an `X-Forwarded-For` header;
+/// the socket and the status the gateway answered.
+async fn upgrade_forwarded(addr: SocketAddr, forwarded_for: &str) -> (TcpStream, u16) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "GET /ws?space=e2e HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         X-Forwarded-For: {forwarded_for}\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout(WAIT, s.read(&mut byte)).await {
+            Ok(Ok(1)) => head.push(byte[0]),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&head);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (s, status)
+}
+
+fn proxied_gateway(trusted: bool, per_address: usize) -> RunningGateway {
+    let proxies = if trusted {
+        "trusted_proxies: [127.0.0.1/32]"
+    } else {
+        ""
+    };
+    let config = space(&format!(
+        "gateway: {{limits: {{max_connections: 6000, max_connections_per_address: {per_address}}}, {proxies}}}"
+    ));
+    let opts = ServerOptions::default()
+        .with_gateway_options(&config.gateway)
+        .unwrap();
+    let opts = ServerOptions {
+        log_dir: temp_dir("proxy").join(".mew/logs"),
+        ..opts
+    };
+    Tokio::start_with(config, "127.0.0.1:0".parse().unwrap(), opts)
+}
+
+/// Behind a reverse proxy every connection comes from one address. With the proxy trusted,
+/// 5,000 clients (more than the per-address limit of 1,000) connect through it, each
+/// counted as the client its `X-Forwarded-For` names; one client is still held to the
+/// limit. Untrusted, the header changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_connections_through_one_trusted_proxy() {
+    let gw = proxied_gateway(true, 1000);
+    let addr = gw.addr;
+    let mut open = Vec::with_capacity(5_000);
+    for chunk in 0..50u32 {
+        let batch: Vec<_> = (0..100u32)
+            .map(|i| {
+                let n = chunk * 100 + i;
+                let client = format!("203.0.{}.{}", n / 250, n % 250 + 1);
+                tokio::spawn(async move { upgrade_forwarded(addr, &client).await })
+            })
+            .collect();
+        for b in batch {
+            let (s, status) = b.await.unwrap();
+            assert_eq!(status, 101, "connection {} refused", open.len());
+            open.push(s);
+        }
+    }
+    let (status, health) = e2e::http(addr, "GET", "/health", None, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(health["connections"], 5_000, "{health}");
+    drop(open);
+
+    // One forwarded client is held to the per-address limit.
+    let gw = proxied_gateway(true, 20);
+    let mut same = Vec::new();
+    for _ in 0..20 {
+        let (s, status) = upgrade_forwarded(gw.addr, "198.51.100.7").await;
+        assert_eq!(status, 101);
+        same.push(s);
+    }
+    let (_s, status) = upgrade_forwarded(gw.addr, "198.51.100.7").await;
+    assert_eq!(status, 503, "the 21st connection of one client is refused");
+    // A client that puts a fake address before the proxy's entry is still counted as the
+    // address the proxy appended.
+    let (_s, status) = upgrade_forwarded(gw.addr, "192.0.2.1, 198.51.100.7").await;
+    assert_eq!(status, 503);
+    let (_s, status) = upgrade_forwarded(gw.addr, "198.51.100.8").await;
+    assert_eq!(status, 101);
+
+    // Untrusted: every connection is 127.0.0.1's, whatever the header says.
+    let gw = proxied_gateway(false, 20);
+    let mut mine = Vec::new();
+    for i in 0..20 {
+        let (s, status) = upgrade_forwarded(gw.addr, &format!("198.51.100.{i}")).await;
+        assert_eq!(status, 101);
+        mine.push(s);
+    }
+    let (_s, status) = upgrade_forwarded(gw.addr, "198.51.100.99").await;
+    assert_eq!(status, 503);
+}
