@@ -16,6 +16,7 @@ pub mod exit;
 pub mod files;
 pub mod host;
 pub mod http;
+pub mod jwt;
 pub mod logs;
 pub mod metrics;
 pub mod participant;

@@ -116,6 +116,8 @@ pub struct ServerOptions {
     /// Peers whose `X-Forwarded-For` / `Forwarded` header names the client (counted per
     /// address and logged as that client); everyone else is the address it connects from.
     pub trusted_proxies: crate::proxy::TrustedProxies,
+    /// Checks bearer tokens the space does not list (JWTs; see [`crate::jwt`]).
+    pub identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>>,
 }
 
 impl ServerOptions {
@@ -145,6 +147,7 @@ impl Default for ServerOptions {
             log_queue: crate::logs::LOG_QUEUE,
             tls: None,
             trusted_proxies: crate::proxy::TrustedProxies::default(),
+            identity: None,
         }
     }
 }
@@ -353,6 +356,9 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let mut gateway = Gateway::new(config, seed, clock::now());
         // Invite tokens from the OS, never from the seeded generator of ids.
         gateway.set_token_source(Box::new(crate::secret::OsTokens));
+        if let Some(v) = &options.identity {
+            gateway.set_identity_verifier(v.clone());
+        }
         let host = GatewayHost::new(
             gateway,
             logs.handle(),

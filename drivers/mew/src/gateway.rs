@@ -235,6 +235,13 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             "--cluster needs --config: every node must serve the same space.yaml",
         ));
     }
+    if args.cluster.is_some() && config.gateway.jwt.is_some() {
+        // A node logs joins by token digest, so no node could check a JWT's signature.
+        return Err(Failure::new(
+            exit::USAGE,
+            "gateway.auth.jwt is not supported with --cluster yet",
+        ));
+    }
     let cluster = match (&args.cluster, &args.node_id) {
         (Some(url), Some(node)) => {
             let mut opts = mew_cluster::ClusterOptions::new(url, node);
@@ -278,8 +285,20 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         })?)),
         None => None,
     };
+    let identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>> = match &config.gateway.jwt {
+        Some(jwt) => {
+            let (v, warning) = mew_driver_common::jwt::JwtVerifier::new(jwt, &layout.config_dir)
+                .map_err(|e| Failure::new(exit::UNREADABLE, format!("gateway.auth.jwt: {e}")))?;
+            if let Some(w) = warning {
+                tracing::warn!("gateway.auth.jwt: {w}");
+            }
+            Some(Arc::new(v))
+        }
+        None => None,
+    };
     let addr = SocketAddr::new(args.bind, args.port);
     let options = ServerOptions {
+        identity,
         log_dir: layout.log_dir.clone(),
         seed: Some(ids.next_u64()),
         tls: tls.clone(),
