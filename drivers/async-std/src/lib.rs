@@ -24,7 +24,8 @@ pub use mew_driver_common::participant::{
     CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
 };
 pub use mew_driver_common::server::{ServerOptions, ShutdownHandle};
-pub use runtime::AsyncStd;
+pub use mew_driver_common::tls::{ServerTls, TlsFiles};
+pub use runtime::{AsyncStd, ServerSock};
 
 /// A bound, not yet serving gateway (see [`mew_driver_common::server::GatewayServer`]).
 pub type GatewayServer = mew_driver_common::server::GatewayServer<AsyncStd>;

@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use async_net::{TcpListener, TcpStream};
 use async_tungstenite::WebSocketStream;
@@ -12,6 +15,7 @@ use async_tungstenite::tungstenite::handshake::client::Request;
 use async_tungstenite::tungstenite::protocol::Role;
 use async_tungstenite::tungstenite::protocol::WebSocketConfig;
 use async_tungstenite::tungstenite::{Error as WsError, error::UrlError};
+use futures_io::{AsyncRead, AsyncWrite};
 use futures_util::{AsyncReadExt, AsyncWriteExt};
 use mew_core::participant::Event;
 use mew_driver_common::clock::Sleep;
@@ -33,10 +37,69 @@ fn spawn(fut: impl Future<Output = ()> + Send + 'static) {
     async_global_executor::spawn(fut).detach();
 }
 
+/// An accepted connection: plain TCP, or TLS over it (`--tls-cert`).
+pub enum ServerSock {
+    /// Plain text.
+    Plain(TcpStream),
+    /// After a TLS handshake.
+    Tls(Box<futures_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for ServerSock {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ServerSock {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_flush(cx),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_close(cx),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_close(cx),
+        }
+    }
+}
+
 impl ServerRuntime for AsyncStd {
     type Listener = TcpListener;
-    type Sock = TcpStream;
-    type Ws = WebSocketStream<TcpStream>;
+    type Sock = ServerSock;
+    type Ws = WebSocketStream<ServerSock>;
 
     fn spawn(fut: impl Future<Output = ()> + Send + 'static) {
         spawn(fut);
@@ -56,32 +119,52 @@ impl ServerRuntime for AsyncStd {
         l.local_addr()
     }
 
-    async fn accept(l: &TcpListener) -> io::Result<(TcpStream, SocketAddr)> {
+    async fn accept(l: &TcpListener) -> io::Result<(ServerSock, SocketAddr)> {
         let (sock, peer) = l.accept().await?;
         let _ = sock.set_nodelay(true);
-        Ok((sock, peer))
+        Ok((ServerSock::Plain(sock), peer))
     }
 
     fn read<'a>(
-        s: &'a mut TcpStream,
+        s: &'a mut ServerSock,
         buf: &'a mut [u8],
     ) -> impl Future<Output = io::Result<usize>> + Send + 'a {
         s.read(buf)
     }
 
     fn write_all<'a>(
-        s: &'a mut TcpStream,
+        s: &'a mut ServerSock,
         buf: &'a [u8],
     ) -> impl Future<Output = io::Result<()>> + Send + 'a {
         s.write_all(buf)
     }
 
-    fn shutdown(s: &mut TcpStream) -> impl Future<Output = io::Result<()>> + Send + '_ {
+    fn shutdown(s: &mut ServerSock) -> impl Future<Output = io::Result<()>> + Send + '_ {
         s.close()
     }
 
+    async fn peek<'a>(s: &'a mut ServerSock, buf: &'a mut [u8]) -> io::Result<usize> {
+        match s {
+            ServerSock::Plain(t) => t.peek(buf).await,
+            ServerSock::Tls(_) => Err(io::Error::other("peek after the TLS handshake")),
+        }
+    }
+
+    async fn tls_accept(
+        config: Arc<mew_driver_common::rustls::ServerConfig>,
+        s: ServerSock,
+    ) -> io::Result<ServerSock> {
+        match s {
+            ServerSock::Plain(t) => {
+                let tls = futures_rustls::TlsAcceptor::from(config).accept(t).await?;
+                Ok(ServerSock::Tls(Box::new(tls)))
+            }
+            tls @ ServerSock::Tls(_) => Ok(tls),
+        }
+    }
+
     fn websocket(
-        s: TcpStream,
+        s: ServerSock,
         leftover: Vec<u8>,
         config: WebSocketConfig,
     ) -> impl Future<Output = Self::Ws> + Send {

@@ -16,14 +16,19 @@ pub mod exit;
 pub mod files;
 pub mod host;
 pub mod http;
+pub mod jwt;
 pub mod logs;
 pub mod metrics;
 pub mod participant;
+pub mod proxy;
 pub mod response;
 pub mod route;
 pub mod secret;
 pub mod server;
+pub mod tls;
 pub mod ws;
+
+pub use rustls;
 
 pub use http::{HeadError, RequestHead, parse_head, percent_decode};
 pub use response::Response;

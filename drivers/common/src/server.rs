@@ -68,6 +68,18 @@ pub trait ServerRuntime: Sleep + Send + Sync + Sized {
     ) -> impl Future<Output = io::Result<()>> + Send + 'a;
     /// Flushes and shuts down the write side.
     fn shutdown(s: &mut Self::Sock) -> impl Future<Output = io::Result<()>> + Send + '_;
+    /// Copies the first bytes waiting on a freshly accepted socket without consuming them;
+    /// 0 at the end of the stream.
+    fn peek<'a>(
+        s: &'a mut Self::Sock,
+        buf: &'a mut [u8],
+    ) -> impl Future<Output = io::Result<usize>> + Send + 'a;
+    /// Runs the server side of a TLS handshake on an accepted socket; the socket returned
+    /// carries the plain text (`read`, `write_all` and `websocket` work on it as on any).
+    fn tls_accept(
+        config: Arc<rustls::ServerConfig>,
+        s: Self::Sock,
+    ) -> impl Future<Output = io::Result<Self::Sock>> + Send;
     /// Wraps a socket whose handshake is done; `leftover` are bytes already read past the
     /// request head.
     fn websocket(
@@ -99,6 +111,27 @@ pub struct ServerOptions {
     /// Batches of audit lines (and virtual participants' lines) that may wait for the log
     /// writer; past it they are dropped and counted (`audit_dropped`), never waited for.
     pub log_queue: usize,
+    /// Serve TLS (`https://`, `wss://`) with this certificate; `None` serves plain text.
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
+    /// Peers whose `X-Forwarded-For` / `Forwarded` header names the client (counted per
+    /// address and logged as that client); everyone else is the address it connects from.
+    pub trusted_proxies: crate::proxy::TrustedProxies,
+    /// Checks bearer tokens the space does not list (JWTs; see [`crate::jwt`]).
+    pub identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>>,
+}
+
+impl ServerOptions {
+    /// Takes the connection limits and trusted proxies of a space's `gateway:` section.
+    pub fn with_gateway_options(
+        mut self,
+        g: &mew_core::gateway::GatewayOptions,
+    ) -> Result<Self, String> {
+        self.max_connections = g.connections.max_connections;
+        self.max_connections_per_address = g.connections.max_connections_per_address;
+        self.max_unauthenticated = g.connections.max_unauthenticated;
+        self.trusted_proxies = crate::proxy::TrustedProxies::parse(&g.trusted_proxies)?;
+        Ok(self)
+    }
 }
 
 impl Default for ServerOptions {
@@ -112,6 +145,9 @@ impl Default for ServerOptions {
             max_connections_per_address: 1_000,
             max_unauthenticated: 1_024,
             log_queue: crate::logs::LOG_QUEUE,
+            tls: None,
+            trusted_proxies: crate::proxy::TrustedProxies::default(),
+            identity: None,
         }
     }
 }
@@ -156,6 +192,8 @@ struct Shared {
     head_timeout: Duration,
     report_every: (usize, usize),
     slots: Slots,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    proxies: crate::proxy::TrustedProxies,
 }
 
 /// Counts of open connections, in total, per remote address and before their head.
@@ -177,13 +215,15 @@ struct SlotCounts {
 /// A connection's place in the counts, given back when dropped.
 struct Slot<'a> {
     slots: &'a Slots,
-    addr: std::net::IpAddr,
+    /// The address it is counted under; `None` until a trusted proxy's request head says.
+    addr: Option<std::net::IpAddr>,
     unauthenticated: bool,
 }
 
 impl Slots {
-    /// A slot for a new connection from `addr`, or why there is none.
-    fn take(&self, addr: std::net::IpAddr) -> Result<Slot<'_>, &'static str> {
+    /// A slot for a new connection, counted under `addr` (`None`: from a trusted proxy,
+    /// counted once its head names the client), or why there is none.
+    fn take(&self, addr: Option<std::net::IpAddr>) -> Result<Slot<'_>, &'static str> {
         let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         if c.total >= self.max_total {
             return Err("too many connections");
@@ -191,22 +231,40 @@ impl Slots {
         if c.unauthenticated >= self.max_unauthenticated {
             return Err("too many connections waiting to be identified");
         }
-        let n = c.per_address.get(&addr).copied().unwrap_or(0);
-        if n >= self.max_per_address {
-            return Err("too many connections from this address");
+        if let Some(addr) = addr {
+            Self::count(&mut c, self.max_per_address, addr)?;
         }
         c.total += 1;
         c.unauthenticated += 1;
-        c.per_address.insert(addr, n + 1);
         Ok(Slot {
             slots: self,
             addr,
             unauthenticated: true,
         })
     }
+
+    fn count(c: &mut SlotCounts, max: usize, addr: std::net::IpAddr) -> Result<(), &'static str> {
+        let n = c.per_address.get(&addr).copied().unwrap_or(0);
+        if n >= max {
+            return Err("too many connections from this address");
+        }
+        c.per_address.insert(addr, n + 1);
+        Ok(())
+    }
 }
 
 impl Slot<'_> {
+    /// Counts a proxied connection under the client its proxy named.
+    fn attribute(&mut self, addr: std::net::IpAddr) -> Result<(), &'static str> {
+        if self.addr.is_some() {
+            return Ok(());
+        }
+        let mut c = self.slots.counts.lock().unwrap_or_else(|e| e.into_inner());
+        Slots::count(&mut c, self.slots.max_per_address, addr)?;
+        self.addr = Some(addr);
+        Ok(())
+    }
+
     /// The request head arrived: the connection no longer counts as unidentified.
     fn identified(&mut self) {
         if std::mem::take(&mut self.unauthenticated) {
@@ -223,10 +281,12 @@ impl Drop for Slot<'_> {
         if self.unauthenticated {
             c.unauthenticated -= 1;
         }
-        if let Some(n) = c.per_address.get_mut(&self.addr) {
+        if let Some(addr) = self.addr
+            && let Some(n) = c.per_address.get_mut(&addr)
+        {
             *n -= 1;
             if *n == 0 {
-                c.per_address.remove(&self.addr);
+                c.per_address.remove(&addr);
             }
         }
     }
@@ -296,6 +356,9 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let mut gateway = Gateway::new(config, seed, clock::now());
         // Invite tokens from the OS, never from the seeded generator of ids.
         gateway.set_token_source(Box::new(crate::secret::OsTokens));
+        if let Some(v) = &options.identity {
+            gateway.set_identity_verifier(v.clone());
+        }
         let host = GatewayHost::new(
             gateway,
             logs.handle(),
@@ -324,6 +387,8 @@ impl<R: ServerRuntime> GatewayServer<R> {
                 max_unauthenticated: options.max_unauthenticated,
                 counts: std::sync::Mutex::new(SlotCounts::default()),
             },
+            tls: options.tls.as_ref().map(|t| t.config()),
+            proxies: options.trusted_proxies.clone(),
         });
         loop {
             let stop = shutdown_rx.recv();
@@ -362,18 +427,41 @@ impl<R: ServerRuntime> GatewayServer<R> {
 
 async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: SocketAddr) {
     let shared2 = shared.clone();
-    let mut slot = match shared2.slots.take(peer.ip()) {
+    let proxied = shared.proxies.trusts(peer.ip());
+    let slot = shared2.slots.take((!proxied).then_some(peer.ip()));
+    let mut slot = match slot {
         Ok(s) => s,
         Err(why) => {
             tracing::debug!(%peer, "refused: {why}");
-            let r = Response::error(503, "unavailable", why);
-            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+            // On a TLS port the refusal cannot be read in plain text: just close.
+            if shared.tls.is_none() {
+                let r = Response::error(503, "unavailable", why);
+                let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+            }
             let _ = R::shutdown(&mut sock).await;
             return;
         }
     };
+    if let Some(config) = &shared.tls {
+        let handshake = tls_handshake::<R>(config.clone(), sock);
+        match clock::timeout::<R, _>(shared.head_timeout, handshake).await {
+            Some(Some(s)) => sock = s,
+            _ => return,
+        }
+    }
     let head = clock::timeout::<R, _>(shared.head_timeout, read_head::<R>(&mut sock)).await;
-    if matches!(head, Some(Ok(Some(_)))) {
+    if let Some(Ok(Some((h, _)))) = &head {
+        if proxied {
+            let client = shared.proxies.client_address(peer.ip(), h);
+            tracing::debug!(%peer, %client, "forwarded by a trusted proxy");
+            if let Err(why) = slot.attribute(client) {
+                tracing::debug!(%peer, %client, "refused: {why}");
+                let r = Response::error(503, "unavailable", why);
+                let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+                let _ = R::shutdown(&mut sock).await;
+                return;
+            }
+        }
         slot.identified();
     }
     let (head, leftover) = match head {
@@ -401,6 +489,32 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
             let resp = http_response::<R>(&shared, &mut sock, &head, leftover, r).await;
             let _ = R::write_all(&mut sock, &resp.to_bytes()).await;
             let _ = R::shutdown(&mut sock).await;
+        }
+    }
+}
+
+/// Runs the TLS handshake; a client that speaks plain text is told in plain text to use
+/// TLS, and `None` is returned for it as for a failed handshake.
+async fn tls_handshake<R: ServerRuntime>(
+    config: Arc<rustls::ServerConfig>,
+    mut sock: R::Sock,
+) -> Option<R::Sock> {
+    let mut first = [0u8; 1];
+    match R::peek(&mut sock, &mut first).await {
+        Ok(1..) => {}
+        _ => return None,
+    }
+    if first[0] != crate::tls::HANDSHAKE_RECORD {
+        tracing::debug!("plain-text request on the TLS port");
+        let _ = R::write_all(&mut sock, &crate::tls::plain_text_refusal()).await;
+        let _ = R::shutdown(&mut sock).await;
+        return None;
+    }
+    match R::tls_accept(config, sock).await {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::debug!("TLS handshake failed: {e}");
+            None
         }
     }
 }

@@ -7,7 +7,8 @@ use mew_core::gateway::{LoggingConfig, SpaceConfig};
 use mew_core::ids::IdGen;
 use mew_driver_common::files::SpaceLayout;
 use mew_driver_common::{exit, files, secret};
-use mew_tokio::{GatewayServer, ServerOptions, clock};
+use mew_tokio::{GatewayServer, ServerOptions, ServerTls, TlsFiles, clock};
+use std::sync::Arc;
 
 use crate::Failure;
 
@@ -75,6 +76,13 @@ pub struct Args {
     /// Seconds of silence after which the other nodes declare this one gone.
     #[arg(long, default_value_t = 5.0, value_name = "SECS")]
     pub node_timeout: f64,
+    /// Serve TLS (wss://, https://) with this PEM certificate chain (with --tls-key; takes
+    /// the place of `gateway.tls` in space.yaml). SIGHUP re-reads it.
+    #[arg(long, value_name = "CERT.pem", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "KEY.pem", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// A gateway serving its space, with the processes it started.
@@ -85,11 +93,51 @@ pub struct Running {
     pub space: String,
     /// The started processes.
     pub processes: crate::autostart::Supervisor,
+    /// The TLS settings it serves with, if any.
+    pub tls: Option<Arc<ServerTls>>,
     handle: mew_tokio::ShutdownHandle,
     serve: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl Running {
+    /// `wss` or `ws`.
+    pub fn ws_scheme(&self) -> &'static str {
+        if self.tls.is_some() { "wss" } else { "ws" }
+    }
+
+    /// What SIGHUP does: the certificate and key are read again (connections stay up). A
+    /// failure keeps what runs and is logged.
+    pub fn reload(&self) {
+        if let Some(tls) = &self.tls {
+            match tls.reload() {
+                Ok(()) => tracing::info!(
+                    "reloaded the TLS certificate {}",
+                    tls.files().cert.display()
+                ),
+                Err(e) => tracing::error!("TLS certificate not reloaded (the old one stays): {e}"),
+            }
+        }
+    }
+
+    /// Serves until SIGINT or SIGTERM, reloading on every SIGHUP.
+    pub async fn until_stopped(&self) {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            if let Ok(mut hup) = signal(SignalKind::hangup()) {
+                let stop = crate::signal();
+                tokio::pin!(stop);
+                loop {
+                    tokio::select! {
+                        _ = &mut stop => return,
+                        _ = hup.recv() => self.reload(),
+                    }
+                }
+            }
+        }
+        crate::signal().await;
+    }
+
     /// Stops the processes, then the server (flushing its logs).
     pub async fn stop(self) -> Result<(), Failure> {
         tracing::info!("shutting down");
@@ -112,7 +160,7 @@ impl Running {
 pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging_as(&args.log_level, &args.log_format)?;
     let running = start(&args).await?;
-    crate::signal().await;
+    running.until_stopped().await;
     running.stop().await
 }
 
@@ -187,6 +235,13 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             "--cluster needs --config: every node must serve the same space.yaml",
         ));
     }
+    if args.cluster.is_some() && config.gateway.jwt.is_some() {
+        // A node logs joins by token digest, so no node could check a JWT's signature.
+        return Err(Failure::new(
+            exit::USAGE,
+            "gateway.auth.jwt is not supported with --cluster yet",
+        ));
+    }
     let cluster = match (&args.cluster, &args.node_id) {
         (Some(url), Some(node)) => {
             let mut opts = mew_cluster::ClusterOptions::new(url, node);
@@ -213,11 +268,48 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         }
         _ => None,
     };
+    let tls_files = match (&args.tls_cert, &args.tls_key, &config.gateway.tls) {
+        (Some(cert), Some(key), _) => Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        }),
+        (None, None, Some(t)) => Some(TlsFiles {
+            cert: layout.config_dir.join(&t.cert),
+            key: layout.config_dir.join(&t.key),
+        }),
+        _ => None,
+    };
+    let tls = match tls_files {
+        Some(files) => Some(Arc::new(ServerTls::load(files).map_err(|e| {
+            Failure::new(exit::UNREADABLE, format!("cannot serve TLS: {e}"))
+        })?)),
+        None => None,
+    };
+    let identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>> = match &config.gateway.jwt {
+        Some(jwt) => {
+            let (v, warning) = mew_driver_common::jwt::JwtVerifier::new(jwt, &layout.config_dir)
+                .map_err(|e| Failure::new(exit::UNREADABLE, format!("gateway.auth.jwt: {e}")))?;
+            if let Some(w) = warning {
+                tracing::warn!("gateway.auth.jwt: {w}");
+            }
+            Some(Arc::new(v))
+        }
+        None => None,
+    };
     let addr = SocketAddr::new(args.bind, args.port);
     let options = ServerOptions {
+        identity,
         log_dir: layout.log_dir.clone(),
         seed: Some(ids.next_u64()),
+        tls: tls.clone(),
         ..ServerOptions::default()
+    }
+    .with_gateway_options(&config.gateway)
+    .map_err(|e| Failure::new(exit::USAGE, format!("invalid gateway.trusted_proxies: {e}")))?;
+    let (ws, http) = if tls.is_some() {
+        ("wss", "https")
+    } else {
+        ("ws", "http")
     };
     let space = config.id.clone();
     // Cluster nodes start no processes: each would start its own copy of every one.
@@ -251,14 +343,14 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         })?;
     let local = server.local_addr();
     println!(
-        "mew gateway: space {space:?} on ws://{local}/ws?space={space} (HTTP API on http://{local})"
+        "mew gateway: space {space:?} on {ws}://{local}/ws?space={space} (HTTP API on {http}://{local})"
     );
     if default_space {
         println!("embedded default space; tokens for this run:");
         for (id, token, caps) in &tokens {
             println!("  {id:<8} token {token}  capabilities {caps}");
         }
-        println!("join with: mew client --gateway ws://{local} --space {space} --token <token>");
+        println!("join with: mew client --gateway {ws}://{local} --space {space} --token <token>");
     }
     let handle = server.shutdown_handle();
     if let Some(node) = &cluster {
@@ -270,7 +362,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     }
     let serve = tokio::spawn(server.serve_with(cluster.map(mew_cluster::Node::core_task)));
     let cx = crate::autostart::SpaceContext {
-        gateway: format!("ws://{local}"),
+        gateway: format!("{ws}://{local}"),
         port: local.port(),
         space: space.clone(),
         root: layout.root.clone(),
@@ -291,6 +383,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         local,
         space,
         processes,
+        tls,
         handle,
         serve,
     })

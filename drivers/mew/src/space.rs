@@ -241,13 +241,15 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
         cluster: None,
         node_id: None,
         node_timeout: 5.0,
+        tls_cert: None,
+        tls_key: None,
     };
     let running = crate::gateway::start(&gw).await?;
     let port = running.local.port();
     let base = RunFile {
         pid: std::process::id(),
         port,
-        gateway: format!("ws://{}", running.local),
+        gateway: format!("{}://{}", running.ws_scheme(), running.local),
         space: running.space.clone(),
         started_at_ms: unix_ms(),
         ready: false,
@@ -321,10 +323,12 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
     write_run(&dir, &run);
     let d = dir.display();
     println!(
-        "space {:?} is up on ws://{}\n  join:  mew space connect --space-dir {d}\n  state: mew space status --space-dir {d}\n  stop:  Ctrl-C, or mew space down --space-dir {d}",
-        running.space, running.local
+        "space {:?} is up on {}://{}\n  join:  mew space connect --space-dir {d}\n  state: mew space status --space-dir {d}\n  reload space.yaml: mew space reload --space-dir {d}\n  stop:  Ctrl-C, or mew space down --space-dir {d}",
+        running.space,
+        running.ws_scheme(),
+        running.local
     );
-    crate::signal().await;
+    running.until_stopped().await;
     keeper.abort();
     let result = running.stop().await;
     let _ = std::fs::remove_file(run_path(&dir));

@@ -19,10 +19,11 @@ pub use bridge::{BridgeHandle, BridgeSnapshot, run_bridge, spawn_bridge};
 pub use mew_driver_common::agent::{
     AgentExit, DataSink, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
 };
+pub use mew_driver_common::tls::{ServerTls, TlsFiles};
 pub use participant::{
     CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, Tokio, ToolHandler,
 };
-pub use server::{GatewayServer, ServerOptions, ShutdownHandle};
+pub use server::{GatewayServer, ServerOptions, ServerSock, ShutdownHandle};
 
 /// Runs an agent on tokio until it is told to stop (see
 /// [`mew_driver_common::agent::run_agent`]).

@@ -4,9 +4,12 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use mew_driver_common::server::ServerRuntime;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
@@ -19,10 +22,76 @@ pub use mew_driver_common::server::{ServerOptions, ShutdownHandle};
 /// [`mew_driver_common::server::GatewayServer`]).
 pub type GatewayServer = mew_driver_common::server::GatewayServer<Tokio>;
 
+/// An accepted connection: plain TCP, or TLS over it (`--tls-cert`).
+pub enum ServerSock {
+    /// Plain text.
+    Plain(TcpStream),
+    /// After a TLS handshake.
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for ServerSock {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ServerSock {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            ServerSock::Plain(s) => s.is_write_vectored(),
+            ServerSock::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_flush(cx),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ServerSock::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            ServerSock::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 impl ServerRuntime for Tokio {
     type Listener = TcpListener;
-    type Sock = TcpStream;
-    type Ws = WebSocketStream<TcpStream>;
+    type Sock = ServerSock;
+    type Ws = WebSocketStream<ServerSock>;
 
     fn spawn(fut: impl Future<Output = ()> + Send + 'static) {
         tokio::spawn(fut);
@@ -43,26 +112,46 @@ impl ServerRuntime for Tokio {
         l.local_addr()
     }
 
-    async fn accept(l: &TcpListener) -> io::Result<(TcpStream, SocketAddr)> {
+    async fn accept(l: &TcpListener) -> io::Result<(ServerSock, SocketAddr)> {
         let (sock, peer) = l.accept().await?;
         let _ = sock.set_nodelay(true);
-        Ok((sock, peer))
+        Ok((ServerSock::Plain(sock), peer))
     }
 
-    async fn read<'a>(s: &'a mut TcpStream, buf: &'a mut [u8]) -> io::Result<usize> {
+    async fn read<'a>(s: &'a mut ServerSock, buf: &'a mut [u8]) -> io::Result<usize> {
         s.read(buf).await
     }
 
-    async fn write_all<'a>(s: &'a mut TcpStream, buf: &'a [u8]) -> io::Result<()> {
+    async fn write_all<'a>(s: &'a mut ServerSock, buf: &'a [u8]) -> io::Result<()> {
         s.write_all(buf).await
     }
 
-    async fn shutdown(s: &mut TcpStream) -> io::Result<()> {
+    async fn shutdown(s: &mut ServerSock) -> io::Result<()> {
         s.shutdown().await
     }
 
+    async fn peek<'a>(s: &'a mut ServerSock, buf: &'a mut [u8]) -> io::Result<usize> {
+        match s {
+            ServerSock::Plain(t) => t.peek(buf).await,
+            ServerSock::Tls(_) => Err(io::Error::other("peek after the TLS handshake")),
+        }
+    }
+
+    async fn tls_accept(
+        config: Arc<mew_driver_common::rustls::ServerConfig>,
+        s: ServerSock,
+    ) -> io::Result<ServerSock> {
+        match s {
+            ServerSock::Plain(t) => {
+                let tls = tokio_rustls::TlsAcceptor::from(config).accept(t).await?;
+                Ok(ServerSock::Tls(Box::new(tls)))
+            }
+            tls @ ServerSock::Tls(_) => Ok(tls),
+        }
+    }
+
     fn websocket(
-        s: TcpStream,
+        s: ServerSock,
         leftover: Vec<u8>,
         config: WebSocketConfig,
     ) -> impl Future<Output = Self::Ws> + Send {

@@ -25,6 +25,13 @@
 //!   max_participants: 10000     # members at most, invited and anonymous included
 //!   rate_limit: {per_second: 1000, burst: 2000, bytes_per_second: 8388608,
 //!                burst_bytes: 16777216}   # per participant; `rate_limit: off` disables
+//!   tls: {cert: tls/cert.pem, key: tls/key.pem}   # relative to this file; wss:// and https://
+//!   limits: {max_connections: 10000, max_connections_per_address: 1000,
+//!            max_unauthenticated: 1024}
+//!   trusted_proxies: [127.0.0.1/32]   # only these may say who the client is (X-Forwarded-For)
+//!   auth:
+//!     jwt: {issuer: https://idp.example, audience: mew, jwks_file: jwks.json,
+//!           jwks_url: https://idp.example/jwks.json, allow_unknown_subjects: false}
 //! ```
 //! `mew:` is accepted as a synonym of `gateway:`.
 
@@ -265,6 +272,61 @@ pub struct GatewayOptions {
     pub max_participants: usize,
     /// Envelopes and bytes per second per participant (`None`: unlimited).
     pub rate_limit: Option<super::rate::RateLimit>,
+    /// `tls`: the certificate and key the driver serves TLS with (paths as written).
+    pub tls: Option<TlsConfig>,
+    /// `limits`: connection counts the driver enforces before anything reaches the core.
+    pub connections: ConnectionLimits,
+    /// `trusted_proxies`: networks (CIDR, or a bare address) whose `X-Forwarded-For` or
+    /// `Forwarded` header the driver believes.
+    pub trusted_proxies: Vec<String>,
+    /// `auth.jwt`: bearer tokens that are JWTs from an identity provider.
+    pub jwt: Option<JwtConfig>,
+}
+
+/// `gateway.tls`: paths as written in `space.yaml` (the driver resolves them against the
+/// file's folder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// PEM certificate chain.
+    pub cert: String,
+    /// PEM private key.
+    pub key: String,
+}
+
+/// `gateway.limits`: how many connections the server holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Open connections at most (WebSocket and HTTP together).
+    pub max_connections: usize,
+    /// Open connections from one client address at most.
+    pub max_connections_per_address: usize,
+    /// Connections that have not yet sent a complete request head, at most.
+    pub max_unauthenticated: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 10_000,
+            max_connections_per_address: 1_000,
+            max_unauthenticated: 1_024,
+        }
+    }
+}
+
+/// `gateway.auth.jwt`: who issues identities and where its keys are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtConfig {
+    /// The `iss` a token must carry.
+    pub issuer: String,
+    /// The `aud` a token must carry (one of its audiences).
+    pub audience: String,
+    /// A JWK set in a file (relative to `space.yaml`).
+    pub jwks_file: Option<String>,
+    /// A JWK set at a URL, fetched and refreshed by the driver.
+    pub jwks_url: Option<String>,
+    /// Subjects without an entry join with `defaults.capabilities`.
+    pub allow_unknown_subjects: bool,
 }
 
 impl Default for GatewayOptions {
@@ -284,6 +346,10 @@ impl Default for GatewayOptions {
             max_grants_per_participant: 256,
             max_participants: 10_000,
             rate_limit: Some(super::rate::RateLimit::default()),
+            tls: None,
+            connections: ConnectionLimits::default(),
+            trusted_proxies: Vec::new(),
+            jwt: None,
         }
     }
 }
@@ -1146,8 +1212,119 @@ impl Cx {
             d.max_grants_per_participant as u64,
             0,
         ) as usize;
+        if let Some(t) = m.get("tls") {
+            o.tls = self.tls(t, &l("tls"));
+        }
+        if let Some(v) = m.get("limits")
+            && let Some(lm) = self.map(v, &l("limits"))
+        {
+            let lm = lm.clone();
+            let d = ConnectionLimits::default();
+            let mut num = |k: &str, default: usize| {
+                self.uint(lm.get(k), &format!("{loc}.limits.{k}"), default as u64, 1) as usize
+            };
+            o.connections = ConnectionLimits {
+                max_connections: num("max_connections", d.max_connections),
+                max_connections_per_address: num(
+                    "max_connections_per_address",
+                    d.max_connections_per_address,
+                ),
+                max_unauthenticated: num("max_unauthenticated", d.max_unauthenticated),
+            };
+        }
+        let proxies = self.strings(m.get("trusted_proxies"), &l("trusted_proxies"));
+        for (i, p) in proxies.iter().enumerate() {
+            if !valid_cidr(p) {
+                self.err(
+                    format!("{loc}.trusted_proxies[{i}]"),
+                    format!("`{p}` is not an address or a network (CIDR, e.g. 10.0.0.0/8)"),
+                );
+            }
+        }
+        o.trusted_proxies = proxies;
+        if let Some(a) = m.get("auth")
+            && let Some(am) = self.map(a, &l("auth"))
+            && let Some(j) = am.get("jwt")
+        {
+            let am = am.clone();
+            self.unknown_keys(&am, &["jwt"], &l("auth"));
+            o.jwt = self.jwt(j, &format!("{loc}.auth.jwt"));
+        }
         o
     }
+
+    fn tls(&mut self, v: &Yaml, loc: &str) -> Option<TlsConfig> {
+        let m = self.map(v, loc)?.clone();
+        self.unknown_keys(&m, &["cert", "key"], loc);
+        let cert = self.string(m.get("cert"), &format!("{loc}.cert"));
+        let key = self.string(m.get("key"), &format!("{loc}.key"));
+        match (cert, key) {
+            (Some(cert), Some(key)) => Some(TlsConfig { cert, key }),
+            _ => {
+                self.err(loc, "TLS needs both `cert` and `key` (PEM files)");
+                None
+            }
+        }
+    }
+
+    fn jwt(&mut self, v: &Yaml, loc: &str) -> Option<JwtConfig> {
+        let m = self.map(v, loc)?.clone();
+        self.unknown_keys(
+            &m,
+            &[
+                "issuer",
+                "audience",
+                "jwks_file",
+                "jwks_url",
+                "allow_unknown_subjects",
+            ],
+            loc,
+        );
+        let issuer = self.string(m.get("issuer"), &format!("{loc}.issuer"));
+        let audience = self.string(m.get("audience"), &format!("{loc}.audience"));
+        let jwks_file = self.string(m.get("jwks_file"), &format!("{loc}.jwks_file"));
+        let jwks_url = self.string(m.get("jwks_url"), &format!("{loc}.jwks_url"));
+        let allow_unknown_subjects = self.boolean(
+            m.get("allow_unknown_subjects"),
+            &format!("{loc}.allow_unknown_subjects"),
+            false,
+        );
+        if issuer.is_none() {
+            self.err(
+                format!("{loc}.issuer"),
+                "missing: the issuer tokens must name",
+            );
+        }
+        if audience.is_none() {
+            self.err(
+                format!("{loc}.audience"),
+                "missing: the audience tokens must name",
+            );
+        }
+        if jwks_file.is_none() == jwks_url.is_none() {
+            self.err(loc, "exactly one of `jwks_file` and `jwks_url` is needed");
+        }
+        Some(JwtConfig {
+            issuer: issuer?,
+            audience: audience?,
+            jwks_file,
+            jwks_url,
+            allow_unknown_subjects,
+        })
+    }
+}
+
+/// Whether `s` is an IP address or an IP network in CIDR form.
+fn valid_cidr(s: &str) -> bool {
+    let (addr, prefix) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    let Ok(ip) = addr.parse::<std::net::IpAddr>() else {
+        return false;
+    };
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    prefix.is_none_or(|p| p.parse::<u8>().is_ok_and(|n| n <= max))
 }
 
 /// Converts a capability list given as JSON (a grant's or an invite's payload) into a set,

@@ -23,6 +23,8 @@ pub(super) struct Conn {
     /// Frames and bytes handed out in Transmits and not yet reported written.
     pub(super) queued_frames: usize,
     pub(super) queued_bytes: usize,
+    /// When the verified token it joined with expires (see `identity.rs`).
+    pub(super) expires: Option<Time>,
 }
 
 #[derive(Debug, Default)]

@@ -57,6 +57,21 @@ impl Gateway {
         for id in idle_out {
             self.close_conn(now, id, 1001, "idle timeout", "idle timeout");
         }
+        for id in self.expired_tokens(now) {
+            let (frame, _) = self.error_frame(
+                now,
+                None,
+                None,
+                ErrorPayload {
+                    error: "token_expired",
+                    attempted_kind: None,
+                    your_capabilities: None,
+                    message: "the token this connection joined with has expired; reconnect with a fresh one",
+                },
+            );
+            self.transmit(now, id, frame);
+            self.close_conn(now, id, 1008, "token expired", "token expired");
+        }
         for id in self.conns.ids() {
             let Some(c) = self.conns.get_mut(id) else {
                 continue;
@@ -76,7 +91,10 @@ impl Gateway {
         let idle = self.config.gateway.idle_timeout;
         let conns = self.conns.iter().filter_map(|(_, c)| match c.phase {
             Phase::Pending { deadline } => Some(deadline.min(c.next_ping)),
-            Phase::Joined { .. } => Some((c.last_activity + idle).min(c.next_ping)),
+            Phase::Joined { .. } => {
+                let t = (c.last_activity + idle).min(c.next_ping);
+                Some(c.expires.map_or(t, |e| e.min(t)))
+            }
             Phase::Closed => None,
         });
         conns

@@ -19,6 +19,8 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub(super) struct JoinRequest {
     pub(super) token: Option<TokenHash>,
+    /// The token itself, for a verifier of tokens issued elsewhere (never kept).
+    pub(super) raw_token: Option<String>,
     pub(super) participant: Option<String>,
     pub(super) envelope_id: Option<String>,
 }
@@ -32,6 +34,7 @@ pub(super) fn parse_join(v: &Value) -> Option<JoinRequest> {
     if obj.get("type").and_then(Value::as_str) == Some("join") && !obj.contains_key("kind") {
         return Some(JoinRequest {
             token: s(obj, "token").map(|t| TokenHash::of(&t)),
+            raw_token: s(obj, "token"),
             participant: s(obj, "participantId")
                 .or_else(|| s(obj, "participant_id"))
                 .or_else(|| s(obj, "participant")),
@@ -42,10 +45,10 @@ pub(super) fn parse_join(v: &Value) -> Option<JoinRequest> {
         let p = obj.get("payload").and_then(Value::as_object);
         let empty = serde_json::Map::new();
         let p = p.unwrap_or(&empty);
+        let raw = s(p, "token").or_else(|| s(obj, "token"));
         return Some(JoinRequest {
-            token: s(p, "token")
-                .or_else(|| s(obj, "token"))
-                .map(|t| TokenHash::of(&t)),
+            token: raw.as_deref().map(TokenHash::of),
+            raw_token: raw,
             participant: s(p, "participant")
                 .or_else(|| s(p, "participantId"))
                 .or_else(|| s(p, "participant_id"))
@@ -76,7 +79,7 @@ pub(super) struct JoinRefusal {
     pub(super) message: String,
 }
 
-fn refuse(code: &'static str, message: impl Into<String>) -> JoinRefusal {
+pub(super) fn refuse(code: &'static str, message: impl Into<String>) -> JoinRefusal {
     JoinRefusal {
         code,
         message: message.into(),
@@ -84,7 +87,7 @@ fn refuse(code: &'static str, message: impl Into<String>) -> JoinRefusal {
 }
 
 /// Anonymous ids: short, printable, outside the gateway's namespace.
-fn valid_anonymous_id(id: &str) -> bool {
+pub(super) fn valid_anonymous_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 128
         && !id.starts_with("system:")
@@ -94,13 +97,23 @@ fn valid_anonymous_id(id: &str) -> bool {
 impl Gateway {
     /// A new transport connection; `bearer` from the Authorization header if any.
     pub fn connect(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
+        if let Some(token) = bearer
+            && let Some(verified) = self.verified_member(now, token, None)
+        {
+            let conn = self.new_conn(now);
+            match verified {
+                Ok((member, expires)) => self.join_verified(now, conn, member, expires),
+                Err(r) => self.refuse_join(now, conn, None, r),
+            }
+            self.finish_closes(now);
+            return conn;
+        }
         self.connect_hashed(now, bearer.map(TokenHash::of))
     }
 
-    /// [`Gateway::connect`] with the bearer token's digest instead of the token.
-    pub fn connect_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
+    fn new_conn(&mut self, now: Time) -> ConnId {
         let opts = &self.config.gateway;
-        let conn = self.conns.insert(Conn {
+        self.conns.insert(Conn {
             phase: Phase::Pending {
                 deadline: now + opts.join_timeout,
             },
@@ -108,7 +121,13 @@ impl Gateway {
             next_ping: now + opts.heartbeat_interval,
             queued_frames: 0,
             queued_bytes: 0,
-        });
+            expires: None,
+        })
+    }
+
+    /// [`Gateway::connect`] with the bearer token's digest instead of the token.
+    pub fn connect_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
+        let conn = self.new_conn(now);
         if let Some(token) = bearer {
             match self.members.by_hash(&token) {
                 Some(m) if !self.members.get(m).removed => self.join_member(now, conn, m),
@@ -150,6 +169,16 @@ impl Gateway {
         };
         if sealed.is_some() {
             req.token = sealed;
+            req.raw_token = None;
+        }
+        if let Some(raw) = req.raw_token.take()
+            && let Some(verified) = self.verified_member(now, &raw, req.participant.as_deref())
+        {
+            match verified {
+                Ok((member, expires)) => self.join_verified(now, conn, member, expires),
+                Err(r) => self.refuse_join(now, conn, req.envelope_id.as_deref(), r),
+            }
+            return;
         }
         match self.authenticate(&req) {
             Ok(member) => self.join_member(now, conn, member),
@@ -167,10 +196,16 @@ impl Gateway {
     ) {
         let me = self.members.get(member);
         let same_id = req.participant.as_deref().is_none_or(|p| p == &*me.id);
-        let same_token = req
-            .token
-            .as_ref()
-            .is_none_or(|t| self.members.by_hash(t) == Some(member) || me.tokens.is_empty());
+        let verified_same = req.raw_token.as_deref().is_some_and(|t| {
+            self.verifier.as_ref().is_some_and(
+                |v| matches!(v.verify(t), super::Verdict::Valid(i) if i.subject == *me.id),
+            )
+        });
+        let same_token = verified_same
+            || req
+                .token
+                .as_ref()
+                .is_none_or(|t| self.members.by_hash(t) == Some(member) || me.tokens.is_empty());
         if same_id && same_token {
             return;
         }
@@ -278,7 +313,7 @@ impl Gateway {
     }
 
     /// Binds a connection to a member: welcome to it, presence to the others.
-    fn join_member(&mut self, now: Time, conn: ConnId, member: usize) {
+    pub(super) fn join_member(&mut self, now: Time, conn: ConnId, member: usize) {
         if let Some(c) = self.conns.get_mut(conn) {
             c.phase = Phase::Joined { member };
         }

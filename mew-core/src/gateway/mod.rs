@@ -35,6 +35,7 @@ mod grants;
 mod heartbeat;
 mod history;
 mod http;
+mod identity;
 mod join;
 mod member;
 mod membership;
@@ -51,11 +52,12 @@ pub use audit::{
     Transport, audit_dropped_line,
 };
 pub use config::{
-    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, DeliveryMode, GatewayOptions,
-    GeneratedToken, LoggingConfig, McpServerConfig, ParticipantConfig, ParticipantType,
-    RestartPolicy, SpaceConfig, TOKEN_LEN, substitute, token_env_var,
+    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, DeliveryMode,
+    GatewayOptions, GeneratedToken, JwtConfig, LoggingConfig, McpServerConfig, ParticipantConfig,
+    ParticipantType, RestartPolicy, SpaceConfig, TOKEN_LEN, TlsConfig, substitute, token_env_var,
 };
 pub use http::{HttpAccepted, HttpError};
+pub use identity::{Identity, IdentityVerifier, Verdict};
 pub use join::seal_join;
 pub use snapshot::SnapshotError;
 pub use system::node_error;
@@ -309,6 +311,8 @@ pub struct Gateway {
     replicated: bool,
     /// Randomness the log supplied for the input being applied (see `provide_entropy`).
     entropy: Option<[u8; 16]>,
+    /// Checks bearer tokens issued elsewhere (JWTs), when configured.
+    verifier: Option<Arc<dyn identity::IdentityVerifier>>,
 }
 
 impl Gateway {
@@ -340,6 +344,7 @@ impl Gateway {
             audit_capabilities: logging.enabled && logging.capability_decisions,
             replicated: false,
             entropy: None,
+            verifier: None,
             config,
         };
         g.rebuild_audience();

@@ -257,6 +257,7 @@ impl Gateway {
                     next_ping: c.next_ping,
                     queued_frames: 0,
                     queued_bytes: 0,
+                    expires: None,
                 }),
             })
             .collect();

@@ -2,9 +2,10 @@
 //! the runtime an application of that driver would use.
 
 use std::net::SocketAddr;
-use std::path::Path;
 
 use mew_core::gateway::SpaceConfig;
+
+use mew_driver_common::server::ServerOptions;
 
 use super::{Driver, RunningGateway};
 
@@ -14,8 +15,7 @@ pub struct Tokio;
 impl Driver for Tokio {
     type Rt = mew_tokio::Tokio;
 
-    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway {
-        let base_dir = base_dir.to_owned();
+    fn start_with(config: SpaceConfig, addr: SocketAddr, opts: ServerOptions) -> RunningGateway {
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -24,11 +24,6 @@ impl Driver for Tokio {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let opts = mew_tokio::ServerOptions {
-                    log_dir: base_dir.join(".mew/logs"),
-                    seed: Some(7),
-                    ..Default::default()
-                };
                 let server = mew_tokio::GatewayServer::bind_with(addr, config, opts)
                     .await
                     .unwrap();
@@ -54,16 +49,10 @@ pub struct AsyncStd;
 impl Driver for AsyncStd {
     type Rt = mew_async_std::AsyncStd;
 
-    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway {
-        let base_dir = base_dir.to_owned();
+    fn start_with(config: SpaceConfig, addr: SocketAddr, opts: ServerOptions) -> RunningGateway {
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             async_std::task::block_on(async move {
-                let opts = mew_async_std::ServerOptions {
-                    log_dir: base_dir.join(".mew/logs"),
-                    seed: Some(7),
-                    ..Default::default()
-                };
                 let server = mew_async_std::GatewayServer::bind_with(addr, config, opts)
                     .await
                     .unwrap();

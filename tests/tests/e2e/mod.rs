@@ -31,8 +31,22 @@ pub trait Driver {
     /// The participant runtime hooks (the participant scenarios run this runtime).
     type Rt: mew_driver_common::participant::Runtime;
 
+    /// Starts a gateway for `config` on `addr` with these options.
+    fn start_with(
+        config: SpaceConfig,
+        addr: SocketAddr,
+        opts: mew_driver_common::server::ServerOptions,
+    ) -> RunningGateway;
+
     /// Starts a gateway for `config` on `addr`, audit logs under `base_dir`.
-    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway;
+    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway {
+        let opts = mew_driver_common::server::ServerOptions {
+            log_dir: base_dir.join(".mew/logs"),
+            seed: Some(7),
+            ..Default::default()
+        };
+        Self::start_with(config, addr, opts)
+    }
 
     /// Starts a gateway for `config` on 127.0.0.1 with a free port.
     fn start(config: SpaceConfig, base_dir: &Path) -> RunningGateway {
@@ -46,8 +60,12 @@ pub struct Mixed<G, P>(std::marker::PhantomData<(G, P)>);
 impl<G: Driver, P: Driver> Driver for Mixed<G, P> {
     type Rt = P::Rt;
 
-    fn start_on(config: SpaceConfig, base_dir: &Path, addr: SocketAddr) -> RunningGateway {
-        G::start_on(config, base_dir, addr)
+    fn start_with(
+        config: SpaceConfig,
+        addr: SocketAddr,
+        opts: mew_driver_common::server::ServerOptions,
+    ) -> RunningGateway {
+        G::start_with(config, addr, opts)
     }
 }
 

@@ -1,0 +1,162 @@
+//! Identities vouched for by someone else: a bearer token the space does not list (a JWT
+//! from an identity provider) is handed to an injected [`IdentityVerifier`], which checks
+//! its signature and issuer; the rule of what a verified subject may do stays here:
+//!
+//! - the subject is the participant of that id, with the capabilities of its entry in the
+//!   configuration, or, where `auth.jwt.allow_unknown_subjects` is set, a participant of
+//!   that id with `defaults.capabilities` (gone again when it leaves);
+//! - a join that names another participant than the subject is refused
+//!   (`identity_mismatch`): a token for `robot-1` never joins as anyone else;
+//! - the token must carry an expiry; a token past it is refused, and a connection that
+//!   joined with it is closed when it passes (1008, `token_expired`).
+
+use super::conn::Phase;
+use super::join::{JoinRefusal, refuse};
+use super::member::{Hold, Member, Origin};
+use super::{ConnId, Gateway};
+use crate::Time;
+use std::sync::Arc;
+
+/// What a verifier found a token says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The participant id it vouches for (a JWT's `sub`).
+    pub subject: String,
+    /// When it stops vouching (a JWT's `exp`); `None` is refused.
+    pub expires_at: Option<Time>,
+}
+
+/// A verifier's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not a token of this verifier's kind: it is looked up as an ordinary token.
+    NotMine,
+    /// Signed by a trusted key, for this space.
+    Valid(Identity),
+    /// Of this verifier's kind but not acceptable; the reason is shown to the client.
+    Invalid(String),
+}
+
+/// Checks bearer tokens issued elsewhere (signatures, issuers, audiences). Supplied by the
+/// driver; the core keeps the rule of what a verified subject becomes.
+pub trait IdentityVerifier: Send + Sync + std::fmt::Debug {
+    /// Checks one token.
+    fn verify(&self, token: &str) -> Verdict;
+}
+
+impl Gateway {
+    /// Installs the verifier of bearer tokens that are not listed in the configuration.
+    pub fn set_identity_verifier(&mut self, verifier: Arc<dyn IdentityVerifier>) {
+        self.verifier = Some(verifier);
+    }
+
+    /// The member a verified token authenticates and until when, or why not; `None` when
+    /// no verifier takes the token (it is then an ordinary token).
+    pub(super) fn verified_member(
+        &mut self,
+        now: Time,
+        token: &str,
+        claimed: Option<&str>,
+    ) -> Option<Result<(usize, Time), JoinRefusal>> {
+        let verdict = self.verifier.as_ref()?.verify(token);
+        let identity = match verdict {
+            Verdict::NotMine => return None,
+            Verdict::Invalid(why) => return Some(Err(refuse("invalid_token", why))),
+            Verdict::Valid(i) => i,
+        };
+        Some(self.identity_member(now, identity, claimed))
+    }
+
+    fn identity_member(
+        &mut self,
+        now: Time,
+        identity: Identity,
+        claimed: Option<&str>,
+    ) -> Result<(usize, Time), JoinRefusal> {
+        let Some(expires) = identity.expires_at else {
+            return Err(refuse(
+                "invalid_token",
+                "the token has no expiry (exp); tokens that never expire are refused",
+            ));
+        };
+        if expires <= now {
+            return Err(refuse("token_expired", "the token has expired"));
+        }
+        let subject = identity.subject;
+        if let Some(p) = claimed
+            && p != subject
+        {
+            return Err(refuse(
+                "identity_mismatch",
+                format!("the token is for participant `{subject}`, not `{p}`"),
+            ));
+        }
+        if let Some(m) = self.members.find(&subject) {
+            if self.members.get(m).removed {
+                return Err(refuse(
+                    "unknown_token",
+                    format!("participant `{subject}` has been removed from the space"),
+                ));
+            }
+            return Ok((m, expires));
+        }
+        let allowed = self
+            .config
+            .gateway
+            .jwt
+            .as_ref()
+            .is_some_and(|j| j.allow_unknown_subjects);
+        if !allowed {
+            return Err(refuse(
+                "unknown_subject",
+                format!("participant `{subject}` is not a member of this space"),
+            ));
+        }
+        if !super::join::valid_anonymous_id(&subject) {
+            return Err(refuse(
+                "invalid_participant_id",
+                "the token's subject is not a usable participant id",
+            ));
+        }
+        if self.members.len() >= self.config.gateway.max_participants {
+            return Err(refuse(
+                "too_many_participants",
+                "the space holds as many participants as it may",
+            ));
+        }
+        let caps = self.config.default_capabilities.clone();
+        let idx = self.members.insert(Member {
+            id: Arc::from(subject.as_str()),
+            origin: Origin::Anonymous,
+            tokens: Vec::new(),
+            static_caps: caps.clone(),
+            grants: Vec::new(),
+            caps: Arc::new(caps),
+            conn: None,
+            virtual_log: None,
+            hold: Hold::None,
+            bucket: Default::default(),
+            removed: false,
+        });
+        Ok((idx, expires))
+    }
+
+    /// Joins `conn` as a verified member whose token ends at `expires`.
+    pub(super) fn join_verified(&mut self, now: Time, conn: ConnId, member: usize, expires: Time) {
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.expires = Some(expires);
+        }
+        self.join_member(now, conn, member);
+    }
+
+    /// Connections whose token has expired by `now`.
+    pub(super) fn expired_tokens(&self, now: Time) -> Vec<ConnId> {
+        self.conns
+            .iter()
+            .filter(|(_, c)| {
+                matches!(c.phase, Phase::Joined { .. }) && c.expires.is_some_and(|e| e <= now)
+            })
+            .map(|(id, _)| id)
+            .collect()
+    }
+}
