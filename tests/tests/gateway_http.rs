@@ -80,7 +80,7 @@ fn http_post_statuses() {
         .unwrap_err();
     assert_eq!(
         (e.status, body(&e)["error"].clone()),
-        (403, json!("reserved_kind"))
+        (400, json!("reserved_kind"))
     );
     sim.pump();
     assert!(sim.take(h).is_empty(), "nothing refused was delivered");
@@ -369,4 +369,285 @@ fn audit_switches_are_respected() {
     for file in AuditFile::ALL {
         assert!(gw.take_audit(file, Vec::new).is_none());
     }
+}
+
+/// The reference's scripts: a participant with an `output_log` and no `auto_connect`
+/// (`lazy`), one held from the start (`held`), and one that invites.
+const SCRIPTED: &str = r#"
+space: {id: scripted, name: Scripted}
+participants:
+  admin: {tokens: [admin-token], capabilities: [{kind: chat}, {kind: space/invite}, {kind: "stream/*"}], output_log: logs/admin.jsonl}
+  held: {tokens: [held-token], capabilities: [{kind: chat}], output_log: logs/held.jsonl, auto_connect: true}
+  limited: {tokens: [limited-token], capabilities: [{kind: chat}], output_log: logs/limited.jsonl, auto_connect: true}
+  watcher: {tokens: [watcher-token], capabilities: [{kind: chat}]}
+"#;
+
+fn lines_of(sim: &Sim, path: &str) -> Vec<Value> {
+    sim.log_lines
+        .iter()
+        .filter(|(p, _)| p == path)
+        .map(|(_, l)| serde_json::from_slice(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn participants_held_by_the_gateway_are_welcomed_into_their_logs() {
+    let mut sim = Sim::from_yaml(SCRIPTED);
+    // Held from the start: welcomed when the server starts the space.
+    sim.gw.welcome_held(sim.now());
+    sim.pump();
+    let held = lines_of(&sim, "logs/held.jsonl");
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0]["kind"], "system/welcome");
+    assert_eq!(held[0]["payload"]["you"]["id"], "held");
+    assert!(
+        lines_of(&sim, "logs/admin.jsonl").is_empty(),
+        "not held yet"
+    );
+    let w = sim.join("watcher-token");
+    sim.take(w);
+    // A stream is open before `admin` first posts: its welcome lists it.
+    let now = sim.now();
+    let opened = sim
+        .gw
+        .http_post(
+            now,
+            "held",
+            Some("held-token"),
+            br#"{"kind":"chat","payload":{"text":"x"}}"#,
+        )
+        .unwrap();
+    assert_eq!(body_of(&opened)["status"], "accepted");
+    let ok = sim
+        .gw
+        .http_post(
+            now,
+            "admin",
+            Some("admin-token"),
+            br#"{"kind":"stream/request","payload":{"direction":"upload"}}"#,
+        )
+        .unwrap();
+    let answer = body_of(&ok);
+    assert_eq!(answer["status"], "stream_opened");
+    assert_eq!(answer["stream_id"], "stream-1");
+    sim.pump();
+    let admin = lines_of(&sim, "logs/admin.jsonl");
+    assert_eq!(admin[0]["kind"], "system/welcome", "{admin:?}");
+    assert_eq!(admin[0]["payload"]["you"]["id"], "admin");
+    let kinds: Vec<_> = admin.iter().map(|l| l["kind"].clone()).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            json!("system/welcome"),
+            json!("stream/request"),
+            json!("stream/open")
+        ]
+    );
+    // Others saw it join.
+    let joined = sim.received_kind(w, "system/presence");
+    assert_eq!(joined[0]["payload"]["event"], "join");
+    assert_eq!(joined[0]["payload"]["participant"]["id"], "admin");
+    assert!(
+        sim.gw
+            .participants()
+            .iter()
+            .any(|p| p.id == "admin" && p.online)
+    );
+    // From now on it receives what is sent to everyone.
+    sim.send_and_settle(
+        w,
+        &envelope("c-1", "watcher", "chat", None, json!({"text": "hi"})),
+    );
+    assert_eq!(
+        lines_of(&sim, "logs/admin.jsonl").last().unwrap()["id"],
+        "c-1"
+    );
+}
+
+fn body_of(ok: &mew_core::gateway::HttpAccepted) -> Value {
+    serde_json::from_str(&ok.body_json()).unwrap()
+}
+
+#[test]
+fn http_refusals_answer_as_the_reference_and_reach_the_senders_log() {
+    let mut sim = Sim::from_yaml(SCRIPTED);
+    let now = sim.now();
+    let e = sim
+        .gw
+        .http_post(
+            now,
+            "limited",
+            Some("limited-token"),
+            br#"{"id":"reg-1","kind":"system/register","payload":{"capabilities":[]}}"#,
+        )
+        .unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(
+        e.body_json
+            .contains("system/register is reserved for the gateway. Use capability/grant instead."),
+        "{}",
+        e.body_json
+    );
+    let e = sim
+        .gw
+        .http_post(
+            now,
+            "limited",
+            Some("limited-token"),
+            br#"{"id":"mcp-1","kind":"mcp/request","payload":{}}"#,
+        )
+        .unwrap_err();
+    assert_eq!(e.status, 403);
+    assert_eq!(body(&e)["error"], "capability_violation");
+    assert_eq!(
+        body(&e)["message"],
+        "Participant limited lacks capability for mcp/request"
+    );
+    sim.pump();
+    let log = lines_of(&sim, "logs/limited.jsonl");
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[0]["kind"], "system/error");
+    assert_eq!(log[0]["correlation_id"], json!(["reg-1"]));
+    assert_eq!(
+        log[0]["payload"]["message"],
+        "system/register is reserved for the gateway. Use capability/grant instead."
+    );
+    assert_eq!(log[1]["payload"]["error"], "capability_violation");
+    assert_eq!(log[1]["payload"]["attempted_kind"], "mcp/request");
+    // No backticks or other markup in any message.
+    for e in &log {
+        assert!(!e["payload"]["message"].as_str().unwrap().contains('`'));
+    }
+}
+
+#[test]
+fn invites_over_http_answer_with_the_token() {
+    let mut sim = Sim::from_yaml(SCRIPTED);
+    sim.gw.set_connection_url("ws://127.0.0.1:9/");
+    let w = sim.join("watcher-token");
+    sim.take(w);
+    let now = sim.now();
+    let post = |sim: &mut Sim, body: &str| {
+        sim.gw
+            .http_post(now, "admin", Some("admin-token"), body.as_bytes())
+    };
+    let ok = post(
+        &mut sim,
+        r#"{"id":"inv-1","kind":"space/invite","payload":{"participant_id":"new-agent","initial_capabilities":[{"kind":"chat"}],"reason":"testing"}}"#,
+    )
+    .unwrap();
+    let a = body_of(&ok);
+    assert_eq!(a["status"], "created");
+    assert_eq!(a["participant_id"], "new-agent");
+    assert_eq!(a["connection_url"], "ws://127.0.0.1:9/");
+    let token = a["token"].as_str().unwrap().to_owned();
+    sim.pump();
+    let admin = lines_of(&sim, "logs/admin.jsonl");
+    let ack = admin
+        .iter()
+        .find(|l| l["kind"] == "space/invite-ack")
+        .unwrap();
+    assert_eq!(ack["payload"]["token"], token.as_str());
+    assert_eq!(ack["correlation_id"], json!(["inv-1"]));
+    // The watcher saw `admin` arrive (its first post) and the invitation, no token.
+    let seen = sim.take(w);
+    let events: Vec<_> = seen.iter().map(|e| e["payload"]["event"].clone()).collect();
+    assert_eq!(events, vec![json!("join"), json!("invited")]);
+    let seen = &seen[1..];
+    assert!(!seen[0].to_string().contains("token"));
+    for held in lines_of(&sim, "logs/held.jsonl") {
+        assert!(!held.to_string().contains(&token));
+    }
+    // The new participant posts with its token.
+    let chat = sim
+        .gw
+        .http_post(
+            now,
+            "new-agent",
+            Some(&token),
+            br#"{"kind":"chat","payload":{"text":"hello"}}"#,
+        )
+        .unwrap();
+    assert_eq!(body_of(&chat)["status"], "accepted");
+    // Statuses of refusals: 409, 400, 400, and 403 for more than the inviter holds.
+    for (body, status, needle) in [
+        (
+            r#"{"kind":"space/invite","payload":{"participant_id":"new-agent"}}"#,
+            409,
+            "\"already_exists\"",
+        ),
+        (
+            r#"{"kind":"space/invite","payload":{"participant_id":"watcher"}}"#,
+            409,
+            "\"already_exists\"",
+        ),
+        (
+            r#"{"kind":"space/invite","payload":{"participant_id":"../../../etc/passwd"}}"#,
+            400,
+            "invalid characters",
+        ),
+        (
+            r#"{"kind":"space/invite","payload":{"participant_id":"foo/bar"}}"#,
+            400,
+            "invalid characters",
+        ),
+        (r#"{"kind":"space/invite"}"#, 400, "participant_id"),
+        (
+            r#"{"kind":"space/invite","payload":{"participant_id":"x","initial_capabilities":[{"kind":"mcp/proposal"}]}}"#,
+            403,
+            "grant_exceeds_own_capabilities",
+        ),
+    ] {
+        let e = post(&mut sim, body).unwrap_err();
+        assert_eq!(e.status, status, "{body}: {}", e.body_json);
+        assert!(e.body_json.contains(needle), "{body}: {}", e.body_json);
+    }
+}
+
+#[test]
+fn gateway_broadcasts_carry_their_envelope_in_the_audit() {
+    let mut sim = Sim::from_yaml(SCRIPTED);
+    let w = sim.join("watcher-token");
+    sim.audits.clear();
+    let now = sim.now();
+    sim.gw
+        .http_post(
+            now,
+            "admin",
+            Some("admin-token"),
+            br#"{"kind":"stream/request","payload":{"direction":"upload"}}"#,
+        )
+        .unwrap();
+    sim.pump();
+    let _ = w;
+    let history: Vec<&String> = sim
+        .audits
+        .iter()
+        .filter(|(f, _)| *f == AuditFile::EnvelopeHistory)
+        .map(|(_, l)| l)
+        .collect();
+    let opens: Vec<&&String> = history
+        .iter()
+        .filter(|l| l.contains("\"kind\":\"stream/open\""))
+        .collect();
+    assert_eq!(
+        opens.len(),
+        1,
+        "one record holds the envelope: {history:#?}"
+    );
+    let v: Value = serde_json::from_str(opens[0]).unwrap();
+    assert_eq!(v["event"], "delivered");
+    assert_eq!(
+        v["envelope"]["payload"]["authorized_writers"],
+        json!(["admin"])
+    );
+    // Every recipient still has its own `delivered` line.
+    let id = v["id"].as_str().unwrap();
+    let delivered = history
+        .iter()
+        .filter(|l| {
+            l.contains("\"event\":\"delivered\"") && l.contains(&format!("\"id\":\"{id}\""))
+        })
+        .count();
+    assert_eq!(delivered, 4, "admin, held, limited, watcher");
 }

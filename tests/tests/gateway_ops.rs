@@ -267,17 +267,30 @@ fn invite_then_join_with_the_new_token() {
         h,
         &envelope("inv-1", "human", "space/invite", None, json!({"participant_id": "newbie", "initial_capabilities": [{"kind": "chat"}], "reason": "help"})),
     );
+    // [i7k]: the inviter alone gets the acknowledgement with the token; the invite itself
+    // is not forwarded.
     let got = sim.take(h);
-    assert_eq!(kinds(&got), vec!["space/invite", "system/invite"]);
-    let tok = got[1]["payload"]["token"].as_str().unwrap().to_owned();
-    assert_eq!(got[1]["to"], json!(["human"]));
-    assert_eq!(got[1]["correlation_id"], json!(["inv-1"]));
-    assert_eq!(got[1]["payload"]["participant_id"], "newbie");
+    assert_eq!(kinds(&got), vec!["space/invite-ack"]);
+    let ack = &got[0];
+    let tok = ack["payload"]["token"].as_str().unwrap().to_owned();
+    assert_eq!(ack["from"], "system:gateway");
+    assert_eq!(ack["to"], json!(["human"]));
+    assert_eq!(ack["correlation_id"], json!(["inv-1"]));
+    assert_eq!(ack["payload"]["status"], "created");
+    assert_eq!(ack["payload"]["participant_id"], "newbie");
     for c in [a, s] {
         let seen = sim.take(c);
+        assert_eq!(kinds(&seen), vec!["system/presence"], "{seen:?}");
+        let p = &seen[0]["payload"];
+        assert_eq!(p["event"], "invited");
         assert_eq!(
-            kinds(&seen),
-            vec!["space/invite"],
+            p["participant"],
+            json!({"id": "newbie", "capabilities": [{"kind": "chat"}]})
+        );
+        assert_eq!(p["invited_by"], "human");
+        assert_eq!(p["reason"], "help");
+        assert!(
+            !seen[0].to_string().contains(&tok) && !seen[0].to_string().contains("token"),
             "only the inviter learns the token"
         );
     }
@@ -288,21 +301,76 @@ fn invite_then_join_with_the_new_token() {
         json!({"id": "newbie", "capabilities": [{"kind": "chat"}]})
     );
     assert_eq!(sim.take(a)[0]["payload"]["participant"]["id"], "newbie");
-    // Inviting an existing id, or beyond one's own capabilities, is refused.
-    sim.send_and_settle(
-        h,
-        &envelope(
-            "inv-2",
-            "human",
-            "space/invite",
-            None,
-            json!({"participant_id": "agent"}),
-        ),
-    );
-    assert_eq!(
-        sim.take(h).last().unwrap()["payload"]["error"],
-        "participant_id_taken"
-    );
+    // Inviting an existing id (configured or invited) is refused with `already_exists`.
+    for (n, who) in [("inv-2", "agent"), ("inv-3", "newbie")] {
+        sim.send_and_settle(
+            h,
+            &envelope(
+                n,
+                "human",
+                "space/invite",
+                None,
+                json!({"participant_id": who}),
+            ),
+        );
+        let e = sim.take(h);
+        let e = e.last().unwrap();
+        assert_eq!(e["kind"], "system/error");
+        assert_eq!(e["payload"]["error"], "already_exists");
+        assert_eq!(e["payload"]["participant_id"], who);
+        assert_eq!(e["correlation_id"], json!([n]));
+    }
+    // Ids that would escape the tokens folder, or pass for the gateway, are refused.
+    for (n, bad) in [
+        ("inv-4", "../../../etc/passwd"),
+        ("inv-5", "foo/bar"),
+        ("inv-6", "a\\b"),
+        ("inv-7", "x..y"),
+        ("inv-8", "system:gateway"),
+        ("inv-9", ""),
+    ] {
+        sim.send_and_settle(
+            h,
+            &envelope(
+                n,
+                "human",
+                "space/invite",
+                None,
+                json!({"participant_id": bad}),
+            ),
+        );
+        let e = sim.take(h);
+        let e = e.last().unwrap();
+        assert_eq!(
+            e["payload"]["error"], "invalid_participant_id",
+            "{bad}: {e}"
+        );
+        if bad.contains('/') || bad.contains('\\') || bad.contains("..") {
+            assert_eq!(
+                e["payload"]["message"],
+                "participant_id contains invalid characters"
+            );
+        }
+    }
+    assert!(sim.take(a).is_empty(), "refused invites tell nobody");
+    // A participant cannot forge an acknowledgement (nor the stream notifications).
+    for kind in [
+        "space/invite-ack",
+        "stream/write-granted",
+        "stream/write-revoked",
+        "stream/ownership-transferred",
+    ] {
+        sim.send_and_settle(
+            h,
+            &envelope("forged", "human", kind, None, json!({"token": "x"})),
+        );
+        assert_eq!(
+            sim.take(h)[0]["payload"]["error"],
+            "reserved_kind",
+            "{kind}"
+        );
+    }
+    assert!(sim.take(a).is_empty());
 }
 
 #[test]
@@ -335,10 +403,7 @@ fn invite_is_bounded_by_the_inviters_capabilities() {
             json!({"participant_id": "x", "initial_capabilities": [{"kind": "chat"}]}),
         ),
     );
-    assert_eq!(
-        kinds(&sim.take(host)),
-        vec!["space/invite", "system/invite"]
-    );
+    assert_eq!(kinds(&sim.take(host)), vec!["space/invite-ack"]);
 }
 
 #[test]

@@ -91,7 +91,7 @@ fn stream_lifecycle() {
     assert_eq!(
         errs,
         vec![
-            json!("stream_not_owned"),
+            json!("unauthorized_stream_write"),
             json!("unknown_stream"),
             json!("invalid_stream_frame")
         ]
@@ -298,4 +298,404 @@ fn slow_consumer_is_closed_while_others_keep_receiving() {
     );
     assert_eq!(sim.closed(a).unwrap().0, 1013);
     assert_eq!(sim.received_kind(s, "chat").len(), 2);
+}
+
+/// Three participants that may use every stream kind, and a virtual one (the reference's
+/// stream scenarios).
+const OWNERSHIP: &str = r#"
+space: {id: own, name: Ownership}
+participants:
+  owner: {tokens: [owner-token], capabilities: [{kind: chat}, {kind: "stream/*"}]}
+  writer: {tokens: [writer-token], capabilities: [{kind: chat}, {kind: "stream/*"}]}
+  verifier: {tokens: [verifier-token], capabilities: [{kind: chat}]}
+  controller: {tokens: [controller-token], capabilities: [{kind: chat}], output_log: logs/c.jsonl, auto_connect: true}
+"#;
+
+fn ownership() -> (Sim, ConnId, ConnId, ConnId) {
+    let mut sim = Sim::from_yaml(OWNERSHIP);
+    let o = sim.join("owner-token");
+    let w = sim.join("writer-token");
+    let v = sim.join("verifier-token");
+    for c in [o, w, v] {
+        sim.take(c);
+    }
+    sim.log_lines.clear();
+    (sim, o, w, v)
+}
+
+fn request(sim: &mut Sim, c: ConnId, from: &str, id: &str, payload: Value) -> Vec<Value> {
+    sim.send_and_settle(
+        c,
+        &envelope(id, from, "stream/request", Some(&["gateway"]), payload),
+    );
+    sim.take(c)
+}
+
+fn op(sim: &mut Sim, c: ConnId, from: &str, id: &str, kind: &str, payload: Value) -> Vec<Value> {
+    sim.send_and_settle(c, &envelope(id, from, kind, None, payload));
+    sim.take(c)
+}
+
+fn frame(sim: &mut Sim, c: ConnId, sid: &str, data: &str) {
+    sim.send(c, format!("#{sid}#{data}"));
+    sim.run_until_quiet();
+}
+
+/// The frames (not envelopes) a connection received since it was last taken.
+fn frames_of(sim: &Sim, c: ConnId) -> Vec<String> {
+    sim.endpoint(c)
+        .inbox
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .filter(|f| f.starts_with('#'))
+        .collect()
+}
+
+#[test]
+fn stream_open_names_owner_and_writers_and_ignores_forged_ones() {
+    let (mut sim, o, w, v) = ownership();
+    let got = request(
+        &mut sim,
+        o,
+        "owner",
+        "sr-1",
+        json!({"direction": "upload", "description": "positions",
+               "participantId": "attacker", "authorizedWriters": ["verifier", "attacker"],
+               "owner": "attacker", "authorized_writers": ["verifier"]}),
+    );
+    let open = got.iter().find(|e| e["kind"] == "stream/open").unwrap();
+    assert_eq!(
+        open["payload"],
+        json!({"stream_id": "stream-1", "encoding": "text", "owner": "owner",
+               "authorized_writers": ["owner"]})
+    );
+    for c in [w, v] {
+        assert!(sim.take(c).iter().any(|e| e["kind"] == "stream/open"));
+    }
+    // The welcome of a late joiner shows the same, with the request's other fields.
+    sim.gw.handle_closed(sim.now(), v);
+    sim.pump();
+    let v = sim.join("verifier-token");
+    let welcome = &sim.take(v)[0];
+    let st = &welcome["payload"]["active_streams"][0];
+    assert_eq!(st["owner"], "owner");
+    assert_eq!(st["authorized_writers"], json!(["owner"]));
+    assert_eq!(st["description"], "positions");
+    // The forged look-alikes give nobody write access.
+    frame(&mut sim, v, "stream-1", "forged");
+    let e = sim.take(v);
+    assert_eq!(e[0]["payload"]["error"], "unauthorized_stream_write");
+    assert_eq!(e[0]["payload"]["stream_id"], "stream-1");
+    assert!(frames_of(&sim, o).is_empty());
+}
+
+#[test]
+fn grant_revoke_and_transfer_write_access() {
+    let (mut sim, o, w, v) = ownership();
+    request(&mut sim, o, "owner", "sr-1", json!({"direction": "upload"}));
+    for c in [w, v] {
+        sim.take(c);
+    }
+    // Not a writer yet.
+    frame(&mut sim, w, "stream-1", "early");
+    let e = sim.take(w);
+    assert_eq!(e[0]["kind"], "system/error");
+    assert_eq!(e[0]["payload"]["error"], "unauthorized_stream_write");
+    assert_eq!(e[0]["payload"]["stream_id"], "stream-1");
+    assert!(frames_of(&sim, v).is_empty());
+
+    // Only the owner grants; the grant is announced to everyone instead of forwarded.
+    let e = op(
+        &mut sim,
+        w,
+        "writer",
+        "g0",
+        "stream/grant-write",
+        json!({"stream_id": "stream-1", "participant_id": "writer"}),
+    );
+    assert_eq!(e[0]["payload"]["error"], "unauthorized");
+    let e = op(
+        &mut sim,
+        o,
+        "owner",
+        "g1",
+        "stream/grant-write",
+        json!({"stream_id": "stream-9", "participant_id": "writer"}),
+    );
+    assert_eq!(e[0]["payload"]["error"], "stream_not_found");
+    let e = op(
+        &mut sim,
+        o,
+        "owner",
+        "g2",
+        "stream/grant-write",
+        json!({"stream_id": "stream-1", "participant_id": "nobody"}),
+    );
+    assert_eq!(e[0]["payload"]["error"], "participant_not_found");
+    let got = op(
+        &mut sim,
+        o,
+        "owner",
+        "g3",
+        "stream/grant-write",
+        json!({"stream_id": "stream-1", "participant_id": "writer", "reason": "takes control"}),
+    );
+    assert_eq!(got.len(), 1, "{got:?}");
+    let ack = &got[0];
+    assert_eq!(ack["kind"], "stream/write-granted");
+    assert_eq!(ack["from"], "system:gateway");
+    assert_eq!(ack["correlation_id"], json!(["g3"]));
+    assert_eq!(
+        ack["payload"],
+        json!({"stream_id": "stream-1", "participant_id": "writer",
+               "authorized_writers": ["owner", "writer"], "reason": "takes control"})
+    );
+    for c in [w, v] {
+        assert_eq!(sim.take(c)[0]["kind"], "stream/write-granted");
+    }
+    let log = String::from_utf8_lossy(&sim.log_lines.last().unwrap().1).into_owned();
+    assert!(log.contains("\"kind\":\"stream/write-granted\""), "{log}");
+    // Granting again changes nothing.
+    let again = op(
+        &mut sim,
+        o,
+        "owner",
+        "g4",
+        "stream/grant-write",
+        json!({"stream_id": "stream-1", "participant_id": "writer"}),
+    );
+    assert_eq!(
+        again[0]["payload"]["authorized_writers"],
+        json!(["owner", "writer"])
+    );
+    sim.take(w);
+    sim.take(v);
+
+    frame(&mut sim, w, "stream-1", "by-writer");
+    assert!(
+        sim.take(w).iter().all(|e| e["kind"] != "system/error"),
+        "no error"
+    );
+    assert_eq!(frames_of(&sim, v), vec!["#stream-1#by-writer"]);
+    for c in [o, v] {
+        sim.take(c);
+    }
+
+    // Revoke: the owner cannot revoke itself; the writer loses access.
+    let e = op(
+        &mut sim,
+        o,
+        "owner",
+        "r0",
+        "stream/revoke-write",
+        json!({"stream_id": "stream-1", "participant_id": "owner"}),
+    );
+    assert_eq!(e[0]["payload"]["error"], "invalid_operation");
+    let got = op(
+        &mut sim,
+        o,
+        "owner",
+        "r1",
+        "stream/revoke-write",
+        json!({"stream_id": "stream-1", "participant_id": "writer", "reason": "done"}),
+    );
+    assert_eq!(got[0]["kind"], "stream/write-revoked");
+    assert_eq!(got[0]["payload"]["authorized_writers"], json!(["owner"]));
+    sim.take(w);
+    frame(&mut sim, w, "stream-1", "after-revoke");
+    assert_eq!(
+        sim.take(w)[0]["payload"]["error"],
+        "unauthorized_stream_write"
+    );
+
+    // Transfer: the new owner may write and close; the previous one may do neither.
+    let e = op(
+        &mut sim,
+        o,
+        "owner",
+        "t0",
+        "stream/transfer-ownership",
+        json!({"stream_id": "stream-1", "new_owner": "ghost"}),
+    );
+    assert_eq!(e[0]["payload"]["error"], "participant_not_found");
+    let got = op(
+        &mut sim,
+        o,
+        "owner",
+        "t1",
+        "stream/transfer-ownership",
+        json!({"stream_id": "stream-1", "new_owner": "writer", "reason": "AI takes over"}),
+    );
+    assert_eq!(got[0]["kind"], "stream/ownership-transferred");
+    assert_eq!(
+        got[0]["payload"],
+        json!({"stream_id": "stream-1", "previous_owner": "owner", "new_owner": "writer",
+               "authorized_writers": ["writer"], "reason": "AI takes over"})
+    );
+    sim.take(w);
+    sim.take(v);
+    frame(&mut sim, o, "stream-1", "old-owner");
+    assert_eq!(
+        sim.take(o)[0]["payload"]["error"],
+        "unauthorized_stream_write"
+    );
+    frame(&mut sim, w, "stream-1", "new-owner");
+    assert!(frames_of(&sim, v).contains(&"#stream-1#new-owner".to_owned()));
+    sim.take(o);
+    let e = op(
+        &mut sim,
+        o,
+        "owner",
+        "c0",
+        "stream/close",
+        json!({"stream_id": "stream-1"}),
+    );
+    assert_eq!(e[0]["payload"]["error"], "stream_not_owned");
+    let late = sim.join("verifier-token");
+    let st = &sim.take(late)[0]["payload"]["active_streams"][0];
+    assert_eq!(st["owner"], "writer");
+    assert_eq!(st["authorized_writers"], json!(["writer"]));
+    op(
+        &mut sim,
+        w,
+        "writer",
+        "c1",
+        "stream/close",
+        json!({"stream_id": "stream-1"}),
+    );
+    assert_eq!(sim.gw.health().active_streams, 0);
+}
+
+#[test]
+fn a_writer_that_leaves_loses_its_access_and_the_owner_keeps_its_own() {
+    let (mut sim, o, w, v) = ownership();
+    request(&mut sim, o, "owner", "sr-1", json!({"direction": "upload"}));
+    op(
+        &mut sim,
+        o,
+        "owner",
+        "g",
+        "stream/grant-write",
+        json!({"stream_id": "stream-1", "participant_id": "writer"}),
+    );
+    sim.take(v);
+    sim.gw.handle_closed(sim.now(), w);
+    sim.pump();
+    let got = sim.take(v);
+    let revoked = got
+        .iter()
+        .find(|e| e["kind"] == "stream/write-revoked")
+        .unwrap();
+    assert_eq!(revoked["payload"]["participant_id"], "writer");
+    assert_eq!(revoked["payload"]["authorized_writers"], json!(["owner"]));
+    assert_eq!(revoked["payload"]["reason"], "participant_left");
+    // Back again, it is not a writer any more.
+    let w = sim.join("writer-token");
+    let st = &sim.take(w)[0]["payload"]["active_streams"][0];
+    assert_eq!(st["authorized_writers"], json!(["owner"]));
+    frame(&mut sim, w, "stream-1", "x");
+    assert_eq!(
+        sim.take(w)[0]["payload"]["error"],
+        "unauthorized_stream_write"
+    );
+    frame(&mut sim, o, "stream-1", "still-mine");
+    assert!(frames_of(&sim, v).contains(&"#stream-1#still-mine".to_owned()));
+}
+
+#[test]
+fn targeted_stream_frames_reach_only_the_targets_and_the_owner() {
+    let (mut sim, o, w, v) = ownership();
+    // Targets must be present in the space.
+    let e = request(
+        &mut sim,
+        o,
+        "owner",
+        "sr-0",
+        json!({"direction": "upload", "target": ["writer", "ghost"]}),
+    );
+    assert_eq!(e[0]["kind"], "system/error");
+    assert_eq!(e[0]["payload"]["error"], "target_not_found");
+    assert_eq!(e[0]["payload"]["targets"], json!(["ghost"]));
+    assert_eq!(e[0]["correlation_id"], json!(["sr-0"]));
+    let e = request(
+        &mut sim,
+        o,
+        "owner",
+        "sr-x",
+        json!({"direction": "upload", "target": "writer"}),
+    );
+    assert_eq!(e[0]["payload"]["error"], "invalid_envelope");
+    assert_eq!(sim.gw.health().active_streams, 0);
+
+    // The writer asks for a stream to the owner: everyone sees it opened, with its target.
+    let got = request(
+        &mut sim,
+        w,
+        "writer",
+        "sr-1",
+        json!({"direction": "upload", "target": ["verifier"]}),
+    );
+    let open = got.iter().find(|e| e["kind"] == "stream/open").unwrap();
+    assert_eq!(open["payload"]["target"], json!(["verifier"]));
+    assert_eq!(open["payload"]["owner"], "writer");
+    for c in [o, v] {
+        assert!(sim.take(c).iter().any(|e| e["kind"] == "stream/open"));
+    }
+    sim.log_lines.clear();
+    frame(&mut sim, w, "stream-1", "pos-1");
+    assert_eq!(frames_of(&sim, v), vec!["#stream-1#pos-1"]);
+    assert!(frames_of(&sim, o).is_empty(), "not a target");
+    assert!(
+        sim.log_lines.is_empty(),
+        "the virtual participant is not a target"
+    );
+    // An empty target is a broadcast.
+    request(
+        &mut sim,
+        o,
+        "owner",
+        "sr-2",
+        json!({"direction": "upload", "target": []}),
+    );
+    frame(&mut sim, o, "stream-2", "all");
+    for c in [w, v] {
+        assert!(frames_of(&sim, c).contains(&"#stream-2#all".to_owned()));
+    }
+    assert_eq!(sim.log_lines.len(), 1 + 2, "open, request... and the frame");
+    // A late joiner learns the target from its welcome.
+    sim.gw.handle_closed(sim.now(), v);
+    sim.pump();
+    let v = sim.join("verifier-token");
+    let streams = sim.take(v)[0]["payload"]["active_streams"].clone();
+    assert_eq!(streams[0]["target"], json!(["verifier"]));
+}
+
+#[test]
+fn a_close_of_a_stream_the_gateway_never_opened_is_forwarded() {
+    let (mut sim, o, w, v) = ownership();
+    // Participants negotiating a stream between themselves (the reference's scenario 12).
+    let mut open = envelope(
+        "peer-open",
+        "owner",
+        "stream/open",
+        Some(&["writer"]),
+        json!({"stream_id": "stream-123", "encoding": "text"}),
+    );
+    open["correlation_id"] = json!(["trigger"]);
+    sim.send_and_settle(o, &open);
+    let mut close = envelope(
+        "peer-close",
+        "owner",
+        "stream/close",
+        Some(&["writer"]),
+        json!({"reason": "complete"}),
+    );
+    close["correlation_id"] = json!(["peer-open"]);
+    sim.send_and_settle(o, &close);
+    for c in [w, v] {
+        let kinds: Vec<_> = sim.take(c).iter().map(|e| e["kind"].clone()).collect();
+        assert_eq!(kinds, vec![json!("stream/open"), json!("stream/close")]);
+    }
+    let e = sim.take(o);
+    assert!(e.iter().all(|e| e["kind"] != "system/error"), "{e:?}");
 }

@@ -37,7 +37,7 @@ fn invite_tokens_come_from_the_injected_source() {
             json!({"participant_id": "guest", "initial_capabilities": [{"kind": "chat"}]}),
         ),
     );
-    let invite = sim.received_kind(h, "system/invite");
+    let invite = sim.received_kind(h, "space/invite-ack");
     assert_eq!(invite.len(), 1);
     assert_eq!(invite[0]["payload"]["token"], "injected-1");
     // The injected token authenticates the guest.
@@ -93,7 +93,7 @@ async fn welcome_id_and_invite_token() -> (String, String) {
             .unwrap();
         if let Message::Text(t) = m {
             let v: Value = serde_json::from_str(&t).unwrap();
-            if v["kind"] == "system/invite" {
+            if v["kind"] == "space/invite-ack" {
                 break v["payload"]["token"].as_str().unwrap().to_owned();
             }
         }

@@ -70,7 +70,7 @@ fn owner_streams_data_others_observe_and_close_ends_it() {
     w.run_until_quiet();
     assert!(!data(&w, human, &sid).contains(&"spoof".to_owned()));
     let refused = w.events(service).iter().any(
-        |e| matches!(e, Event::GatewayError { payload } if payload["error"] == "stream_not_owned"),
+        |e| matches!(e, Event::GatewayError { payload } if payload["error"] == "unauthorized_stream_write"),
     );
     assert!(refused);
 

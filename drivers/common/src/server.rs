@@ -118,6 +118,9 @@ pub struct ServerOptions {
     pub trusted_proxies: crate::proxy::TrustedProxies,
     /// Checks bearer tokens the space does not list (JWTs; see [`crate::jwt`]).
     pub identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>>,
+    /// The space folder whose `.mew/tokens/` receives the tokens of invited participants
+    /// (mode 0600, like every token); `None` keeps them in memory only.
+    pub token_dir: Option<PathBuf>,
 }
 
 impl ServerOptions {
@@ -148,6 +151,7 @@ impl Default for ServerOptions {
             tls: None,
             trusted_proxies: crate::proxy::TrustedProxies::default(),
             identity: None,
+            token_dir: None,
         }
     }
 }
@@ -359,12 +363,21 @@ impl<R: ServerRuntime> GatewayServer<R> {
         if let Some(v) = &options.identity {
             gateway.set_identity_verifier(v.clone());
         }
-        let host = GatewayHost::new(
+        if let Ok(addr) = R::local_addr(&listener) {
+            gateway.set_connection_url(format!("ws://{addr}/"));
+        }
+        if core.is_none() {
+            // A replicated space's nodes share the participants' logs: they do not each
+            // write a welcome into them.
+            gateway.welcome_held(clock::now());
+        }
+        let mut host = GatewayHost::new(
             gateway,
             logs.handle(),
             options.log_dir.clone(),
             options.shutdown_grace,
         );
+        host.set_token_dir(options.token_dir.clone());
         // Bounded: readers wait (back-pressure on their sockets) when the core is busy.
         let (tx, rx) = async_channel::bounded::<CoreInput>(4096);
         let (core_done_tx, core_done) = oneshot::channel::<()>();

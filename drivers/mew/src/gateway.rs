@@ -302,6 +302,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         log_dir: layout.log_dir.clone(),
         seed: Some(ids.next_u64()),
         tls: tls.clone(),
+        token_dir: (!default_space).then(|| layout.root.clone()),
         ..ServerOptions::default()
     }
     .with_gateway_options(&config.gateway)

@@ -151,7 +151,7 @@ fn records_cannot_be_forged_secrets_stay_out_and_files_are_private() {
             .to_string(),
         ))
         .unwrap();
-    let invite = read_kind(&mut human, "system/invite");
+    let invite = read_kind(&mut human, "space/invite-ack");
     let token = invite["payload"]["token"].as_str().unwrap().to_owned();
     assert!(token.len() >= 16);
 
@@ -210,7 +210,7 @@ fn records_cannot_be_forged_secrets_stay_out_and_files_are_private() {
     }
     let invite_record = history(&gw)
         .into_iter()
-        .find(|r| r["envelope"]["kind"] == "system/invite")
+        .find(|r| r["envelope"]["kind"] == "space/invite-ack")
         .expect("the invite is recorded");
     assert_eq!(invite_record["envelope"]["payload"]["token"], "[redacted]");
     assert_eq!(

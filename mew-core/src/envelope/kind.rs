@@ -94,9 +94,18 @@ impl Kind {
     }
 }
 
-/// Whether a kind's text lies in the gateway-only `system/` namespace.
+/// Whether only the gateway may send a kind: the `system/` namespace, and the
+/// acknowledgements it writes for invites and stream write access (a participant forging
+/// one could hand out a false token or a false list of writers).
 pub fn is_reserved_kind(text: &str) -> bool {
     text.starts_with("system/")
+        || matches!(
+            text,
+            "space/invite-ack"
+                | "stream/write-granted"
+                | "stream/write-revoked"
+                | "stream/ownership-transferred"
+        )
 }
 
 impl fmt::Display for Kind {

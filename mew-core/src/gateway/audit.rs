@@ -649,7 +649,7 @@ impl Gateway {
     }
 
     /// A `delivered` line for one recipient, without the envelope (the `received` record
-    /// holds it once).
+    /// holds it once), or with it for the first recipient of a gateway broadcast.
     pub(super) fn audit_delivered(
         &mut self,
         at: Time,
@@ -657,6 +657,20 @@ impl Gateway {
         member: usize,
         transport: Transport,
     ) {
+        if let Some(body) = self.audit_body.take() {
+            let who = self.members.get(member).id.clone();
+            return self.audit_envelope(
+                at,
+                "delivered",
+                id,
+                Some(&body),
+                true,
+                who,
+                Direction::Outbound,
+                transport,
+                None,
+            );
+        }
         self.audit.push(Record::Delivered {
             at,
             id,

@@ -80,18 +80,23 @@ impl Gateway {
                 let Some(path) = m.virtual_log.clone() else {
                     return;
                 };
-                let mut line = Vec::with_capacity(frame.len() + 1);
-                line.extend_from_slice(frame);
-                line.push(b'\n');
-                self.out.push_back(Output::AppendLog {
-                    path,
-                    line: Bytes::from(line),
-                });
+                self.append_log(path, frame);
                 if self.audit_envelopes {
                     self.audit_delivered(now, id, member, Transport::Virtual);
                 }
             }
         }
+    }
+
+    /// Appends `frame` and a newline to a virtual participant's `output_log`.
+    pub(super) fn append_log(&mut self, path: String, frame: &[u8]) {
+        let mut line = Vec::with_capacity(frame.len() + 1);
+        line.extend_from_slice(frame);
+        line.push(b'\n');
+        self.out.push_back(Output::AppendLog {
+            path,
+            line: Bytes::from(line),
+        });
     }
 
     /// Hands `frame` to everyone online but `except`.
@@ -151,7 +156,13 @@ impl Gateway {
         // The id is shared by the recipients' audit records; not built when audit is off.
         let id = self.audit_envelopes.then_some(id);
         self.history.push(now, frame.clone(), Seen::All);
+        // A gateway envelope has no `received` record: its first `delivered` record carries
+        // the envelope, as the `received` record does for a participant's.
+        if self.audit_envelopes {
+            self.audit_body = Some(frame.clone());
+        }
         self.fan_out(now, &frame, id, except);
+        self.audit_body = None;
     }
 
     /// Delivers an accepted envelope per the space's delivery mode.

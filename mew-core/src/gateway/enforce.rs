@@ -24,6 +24,8 @@ pub(super) struct Refusal {
     pub(super) correlation: Option<String>,
     /// For `capability_violation`: the kind attempted.
     pub(super) attempted_kind: Option<String>,
+    /// More fields of the `system/error` payload (`stream_id`, `targets`, ...).
+    pub(super) extra: Option<Box<serde_json::Map<String, Value>>>,
 }
 
 impl Refusal {
@@ -42,6 +44,32 @@ impl Refusal {
             message: message.into(),
             correlation: None,
             attempted_kind: None,
+            extra: None,
+        }
+    }
+
+    /// Adds a field to the `system/error` payload.
+    pub(super) fn with(mut self, key: &str, value: impl Into<Value>) -> Refusal {
+        self.extra
+            .get_or_insert_with(Default::default)
+            .insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// The HTTP status of this refusal when it answers a `POST` (the reference's where it
+    /// has one).
+    pub(super) fn http_status(&self) -> u16 {
+        match self.code {
+            "invalid_envelope"
+            | "reserved_kind"
+            | "invalid_participant_id"
+            | "invalid_operation"
+            | "target_not_found" => 400,
+            "already_exists" => 409,
+            "stream_not_found" | "participant_not_found" => 404,
+            "frame_too_large" => 413,
+            "rate_limited" => 429,
+            _ => 403,
         }
     }
 
@@ -60,6 +88,8 @@ impl Refusal {
 pub(super) struct Accepted {
     pub(super) id: Option<String>,
     pub(super) ts: Option<String>,
+    /// What to answer instead of `{id, status: "accepted", timestamp}`.
+    pub(super) answer: Option<Value>,
 }
 
 impl Gateway {
@@ -127,6 +157,7 @@ impl Gateway {
                         error: r.code,
                         attempted_kind: None,
                         your_capabilities: None,
+                        extra: None,
                         message: &r.message,
                     },
                 );
@@ -191,6 +222,7 @@ impl Gateway {
                 error: r.code,
                 attempted_kind: r.attempted_kind.as_deref(),
                 your_capabilities: violation.then_some(&caps),
+                extra: r.extra.as_deref(),
                 message: &r.message,
             },
         );
@@ -254,7 +286,7 @@ impl Gateway {
         {
             return Err(Refusal::new(
                 "identity_mismatch",
-                format!("`from` is `{}` but this connection is `{sender}`", &**from),
+                format!("from is {} but this connection is {sender}", &**from),
             )
             .about(claimed_id));
         }
@@ -262,7 +294,13 @@ impl Gateway {
         if crate::envelope::is_reserved_kind(kind) {
             return Err(Refusal::new(
                 "reserved_kind",
-                format!("`{kind}` is reserved for the gateway"),
+                if kind == "system/register" {
+                    // The reference's words, which its scripts look for.
+                    "system/register is reserved for the gateway. Use capability/grant instead."
+                        .to_owned()
+                } else {
+                    format!("{kind} is reserved for the gateway")
+                },
             )
             .about(claimed_id));
         }
@@ -308,7 +346,7 @@ impl Gateway {
         if !allowed {
             let mut r = Refusal::new(
                 "capability_violation",
-                format!("you lack a capability for `{kind}`"),
+                format!("Participant {sender} lacks capability for {kind}"),
             )
             .about(claimed_id);
             r.attempted_kind = Some(kind.to_owned());
@@ -371,11 +409,17 @@ impl Gateway {
             view: &view,
         };
         let frames_before = self.stats.frames_out;
-        self.dispatch(now, op, out_frame, audit_id)?;
+        let done = self.dispatch(now, op, out_frame, audit_id);
+        let answer = self.http_answer.take();
+        done?;
         let frames = self.stats.frames_out - frames_before;
         self.stats.accepted(kind, frames);
         if transport != Transport::Http {
-            return Ok(Accepted { id: None, ts: None });
+            return Ok(Accepted {
+                id: None,
+                ts: None,
+                answer: None,
+            });
         }
         let (id, ts) = match filled {
             Some(f) => f,
@@ -387,6 +431,7 @@ impl Gateway {
         Ok(Accepted {
             id: Some(id),
             ts: Some(ts),
+            answer,
         })
     }
 
@@ -409,6 +454,7 @@ impl Gateway {
             }
             "stream/request" => self.op_stream_request(now, &op, &frame, id),
             "stream/close" => self.op_stream_close(now, &op, &frame, id),
+            k if let Some(w) = super::streams::WriteOp::of(k) => self.op_stream_write(now, &op, w),
             _ if self.config.gateway.delivery == DeliveryMode::Addressed => {
                 let sender = self.members.get(op.member).id.clone();
                 let correlation = op.view.correlation_id.as_ref().and_then(|c| c.first());

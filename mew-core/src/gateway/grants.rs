@@ -35,7 +35,7 @@ impl Gateway {
             .and_then(Value::as_str)
             .or_else(|| op.targets().next())
             .ok_or_else(|| {
-                Refusal::new("invalid_envelope", format!("`payload.{field}` is required"))
+                Refusal::new("invalid_envelope", format!("payload.{field} is required"))
                     .about_id(op.id)
             })?;
         self.members
@@ -44,7 +44,7 @@ impl Gateway {
             .ok_or_else(|| {
                 Refusal::new(
                     "unknown_participant",
-                    format!("no participant `{name}` in this space"),
+                    format!("no participant {name} in this space"),
                 )
                 .about_id(op.id)
             })
@@ -96,7 +96,7 @@ impl Gateway {
         if r.grants.len() >= max {
             return Err(Refusal::new(
                 "too_many_grants",
-                format!("`{}` already holds {max} grants; revoke some first", r.id),
+                format!("{} already holds {max} grants; revoke some first", r.id),
             )
             .about_id(op.id));
         }
@@ -133,7 +133,7 @@ impl Gateway {
             let Some(pos) = r.grants.iter().position(|g| g.grant_id == gid) else {
                 return Err(Refusal::new(
                     "unknown_grant",
-                    format!("`{}` holds no grant `{gid}`", r.id),
+                    format!("{} holds no grant {gid}", r.id),
                 )
                 .about_id(op.id));
             };
@@ -155,7 +155,7 @@ impl Gateway {
         } else {
             return Err(Refusal::new(
                 "invalid_envelope",
-                "a revoke needs `payload.grant_id` or `payload.capabilities`",
+                "a revoke needs payload.grant_id or payload.capabilities",
             )
             .about_id(op.id));
         };

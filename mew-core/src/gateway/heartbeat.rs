@@ -44,6 +44,7 @@ impl Gateway {
                     error: "join_timeout",
                     attempted_kind: None,
                     your_capabilities: None,
+                    extra: None,
                     message: "no join received in time",
                 },
             );
@@ -66,6 +67,7 @@ impl Gateway {
                     error: "token_expired",
                     attempted_kind: None,
                     your_capabilities: None,
+                    extra: None,
                     message: "the token this connection joined with has expired; reconnect with a fresh one",
                 },
             );

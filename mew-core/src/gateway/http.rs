@@ -3,12 +3,22 @@
 //!
 //! `POST /participants/{id}/messages`: 401 without a bearer token; 403 when the token is not
 //! that participant's; 400 when the body is not a JSON object with a string `kind`; 413 when
-//! it is larger than the frame limit; 403 with the `system/error` payload when enforcement
-//! refuses it (`capability_violation` with `attempted_kind` and `your_capabilities`); else
-//! 200 `{"id","status":"accepted","timestamp"}`.
+//! it is larger than the frame limit; when enforcement refuses it, the `system/error`
+//! payload with the status the reference gives (400 for a reserved kind, an invalid id or
+//! target, 404 for an unknown stream or participant, 409 for an invite of an existing
+//! participant, 403 otherwise, e.g. `capability_violation` with `attempted_kind` and
+//! `your_capabilities`), and the same `system/error` goes to the sender (its connection, or
+//! its `output_log`); else 200 `{"id","status":"accepted","timestamp"}`, or what the
+//! operation answers (an invite: `{"id","status":"created","participant_id","token"}`; a
+//! stream request: `{"id","status":"stream_opened","stream_id","timestamp"}`).
+//!
+//! A participant with an `output_log` and no `auto_connect` is held by the gateway from its
+//! first `POST` on, as the reference does: it is welcomed into its `output_log` (with the
+//! active streams), announced with a presence `join`, and receives there what it is sent.
 
 use super::audit::Transport;
 use super::history::{Since, parse_rfc3339};
+use super::system::ErrorPayload;
 use super::{Gateway, ParticipantInfo, Time};
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -20,12 +30,18 @@ pub struct HttpAccepted {
     pub id: String,
     /// Its `ts`.
     pub timestamp: String,
+    /// The answer of an operation that has one (an invite's token), instead of the usual.
+    pub answer: Option<Value>,
 }
 
 impl HttpAccepted {
     /// The response body.
     pub fn body_json(&self) -> String {
-        json!({"id": self.id, "status": "accepted", "timestamp": self.timestamp}).to_string()
+        match &self.answer {
+            Some(a) => a.to_string(),
+            None => json!({"id": self.id, "status": "accepted", "timestamp": self.timestamp})
+                .to_string(),
+        }
     }
 }
 
@@ -114,6 +130,7 @@ impl Gateway {
         body: &[u8],
     ) -> Result<HttpAccepted, HttpError> {
         let member = self.http_auth(participant, bearer)?;
+        self.attach_virtual(now, member);
         let max = self.config.gateway.limits.max_frame_bytes;
         if body.len() > max {
             return Err(http_error(
@@ -136,7 +153,7 @@ impl Gateway {
             return Err(http_error(
                 400,
                 "invalid_request",
-                "the body must be a JSON object with a non-empty string `kind`",
+                "the body must be a JSON object with a non-empty string kind",
             ));
         }
         let frame = Bytes::copy_from_slice(body);
@@ -146,43 +163,67 @@ impl Gateway {
             Ok(a) => Ok(HttpAccepted {
                 id: a.id.unwrap_or_default(),
                 timestamp: a.ts.unwrap_or_default(),
+                answer: a.answer,
             }),
             Err(r) => {
                 self.stats.refusal(r.code);
+                let who = self.members.get(member).id.clone();
                 if self.audit_envelopes {
-                    let who = self.members.get(member).id.clone();
                     let _ = self.audit_refusal(
                         now,
                         r.correlation.as_deref(),
                         Some(&frame),
                         r.parsed(),
-                        who,
+                        who.clone(),
                         Transport::Http,
                         json!({"error": r.code, "reason": r.message}),
                     );
                 }
-                let m = self.members.get(member);
-                let mut body = json!({"error": r.code});
-                if let Some(k) = &r.attempted_kind {
-                    body["attempted_kind"] = json!(k);
-                    body["your_capabilities"] = m.caps.to_json();
-                }
-                body["message"] = json!(r.message);
-                let status = if r.code == "invalid_envelope" {
-                    400
-                } else {
-                    403
+                let caps = self.members.get(member).caps.clone();
+                let violation = r.attempted_kind.is_some();
+                let payload = ErrorPayload {
+                    error: r.code,
+                    attempted_kind: r.attempted_kind.as_deref(),
+                    your_capabilities: violation.then_some(&caps),
+                    extra: r.extra.as_deref(),
+                    message: &r.message,
                 };
+                let body = serde_json::to_string(&payload).unwrap_or_default();
+                // The sender hears of it where it listens, as over WebSocket.
+                let (f, id) = self.error_frame(now, Some(&who), r.correlation.as_deref(), payload);
+                self.gateway_to_member(now, member, f, &id);
                 self.push_event(super::GatewayEvent::Refused {
-                    participant: m.id.to_string(),
+                    participant: who.to_string(),
                     code: r.code,
                 });
                 Err(HttpError {
-                    status,
-                    body_json: body.to_string(),
+                    status: r.http_status(),
+                    body_json: body,
                 })
             }
         }
+    }
+
+    /// Holds a participant with an `output_log` (and no `auto_connect`, else it is held
+    /// from the start) from its first `POST` on: welcomed into its log, announced.
+    fn attach_virtual(&mut self, now: Time, member: usize) {
+        let m = self.members.get(member);
+        if m.conn.is_some() || m.virtual_log.is_some() || m.removed {
+            return;
+        }
+        let Some(log) = self
+            .config
+            .participants
+            .iter()
+            .find(|p| *p.id == *m.id)
+            .and_then(|p| p.output_log.clone())
+        else {
+            return;
+        };
+        self.members.get_mut(member).virtual_log = Some(log);
+        self.rebuild_audience();
+        self.send_welcome(now, member);
+        self.send_presence_join(now, member);
     }
 
     /// `GET /participants/{participant}/messages?since=`: envelopes the participant could

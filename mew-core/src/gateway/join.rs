@@ -218,6 +218,7 @@ impl Gateway {
                 error: "identity_mismatch",
                 attempted_kind: None,
                 your_capabilities: None,
+                extra: None,
                 message: "this connection is already joined as another participant; a connection never changes identity",
             },
         );
@@ -250,7 +251,7 @@ impl Gateway {
             {
                 return Err(refuse(
                     "identity_mismatch",
-                    format!("the token does not belong to participant `{p}`"),
+                    format!("the token does not belong to participant {p}"),
                 ));
             }
             return Ok(m);
@@ -264,7 +265,7 @@ impl Gateway {
         let Some(p) = req.participant.as_deref().filter(|p| valid_anonymous_id(p)) else {
             return Err(refuse(
                 "invalid_participant_id",
-                "an anonymous join needs a printable participantId outside `system:`",
+                "an anonymous join needs a printable participantId outside system:",
             ));
         };
         if self.members.len() >= self.config.gateway.max_participants {
@@ -276,7 +277,7 @@ impl Gateway {
         if self.members.find(p).is_some() {
             return Err(refuse(
                 "participant_id_taken",
-                format!("participant id `{p}` is already taken"),
+                format!("participant id {p} is already taken"),
             ));
         }
         let caps = self.config.default_capabilities.clone();
@@ -304,6 +305,7 @@ impl Gateway {
                 error: r.code,
                 attempted_kind: None,
                 your_capabilities: None,
+                extra: None,
                 message: &r.message,
             },
         );

@@ -1,28 +1,66 @@
 //! `space/invite` and `space/kick`.
 //!
-//! An invite registers the invited id with its `initial_capabilities` (which must be covered
-//! by the inviter's own, like a grant) and a fresh token. The invite is delivered like any
-//! envelope; the token goes only to the inviter, in a `system/invite` envelope
-//! (`to: [inviter]`, `correlation_id: [invite id]`, payload `{participant_id, token,
-//! capabilities}`). A kick delivers the kick envelope, then closes the participant's
-//! connection, announces its leave and refuses its tokens until it is invited again.
+//! An invite ([i7k]) registers the invited id with its `initial_capabilities` (which must be
+//! covered by the inviter's own, like a grant: unlike the reference, holding `space/invite`
+//! does not let a participant mint one with more than it has) and a fresh token from the
+//! token source. The inviter alone gets `space/invite-ack` (`to: [inviter]`,
+//! `correlation_id: [invite id]`, payload `{status: "created", participant_id, token,
+//! connection_url?}`), and an HTTP `POST` is answered with the same fields; everyone else
+//! gets `system/presence` `{event: "invited", participant: {id, capabilities}, invited_by,
+//! reason?}`, without the token. The invite envelope itself is not forwarded (the
+//! acknowledgement and the presence replace it, as in the reference). The driver stores the
+//! token like every participant's ([`Output::TokenIssued`](super::Output::TokenIssued)).
+//! Refused: an id that is a participant already (`already_exists`, 409 over HTTP), an id
+//! with `/`, `\` or `..` (`invalid_participant_id`, "participant_id contains invalid
+//! characters"), an empty, whitespace or `system:` id.
+//!
+//! A kick delivers the kick envelope, then closes the participant's connection, announces
+//! its leave and refuses its tokens until it is invited again.
 
 use super::config::compile_json_caps;
 use super::enforce::{Op, Refusal};
 use super::member::{Hold, Member, Origin};
-use super::{Gateway, GatewayEvent};
+use super::system::PInfo;
+use super::{Gateway, GatewayEvent, IssuedToken, Output};
 use crate::Time;
 use crate::secret::TokenHash;
 use bytes::Bytes;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 #[derive(Serialize)]
-struct InviteToken<'a> {
+struct InviteAck<'a> {
+    status: &'static str,
     participant_id: &'a str,
     token: &'a str,
-    capabilities: &'a crate::capability::CapabilitySet,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    connection_url: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct PresenceInvited<'a> {
+    event: &'static str,
+    participant: PInfo<'a>,
+    invited_by: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+/// Why an invited id is refused, if it is: ids become file names (token files) and must not
+/// pass for the gateway.
+fn invalid_invited_id(pid: &str) -> Option<String> {
+    if pid.contains(['/', '\\']) || pid.contains("..") {
+        return Some("participant_id contains invalid characters".into());
+    }
+    if pid.is_empty()
+        || pid.starts_with("system:")
+        || pid.starts_with('.')
+        || pid.contains(|c: char| c.is_whitespace() || c.is_control())
+    {
+        return Some(format!("{pid} is not a valid participant id"));
+    }
+    None
 }
 
 impl Gateway {
@@ -30,31 +68,30 @@ impl Gateway {
         &mut self,
         now: Time,
         op: &Op<'_, '_>,
-        frame: &Bytes,
-        id: Option<&str>,
+        _frame: &Bytes,
+        _id: Option<&str>,
     ) -> Result<(), Refusal> {
         let payload = op.payload();
         let Some(pid) = payload.get("participant_id").and_then(Value::as_str) else {
-            return Err(
-                Refusal::new("invalid_envelope", "`payload.participant_id` is required")
-                    .about_id(op.id),
-            );
-        };
-        if pid.is_empty() || pid.starts_with("system:") || pid.contains(char::is_whitespace) {
             return Err(Refusal::new(
-                "invalid_participant_id",
-                format!("`{pid}` is not a valid participant id"),
+                "invalid_envelope",
+                "space/invite requires participant_id in payload",
             )
             .about_id(op.id));
+        };
+        if let Some(why) = invalid_invited_id(pid) {
+            return Err(Refusal::new("invalid_participant_id", why).about_id(op.id));
         }
         let existing = self.members.find(pid);
         if let Some(i) = existing
             && !self.members.get(i).removed
         {
             return Err(Refusal::new(
-                "participant_id_taken",
-                format!("`{pid}` is already a participant"),
+                "already_exists",
+                format!("Participant {pid} already exists in this space"),
             )
+            .with("status", "already_exists")
+            .with("participant_id", pid)
             .about_id(op.id));
         }
         if existing.is_none() && self.members.len() >= self.config.gateway.max_participants {
@@ -97,28 +134,60 @@ impl Gateway {
                 removed: false,
             }),
         };
-        let _ = idx;
         let inviter = self.members.get(op.member).id.clone();
         self.push_event(GatewayEvent::Invited {
             by: inviter.to_string(),
             participant: pid.to_owned(),
         });
-        self.deliver_envelope(now, frame, id, op.member, op.to);
-        let tid = self.envelope_id();
-        let tframe = super::system::write(
-            &tid,
+        self.out
+            .push_back(Output::TokenIssued(Box::new(IssuedToken {
+                participant: pid.to_owned(),
+                token: token.clone(),
+            })));
+        let url = self.connection_url.clone();
+        let ack_id = self.envelope_id();
+        let ack = super::system::write(
+            &ack_id,
             now,
             Some(&inviter),
-            "system/invite",
+            "space/invite-ack",
             Some(op.id),
-            InviteToken {
+            InviteAck {
+                status: "created",
                 participant_id: pid,
                 token: &token,
-                capabilities: &caps,
+                connection_url: url.as_deref(),
             },
         );
-        // An inviter without a connection (HTTP) finds the token by polling.
-        self.gateway_to_member(now, op.member, tframe, &tid);
+        let mut answer = json!({
+            "id": ack_id, "status": "created", "participant_id": pid, "token": token,
+        });
+        if let Some(u) = &url {
+            answer["connection_url"] = json!(u);
+        }
+        self.http_answer = Some(answer);
+        // An inviter without a connection (HTTP) has the token in its answer.
+        self.gateway_to_member(now, op.member, ack, &ack_id);
+        let presence_id = self.envelope_id();
+        let m = self.members.get(idx);
+        let presence = super::system::write(
+            &presence_id,
+            now,
+            None,
+            "system/presence",
+            None,
+            PresenceInvited {
+                event: "invited",
+                participant: PInfo {
+                    id: &m.id,
+                    capabilities: &m.caps,
+                },
+                invited_by: &inviter,
+                reason: payload.get("reason").and_then(Value::as_str),
+            },
+        );
+        self.gateway_broadcast(now, presence, &presence_id, Some(op.member));
+        self.finish_closes(now);
         Ok(())
     }
 

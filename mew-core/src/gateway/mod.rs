@@ -141,9 +141,31 @@ pub enum Output {
         /// The line, newline included.
         line: Bytes,
     },
+    /// Store this token for this participant, as tokens are stored (an invite minted it).
+    /// Boxed: rare, and it keeps every `Transmit` narrow.
+    TokenIssued(Box<IssuedToken>),
     /// Something happened (for logs and metrics). Boxed: events are rare and large, and
     /// every `Transmit` of a fan-out would otherwise be as wide as the widest event.
     Event(Box<GatewayEvent>),
+}
+
+/// A token the gateway minted for a participant (an invite's). Its `Debug` output hides
+/// the token, so that logging an output never reveals one.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IssuedToken {
+    /// Whose.
+    pub participant: String,
+    /// The token (a secret).
+    pub token: String,
+}
+
+impl fmt::Debug for IssuedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IssuedToken")
+            .field("participant", &self.participant)
+            .field("token", &"[redacted]")
+            .finish()
+    }
 }
 
 /// Notable happenings, for logging.
@@ -313,6 +335,13 @@ pub struct Gateway {
     entropy: Option<[u8; 16]>,
     /// Checks bearer tokens issued elsewhere (JWTs), when configured.
     verifier: Option<Arc<dyn identity::IdentityVerifier>>,
+    /// The gateway broadcast being fanned out, for its first `delivered` record.
+    audit_body: Option<Bytes>,
+    /// What an accepted HTTP `POST` is answered instead of `{id, status: "accepted"}` (an
+    /// invite's token, an opened stream's id), set while the envelope is carried out.
+    http_answer: Option<serde_json::Value>,
+    /// `connection_url` of invite acknowledgements, when the driver knows its address.
+    connection_url: Option<String>,
 }
 
 impl Gateway {
@@ -345,6 +374,9 @@ impl Gateway {
             replicated: false,
             entropy: None,
             verifier: None,
+            audit_body: None,
+            http_answer: None,
+            connection_url: None,
             config,
         };
         g.rebuild_audience();
@@ -354,6 +386,23 @@ impl Gateway {
     /// Replaces the source of invite tokens (servers: the operating system's CSPRNG).
     pub fn set_token_source(&mut self, source: Box<dyn crate::secret::TokenSource>) {
         self.tokens = source;
+    }
+
+    /// The WebSocket address invite acknowledgements tell an invited participant to use.
+    pub fn set_connection_url(&mut self, url: impl Into<String>) {
+        self.connection_url = Some(url.into());
+    }
+
+    /// Welcomes the participants the gateway holds from the start (`output_log` with
+    /// `auto_connect`) into their logs, as the reference does when it starts a space. A
+    /// server calls this once when it starts a space, not when it restores one.
+    pub fn welcome_held(&mut self, now: Time) {
+        for i in self.members.indices() {
+            let m = self.members.get(i);
+            if m.virtual_log.is_some() && m.conn.is_none() && !m.removed {
+                self.send_welcome(now, i);
+            }
+        }
     }
 
     /// Makes this gateway a replica of a space kept in a log: its connections' backlogs are

@@ -96,6 +96,11 @@ struct SStream {
     owner: String,
     open_id: String,
     json: Value,
+    /// Empty in snapshots taken before write access existed: the owner alone.
+    #[serde(default)]
+    writers: Vec<String>,
+    #[serde(default)]
+    target: Option<Vec<String>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -195,6 +200,11 @@ impl Gateway {
                     owner: s.owner.to_string(),
                     open_id: s.open_id.clone(),
                     json: s.json.clone(),
+                    writers: s.writers.iter().map(|w| w.to_string()).collect(),
+                    target: s
+                        .target
+                        .as_ref()
+                        .map(|t| t.iter().map(|w| w.to_string()).collect()),
                 })
                 .collect(),
             history: self
@@ -329,11 +339,21 @@ impl Gateway {
         g.streams.open = s
             .streams
             .into_iter()
-            .map(|st| super::streams::Stream {
-                id: st.id,
-                owner: Arc::from(st.owner),
-                open_id: st.open_id,
-                json: st.json,
+            .map(|st| {
+                let owner: Arc<str> = Arc::from(st.owner);
+                let writers = if st.writers.is_empty() {
+                    vec![owner.clone()]
+                } else {
+                    st.writers.into_iter().map(Arc::from).collect()
+                };
+                super::streams::Stream {
+                    id: st.id,
+                    owner,
+                    open_id: st.open_id,
+                    writers,
+                    target: st.target.map(|t| t.into_iter().map(Arc::from).collect()),
+                    json: st.json,
+                }
             })
             .collect();
         for h in s.history {

@@ -1,30 +1,63 @@
-//! Streams: `stream/request` answered with `stream/open`, `#id#data` frames from the owner
-//! only, `stream/close` by the owner or the gateway, and `active_streams` for late joiners.
+//! Streams: `stream/request` answered with `stream/open`, `#id#data` frames from the
+//! stream's writers only, `stream/close` by the owner or the gateway, write access and
+//! ownership ([s2w]), targeted delivery ([t5d]), and `active_streams` for late joiners.
 //!
-//! `stream/open` (`payload: {stream_id, encoding: "text"}`, `to: [requester]`,
-//! `correlation_id: [request id]`) is delivered like the request: to everyone in `all` mode,
-//! to the requester only in `addressed` mode. Data frames go to everyone (`all`) or everyone
-//! but the owner (`addressed`), forwarded unchanged. The stream a `stream/close` ends is named
-//! by `payload.stream_id`, or by a `correlation_id` holding the stream id or the id of its
-//! `stream/open`.
+//! `stream/open` (`payload: {stream_id, encoding: "text", owner, authorized_writers,
+//! target?}`, `to: [requester]`, `correlation_id: [request id]`) is delivered like the
+//! request: to everyone in `all` mode, to the requester and its targets in `addressed` mode.
+//! A request's `target` (participant ids present in the space, else `target_not_found`)
+//! limits who receives the stream's frames to the targets and the owner; without it frames
+//! go to everyone (`all`) or everyone but the writer (`addressed`), forwarded unchanged.
+//!
+//! Writers: the owner always, plus whoever the owner grants (`stream/grant-write`) until it
+//! revokes them (`stream/revoke-write`) or they leave the space. `stream/transfer-ownership`
+//! hands the stream to another participant present in the space; the previous owner loses
+//! write access with it (as the reference does). Each change is announced to everyone with
+//! `stream/write-granted`, `stream/write-revoked` or `stream/ownership-transferred`, which
+//! replace the request envelope (the reference does not forward it either). A frame from a
+//! participant that may not write is refused with `unauthorized_stream_write` naming the
+//! `stream_id`.
+//!
+//! The stream a `stream/close` ends is named by `payload.stream_id`, or by a
+//! `correlation_id` holding the stream id or the id of its `stream/open`. A close that names
+//! no stream of the gateway is an envelope like any other (participants may negotiate
+//! streams between themselves, as the reference's scenarios do) and is forwarded; a close of
+//! a gateway stream by anyone but its owner is refused.
 
 use super::config::DeliveryMode;
 use super::deliver::Recipient;
 use super::enforce::{Op, Refusal};
 use super::member::Hold;
-use super::{ConnId, Gateway, GatewayEvent, Output};
+use super::{ConnId, Gateway, GatewayEvent};
 use crate::Time;
 use bytes::Bytes;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 pub(super) struct Stream {
     pub(super) id: String,
     pub(super) owner: Arc<str>,
     pub(super) open_id: String,
-    /// The request's payload plus `stream_id`, `owner`, `created`: the welcome's entry.
+    /// Who may write frames: the owner first, then the participants it granted.
+    pub(super) writers: Vec<Arc<str>>,
+    /// [t5d]: the only recipients of frames (besides the owner); `None` for everyone.
+    pub(super) target: Option<Vec<Arc<str>>>,
+    /// The request's payload plus `stream_id`, `owner`, `created`: the welcome's entry
+    /// (with `authorized_writers` added when it is shown).
     pub(super) json: Value,
+}
+
+impl Stream {
+    /// The welcome's `active_streams` entry.
+    fn entry(&self) -> Value {
+        let mut v = self.json.clone();
+        if let Value::Object(m) = &mut v {
+            m.insert("owner".into(), Value::String(self.owner.to_string()));
+            m.insert("authorized_writers".into(), ids_json(&self.writers));
+        }
+        v
+    }
 }
 
 /// Open streams in creation order.
@@ -39,8 +72,8 @@ impl Streams {
         self.open.len()
     }
 
-    pub(super) fn active_json(&self) -> Vec<&Value> {
-        self.open.iter().map(|s| &s.json).collect()
+    pub(super) fn active_json(&self) -> Vec<Value> {
+        self.open.iter().map(Stream::entry).collect()
     }
 
     fn find(&self, id: &str) -> Option<usize> {
@@ -48,10 +81,28 @@ impl Streams {
     }
 }
 
+/// Participant ids as a JSON array of strings.
+#[derive(Clone, Copy)]
+struct Ids<'a>(&'a [Arc<str>]);
+
+impl Serialize for Ids<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|i| &**i))
+    }
+}
+
+fn ids_json(ids: &[Arc<str>]) -> Value {
+    Value::Array(ids.iter().map(|i| Value::String(i.to_string())).collect())
+}
+
 #[derive(Serialize)]
 struct OpenPayload<'a> {
     stream_id: &'a str,
     encoding: &'static str,
+    owner: &'a str,
+    authorized_writers: Ids<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<Ids<'a>>,
 }
 
 #[derive(Serialize)]
@@ -60,7 +111,53 @@ struct ClosePayload<'a> {
     reason: &'a str,
 }
 
+#[derive(Serialize)]
+struct WritersChanged<'a> {
+    stream_id: &'a str,
+    participant_id: &'a str,
+    authorized_writers: Ids<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct OwnerChanged<'a> {
+    stream_id: &'a str,
+    previous_owner: &'a str,
+    new_owner: &'a str,
+    authorized_writers: Ids<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+/// The three write-access operations of [s2w].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WriteOp {
+    Grant,
+    Revoke,
+    Transfer,
+}
+
+impl WriteOp {
+    pub(super) fn of(kind: &str) -> Option<WriteOp> {
+        match kind {
+            "stream/grant-write" => Some(WriteOp::Grant),
+            "stream/revoke-write" => Some(WriteOp::Revoke),
+            "stream/transfer-ownership" => Some(WriteOp::Transfer),
+            _ => None,
+        }
+    }
+}
+
 impl Gateway {
+    /// Whether `id` names a member present in the space (on a connection or held by the
+    /// gateway): targets, new writers and new owners must be.
+    fn present(&self, id: &str) -> bool {
+        self.members
+            .find(id)
+            .is_some_and(|i| self.members.get(i).is_online())
+    }
+
     pub(super) fn op_stream_request(
         &mut self,
         now: Time,
@@ -79,6 +176,46 @@ impl Gateway {
             .about_id(op.id));
         }
         let payload = op.payload();
+        let target = match payload.get("target") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) => {
+                let mut ids: Vec<Arc<str>> = Vec::with_capacity(a.len());
+                for t in a {
+                    let Some(t) = t.as_str() else {
+                        return Err(Refusal::new(
+                            "invalid_envelope",
+                            "payload.target must be an array of participant ids",
+                        )
+                        .about_id(op.id));
+                    };
+                    if !ids.iter().any(|i| &**i == t) {
+                        ids.push(Arc::from(t));
+                    }
+                }
+                let missing: Vec<&str> = ids
+                    .iter()
+                    .map(|t| &**t)
+                    .filter(|t| !self.present(t))
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(Refusal::new(
+                        "target_not_found",
+                        "One or more target participants do not exist in space",
+                    )
+                    .with("targets", json!(missing))
+                    .about_id(op.id));
+                }
+                // An empty target is no target (broadcast), as the spec says.
+                (!ids.is_empty()).then_some(ids)
+            }
+            Some(_) => {
+                return Err(Refusal::new(
+                    "invalid_envelope",
+                    "payload.target must be an array of participant ids",
+                )
+                .about_id(op.id));
+            }
+        };
         self.deliver_envelope(now, frame, id, op.member, op.to);
         self.streams.next += 1;
         let stream_id = format!("stream-{}", self.streams.next);
@@ -87,10 +224,13 @@ impl Gateway {
             Value::Object(m) => m,
             _ => serde_json::Map::new(),
         };
-        // The gateway's fields win over look-alikes in the request.
+        // The gateway's fields win over look-alikes in the request (a request cannot name
+        // another owner or writers).
         json.insert("stream_id".into(), Value::String(stream_id.clone()));
         json.insert("owner".into(), Value::String(owner.to_string()));
+        json.remove("authorized_writers");
         json.insert("created".into(), Value::String(now.rfc3339()));
+        let writers = vec![owner.clone()];
         let open_id = self.envelope_id();
         let open = super::system::write(
             &open_id,
@@ -101,12 +241,24 @@ impl Gateway {
             OpenPayload {
                 stream_id: &stream_id,
                 encoding: "text",
+                owner: &owner,
+                authorized_writers: Ids(&writers),
+                target: target.as_deref().map(Ids),
             },
         );
+        {
+            self.http_answer = Some(json!({
+                "id": open_id, "status": "stream_opened", "stream_id": stream_id,
+                "timestamp": now.rfc3339(),
+            }));
+        }
+        let targets = target.clone();
         self.streams.open.push(Stream {
             id: stream_id.clone(),
             owner: owner.clone(),
             open_id: open_id.clone(),
+            writers,
+            target,
             json: Value::Object(json),
         });
         self.push_event(GatewayEvent::StreamOpened {
@@ -115,7 +267,16 @@ impl Gateway {
         });
         match self.config.gateway.delivery {
             DeliveryMode::All => self.gateway_broadcast(now, open, &open_id, None),
-            DeliveryMode::Addressed => self.gateway_to_member(now, op.member, open, &open_id),
+            DeliveryMode::Addressed => {
+                self.gateway_to_member(now, op.member, open.clone(), &open_id);
+                for t in targets.iter().flatten() {
+                    if let Some(i) = self.members.find(t)
+                        && i != op.member
+                    {
+                        self.gateway_to_member(now, i, open.clone(), &open_id);
+                    }
+                }
+            }
         }
         self.finish_closes(now);
         Ok(())
@@ -141,31 +302,171 @@ impl Gateway {
                 })
             }),
         };
-        let Some(pos) = pos else {
-            return Err(Refusal::new(
-                "unknown_stream",
-                "no open stream matches `payload.stream_id` or `correlation_id`",
-            )
-            .about_id(op.id));
-        };
-        let sender = self.members.get(op.member).id.clone();
-        if self.streams.open[pos].owner != sender {
-            return Err(Refusal::new(
-                "stream_not_owned",
-                format!(
-                    "stream `{}` belongs to another participant",
-                    self.streams.open[pos].id
-                ),
-            )
-            .about_id(op.id));
+        if let Some(pos) = pos {
+            let sender = self.members.get(op.member).id.clone();
+            if self.streams.open[pos].owner != sender {
+                return Err(Refusal::new(
+                    "stream_not_owned",
+                    format!(
+                        "stream {} belongs to another participant",
+                        self.streams.open[pos].id
+                    ),
+                )
+                .with("stream_id", self.streams.open[pos].id.clone())
+                .about_id(op.id));
+            }
+            let s = self.streams.open.remove(pos);
+            self.push_event(GatewayEvent::StreamClosed { stream_id: s.id });
         }
-        let s = self.streams.open.remove(pos);
-        self.push_event(GatewayEvent::StreamClosed { stream_id: s.id });
+        // Not a stream of the gateway: the participants' own business, forwarded.
         self.deliver_envelope(now, frame, id, op.member, op.to);
         Ok(())
     }
 
-    /// Closes every stream `owner` holds, announcing each with a gateway `stream/close`.
+    /// `stream/grant-write`, `stream/revoke-write` and `stream/transfer-ownership`.
+    pub(super) fn op_stream_write(
+        &mut self,
+        now: Time,
+        op: &Op<'_, '_>,
+        what: WriteOp,
+    ) -> Result<(), Refusal> {
+        let payload = op.payload();
+        let field = |name: &str| -> Result<String, Refusal> {
+            payload
+                .get(name)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    Refusal::new("invalid_envelope", format!("payload.{name} is required"))
+                        .about_id(op.id)
+                })
+        };
+        let stream_id = field("stream_id")?;
+        let who = field(if what == WriteOp::Transfer {
+            "new_owner"
+        } else {
+            "participant_id"
+        })?;
+        let reason = payload.get("reason").and_then(Value::as_str);
+        let Some(pos) = self.streams.find(&stream_id) else {
+            return Err(Refusal::new(
+                "stream_not_found",
+                format!("Stream {stream_id} does not exist"),
+            )
+            .with("stream_id", stream_id)
+            .about_id(op.id));
+        };
+        let sender = self.members.get(op.member).id.clone();
+        if self.streams.open[pos].owner != sender {
+            let action = match what {
+                WriteOp::Grant => "grant write access",
+                WriteOp::Revoke => "revoke write access",
+                WriteOp::Transfer => "transfer ownership",
+            };
+            return Err(Refusal::new(
+                "unauthorized",
+                format!("Only the stream owner can {action}"),
+            )
+            .with("stream_id", stream_id)
+            .about_id(op.id));
+        }
+        if what != WriteOp::Revoke && !self.present(&who) {
+            return Err(Refusal::new(
+                "participant_not_found",
+                format!("Participant {who} is not in the space"),
+            )
+            .with("stream_id", stream_id)
+            .about_id(op.id));
+        }
+        if what == WriteOp::Revoke && *who == *sender {
+            return Err(
+                Refusal::new("invalid_operation", "Owner cannot revoke own write access")
+                    .with("stream_id", stream_id)
+                    .about_id(op.id),
+            );
+        }
+        let ack_id = self.envelope_id();
+        let s = &mut self.streams.open[pos];
+        let (kind, status, frame) = match what {
+            WriteOp::Grant => {
+                if !s.writers.iter().any(|w| **w == *who) {
+                    s.writers.push(Arc::from(who.as_str()));
+                }
+                let f = super::system::write(
+                    &ack_id,
+                    now,
+                    None,
+                    "stream/write-granted",
+                    Some(op.id),
+                    WritersChanged {
+                        stream_id: &stream_id,
+                        participant_id: &who,
+                        authorized_writers: Ids(&s.writers),
+                        reason,
+                    },
+                );
+                ("stream/write-granted", "granted", f)
+            }
+            WriteOp::Revoke => {
+                s.writers.retain(|w| **w != *who);
+                let f = super::system::write(
+                    &ack_id,
+                    now,
+                    None,
+                    "stream/write-revoked",
+                    Some(op.id),
+                    WritersChanged {
+                        stream_id: &stream_id,
+                        participant_id: &who,
+                        authorized_writers: Ids(&s.writers),
+                        reason,
+                    },
+                );
+                ("stream/write-revoked", "revoked", f)
+            }
+            WriteOp::Transfer => {
+                let previous = std::mem::replace(&mut s.owner, Arc::from(who.as_str()));
+                s.writers.retain(|w| *w != previous);
+                if !s.writers.iter().any(|w| **w == *who) {
+                    s.writers.insert(0, s.owner.clone());
+                }
+                let f = super::system::write(
+                    &ack_id,
+                    now,
+                    None,
+                    "stream/ownership-transferred",
+                    Some(op.id),
+                    OwnerChanged {
+                        stream_id: &stream_id,
+                        previous_owner: &previous,
+                        new_owner: &who,
+                        authorized_writers: Ids(&s.writers),
+                        reason,
+                    },
+                );
+                ("stream/ownership-transferred", "transferred", f)
+            }
+        };
+        let _ = kind;
+        {
+            let s = &self.streams.open[pos];
+            let mut answer = json!({
+                "id": ack_id, "status": status, "stream_id": stream_id,
+                "authorized_writers": ids_json(&s.writers),
+            });
+            if what == WriteOp::Transfer {
+                answer["new_owner"] = json!(&*s.owner);
+            }
+            self.http_answer = Some(answer);
+        }
+        self.gateway_broadcast(now, frame, &ack_id, None);
+        self.finish_closes(now);
+        Ok(())
+    }
+
+    /// Closes every stream `owner` holds, announcing each with a gateway `stream/close`, and
+    /// takes back the write access `owner` was granted on the others (announced with
+    /// `stream/write-revoked`).
     pub(super) fn close_streams_of(&mut self, now: Time, owner: &str) {
         while let Some(pos) = self.streams.open.iter().position(|s| &*s.owner == owner) {
             let s = self.streams.open.remove(pos);
@@ -186,11 +487,37 @@ impl Gateway {
             });
             self.gateway_broadcast(now, frame, &cid, None);
         }
+        for pos in 0..self.streams.open.len() {
+            let s = &mut self.streams.open[pos];
+            let before = s.writers.len();
+            s.writers.retain(|w| &**w != owner);
+            if s.writers.len() == before {
+                continue;
+            }
+            let rid = self.envelope_id();
+            let s = &self.streams.open[pos];
+            let frame = super::system::write(
+                &rid,
+                now,
+                None,
+                "stream/write-revoked",
+                None,
+                WritersChanged {
+                    stream_id: &s.id,
+                    participant_id: owner,
+                    authorized_writers: Ids(&s.writers),
+                    reason: Some("participant_left"),
+                },
+            );
+            self.gateway_broadcast(now, frame, &rid, None);
+        }
     }
 
-    /// A `#stream_id#data` frame: forwarded unchanged when its sender owns the open stream.
+    /// A `#stream_id#data` frame: forwarded unchanged when its sender may write to the open
+    /// stream, to the stream's targets and owner or to everyone.
     pub(super) fn stream_data(&mut self, now: Time, conn: ConnId, member: usize, frame: Bytes) {
         let max = self.config.gateway.limits.max_frame_bytes;
+        let mut pos = None;
         let refusal = if frame.len() > max {
             Some(Refusal::new(
                 "frame_too_large",
@@ -203,20 +530,31 @@ impl Gateway {
             match memchr::memchr(b'#', &frame[1..]) {
                 None => Some(Refusal::new(
                     "invalid_stream_frame",
-                    "stream frames look like `#<stream_id>#<data>`",
+                    "stream frames look like #<stream_id>#<data>",
                 )),
                 Some(end) => {
                     let sid = &frame[1..1 + end];
                     let m = self.members.get(member);
-                    match self.streams.open.iter().find(|s| s.id.as_bytes() == sid) {
-                        None => Some(Refusal::new(
-                            "unknown_stream",
-                            format!("no open stream `{}`", String::from_utf8_lossy(sid)),
-                        )),
-                        Some(s) if s.owner != m.id => Some(Refusal::new(
-                            "stream_not_owned",
-                            format!("stream `{}` belongs to another participant", s.id),
-                        )),
+                    pos = self
+                        .streams
+                        .open
+                        .iter()
+                        .position(|s| s.id.as_bytes() == sid);
+                    match pos.map(|p| &self.streams.open[p]) {
+                        None => Some(
+                            Refusal::new(
+                                "unknown_stream",
+                                format!("no open stream {}", String::from_utf8_lossy(sid)),
+                            )
+                            .with("stream_id", String::from_utf8_lossy(sid).into_owned()),
+                        ),
+                        Some(s) if !s.writers.contains(&m.id) => Some(
+                            Refusal::new(
+                                "unauthorized_stream_write",
+                                format!("You are not authorized to write to stream {}", s.id),
+                            )
+                            .with("stream_id", s.id.clone()),
+                        ),
                         Some(_) => match m.hold {
                             Hold::None => None,
                             Hold::Paused(_) => Some(Refusal::new(
@@ -237,6 +575,35 @@ impl Gateway {
             return;
         }
         let skip_sender = self.config.gateway.delivery == DeliveryMode::Addressed;
+        if let Some(p) = pos
+            && let Some(targets) = &self.streams.open[p].target
+        {
+            // [t5d]: the targets and the owner, each once, in the order named.
+            let s = &self.streams.open[p];
+            let mut to: smallvec::SmallVec<[usize; 4]> = smallvec::SmallVec::new();
+            for t in std::iter::once(&s.owner).chain(targets.iter()) {
+                if let Some(i) = self.members.find(t)
+                    && !to.contains(&i)
+                    && !(skip_sender && i == member)
+                {
+                    to.push(i);
+                }
+            }
+            for i in to {
+                let m = self.members.get(i);
+                if m.removed {
+                    continue;
+                }
+                match (m.conn, m.virtual_log.clone()) {
+                    (Some(c), _) => {
+                        self.transmit(now, c, frame.clone());
+                    }
+                    (None, Some(path)) => self.append_log(path, &frame),
+                    (None, None) => {}
+                }
+            }
+            return;
+        }
         for i in 0..self.audience.len() {
             let Some(&r) = self.audience.get(i) else {
                 break;
@@ -249,13 +616,7 @@ impl Gateway {
                 }
                 Recipient::Virtual { member: m } => {
                     if let Some(path) = self.members.get(m).virtual_log.clone() {
-                        let mut line = Vec::with_capacity(frame.len() + 1);
-                        line.extend_from_slice(&frame);
-                        line.push(b'\n');
-                        self.out.push_back(Output::AppendLog {
-                            path,
-                            line: Bytes::from(line),
-                        });
+                        self.append_log(path, &frame);
                     }
                 }
             }

@@ -34,7 +34,7 @@ pub(super) struct PInfo<'a> {
 struct Welcome<'a> {
     you: PInfo<'a>,
     participants: Vec<PInfo<'a>>,
-    active_streams: Vec<&'a Value>,
+    active_streams: Vec<Value>,
 }
 
 #[derive(Serialize)]
@@ -62,6 +62,9 @@ pub(super) struct ErrorPayload<'a> {
     pub(super) attempted_kind: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) your_capabilities: Option<&'a CapabilitySet>,
+    /// Fields particular to the error (`stream_id`, `targets`, ...).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub(super) extra: Option<&'a serde_json::Map<String, Value>>,
     pub(super) message: &'a str,
 }
 
@@ -79,6 +82,7 @@ pub fn node_error(id: &str, now: Time, code: &str, message: &str) -> Bytes {
             error: code,
             attempted_kind: None,
             your_capabilities: None,
+            extra: None,
             message,
         },
     )
@@ -108,10 +112,12 @@ pub(super) fn write<P: Serialize>(
 }
 
 impl Gateway {
-    /// Sends `system/welcome` to a member that is online on a connection.
+    /// Sends `system/welcome` to a member that is online: on its connection, or into its
+    /// `output_log` when the gateway holds it.
     pub(super) fn send_welcome(&mut self, now: Time, member: usize) {
-        let m = self.members.get(member);
-        let Some(conn) = m.conn else { return };
+        if !self.members.get(member).is_online() {
+            return;
+        }
         let id = self.envelope_id();
         let m = self.members.get(member);
         let participants = self
@@ -132,8 +138,7 @@ impl Gateway {
             active_streams: self.streams.active_json(),
         };
         let frame = write(&id, now, Some(&m.id), "system/welcome", None, payload);
-        let who = m.id.clone();
-        self.gateway_send_one(now, conn, member, frame, Some(&id), who);
+        self.gateway_to_member(now, member, frame, &id);
     }
 
     /// `system/presence` join for `member`, to every other online member.
@@ -175,14 +180,36 @@ impl Gateway {
         (frame, id)
     }
 
-    /// Sends a gateway frame to one member (its connection if online) and records it for
-    /// polling.
+    /// Sends a gateway frame to one member (its connection, or its `output_log` when the
+    /// gateway holds it) and records it for polling.
     pub(super) fn gateway_to_member(&mut self, now: Time, member: usize, frame: Bytes, id: &str) {
         let m = self.members.get(member);
         let who = m.id.clone();
-        match m.conn {
-            Some(conn) => self.gateway_send_one(now, conn, member, frame, Some(id), who),
-            None => self
+        match (m.conn, m.virtual_log.clone()) {
+            (Some(conn), _) => self.gateway_send_one(now, conn, member, frame, Some(id), who),
+            (None, Some(path)) if !m.removed => {
+                self.history.push(
+                    now,
+                    frame.clone(),
+                    Seen::Only(smallvec::smallvec![who.clone()]),
+                );
+                if self.audit_envelopes {
+                    self.audit_envelope(
+                        now,
+                        "delivered",
+                        Some(id),
+                        Some(&frame),
+                        true,
+                        who,
+                        super::audit::Direction::Outbound,
+                        super::audit::Transport::Virtual,
+                        None,
+                    );
+                }
+                self.append_log(path, &frame);
+            }
+            // An inviter without a connection (HTTP) finds what it is sent by polling.
+            _ => self
                 .history
                 .push(now, frame, Seen::Only(smallvec::smallvec![who])),
         }

@@ -182,6 +182,7 @@ impl Sim {
                     self.gw.handle_closed(now, conn);
                 }
                 Output::AppendLog { path, line } => self.log_lines.push((path, line)),
+                Output::TokenIssued(_) => {}
                 Output::Event(e) => self.events.push(*e),
             }
         }

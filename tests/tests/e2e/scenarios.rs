@@ -302,7 +302,7 @@ pub async fn streams_with_frames<D: Driver>() {
     // A non-owner may not write on it.
     a.send_text(format!("#{sid}#intruder")).await;
     let e = a.expect_kind("system/error").await;
-    assert_eq!(error_code(&e), "stream_not_owned", "{e}");
+    assert_eq!(error_code(&e), "unauthorized_stream_write", "{e}");
     h.expect_none(|_| false).await;
     // A late joiner sees it in its welcome.
     let (_s, w) = RawClient::join(&gw, "service-token").await;
