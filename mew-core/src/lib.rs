@@ -31,3 +31,7 @@ pub const PROTOCOL: &str = "mew/v0.4";
 
 /// The `from` of envelopes the gateway itself generates.
 pub const GATEWAY_ID: &str = "system:gateway";
+
+/// The close reason of a connection another connection of the same participant replaced:
+/// the gateway writes it, and a client that reads it does not reconnect.
+pub const REPLACED_REASON: &str = "replaced by a new connection";

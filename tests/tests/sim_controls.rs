@@ -453,3 +453,33 @@ fn automatic_resume_sends_only_what_the_capabilities_allow() {
     w.run_until_quiet();
     assert_eq!(w.node(human).received_kind("chat").len(), 1);
 }
+
+#[test]
+fn a_participant_that_may_not_send_status_says_so_instead_of_answering() {
+    let mut w = World::from_yaml(SPACE, 61, (1, 20));
+    let human = w.join("human", "human-token");
+    let caller = w.join("caller", "caller-token");
+    w.run_until_quiet();
+    let id = w
+        .act(human, |p, now| {
+            p.send_control(now, "caller", &Control::RequestStatus { fields: vec![] })
+        })
+        .unwrap();
+    w.run_until_quiet();
+    let said = w.events(caller).iter().find_map(|e| match e {
+        Event::Invalid { id: about, reason } if reason.contains("participant/status") => {
+            Some((about.clone(), reason.clone()))
+        }
+        _ => None,
+    });
+    let (about, reason) = said.expect("the caller says why it does not answer");
+    assert_eq!(about, id);
+    assert!(reason.contains("human"), "{reason}");
+    // Nothing was sent to be refused.
+    assert!(
+        !w.events(caller)
+            .iter()
+            .any(|e| matches!(e, Event::GatewayError { .. })),
+        "no refused status"
+    );
+}

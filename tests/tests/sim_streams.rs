@@ -97,3 +97,80 @@ fn owner_streams_data_others_observe_and_close_ends_it() {
     }
     assert_eq!(w.gw.health().active_streams, 0);
 }
+
+#[test]
+fn write_access_granted_and_ownership_transferred_reach_the_participants() {
+    use mew_core::envelope::Kind;
+    use mew_core::participant::Draft;
+    let mut w = World::from_yaml(SPACE, 52, (1, 40));
+    let human = w.join("human", "human-token");
+    let service = w.join("service", "service-token");
+    w.run_until_quiet();
+    w.act(human, |p, now| {
+        p.request_stream(now, json!({"direction": "upload"}), vec![])
+    })
+    .unwrap();
+    w.run_until_quiet();
+    let sid = opened(&w, human).expect("stream opened");
+    let seen = w
+        .p(service)
+        .streams()
+        .find(|s| s.stream_id == sid)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (seen.owner.as_str(), seen.writers.clone()),
+        ("human", vec!["human".to_owned()])
+    );
+    assert!(
+        w.act(service, |p, _| p.send_stream_data(&sid, "no"))
+            .is_err()
+    );
+
+    let grant = Draft::new(Kind::Other("stream/grant-write".into()))
+        .payload(json!({"stream_id": sid, "participant_id": "service"}));
+    w.act(human, |p, now| p.send(now, grant)).unwrap();
+    w.run_until_quiet();
+    let seen = w
+        .p(service)
+        .streams()
+        .find(|s| s.stream_id == sid)
+        .unwrap()
+        .clone();
+    assert_eq!(seen.writers, vec!["human", "service"]);
+    w.act(service, |p, _| p.send_stream_data(&sid, "granted"))
+        .unwrap();
+    w.run_until_quiet();
+    assert_eq!(data(&w, human, &sid), ["granted"]);
+
+    let transfer = Draft::new(Kind::Other("stream/transfer-ownership".into()))
+        .payload(json!({"stream_id": sid, "new_owner": "service"}));
+    w.act(human, |p, now| p.send(now, transfer)).unwrap();
+    w.run_until_quiet();
+    let now_owner = w
+        .p(service)
+        .streams()
+        .find(|s| s.stream_id == sid)
+        .unwrap()
+        .clone();
+    assert_eq!(now_owner.role, StreamRole::Owner);
+    let before = w
+        .p(human)
+        .streams()
+        .find(|s| s.stream_id == sid)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (before.role, before.owner.as_str()),
+        (StreamRole::Observer, "service")
+    );
+    assert_eq!(
+        w.act(human, |p, _| p.send_stream_data(&sid, "old owner")),
+        Err(CommandError::NotStreamOwner(sid.clone()))
+    );
+    // The new owner's frames reach the old one.
+    w.act(service, |p, _| p.send_stream_data(&sid, "new owner"))
+        .unwrap();
+    w.run_until_quiet();
+    assert_eq!(data(&w, human, &sid), ["granted", "new owner"]);
+}

@@ -582,6 +582,13 @@ impl<R: Runtime> Inner<R> {
                     }
                 }
             }
+            // Said in the log too: an application may not show its events.
+            Event::Replaced { reason } => {
+                tracing::warn!(
+                    "{reason}: another connection joined as this participant; not reconnecting"
+                )
+            }
+            Event::Invalid { id, reason } => tracing::warn!(envelope = %id, "{reason}"),
             _ => {}
         }
         if !R::try_send_event(&self.events, e) {

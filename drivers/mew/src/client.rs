@@ -5,7 +5,7 @@ use std::time::Duration;
 use mew_core::Envelope;
 use mew_core::participant::{Event, ParticipantConfig, ReconnectPolicy};
 use mew_driver_common::exit;
-use mew_tokio::ParticipantRuntime;
+use mew_tokio::{ParticipantRuntime, SendJsonError};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::Failure;
@@ -70,10 +70,13 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::new(exit::CONNECT, format!("cannot join: {e}")))?;
     if let Some(json) = &args.send {
-        let id = rt
-            .send_json(json)
-            .await
-            .map_err(|e| Failure::new(exit::USAGE, format!("not sent: {e}")))?;
+        let id = rt.send_json(json).await.map_err(|e| match e {
+            // A body that is no envelope is a bad argument; a send refused (by the
+            // capabilities the welcome gave, a pause, a reserved kind) is a refusal,
+            // as when the gateway refuses it: README's exit 1.
+            SendJsonError::Invalid(_) => Failure::new(exit::USAGE, format!("not sent: {e}")),
+            _ => Failure::new(exit::RUNTIME, format!("refused: {e}")),
+        })?;
         // The gateway answers a refusal with a system/error naming our envelope.
         let verdict = tokio::time::timeout(Duration::from_millis(500), async {
             while let Some(ev) = events.recv().await {
@@ -116,6 +119,9 @@ pub async fn run(args: Args) -> Result<(), Failure> {
                 }
                 Some(Event::Disconnected { reason }) => eprintln!("disconnected: {reason}"),
                 Some(Event::Ready { reconnected: true, .. }) => eprintln!("rejoined"),
+                Some(Event::Replaced { reason }) => {
+                    return Err(Failure::new(exit::CONNECT, replaced_message(&reason)));
+                }
                 Some(Event::GaveUp { attempts }) => {
                     return Err(Failure::new(exit::CONNECT, format!("connection lost; gave up after {attempts} attempts")));
                 }
@@ -139,4 +145,11 @@ pub async fn run(args: Args) -> Result<(), Failure> {
             }
         }
     }
+}
+
+/// What a client says when another connection of the same participant replaced it.
+pub(crate) fn replaced_message(reason: &str) -> String {
+    format!(
+        "{reason}: another connection joined as this participant; not reconnecting (run one process per participant id)"
+    )
 }

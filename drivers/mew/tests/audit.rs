@@ -425,7 +425,7 @@ fn metrics_count_the_traffic_sent() {
             "human-token",
             r#"{"kind":"system/welcome","payload":{}}"#
         ),
-        403
+        400
     );
     let m = metrics(&gw.addr);
     assert_eq!(

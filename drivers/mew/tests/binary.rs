@@ -163,8 +163,17 @@ fn default_space_gateway_and_clients() {
     )
     .output()
     .unwrap();
-    assert!(!out.status.success());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "README: a refused --send exits 1"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("mew: "));
+    // A body that is no envelope is a usage error.
+    let out = client(&gw, "agent", &["--send", r#"{"payload":{}}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
 
     // The polling endpoint has it too.
     let resp = http_get(&gw.addr, "/participants/human/messages", gw.token("human"));

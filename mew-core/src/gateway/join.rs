@@ -334,7 +334,7 @@ impl Gateway {
             self.out.push_back(super::Output::Close {
                 conn: old,
                 code: 1000,
-                reason: "replaced by a new connection".into(),
+                reason: crate::REPLACED_REASON.into(),
             });
             self.push_event(GatewayEvent::Replaced {
                 old,

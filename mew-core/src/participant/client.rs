@@ -262,6 +262,17 @@ impl Client {
         if !policy.enabled {
             return;
         }
+        if reason.contains(crate::REPLACED_REASON) {
+            // Another connection holds our identity now: reconnecting would close it, and
+            // it would do the same to us, forever.
+            self.out.push_back(Output::Event(Event::Replaced {
+                reason: reason.to_owned(),
+            }));
+            self.out.push_back(Output::Event(Event::GaveUp {
+                attempts: self.attempts,
+            }));
+            return;
+        }
         if self.attempts >= policy.max_attempts {
             self.out.push_back(Output::Event(Event::GaveUp {
                 attempts: self.attempts,
@@ -522,6 +533,35 @@ mod tests {
                 .iter()
                 .any(|o| matches!(o, Output::Event(Event::GaveUp { attempts: 5 })))
         );
+    }
+
+    #[test]
+    fn a_connection_replaced_by_another_of_the_same_participant_is_not_reconnected() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        c.handle_frame(Time::ZERO, WELCOME);
+        drain(&mut c);
+        let reason = format!("closed by gateway (1000): {}", crate::REPLACED_REASON);
+        c.handle_disconnected(Time::ZERO, &reason);
+        let out = drain(&mut c);
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Event(Event::Replaced { reason: r }) if *r == reason)),
+            "{out:?}"
+        );
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Event(Event::GaveUp { .. }))),
+            "{out:?}"
+        );
+        assert!(
+            !out.iter()
+                .any(|o| matches!(o, Output::Event(Event::Reconnecting { .. }))),
+            "{out:?}"
+        );
+        assert_eq!(c.poll_timeout(), None, "nothing scheduled");
+        assert_eq!(c.state(), ClientState::Disconnected);
     }
 
     #[test]

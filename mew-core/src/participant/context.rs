@@ -181,6 +181,18 @@ impl Participant {
         if let (Some(Value::Object(extra)), Some(p)) = (extra, payload.as_object_mut()) {
             p.extend(extra);
         }
+        if !self.can_send(&Kind::ParticipantStatus, Some(&payload)) {
+            // The gateway would refuse the answer: say why nobody got one, once per ask,
+            // instead of sending it to be refused.
+            let asker = to.first().map_or("the space", String::as_str);
+            self.client.emit(Event::Invalid {
+                id: correlation.first().cloned().unwrap_or_default(),
+                reason: format!(
+                    "cannot answer {asker} with participant/status: this participant's capabilities do not include participant/status"
+                ),
+            });
+            return;
+        }
         let env = self.build(
             now,
             Kind::ParticipantStatus,

@@ -69,7 +69,15 @@ pub enum Event {
         /// When it starts.
         at: Time,
     },
-    /// Reconnection gave up after the maximum number of attempts.
+    /// The gateway closed the connection because another connection joined as the same
+    /// participant: the client does not reconnect (two processes with one id would
+    /// otherwise replace each other forever). [`Event::GaveUp`] follows.
+    Replaced {
+        /// The gateway's close reason.
+        reason: String,
+    },
+    /// Reconnection gave up after the maximum number of attempts (or at once after
+    /// [`Event::Replaced`]).
     GaveUp {
         /// Attempts made.
         attempts: u32,

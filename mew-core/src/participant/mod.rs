@@ -443,6 +443,16 @@ impl Participant {
             Kind::CapabilityGrant => self.on_grant(now, &env),
             Kind::StreamOpen => self.on_stream_open(&env),
             Kind::StreamClose => self.on_stream_close(&env),
+            Kind::Other(ref k)
+                if matches!(
+                    k.as_str(),
+                    "stream/write-granted"
+                        | "stream/write-revoked"
+                        | "stream/ownership-transferred"
+                ) =>
+            {
+                self.on_stream_writers(&env)
+            }
             Kind::ParticipantPause
             | Kind::ParticipantResume
             | Kind::ParticipantRequestStatus

@@ -31,6 +31,21 @@ pub struct StreamInfo {
     pub metadata: Value,
     /// Id of the `stream/open` envelope, which a `stream/close` correlates with.
     pub open_id: Option<String>,
+    /// Who may write frames ([s2w] `authorized_writers`; the owner alone when the gateway
+    /// does not say).
+    pub writers: Vec<String>,
+}
+
+/// `authorized_writers` of a gateway payload, or the owner alone.
+fn writers_of(v: &Value, owner: &str) -> Vec<String> {
+    match v.get("authorized_writers").and_then(Value::as_array) {
+        Some(a) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        None => vec![owner.to_owned()],
+    }
 }
 
 #[derive(Debug, Default)]
@@ -87,10 +102,11 @@ impl Participant {
         self.streams.open.values()
     }
 
-    /// Sends one data frame on a stream we own.
+    /// Sends one data frame on a stream we own or were granted write access to.
     pub fn send_stream_data(&mut self, stream_id: &str, data: &str) -> Result<(), CommandError> {
+        let me = self.me();
         match self.streams.open.get(stream_id) {
-            Some(s) if s.role == StreamRole::Owner => {
+            Some(s) if s.role == StreamRole::Owner || s.writers.iter().any(|w| w == me) => {
                 Ok(self.client.send_stream_frame(stream_id, data)?)
             }
             _ => Err(CommandError::NotStreamOwner(stream_id.to_owned())),
@@ -181,6 +197,7 @@ impl Participant {
                     role,
                     metadata: s.clone(),
                     open_id: None,
+                    writers: writers_of(s, owner),
                 });
         }
     }
@@ -200,15 +217,22 @@ impl Participant {
         let (role, owner, metadata, request_id) = match ours {
             Some((req, meta)) => (StreamRole::Owner, self.me().to_owned(), meta, Some(req)),
             None => {
+                // The gateway names the owner ([s2w]); older gateways address it.
                 let owner = env
-                    .to
+                    .payload
                     .as_ref()
-                    .and_then(|t| t.first())
-                    .cloned()
+                    .and_then(|p| p.get("owner"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or_else(|| env.to.as_ref().and_then(|t| t.first()).cloned())
                     .unwrap_or_default();
                 (StreamRole::Observer, owner, Value::Null, None)
             }
         };
+        let writers = env
+            .payload
+            .as_ref()
+            .map_or_else(|| vec![owner.clone()], |p| writers_of(p, &owner));
         if request_id.is_none() && self.streams.open.len() >= self.config.bounds.max_streams {
             return;
         }
@@ -220,6 +244,7 @@ impl Participant {
                 role,
                 metadata,
                 open_id: Some(env.id.clone()),
+                writers,
             },
         );
         if let Some(request_id) = request_id {
@@ -228,6 +253,30 @@ impl Participant {
                 stream_id: stream_id.to_owned(),
             });
         }
+    }
+
+    /// `stream/write-granted`, `stream/write-revoked`, `stream/ownership-transferred`: the
+    /// gateway's word on who may write and who owns a stream.
+    pub(super) fn on_stream_writers(&mut self, env: &Envelope) {
+        let Some(p) = env.payload.as_ref() else {
+            return;
+        };
+        let Some(id) = p.get("stream_id").and_then(Value::as_str) else {
+            return self.invalid(env, "stream notification without payload.stream_id");
+        };
+        let me = self.me().to_owned();
+        let Some(s) = self.streams.open.get_mut(id) else {
+            return;
+        };
+        if let Some(owner) = p.get("new_owner").and_then(Value::as_str) {
+            s.owner = owner.to_owned();
+            s.role = if owner == me {
+                StreamRole::Owner
+            } else {
+                StreamRole::Observer
+            };
+        }
+        s.writers = writers_of(p, &s.owner);
     }
 
     pub(super) fn on_stream_close(&mut self, env: &Envelope) {

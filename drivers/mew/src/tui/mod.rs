@@ -20,6 +20,7 @@ use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
 use serde_json::{Value, json};
 
 use crate::Failure;
+use crate::client::replaced_message;
 use screen::{Action, Screen};
 
 /// Envelopes applied at most per redraw.
@@ -105,6 +106,10 @@ pub async fn run(
                         }
                         Event::Disconnected { reason } => {
                             screen.set_status(format!("disconnected: {reason}; reconnecting…"));
+                        }
+                        Event::Replaced { reason } => {
+                            ratatui::restore();
+                            return Err(Failure::new(exit::CONNECT, replaced_message(&reason)));
                         }
                         Event::GaveUp { attempts } => {
                             ratatui::restore();
