@@ -378,6 +378,8 @@ impl<R: ServerRuntime> GatewayServer<R> {
             options.shutdown_grace,
         );
         host.set_token_dir(options.token_dir.clone());
+        // The welcomes of the participants the gateway holds, written before any input.
+        host.drain();
         // Bounded: readers wait (back-pressure on their sockets) when the core is busy.
         let (tx, rx) = async_channel::bounded::<CoreInput>(4096);
         let (core_done_tx, core_done) = oneshot::channel::<()>();
