@@ -29,6 +29,7 @@ pub mod prompt;
 pub mod reply;
 mod step;
 mod strategy;
+mod streaming;
 mod task;
 pub mod toolname;
 
@@ -49,10 +50,11 @@ use crate::participant::{
 use crate::time::Time;
 use model::{TextCalls, Verdict};
 use prompt::{SCRATCHPAD_FORMAT, Scratch, Template};
-use reply::{Delta, StreamAssembler};
+use reply::StreamAssembler;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
+use streaming::refuses_streaming;
 use toolname::ToolNames;
 
 /// Handle of one model call.
@@ -268,21 +270,6 @@ struct Task {
     thinking: String,
     /// Some of this step's reasoning was shown as it streamed.
     thinking_live: bool,
-}
-
-/// Whether a streamed request's answer says the server will not stream: a client error
-/// that names streaming, or a 501.
-fn refuses_streaming(outcome: &ModelOutcome) -> bool {
-    match outcome {
-        ModelOutcome::Http { status: 501, .. } => true,
-        ModelOutcome::Http { status, body, .. } if (400..500).contains(status) => {
-            *status != 401 && *status != 403 && *status != 429 && {
-                let b = body.to_ascii_lowercase();
-                b.contains("stream")
-            }
-        }
-        _ => false,
-    }
 }
 
 /// Largest observation passed back to the model, in bytes.
@@ -513,52 +500,6 @@ impl Agent {
                     reason
                 };
                 self.on_model_failed(now, c.purpose, ModelError { message, attempts });
-            }
-        }
-        self.pump(now);
-    }
-
-    /// A piece of a streamed reply's body (`stream: true` requests answered 200), as it
-    /// arrives; the whole body still comes with [`Agent::handle_model`]. The reasoning in
-    /// it is shown as `reasoning/thought` envelopes, a paragraph at a time.
-    pub fn handle_model_data(&mut self, now: Time, call: ModelCallId, piece: &str) {
-        let Some(c) = self
-            .calls
-            .iter_mut()
-            .find(|c| c.id == call && c.retry_at.is_none() && c.request.stream)
-        else {
-            return;
-        };
-        let Purpose::Step(slot) = c.purpose else {
-            return;
-        };
-        let deltas = c
-            .live
-            .get_or_insert_with(StreamAssembler::default)
-            .push(piece);
-        let Some(task) = self.tasks.get_mut(&slot) else {
-            return;
-        };
-        for d in deltas {
-            if let Delta::Reasoning(r) = d {
-                task.thinking.push_str(&r);
-            }
-        }
-        // A paragraph at a time: a thought per token would flood the space.
-        let cut = match task.thinking.rfind('\n') {
-            Some(i) if i >= 200 => Some(i),
-            _ if task.thinking.len() >= 2000 => Some(task.thinking.len()),
-            _ => None,
-        };
-        if let Some(cut) = cut {
-            let mut cut = cut;
-            while !task.thinking.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let text: String = task.thinking.drain(..cut).collect();
-            task.thinking_live = true;
-            if !text.trim().is_empty() && self.s.model_reasoning == ModelReasoning::Thoughts {
-                self.thought(now, slot, text.trim());
             }
         }
         self.pump(now);

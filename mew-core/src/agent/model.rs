@@ -374,6 +374,24 @@ mod tests {
             }),
             Verdict::Retry(Some(d), _) if d == Duration::from_secs(2)
         ));
+        // 200 with an error object: a server-side code is retried, anything else fails.
+        let ok_but = |body: &str| ModelOutcome::Http {
+            status: 200,
+            retry_after: None,
+            body: body.into(),
+        };
+        assert!(matches!(
+            judge(ok_but(r#"{"error":{"message":"overloaded","code":503}}"#)),
+            Verdict::Retry(None, m) if m.contains("overloaded")
+        ));
+        assert!(matches!(
+            judge(ok_but(r#"{"error":{"message":"bad model","code":"invalid"}}"#)),
+            Verdict::Fail(m) if m == "the model server reported an error: bad model"
+        ));
+        assert!(matches!(
+            judge(ok_but(r#"{"choices":[]}"#)),
+            Verdict::Fail(m) if m.contains("choices are empty")
+        ));
         assert!(matches!(
             judge(ModelOutcome::Transport("refused".into())),
             Verdict::Retry(None, m) if m.contains("cannot reach")
