@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod automation;
+pub mod backoff;
 pub mod bridge;
 pub mod capability;
 pub mod cluster;
@@ -19,6 +20,7 @@ pub mod mcp;
 pub mod participant;
 pub mod schema;
 pub mod secret;
+pub mod supervise;
 pub mod time;
 pub mod tools;
 

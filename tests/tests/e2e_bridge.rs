@@ -1,5 +1,7 @@
 //! The MCP bridge end to end: a gateway on loopback, bridges to the real npm servers
-//! (tests/mcp-servers), and participants that list and call tools through the space.
+//! (tests/mcp-servers), and participants that list and call tools through the space. Every
+//! scenario runs twice: the bridge on tokio and on async-std (the gateway and the other
+//! participants on tokio).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -67,14 +69,38 @@ fn space_yaml() -> String {
     y
 }
 
+/// The runtime the bridge under test runs on.
+#[derive(Debug, Clone, Copy)]
+enum Driver {
+    Tokio,
+    AsyncStd,
+}
+
+/// Runs scenario `$name` once per driver.
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tokio() {
+                super::$name(super::Driver::Tokio).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn async_std() {
+                super::$name(super::Driver::AsyncStd).await
+            }
+        }
+    };
+}
+
 struct Gateway {
+    driver: Driver,
     addr: std::net::SocketAddr,
     shutdown: ShutdownHandle,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl Gateway {
-    async fn start_on(addr: std::net::SocketAddr, name: &str) -> Gateway {
+    async fn start_on(addr: std::net::SocketAddr, name: &str, driver: Driver) -> Gateway {
         let config = SpaceConfig::from_yaml(&space_yaml()).unwrap();
         let opts = ServerOptions {
             log_dir: scratch(&format!("gw-{name}")).join(".mew/logs"),
@@ -86,14 +112,15 @@ impl Gateway {
         let shutdown = server.shutdown_handle();
         let task = tokio::spawn(server.serve());
         Gateway {
+            driver,
             addr,
             shutdown,
             task,
         }
     }
 
-    async fn start(name: &str) -> Gateway {
-        Gateway::start_on("127.0.0.1:0".parse().unwrap(), name).await
+    async fn start(name: &str, driver: Driver) -> Gateway {
+        Gateway::start_on("127.0.0.1:0".parse().unwrap(), name, driver).await
     }
 
     fn url(&self) -> String {
@@ -106,11 +133,11 @@ impl Gateway {
     }
 
     fn bridge(&self, id: &str, command: ServerCommand, init_timeout: Duration) -> BridgeHandle {
-        spawn_bridge(
-            self.bridge_config(id, init_timeout),
-            command,
-            Some(seed_of(id)),
-        )
+        let (config, seed) = (self.bridge_config(id, init_timeout), Some(seed_of(id)));
+        match self.driver {
+            Driver::Tokio => spawn_bridge(config, command, seed),
+            Driver::AsyncStd => mew_async_std::spawn_bridge(config, command, seed),
+        }
     }
 
     fn bridge_config(&self, id: &str, init_timeout: Duration) -> BridgeConfig {
@@ -253,9 +280,9 @@ async fn gone(pid: u32) -> bool {
     true
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filesystem_read_and_a_write_proposed_then_fulfilled() {
-    let gw = Gateway::start("fs").await;
+both!(filesystem_read_and_a_write_proposed_then_fulfilled);
+async fn filesystem_read_and_a_write_proposed_then_fulfilled(driver: Driver) {
+    let gw = Gateway::start("fs", driver).await;
     let root = scratch("fs-root");
     std::fs::write(root.join("hello.txt"), "hello from the test\n").unwrap();
     let bridge = gw.bridge(
@@ -370,9 +397,9 @@ async fn filesystem_read_and_a_write_proposed_then_fulfilled() {
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_entities_created_and_read_back() {
-    let gw = Gateway::start("mem").await;
+both!(memory_entities_created_and_read_back);
+async fn memory_entities_created_and_read_back(driver: Driver) {
+    let gw = Gateway::start("mem", driver).await;
     let dir = scratch("mem");
     let file = dir.join("memory.jsonl");
     let mut cmd = node("@modelcontextprotocol/server-memory", &[]);
@@ -430,9 +457,9 @@ async fn memory_entities_created_and_read_back() {
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn everything_tools_resources_prompts_and_status() {
-    let gw = Gateway::start("every").await;
+both!(everything_tools_resources_prompts_and_status);
+async fn everything_tools_resources_prompts_and_status(driver: Driver) {
+    let gw = Gateway::start("every", driver).await;
     let bridge = gw.bridge(
         "every",
         node("@modelcontextprotocol/server-everything", &[]),
@@ -550,9 +577,9 @@ async fn everything_tools_resources_prompts_and_status() {
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_server_fails_the_call_in_flight_and_is_restarted() {
-    let gw = Gateway::start("crash").await;
+both!(a_killed_server_fails_the_call_in_flight_and_is_restarted);
+async fn a_killed_server_fails_the_call_in_flight_and_is_restarted(driver: Driver) {
+    let gw = Gateway::start("crash", driver).await;
     let mut bridge = gw.bridge(
         "every",
         node("@modelcontextprotocol/server-everything", &[]),
@@ -631,9 +658,9 @@ async fn a_killed_server_fails_the_call_in_flight_and_is_restarted() {
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commands_that_are_not_mcp_servers_fail_clearly_within_the_init_timeout() {
-    let gw = Gateway::start("broken").await;
+both!(commands_that_are_not_mcp_servers_fail_clearly_within_the_init_timeout);
+async fn commands_that_are_not_mcp_servers_fail_clearly_within_the_init_timeout(driver: Driver) {
+    let gw = Gateway::start("broken", driver).await;
     let (human, mut events) = gw.join("human").await;
     let init = Duration::from_millis(1500);
 
@@ -711,9 +738,9 @@ async fn commands_that_are_not_mcp_servers_fail_clearly_within_the_init_timeout(
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_control_stops_the_server_and_the_bridge() {
-    let gw = Gateway::start("control").await;
+both!(shutdown_control_stops_the_server_and_the_bridge);
+async fn shutdown_control_stops_the_server_and_the_bridge(driver: Driver) {
+    let gw = Gateway::start("control", driver).await;
     let bridge = gw.bridge(
         "every",
         node("@modelcontextprotocol/server-everything", &[]),
@@ -743,9 +770,9 @@ async fn shutdown_control_stops_the_server_and_the_bridge() {
     gw.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_server_keeps_running_while_the_gateway_is_away() {
-    let gw = Gateway::start("away").await;
+both!(the_server_keeps_running_while_the_gateway_is_away);
+async fn the_server_keeps_running_while_the_gateway_is_away(driver: Driver) {
+    let gw = Gateway::start("away", driver).await;
     let addr = gw.addr;
     let bridge = gw.bridge(
         "every",
@@ -761,7 +788,7 @@ async fn the_server_keeps_running_while_the_gateway_is_away() {
 
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(process_alive(pid));
-    let gw = Gateway::start_on(addr, "away-again").await;
+    let gw = Gateway::start_on(addr, "away-again", driver).await;
     let (human, _events) = gw.join("human").await;
     sees(&human, "every").await;
     assert_eq!(

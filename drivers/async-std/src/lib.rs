@@ -19,6 +19,7 @@ mod runtime;
 pub use mew_driver_common::agent::{
     AgentExit, DataSink, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
 };
+pub use mew_driver_common::bridge::{BridgeHandle, BridgeSnapshot};
 pub use mew_driver_common::clock;
 pub use mew_driver_common::participant::{
     CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
@@ -49,4 +50,34 @@ pub async fn run_agent(
         config, endpoint, transport, seed, shutdown, on_event,
     )
     .await
+}
+
+/// An MCP server's child process on async-std / smol.
+pub mod mcp_process {
+    pub use mew_driver_common::process::{ProcessEvent, ServerCommand};
+
+    /// One MCP server process at a time on async-std / smol (see
+    /// [`mew_driver_common::process::McpProcess`]).
+    pub type McpProcess = mew_driver_common::process::McpProcess<crate::AsyncStd>;
+}
+
+/// Starts an MCP bridge in the background on the global executor (see
+/// [`mew_driver_common::bridge::spawn_bridge`]).
+pub fn spawn_bridge(
+    config: mew_core::bridge::BridgeConfig,
+    command: mcp_process::ServerCommand,
+    seed: Option<u64>,
+) -> BridgeHandle {
+    mew_driver_common::bridge::spawn_bridge::<AsyncStd>(config, command, seed)
+}
+
+/// Runs an MCP bridge on async-std (or smol) until it exits; `shutdown` resolving starts a
+/// clean stop (see [`mew_driver_common::bridge::run_bridge`]).
+pub async fn run_bridge(
+    config: mew_core::bridge::BridgeConfig,
+    command: mcp_process::ServerCommand,
+    seed: Option<u64>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> mew_core::bridge::Exit {
+    mew_driver_common::bridge::run_bridge::<AsyncStd>(config, command, seed, shutdown).await
 }

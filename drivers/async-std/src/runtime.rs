@@ -1,4 +1,5 @@
-//! The runtime hooks: `async-global-executor` tasks, `async-io` timers, `async-net` sockets.
+//! The runtime hooks: `async-global-executor` tasks, `async-io` timers, `async-net` sockets,
+//! `async-process` child processes.
 
 use std::future::Future;
 use std::time::Duration;
@@ -20,6 +21,7 @@ use futures_util::{AsyncReadExt, AsyncWriteExt};
 use mew_core::participant::Event;
 use mew_driver_common::clock::Sleep;
 use mew_driver_common::participant::Runtime;
+use mew_driver_common::process::{ProcessRuntime, Spawned};
 use mew_driver_common::server::ServerRuntime;
 
 /// The async-std / smol runtime hooks for the shared participant runtime.
@@ -185,6 +187,46 @@ impl ServerRuntime for AsyncStd {
                 Some(config),
             ))
         }
+    }
+}
+
+impl ProcessRuntime for AsyncStd {
+    type Child = async_process::Child;
+    type Stdin = async_process::ChildStdin;
+    type Stdout = async_process::ChildStdout;
+    type Stderr = async_process::ChildStderr;
+
+    fn spawn_child(cmd: std::process::Command) -> io::Result<Spawned<Self>> {
+        use std::process::Stdio;
+        // The conversion keeps program, arguments, environment, directory and process
+        // group, but not the stdio settings.
+        let mut child = async_process::Command::from(cmd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let piped = || io::Error::other("stdio is not piped");
+        let stdin = child.stdin.take().ok_or_else(piped)?;
+        let stdout = child.stdout.take().ok_or_else(piped)?;
+        let stderr = child.stderr.take().ok_or_else(piped)?;
+        Ok(Spawned {
+            pid: Some(child.id()),
+            child,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    fn wait(
+        child: &mut Self::Child,
+    ) -> impl Future<Output = io::Result<std::process::ExitStatus>> + Send + '_ {
+        child.status()
+    }
+
+    fn start_kill(child: &mut Self::Child) -> io::Result<()> {
+        child.kill()
     }
 }
 

@@ -12,15 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_channel::oneshot;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::future::Either;
 use mew_core::agent::{AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output};
 use mew_core::participant;
 use mew_core::tools::ToolsAgent;
-use tungstenite::Message;
-use tungstenite::protocol::CloseFrame;
 
 use crate::clock::{self, timeout};
-use crate::participant::{Incoming, Runtime, open_within, read_client, write_within as within};
+use crate::link::Link;
+use crate::participant::Runtime;
 
 /// Where the model is: an OpenAI-compatible chat-completions API.
 #[derive(Clone)]
@@ -198,12 +197,7 @@ pub enum AgentExit {
     GatewayGaveUp,
 }
 
-enum Internal<W> {
-    Connected(u64, Box<W>),
-    ConnectFailed(u64, String),
-    Frame(u64, String),
-    Pong(u64),
-    Closed(u64, String),
+enum Internal {
     Model(ModelCallId, ModelOutcome),
     ModelData(ModelCallId, String),
     Stdin(Vec<u8>),
@@ -213,7 +207,7 @@ enum Internal<W> {
 
 /// Reads the process's stdin on a thread of its own (stdin has no portable async form) and
 /// hands chunks to the agent's task.
-fn read_stdin<W: Send + 'static>(tx: async_channel::Sender<Internal<W>>) {
+fn read_stdin(tx: async_channel::Sender<Internal>) {
     let spawned = std::thread::Builder::new()
         .name("mew-mcp-stdin".into())
         .spawn(move || {
@@ -291,10 +285,10 @@ pub async fn run_agent<R: Runtime>(
     shutdown: impl Future<Output = ()> + Send + 'static,
     mut on_event: impl FnMut(&AgentEvent) + Send,
 ) -> AgentExit {
-    let max_frame = config.participant.limits.max_frame_bytes;
+    let participant_config = config.participant.clone();
     let mcp = config.mcp_stdio;
     let mut agent = ToolsAgent::new(config, seed.unwrap_or_else(clock::os_seed));
-    let (tx, rx) = async_channel::bounded::<Internal<R::Ws>>(1024);
+    let (tx, rx) = async_channel::bounded::<Internal>(1024);
     let stdout = if mcp {
         read_stdin(tx.clone());
         Some(write_stdout())
@@ -308,63 +302,17 @@ pub async fn run_agent<R: Runtime>(
             let _ = tx.send(Internal::Shutdown).await;
         });
     }
-    let mut epoch = 0u64;
-    let mut sink: Option<futures_util::stream::SplitSink<R::Ws, Message>> = None;
+    let mut link = Link::<R>::new(&participant_config);
     let mut exit: Option<AgentExit> = None;
     let mut closing = false;
     let mut gave_up = false;
     agent.start(clock::now());
-    let write_within = agent.agent().participant().config().heartbeat.write_timeout;
     loop {
-        let mut wrote = false;
-        let mut write_failed: Option<&str> = None;
         while let Some(out) = agent.poll_output() {
             match out {
-                Output::Gateway(participant::Output::Connect { url, headers }) => {
-                    epoch += 1;
-                    sink = None;
-                    let (tx, e) = (tx.clone(), epoch);
-                    let within = agent
-                        .agent()
-                        .participant()
-                        .config()
-                        .heartbeat
-                        .connect_timeout;
-                    R::spawn(async move {
-                        let msg = match open_within::<R>(&url, &headers, max_frame, within).await {
-                            Ok(ws) => Internal::Connected(e, Box::new(ws)),
-                            Err(err) => Internal::ConnectFailed(e, err),
-                        };
-                        let _ = tx.send(msg).await;
-                    });
+                Output::Gateway(o) => {
+                    link.carry(o, &mut agent).await;
                 }
-                Output::Gateway(participant::Output::Transmit(text)) => {
-                    if let Some(s) = &mut sink {
-                        wrote = true;
-                        let fed = within::<R, _>(write_within, s.feed(Message::text(text))).await;
-                        write_failed = write_failed.or(fed.err());
-                    }
-                }
-                Output::Gateway(participant::Output::Ping) => {
-                    if let Some(s) = &mut sink {
-                        wrote = true;
-                        let ping = Message::Ping(Default::default());
-                        let fed = within::<R, _>(write_within, s.feed(ping)).await;
-                        write_failed = write_failed.or(fed.err());
-                    }
-                }
-                Output::Gateway(participant::Output::Disconnect { reason }) => {
-                    epoch += 1;
-                    if let Some(mut s) = sink.take() {
-                        let frame = CloseFrame {
-                            code: 1000.into(),
-                            reason: reason.into(),
-                        };
-                        let close = s.send(Message::Close(Some(frame)));
-                        let _ = timeout::<R, _>(write_within, close).await;
-                    }
-                }
-                Output::Gateway(participant::Output::Event(_)) => {}
                 Output::Model {
                     call,
                     request,
@@ -404,72 +352,41 @@ pub async fn run_agent<R: Runtime>(
                 }
             }
         }
-        if wrote
-            && write_failed.is_none()
-            && let Some(s) = &mut sink
-        {
-            write_failed = within::<R, _>(write_within, s.flush()).await.err();
-        }
-        if let Some(reason) = write_failed {
-            // Abandon this socket and its reader; the core reconnects.
-            sink = None;
-            epoch += 1;
-            agent.handle_disconnected(clock::now(), reason);
+        if !link.flush(&mut agent).await {
+            // The socket was given up: the core has outputs again.
             continue;
         }
         if let Some(e) = exit.take() {
-            if let Some(mut s) = sink.take() {
-                let _ = timeout::<R, _>(write_within, s.close()).await;
-            }
+            link.close().await;
             return e;
         }
         if closing {
-            if let Some(mut s) = sink.take() {
-                let _ = timeout::<R, _>(write_within, s.close()).await;
-            }
+            link.close().await;
             return AgentExit::Shutdown;
         }
         let wait = agent
             .poll_timeout()
             .map(clock::until)
             .unwrap_or(Duration::from_secs(3600));
-        let msg = match timeout::<R, _>(wait, rx.recv()).await {
+        let (recv, linked) = (std::pin::pin!(rx.recv()), std::pin::pin!(link.next()));
+        let next = futures_util::future::select(recv, linked);
+        let msg = match timeout::<R, _>(wait, next).await {
             None => {
                 agent.handle_timeout(clock::now());
                 continue;
             }
-            Some(Ok(m)) => m,
-            Some(Err(_)) => return AgentExit::Shutdown,
+            Some(Either::Right((Some(ev), _))) => {
+                if let Some(reason) = link.handle(ev, &mut agent) {
+                    tracing::warn!("cannot connect: {reason}");
+                }
+                continue;
+            }
+            Some(Either::Right((None, _))) => continue,
+            Some(Either::Left((Ok(m), _))) => m,
+            Some(Either::Left((Err(_), _))) => return AgentExit::Shutdown,
         };
         let now = clock::now();
         match msg {
-            Internal::Connected(e, ws) if e == epoch => {
-                let (s, stream) = (*ws).split();
-                sink = Some(s);
-                let tx = tx.clone();
-                R::spawn(read_client(stream, move |ev| {
-                    let tx = tx.clone();
-                    async move {
-                        let m = match ev {
-                            Incoming::Frame(t) => Internal::Frame(e, t),
-                            Incoming::Pong => Internal::Pong(e),
-                            Incoming::Closed(r) => Internal::Closed(e, r),
-                        };
-                        tx.send(m).await.is_ok()
-                    }
-                }));
-                agent.handle_connected(now);
-            }
-            Internal::ConnectFailed(e, reason) if e == epoch => {
-                tracing::warn!("cannot connect: {reason}");
-                agent.handle_disconnected(now, &reason);
-            }
-            Internal::Frame(e, text) if e == epoch => agent.handle_frame(now, &text),
-            Internal::Pong(e) if e == epoch => agent.handle_pong(now),
-            Internal::Closed(e, reason) if e == epoch => {
-                sink = None;
-                agent.handle_disconnected(now, &reason);
-            }
             Internal::Model(call, outcome) => agent.handle_model(now, call, outcome),
             Internal::ModelData(call, piece) => agent.handle_model_data(now, call, &piece),
             Internal::Stdin(bytes) => agent.handle_stdin(now, &bytes),
@@ -478,7 +395,6 @@ pub async fn run_agent<R: Runtime>(
                 agent.close(now, "shutdown");
                 closing = true;
             }
-            _ => {}
         }
     }
 }

@@ -130,20 +130,6 @@ pub fn write_token_file(base: &Path, participant: &str, token: &str) -> io::Resu
     Ok(path)
 }
 
-/// The environment variable the reference reads a participant's token from:
-/// `MEW_TOKEN_<ID>`, upper case, `-` as `_`.
-pub fn token_env_name(participant: &str) -> String {
-    let mut s = String::from("MEW_TOKEN_");
-    s.extend(participant.chars().map(|c| {
-        if c == '-' {
-            '_'
-        } else {
-            c.to_ascii_uppercase()
-        }
-    }));
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,7 +155,6 @@ mod tests {
         }
         assert!(write_token_file(&d, "../evil", "x").is_err());
         assert_eq!(read_token_file(&d, "../evil"), None);
-        assert_eq!(token_env_name("my-agent"), "MEW_TOKEN_MY_AGENT");
     }
 
     #[test]

@@ -23,7 +23,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output};
-use serde_json::json;
 use tungstenite::Utf8Bytes;
 
 use crate::Response;
@@ -390,37 +389,19 @@ impl<L: ConnLink> GatewayHost<L> {
                     Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
                 }
             }
-            Route::Participants { space } => {
-                let id = &self.gateway.config().id;
-                if space.as_deref().is_some_and(|s| s != id) {
-                    return Response::error(404, "unknown_space", "no such space here");
-                }
-                match self.gateway.http_participants(req.bearer.as_deref()) {
-                    Ok(list) => {
-                        let list: Vec<_> = list
-                            .into_iter()
-                            .map(|p| {
-                                json!({"id": p.id, "capabilities": p.capabilities,
-                                       "online": p.online, "virtual": p.is_virtual})
-                            })
-                            .collect();
-                        Response::json(200, &json!({"space": id, "participants": list}))
-                    }
-                    Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
-                }
-            }
-            Route::Health => {
-                let h = self.gateway.health();
-                Response::json(
-                    200,
-                    &json!({"status": "ok", "protocol": mew_core::PROTOCOL, "space": h.space,
-                            "connections": h.connections,
-                            "participants_online": h.participants_online,
-                            "active_streams": h.active_streams, "history": h.history_len,
-                            "history_bytes": h.history_bytes,
-                            "audit_dropped": self.audit_dropped()}),
-                )
-            }
+            Route::Participants { space } => match self
+                .gateway
+                .http_participants_json(space.as_deref(), req.bearer.as_deref())
+            {
+                Ok(body) => Response::json_bytes(200, body.into_bytes()),
+                Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
+            },
+            Route::Health => Response::json_bytes(
+                200,
+                self.gateway
+                    .http_health_json(self.audit_dropped())
+                    .into_bytes(),
+            ),
             Route::Metrics => Response {
                 status: 200,
                 content_type: crate::metrics::CONTENT_TYPE,

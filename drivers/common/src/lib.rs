@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod bridge;
 pub mod clock;
 pub mod conn;
 pub mod exit;
@@ -17,9 +18,11 @@ pub mod files;
 pub mod host;
 pub mod http;
 pub mod jwt;
+pub mod link;
 pub mod logs;
 pub mod metrics;
 pub mod participant;
+pub mod process;
 pub mod proxy;
 pub mod response;
 pub mod route;

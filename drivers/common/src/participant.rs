@@ -14,13 +14,12 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_channel::oneshot;
-use futures_util::{FutureExt, Sink, SinkExt, Stream, StreamExt};
+use futures_util::{FutureExt, Sink, Stream, StreamExt};
 use mew_core::Time;
 use mew_core::participant::{
-    AvailableTool, CallId, CommandError, Draft, Event, Output, Participant, ParticipantConfig,
+    AvailableTool, CallId, CommandError, Draft, Event, Participant, ParticipantConfig,
     RequestError, RequestId, RequestOptions, ReviewedProposal, SendError, ToolError, ToolSpec,
 };
 use serde_json::Value;
@@ -31,6 +30,7 @@ use tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tungstenite::{Error as WsError, Message};
 
 use crate::clock::{self, Sleep};
+use crate::link::Link;
 
 /// How many events may wait for the application before the oldest are dropped.
 pub const EVENT_QUEUE: usize = 4096;
@@ -98,23 +98,15 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 pub type ToolHandler = Arc<dyn Fn(Value) -> BoxFuture<Result<Value, ToolError>> + Send + Sync>;
 type Job<R> = Box<dyn FnOnce(&mut Inner<R>, Time) + Send>;
 
-enum Internal<W> {
-    Connected(u64, Box<W>),
-    ConnectFailed(u64, String),
-    Frame(u64, String),
-    Pong(u64),
-    Closed(u64, String),
-    ToolDone(CallId, Result<Value, ToolError>),
-}
+/// A tool handler finished.
+struct ToolDone(CallId, Result<Value, ToolError>);
 
 struct Inner<R: Runtime> {
     p: Participant,
     waiters: HashMap<RequestId, oneshot::Sender<Result<Value, RequestError>>>,
     tools: HashMap<String, ToolHandler>,
-    internal: async_channel::Sender<Internal<R::Ws>>,
-    /// Connection epoch: frames from an older socket are ignored.
-    epoch: u64,
-    sink: Option<futures_util::stream::SplitSink<R::Ws, Message>>,
+    internal: async_channel::Sender<ToolDone>,
+    link: Link<R>,
     events: R::EventSender,
     dropped_events: u64,
     stopped: bool,
@@ -144,14 +136,14 @@ impl<R: Runtime> ParticipantRuntime<R> {
         let (jobs_tx, jobs_rx) = async_channel::bounded::<Job<R>>(256);
         let (internal_tx, internal_rx) = async_channel::bounded(1024);
         let (events_tx, events_rx) = R::event_queue(EVENT_QUEUE);
+        let link = Link::new(&config);
         let p = Participant::new(config, seed.unwrap_or_else(clock::os_seed));
         let inner = Inner {
             p,
             waiters: HashMap::new(),
             tools: HashMap::new(),
             internal: internal_tx,
-            epoch: 0,
-            sink: None,
+            link,
             events: events_tx,
             dropped_events: 0,
             stopped: false,
@@ -420,7 +412,7 @@ pub fn close_reason(frame: Option<&CloseFrame>) -> String {
 async fn drive<R: Runtime>(
     mut inner: Inner<R>,
     jobs: async_channel::Receiver<Job<R>>,
-    internal: async_channel::Receiver<Internal<R::Ws>>,
+    internal: async_channel::Receiver<ToolDone>,
 ) {
     inner.p.start(clock::now());
     loop {
@@ -440,114 +432,33 @@ async fn drive<R: Runtime>(
                 Ok(job) => job(&mut inner, clock::now()),
                 Err(_) => break,
             },
-            // The task holds a sender itself, so this never ends.
-            msg = internal.recv().fuse() => if let Ok(msg) = msg { inner.internal(msg) },
+            // The link and the task hold senders themselves, so these never end.
+            ev = inner.link.next().fuse() => if let Some(ev) = ev {
+                inner.link.handle(ev, &mut inner.p);
+            },
+            done = internal.recv().fuse() => if let Ok(ToolDone(call, result)) = done {
+                let _ = inner.p.complete_call(clock::now(), call, result);
+            },
             _ = timer.fuse() => inner.p.handle_timeout(clock::now()),
         }
     }
-    if let Some(mut sink) = inner.sink.take() {
-        let _ = clock::timeout::<R, _>(Duration::from_secs(1), sink.close()).await;
-    }
+    inner.link.close().await;
 }
 
 impl<R: Runtime> Inner<R> {
-    fn internal(&mut self, msg: Internal<R::Ws>) {
-        let now = clock::now();
-        match msg {
-            Internal::Connected(epoch, ws) if epoch == self.epoch => {
-                let (sink, stream) = (*ws).split();
-                self.sink = Some(sink);
-                R::spawn(read(stream, self.internal.clone(), epoch));
-                self.p.handle_connected(now);
-            }
-            Internal::ConnectFailed(epoch, reason) if epoch == self.epoch => {
-                self.p.handle_disconnected(now, &reason);
-            }
-            Internal::Frame(epoch, text) if epoch == self.epoch => self.p.handle_frame(now, &text),
-            Internal::Pong(epoch) if epoch == self.epoch => self.p.handle_pong(now),
-            Internal::Closed(epoch, reason) if epoch == self.epoch => {
-                self.sink = None;
-                self.p.handle_disconnected(now, &reason);
-            }
-            Internal::ToolDone(call, result) => {
-                let _ = self.p.complete_call(now, call, result);
-            }
-            _ => {}
-        }
-    }
-
     /// Carries out every queued output of the core.
     async fn pump(&mut self) {
-        let mut wrote = false;
-        while let Some(out) = self.p.poll_output() {
-            match out {
-                Output::Connect { url, headers } => {
-                    self.epoch += 1;
-                    self.sink = None;
-                    let epoch = self.epoch;
-                    let tx = self.internal.clone();
-                    let limit = self.p.config().limits.max_frame_bytes;
-                    let within = self.p.config().heartbeat.connect_timeout;
-                    R::spawn(async move {
-                        let opened = open_within::<R>(&url, &headers, limit, within).await;
-                        let msg = match opened {
-                            Ok(ws) => Internal::Connected(epoch, Box::new(ws)),
-                            Err(e) => Internal::ConnectFailed(epoch, e),
-                        };
-                        let _ = tx.send(msg).await;
-                    });
+        loop {
+            while let Some(out) = self.p.poll_output() {
+                if let Some(e) = self.link.carry(out, &mut self.p).await {
+                    self.event(e);
                 }
-                Output::Transmit(text) => {
-                    if self.sink.is_some() {
-                        self.write(Message::text(text)).await;
-                        wrote = true;
-                    }
-                }
-                Output::Ping => {
-                    if self.sink.is_some() {
-                        self.write(Message::Ping(Default::default())).await;
-                        wrote = true;
-                    }
-                }
-                Output::Disconnect { reason } => {
-                    self.epoch += 1;
-                    if let Some(mut sink) = self.sink.take() {
-                        let frame = CloseFrame {
-                            code: 1000.into(),
-                            reason: reason.into(),
-                        };
-                        let within = self.p.config().heartbeat.write_timeout;
-                        let _ =
-                            clock::timeout::<R, _>(within, sink.send(Message::Close(Some(frame))))
-                                .await;
-                    }
-                }
-                Output::Event(e) => self.event(e),
+            }
+            // A failed flush gave the socket up: the core has outputs again.
+            if self.link.flush(&mut self.p).await {
+                break;
             }
         }
-        if wrote && let Some(sink) = &mut self.sink {
-            let within = self.p.config().heartbeat.write_timeout;
-            if let Err(reason) = write_within::<R, _>(within, sink.flush()).await {
-                self.write_failed(reason);
-            }
-        }
-    }
-
-    /// Queues one message on the socket; a gateway that stops reading cannot hold this task
-    /// (and so the participant's timers and commands) for longer than the write timeout.
-    async fn write(&mut self, msg: Message) {
-        let within = self.p.config().heartbeat.write_timeout;
-        let Some(sink) = &mut self.sink else { return };
-        if let Err(reason) = write_within::<R, _>(within, sink.feed(msg)).await {
-            self.write_failed(reason);
-        }
-    }
-
-    /// Gives up on the current socket: its reader is abandoned and the core reconnects.
-    fn write_failed(&mut self, reason: &str) {
-        self.sink = None;
-        self.epoch += 1;
-        self.p.handle_disconnected(clock::now(), reason);
     }
 
     fn event(&mut self, e: Event) {
@@ -570,7 +481,7 @@ impl<R: Runtime> Inner<R> {
                         let tx = self.internal.clone();
                         R::spawn(async move {
                             let r = fut.await;
-                            let _ = tx.send(Internal::ToolDone(call, r)).await;
+                            let _ = tx.send(ToolDone(call, r)).await;
                         });
                     }
                     None => {
@@ -637,25 +548,6 @@ where
         }
     };
     deliver(Incoming::Closed(reason)).await;
-}
-
-/// Reads one socket until it ends, handing frames to the driving task.
-async fn read<S, W>(stream: S, tx: async_channel::Sender<Internal<W>>, epoch: u64)
-where
-    S: Stream<Item = Result<Message, WsError>> + Unpin,
-{
-    read_client(stream, |event| {
-        let tx = tx.clone();
-        async move {
-            let msg = match event {
-                Incoming::Frame(t) => Internal::Frame(epoch, t),
-                Incoming::Pong => Internal::Pong(epoch),
-                Incoming::Closed(r) => Internal::Closed(epoch, r),
-            };
-            tx.send(msg).await.is_ok()
-        }
-    })
-    .await;
 }
 
 /// One write on a gateway socket, bounded by `within`: the reason to give the socket up,

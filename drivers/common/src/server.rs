@@ -17,7 +17,7 @@ use futures_channel::oneshot;
 use futures_util::future::{Either, select};
 use futures_util::{Sink, Stream};
 use mew_core::Limits;
-use mew_core::gateway::{Gateway, SpaceConfig};
+use mew_core::gateway::{Gateway, SpaceConfig, check_space};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Error as WsError, Message};
 
@@ -495,11 +495,13 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
         }
     };
     match route(&head) {
-        Route::WebSocket { space: Some(s) } if s != shared.space => {
-            let r = Response::error(404, "unknown_space", &format!("no space {s:?} here"));
-            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
-        }
-        Route::WebSocket { .. } => websocket::<R>(shared, sock, head, leftover).await,
+        Route::WebSocket { space } => match check_space(&shared.space, space.as_deref()) {
+            Ok(()) => websocket::<R>(shared, sock, head, leftover).await,
+            Err(e) => {
+                let r = Response::json_bytes(e.status, e.body_json.into_bytes());
+                let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+            }
+        },
         r => {
             let resp = http_response::<R>(&shared, &mut sock, &head, leftover, r).await;
             let _ = R::write_all(&mut sock, &resp.to_bytes()).await;

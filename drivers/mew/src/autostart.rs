@@ -16,6 +16,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use mew_core::gateway::{ParticipantConfig, ParticipantType, RestartPolicy, substitute};
+use mew_core::supervise::{Supervision, Verdict};
+use mew_driver_common::clock;
+use mew_driver_common::process::terminate_group;
+use mew_tokio::Tokio;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -25,12 +29,7 @@ use crate::connect::{GATEWAY_ENV, ID_ENV, SPACE_ENV, TOKEN_ENV};
 /// How long a process may take to stop after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Restarts in a row before supervision gives up on a process.
-const MAX_RESTARTS: u32 = 5;
-/// First restart delay; doubled per restart in a row, at most [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A process that ran this long before exiting starts a fresh run of restarts.
-const STABLE_AFTER: Duration = Duration::from_secs(60);
+const MAX_RESTARTS: u32 = Supervision::MAX_IN_A_ROW;
 
 /// What the space is, for substituting `${PORT}`, `${SPACE}` and `${TOKEN}`.
 #[derive(Debug, Clone)]
@@ -313,11 +312,9 @@ async fn supervise(
     mut stop: watch::Receiver<bool>,
     (states, changed): (States, std::sync::Arc<watch::Sender<u64>>),
 ) {
-    let mut restarts = 0u32;
-    let mut total = 0u32;
+    let mut supervision = Supervision::new(l.restart);
     let set = |f: &dyn Fn(&mut ProcessInfo)| update(&states, &changed, &l.id, f);
     loop {
-        let started = tokio::time::Instant::now();
         let mut child = match spawn(&l, &log) {
             Ok(c) => c,
             Err(e) => {
@@ -331,9 +328,11 @@ async fn supervise(
                 return;
             }
         };
+        supervision.handle_started(clock::now());
         tracing::info!(participant = %l.id, pid = child.id(), "started");
         let pid = child.id();
         let now = unix_ms();
+        let total = supervision.restarts();
         set(&|p| {
             p.state = ProcessState::Running;
             p.pid = pid;
@@ -352,49 +351,40 @@ async fn supervise(
             Ok(s) => s.to_string(),
             Err(e) => e.to_string(),
         };
-        let again = match l.restart {
-            RestartPolicy::Never => false,
-            RestartPolicy::OnFailure => failed,
-            RestartPolicy::Always => true,
-        };
+        let verdict = supervision.handle_exited(clock::now(), !failed);
         let tail = last_lines(&log, 5);
         let ended = if failed {
             format!("{status_text}; last output:\n{tail}")
         } else {
             status_text.clone()
         };
-        if !again {
-            set(&|p| {
-                p.state = ProcessState::Exited;
-                p.pid = None;
-                p.last_exit = Some(ended.clone());
-            });
-            if failed {
-                tracing::warn!(participant = %l.id, status = %status_text, "exited; last output:\n{tail}");
-            } else {
-                tracing::info!(participant = %l.id, status = %status_text, "exited");
+        let (delay, restarts) = match verdict {
+            Verdict::Done => {
+                set(&|p| {
+                    p.state = ProcessState::Exited;
+                    p.pid = None;
+                    p.last_exit = Some(ended.clone());
+                });
+                if failed {
+                    tracing::warn!(participant = %l.id, status = %status_text, "exited; last output:\n{tail}");
+                } else {
+                    tracing::info!(participant = %l.id, status = %status_text, "exited");
+                }
+                return;
             }
-            return;
-        }
-        if started.elapsed() >= STABLE_AFTER {
-            restarts = 0;
-        }
-        if restarts >= MAX_RESTARTS {
-            set(&|p| {
-                p.state = ProcessState::Exited;
-                p.pid = None;
-                p.last_exit = Some(format!(
-                    "{ended} (exited {MAX_RESTARTS} times in a row; not restarted again)"
-                ));
-            });
-            tracing::error!(participant = %l.id, status = %status_text, "exited {MAX_RESTARTS} times in a row; not restarted again; last output:\n{tail}");
-            return;
-        }
-        let delay = FIRST_BACKOFF
-            .saturating_mul(1 << restarts.min(16))
-            .min(MAX_BACKOFF);
-        restarts += 1;
-        total += 1;
+            Verdict::GaveUp => {
+                set(&|p| {
+                    p.state = ProcessState::Exited;
+                    p.pid = None;
+                    p.last_exit = Some(format!(
+                        "{ended} (exited {MAX_RESTARTS} times in a row; not restarted again)"
+                    ));
+                });
+                tracing::error!(participant = %l.id, status = %status_text, "exited {MAX_RESTARTS} times in a row; not restarted again; last output:\n{tail}");
+                return;
+            }
+            Verdict::Restart { at, in_a_row, .. } => (clock::until(at), in_a_row),
+        };
         set(&|p| {
             p.state = ProcessState::Restarting;
             p.pid = None;
@@ -466,19 +456,12 @@ fn last_lines(path: &Path, n: usize) -> String {
 
 /// SIGTERM to the child's process group, SIGKILL after the grace period.
 async fn terminate(child: &mut Child) {
-    #[cfg(unix)]
-    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        use nix::sys::signal::{Signal, killpg};
-        use nix::unistd::Pid;
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
-        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
-            return;
-        }
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        let _ = child.wait().await;
-        return;
+    if cfg!(unix) {
+        let pid = child.id();
+        let _ = terminate_group::<Tokio, _>(pid, STOP_GRACE, child.wait()).await;
+    } else {
+        let _ = child.kill().await;
     }
-    let _ = child.kill().await;
 }
 
 #[cfg(test)]

@@ -465,7 +465,8 @@ const DOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Runs `mew space down`.
 pub fn down(args: DirArgs) -> Result<String, Failure> {
-    use nix::sys::signal::{Signal, kill, killpg};
+    use mew_driver_common::process::{Stop, signal_group};
+    use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let dir = &args.space_dir;
     let Some(run) = read_run(dir) else {
@@ -486,10 +487,7 @@ pub fn down(args: DirArgs) -> Result<String, Failure> {
     let mut killed = Vec::new();
     for p in &run.processes {
         if let Some(child) = p.pid.filter(|c| alive(*c)) {
-            let _ = killpg(
-                Pid::from_raw(i32::try_from(child).unwrap_or(i32::MAX)),
-                Signal::SIGKILL,
-            );
+            signal_group(Some(child), Stop::Kill);
             killed.push(p.id.clone());
         }
     }

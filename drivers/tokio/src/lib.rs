@@ -9,16 +9,15 @@
 //! [`Tokio`] hooks (sockets, tasks, timers, event queue); no protocol rule lives here.
 #![forbid(unsafe_code)]
 
-mod bridge;
 pub mod clock;
 pub mod mcp_process;
 mod participant;
 mod server;
 
-pub use bridge::{BridgeHandle, BridgeSnapshot, run_bridge, spawn_bridge};
 pub use mew_driver_common::agent::{
     AgentExit, DataSink, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
 };
+pub use mew_driver_common::bridge::{BridgeHandle, BridgeSnapshot};
 pub use mew_driver_common::tls::{ServerTls, TlsFiles};
 pub use participant::{
     CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, Tokio, ToolHandler,
@@ -39,4 +38,25 @@ pub async fn run_agent(
         config, endpoint, transport, seed, shutdown, on_event,
     )
     .await
+}
+
+/// Starts an MCP bridge in the background on the current tokio runtime (see
+/// [`mew_driver_common::bridge::spawn_bridge`]).
+pub fn spawn_bridge(
+    config: mew_core::bridge::BridgeConfig,
+    command: mcp_process::ServerCommand,
+    seed: Option<u64>,
+) -> BridgeHandle {
+    mew_driver_common::bridge::spawn_bridge::<Tokio>(config, command, seed)
+}
+
+/// Runs an MCP bridge on tokio until it exits; `shutdown` resolving starts a clean stop
+/// (see [`mew_driver_common::bridge::run_bridge`]).
+pub async fn run_bridge(
+    config: mew_core::bridge::BridgeConfig,
+    command: mcp_process::ServerCommand,
+    seed: Option<u64>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> mew_core::bridge::Exit {
+    mew_driver_common::bridge::run_bridge::<Tokio>(config, command, seed, shutdown).await
 }

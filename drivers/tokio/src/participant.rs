@@ -1,5 +1,5 @@
-//! The participant runtime on tokio: the shared runtime of `mew-driver-common` with tokio's
-//! tasks, timers, sockets and event queue.
+//! The runtime hooks on tokio: the shared participant, agent and bridge runtimes of
+//! `mew-driver-common` with tokio's tasks, timers, sockets, processes and event queue.
 
 use std::future::Future;
 use std::time::Duration;
@@ -7,12 +7,15 @@ use std::time::Duration;
 use mew_core::participant::Event;
 use mew_driver_common::clock::Sleep;
 use mew_driver_common::participant::Runtime;
+use mew_driver_common::process::{ProcessRuntime, Spawned};
+use std::io;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_util::compat::{Compat, TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 pub use mew_driver_common::participant::{
     CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
@@ -29,6 +32,40 @@ pub struct Tokio;
 impl Sleep for Tokio {
     fn sleep(d: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(d)
+    }
+}
+
+impl ProcessRuntime for Tokio {
+    type Child = tokio::process::Child;
+    type Stdin = Compat<tokio::process::ChildStdin>;
+    type Stdout = Compat<tokio::process::ChildStdout>;
+    type Stderr = Compat<tokio::process::ChildStderr>;
+
+    fn spawn_child(cmd: std::process::Command) -> io::Result<Spawned<Self>> {
+        let mut child = tokio::process::Command::from(cmd)
+            .kill_on_drop(true)
+            .spawn()?;
+        let piped = || io::Error::other("stdio is not piped");
+        let stdin = child.stdin.take().ok_or_else(piped)?.compat_write();
+        let stdout = child.stdout.take().ok_or_else(piped)?.compat();
+        let stderr = child.stderr.take().ok_or_else(piped)?.compat();
+        Ok(Spawned {
+            pid: child.id(),
+            child,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    fn wait(
+        child: &mut Self::Child,
+    ) -> impl Future<Output = io::Result<std::process::ExitStatus>> + Send + '_ {
+        child.wait()
+    }
+
+    fn start_kill(child: &mut Self::Child) -> io::Result<()> {
+        child.start_kill()
     }
 }
 

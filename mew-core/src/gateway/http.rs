@@ -61,7 +61,52 @@ fn http_error(status: u16, code: &str, message: &str) -> HttpError {
     }
 }
 
+/// The rule for a request that names a space (`/ws?space=`, `/participants?space=`): a
+/// gateway serves one space, and any other is 404 `unknown_space`; naming none is fine.
+pub fn check_space(own: &str, asked: Option<&str>) -> Result<(), HttpError> {
+    match asked {
+        Some(s) if s != own => Err(http_error(
+            404,
+            "unknown_space",
+            &format!("no space {s:?} here"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl Gateway {
+    /// The body of `GET /participants` (with the space the request names, if any): the
+    /// space's id and each member's id, capabilities, presence and whether it is virtual.
+    pub fn http_participants_json(
+        &self,
+        space: Option<&str>,
+        bearer: Option<&str>,
+    ) -> Result<String, HttpError> {
+        check_space(&self.space_id, space)?;
+        let list: Vec<_> = self
+            .http_participants(bearer)?
+            .into_iter()
+            .map(|p| {
+                json!({"id": p.id, "capabilities": p.capabilities,
+                       "online": p.online, "virtual": p.is_virtual})
+            })
+            .collect();
+        Ok(json!({"space": &*self.space_id, "participants": list}).to_string())
+    }
+
+    /// The body of `GET /health`; `audit_dropped` counts the audit records the driver's
+    /// writer could not keep up with.
+    pub fn http_health_json(&self, audit_dropped: u64) -> String {
+        let h = self.health();
+        json!({"status": "ok", "protocol": crate::PROTOCOL, "space": h.space,
+               "connections": h.connections,
+               "participants_online": h.participants_online,
+               "active_streams": h.active_streams, "history": h.history_len,
+               "history_bytes": h.history_bytes,
+               "audit_dropped": audit_dropped})
+        .to_string()
+    }
+
     fn http_auth(
         &self,
         participant: &str,

@@ -56,7 +56,7 @@ pub use config::{
     GatewayOptions, GeneratedToken, JwtConfig, LoggingConfig, McpServerConfig, ParticipantConfig,
     ParticipantType, RestartPolicy, SpaceConfig, TOKEN_LEN, TlsConfig, substitute, token_env_var,
 };
-pub use http::{HttpAccepted, HttpError};
+pub use http::{HttpAccepted, HttpError, check_space};
 pub use identity::{Identity, IdentityVerifier, Verdict};
 pub use join::seal_join;
 pub use snapshot::SnapshotError;

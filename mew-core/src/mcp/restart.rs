@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::backoff::Backoff;
+
 /// Restart with exponential backoff: `initial_delay`, doubled per attempt, capped at
 /// `max_delay`, at most `max_reconnects` times in a row. A server that reaches the ready state
 /// earns a fresh budget.
@@ -42,13 +44,7 @@ impl RestartPolicy {
         if !self.enabled || attempt == 0 || attempt > self.max_reconnects {
             return None;
         }
-        let factor = 1u32.checked_shl(attempt - 1).unwrap_or(u32::MAX);
-        Some(
-            self.initial_delay
-                .checked_mul(factor)
-                .unwrap_or(self.max_delay)
-                .min(self.max_delay),
-        )
+        Some(Backoff::new(self.initial_delay, self.max_delay).delay(attempt - 1))
     }
 }
 

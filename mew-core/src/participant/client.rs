@@ -4,6 +4,7 @@
 use super::config::{HeartbeatPolicy, NotReadyPolicy, ReconnectPolicy};
 use super::error::SendError;
 use super::event::{Event, Output};
+use crate::backoff::Backoff;
 use crate::envelope::{Envelope, Kind, Limits, ParseError};
 use crate::ids::IdGen;
 use crate::time::Time;
@@ -292,16 +293,8 @@ impl Client {
     /// Delay before attempt `n` (0-based): base * 2^n capped, plus seeded jitter.
     fn backoff(&mut self, n: u32) -> Duration {
         let p = &self.config.reconnect;
-        let base = p.base_delay.as_millis() as u64;
-        let cap = p.max_delay.as_millis() as u64;
-        let d = base.saturating_mul(1u64 << n.min(32)).min(cap.max(base));
-        let span = (d as f64 * p.jitter.clamp(0.0, 1.0)) as u64;
-        let jitter = if span > 0 {
-            self.ids.below(span + 1)
-        } else {
-            0
-        };
-        Duration::from_millis(d + jitter)
+        let ids = &mut self.ids;
+        Backoff::new(p.base_delay, p.max_delay).delay_with_jitter(n, p.jitter, |b| ids.below(b))
     }
 
     /// Closes the connection for good (shutdown).

@@ -1,0 +1,257 @@
+//! The client link: one gateway connection's lifecycle, written once for every core that
+//! speaks to a gateway (participant, agent, tools agent, bridge).
+//!
+//! A core asks for a connection ([`Output::Connect`]), frames ([`Output::Transmit`]),
+//! pings and a close; the link carries these out and feeds back what the socket does
+//! through [`GatewayCore`]: connected, a frame, a pong, disconnected. It owns:
+//!
+//! - the connect attempt, given up after the core's `connect_timeout`;
+//! - the reader of each socket, and an epoch so that frames of a socket the core already
+//!   gave up on (replaced by a new connection, or abandoned after a failed write) are dropped;
+//! - every write bounded by the core's `write_timeout`: a gateway that stops reading cannot
+//!   hold the task (and so the core's timers and commands) longer than that, and the socket is
+//!   then given up and reported as disconnected (the core decides whether to reconnect);
+//! - the close on exit, bounded by [`CLOSE_WITHIN`] (or the write timeout when shorter).
+//!
+//! [`Output::Connect`]: participant::Output::Connect
+//! [`Output::Transmit`]: participant::Output::Transmit
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::stream::SplitSink;
+use futures_util::{SinkExt, StreamExt};
+use mew_core::Time;
+use mew_core::participant::{self, ParticipantConfig};
+use tungstenite::Message;
+use tungstenite::protocol::CloseFrame;
+
+use crate::clock;
+use crate::participant::{Incoming, Runtime, open_within, read_client, write_within};
+
+/// Longest wait for the close frame and the last queued frames when a core is done.
+pub const CLOSE_WITHIN: Duration = Duration::from_secs(2);
+
+/// Events the link delivers to a core that speaks to a gateway.
+pub trait GatewayCore {
+    /// The socket is open (the core sends its join and waits for the welcome).
+    fn handle_connected(&mut self, now: Time);
+    /// A text frame arrived.
+    fn handle_frame(&mut self, now: Time, frame: &str);
+    /// A pong answered a ping.
+    fn handle_pong(&mut self, now: Time);
+    /// The connection failed or ended, and why.
+    fn handle_disconnected(&mut self, now: Time, reason: &str);
+}
+
+macro_rules! gateway_core {
+    ($t:ty) => {
+        impl GatewayCore for $t {
+            fn handle_connected(&mut self, now: Time) {
+                <$t>::handle_connected(self, now);
+            }
+            fn handle_frame(&mut self, now: Time, frame: &str) {
+                <$t>::handle_frame(self, now, frame);
+            }
+            fn handle_pong(&mut self, now: Time) {
+                <$t>::handle_pong(self, now);
+            }
+            fn handle_disconnected(&mut self, now: Time, reason: &str) {
+                <$t>::handle_disconnected(self, now, reason);
+            }
+        }
+    };
+}
+
+gateway_core!(mew_core::participant::Participant);
+gateway_core!(mew_core::tools::ToolsAgent);
+gateway_core!(mew_core::bridge::Bridge);
+
+/// Something one of the link's sockets did, to hand back to [`Link::handle`].
+pub struct LinkEvent<W> {
+    epoch: u64,
+    what: What<W>,
+}
+
+enum What<W> {
+    Connected(Box<W>),
+    ConnectFailed(String),
+    Frame(String),
+    Pong,
+    Closed(String),
+}
+
+/// One gateway connection at a time, driven by a core's outputs. See the module docs.
+pub struct Link<R: Runtime> {
+    max_frame: usize,
+    connect_within: Duration,
+    write_within: Duration,
+    /// Counts sockets; events of an earlier one are dropped.
+    epoch: u64,
+    sink: Option<SplitSink<R::Ws, Message>>,
+    /// Frames fed since the last flush.
+    wrote: bool,
+    tx: async_channel::Sender<LinkEvent<R::Ws>>,
+    rx: async_channel::Receiver<LinkEvent<R::Ws>>,
+}
+
+/// Socket events waiting for the driving task; readers wait when it is full.
+const EVENTS: usize = 1024;
+
+impl<R: Runtime> Link<R> {
+    /// A link with the deadlines and frame limit of `config`; nothing is opened until the
+    /// core asks.
+    pub fn new(config: &ParticipantConfig) -> Self {
+        let (tx, rx) = async_channel::bounded(EVENTS);
+        Link {
+            max_frame: config.limits.max_frame_bytes,
+            connect_within: config.heartbeat.connect_timeout,
+            write_within: config.heartbeat.write_timeout,
+            epoch: 0,
+            sink: None,
+            wrote: false,
+            tx,
+            rx,
+        }
+    }
+
+    /// Whether a socket is open.
+    pub fn is_open(&self) -> bool {
+        self.sink.is_some()
+    }
+
+    /// Carries out one gateway output of `core`; an [`Event`](participant::Event) is handed
+    /// back for the caller. A failed write gives the socket up and tells `core`.
+    pub async fn carry(
+        &mut self,
+        out: participant::Output,
+        core: &mut impl GatewayCore,
+    ) -> Option<participant::Event> {
+        match out {
+            participant::Output::Connect { url, headers } => {
+                self.replace();
+                let (epoch, tx) = (self.epoch, self.tx.clone());
+                let (limit, within) = (self.max_frame, self.connect_within);
+                R::spawn(async move {
+                    let what = match open_within::<R>(&url, &headers, limit, within).await {
+                        Ok(ws) => What::Connected(Box::new(ws)),
+                        Err(e) => What::ConnectFailed(e),
+                    };
+                    let _ = tx.send(LinkEvent { epoch, what }).await;
+                });
+            }
+            participant::Output::Transmit(text) => self.feed(Message::text(text), core).await,
+            participant::Output::Ping => self.feed(Message::Ping(Default::default()), core).await,
+            participant::Output::Disconnect { reason } => {
+                let sink = self.replace();
+                if let Some(mut sink) = sink {
+                    let frame = CloseFrame {
+                        code: 1000.into(),
+                        reason: reason.into(),
+                    };
+                    let close = sink.send(Message::Close(Some(frame)));
+                    let _ = clock::timeout::<R, _>(self.close_within(), close).await;
+                }
+            }
+            participant::Output::Event(e) => return Some(e),
+        }
+        None
+    }
+
+    /// Sends the frames fed since the last flush (call once the core's outputs are drained,
+    /// so that a burst leaves in one write). False when the write failed and the socket was
+    /// given up: `core` then has outputs again.
+    pub async fn flush(&mut self, core: &mut impl GatewayCore) -> bool {
+        if !std::mem::take(&mut self.wrote) {
+            return true;
+        }
+        let Some(sink) = &mut self.sink else {
+            return true;
+        };
+        match write_within::<R, _>(self.write_within, sink.flush()).await {
+            Ok(()) => true,
+            Err(reason) => {
+                self.give_up(reason, core);
+                false
+            }
+        }
+    }
+
+    /// The next event of the link's sockets (hand it to [`Link::handle`]). Never ends: the
+    /// link holds a sender itself. The future does not borrow the link.
+    pub fn next(&self) -> impl Future<Output = Option<LinkEvent<R::Ws>>> + Send + 'static {
+        let rx = self.rx.clone();
+        async move { rx.recv().await.ok() }
+    }
+
+    /// Feeds a socket event to `core` (events of a socket given up on are dropped). Returns
+    /// the reason when a connect attempt failed, for the caller to log.
+    pub fn handle(&mut self, ev: LinkEvent<R::Ws>, core: &mut impl GatewayCore) -> Option<String> {
+        if ev.epoch != self.epoch {
+            return None;
+        }
+        let now = clock::now();
+        match ev.what {
+            What::Connected(ws) => {
+                let (sink, stream) = (*ws).split();
+                self.sink = Some(sink);
+                let (epoch, tx) = (self.epoch, self.tx.clone());
+                R::spawn(read_client(stream, move |event| {
+                    let tx = tx.clone();
+                    async move {
+                        let what = match event {
+                            Incoming::Frame(t) => What::Frame(t),
+                            Incoming::Pong => What::Pong,
+                            Incoming::Closed(r) => What::Closed(r),
+                        };
+                        tx.send(LinkEvent { epoch, what }).await.is_ok()
+                    }
+                }));
+                core.handle_connected(now);
+            }
+            What::ConnectFailed(reason) => {
+                core.handle_disconnected(now, &reason);
+                return Some(reason);
+            }
+            What::Frame(text) => core.handle_frame(now, &text),
+            What::Pong => core.handle_pong(now),
+            What::Closed(reason) => {
+                self.sink = None;
+                core.handle_disconnected(now, &reason);
+            }
+        }
+        None
+    }
+
+    /// Flushes and closes the socket, if one is open, within [`CLOSE_WITHIN`].
+    pub async fn close(&mut self) {
+        if let Some(mut sink) = self.replace() {
+            let _ = clock::timeout::<R, _>(self.close_within(), sink.close()).await;
+        }
+    }
+
+    fn close_within(&self) -> Duration {
+        CLOSE_WITHIN.min(self.write_within)
+    }
+
+    /// Starts a new epoch: the current socket (returned) and its reader are given up.
+    fn replace(&mut self) -> Option<SplitSink<R::Ws, Message>> {
+        self.epoch += 1;
+        self.wrote = false;
+        self.sink.take()
+    }
+
+    async fn feed(&mut self, msg: Message, core: &mut impl GatewayCore) {
+        let Some(sink) = &mut self.sink else { return };
+        match write_within::<R, _>(self.write_within, sink.feed(msg)).await {
+            Ok(()) => self.wrote = true,
+            Err(reason) => self.give_up(reason, core),
+        }
+    }
+
+    /// Abandons the socket and its reader; the core decides whether to reconnect.
+    fn give_up(&mut self, reason: &str, core: &mut impl GatewayCore) {
+        self.replace();
+        core.handle_disconnected(clock::now(), reason);
+    }
+}
