@@ -118,6 +118,9 @@ pub struct ServerOptions {
     pub trusted_proxies: crate::proxy::TrustedProxies,
     /// Checks bearer tokens the space does not list (JWTs; see [`crate::jwt`]).
     pub identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>>,
+    /// The web page's files, served under `/ui/` ([`crate::ui`]); `None`: no page (`/ui/`
+    /// answers 404).
+    pub ui: Option<&'static [crate::ui::Asset]>,
 }
 
 impl ServerOptions {
@@ -148,6 +151,7 @@ impl Default for ServerOptions {
             tls: None,
             trusted_proxies: crate::proxy::TrustedProxies::default(),
             identity: None,
+            ui: None,
         }
     }
 }
@@ -194,6 +198,7 @@ struct Shared {
     slots: Slots,
     tls: Option<Arc<rustls::ServerConfig>>,
     proxies: crate::proxy::TrustedProxies,
+    ui: Option<&'static [crate::ui::Asset]>,
 }
 
 /// Counts of open connections, in total, per remote address and before their head.
@@ -389,6 +394,7 @@ impl<R: ServerRuntime> GatewayServer<R> {
             },
             tls: options.tls.as_ref().map(|t| t.config()),
             proxies: options.trusted_proxies.clone(),
+            ui: options.ui,
         });
         loop {
             let stop = shutdown_rx.recv();
@@ -591,6 +597,11 @@ async fn http_response<R: ServerRuntime>(
         }
     }
     body.truncate(len);
+    if let Route::Ui { path } = &route {
+        // Static files and a pure computation: the core task is not involved.
+        let (ui, head, path) = (shared.ui, head.clone(), path.clone());
+        return R::spawn_blocking(move || crate::ui::respond(ui, &head, &path, &body)).await;
+    }
     let (tx, rx) = oneshot::channel();
     let req = HttpRequest {
         route,

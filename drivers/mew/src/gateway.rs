@@ -302,6 +302,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         log_dir: layout.log_dir.clone(),
         seed: Some(ids.next_u64()),
         tls: tls.clone(),
+        ui: Some(crate::web::ASSETS),
         ..ServerOptions::default()
     }
     .with_gateway_options(&config.gateway)
@@ -343,7 +344,8 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         })?;
     let local = server.local_addr();
     println!(
-        "mew gateway: space {space:?} on {ws}://{local}/ws?space={space} (HTTP API on {http}://{local})"
+        "mew gateway: space {space:?} on {ws}://{local}/ws?space={space} (HTTP API on {http}://{local}, web page on {})",
+        crate::web::link(&format!("{http}://{local}"), &space, None)
     );
     if default_space {
         println!("embedded default space; tokens for this run:");
