@@ -111,6 +111,24 @@ function send(draft) {
   return env;
 }
 
+/** Ids of envelopes this page sent and drew at once; their echoes are not drawn again. */
+const applied = new Set();
+
+/**
+ * Sends an envelope and draws it at once (a gateway that delivers to everyone echoes it;
+ * one that delivers only to addressees does not).
+ * @param {M.Envelope} draft
+ */
+function sendShown(draft) {
+  const env = send(draft);
+  if (env) {
+    applied.add(env.id);
+    if (applied.size > 1000) applied.delete(applied.values().next().value);
+    M.apply(state, env);
+  }
+  return env;
+}
+
 // ---- log in and out ------------------------------------------------------------------
 
 function params() {
@@ -242,6 +260,7 @@ function connect(sp, token, id) {
 
 /** @param {M.Envelope} env */
 function onEnvelope(env) {
+  if (applied.delete(env.id)) return;
   const out = M.apply(state, env);
   if (env.kind === "system/welcome") discover([...state.members.keys()]);
   if (env.kind === "system/presence" && env.payload?.event === "join") discover([env.payload?.participant?.id]);
@@ -363,11 +382,7 @@ function settle() {
 
 /** @param {M.Proposal} p */
 function approve(p) {
-  const env = send({ kind: "mcp/request", to: p.to, correlation_id: [p.id], payload: p.payload });
-  if (env) {
-    M.apply(state, env);
-    scheduleSuggest();
-  }
+  if (sendShown({ kind: "mcp/request", to: p.to, correlation_id: [p.id], payload: p.payload })) scheduleSuggest();
 }
 
 ui.approve.addEventListener("click", () => {
@@ -384,11 +399,7 @@ ui.reject.addEventListener("click", () => {
   const p = settle();
   if (p) {
     const reason = ui.dReason.value.trim() || "rejected";
-    const env = send({ kind: "mcp/reject", to: [p.from], correlation_id: [p.id], payload: { reason } });
-    if (env) {
-      M.apply(state, env);
-      scheduleSuggest();
-    }
+    if (sendShown({ kind: "mcp/reject", to: [p.from], correlation_id: [p.id], payload: { reason } })) scheduleSuggest();
   }
   closeOrNext();
 });
@@ -400,7 +411,7 @@ ui.always.addEventListener("click", () => {
   }
   const p = settle();
   if (p) {
-    send({
+    sendShown({
       kind: "capability/grant",
       to: [p.from],
       payload: { recipient: p.from, capabilities: [M.narrowest(p.payload)], reason: "always allowed from the review dialog" },
@@ -463,10 +474,7 @@ ui.chatForm.addEventListener("submit", (e) => {
   }
   const r = M.command(state, line);
   for (const n of r.notes) M.note(state, n);
-  for (const d of r.send) {
-    const env = send(d);
-    if (env && env.kind === "chat") M.apply(state, env);
-  }
+  for (const d of r.send) sendShown(d);
   draw();
 });
 
@@ -482,8 +490,7 @@ function grantOrRevoke(what) {
     return;
   }
   const r = M.command(state, `/${what} ${who} ${text}`);
-  for (const d of r.send) send(d);
-  M.note(state, `${what === "grant" ? "granted" : "revoked"} ${who} ${text}`);
+  for (const d of r.send) sendShown(d);
   ui.grantCap.value = "";
   draw();
 }
@@ -551,8 +558,7 @@ function drawSuggestions() {
       row.className = "row";
       const g = button("Grant", `Grant suggested capability to ${s.recipient}`, () => {
         decidedSuggestions.add(suggestionKey(s));
-        send({ kind: "capability/grant", to: [s.recipient], payload: s.grant });
-        M.note(state, `granted ${s.recipient} ${M.canonical(s.capability)}`);
+        sendShown({ kind: "capability/grant", to: [s.recipient], payload: s.grant });
         drawSuggestions();
         draw();
       });
@@ -714,8 +720,7 @@ function drawParticipants() {
           const text = c[0].toUpperCase() + c.slice(1);
           row.append(
             button(text, `${text} ${id}`, () => {
-              send({ kind: `participant/${c}`, to: [id], payload: {} });
-              M.note(state, `sent ${c} to ${id}`);
+              if (sendShown({ kind: `participant/${c}`, to: [id], payload: {} })) M.note(state, `sent ${c} to ${id}`);
               draw();
             }),
           );
@@ -734,5 +739,11 @@ function small(text) {
   e.textContent = text;
   return e;
 }
+
+// A fault of the page shows in the messages rather than silently stopping it.
+window.addEventListener("error", (e) => {
+  M.note(state, `page error: ${e.message}`);
+  scheduleDraw();
+});
 
 start();
