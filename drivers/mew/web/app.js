@@ -105,6 +105,7 @@ function send(draft) {
     draw();
     return null;
   }
+  /** @type {M.Envelope} */
   const env = { protocol: PROTOCOL, id: newId(), ts: new Date().toISOString(), from: state.me, ...draft };
   if (Array.isArray(env.to) && env.to.length === 0) delete env.to;
   ws.send(JSON.stringify(env));
@@ -515,7 +516,7 @@ document.addEventListener("keydown", (e) => {
 
 function scheduleSuggest() {
   clearTimeout(suggestTimer);
-  suggestTimer = setTimeout(refreshSuggestions, 200);
+  suggestTimer = window.setTimeout(refreshSuggestions, 200);
 }
 
 async function refreshSuggestions() {
@@ -592,7 +593,7 @@ function button(text, label, onClick) {
 function scheduleDraw() {
   if (drawTimer !== undefined) return;
   // Envelopes arriving in a burst are drawn once.
-  drawTimer = setTimeout(() => {
+  drawTimer = window.setTimeout(() => {
     drawTimer = undefined;
     draw();
   }, 16);
