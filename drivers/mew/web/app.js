@@ -9,6 +9,8 @@ import * as M from "./model.js";
 const PROTOCOL = "mew/v0.4";
 const TOKEN_KEY = "mew.token";
 const ID_KEY = "mew.id";
+/** Largest body sent for suggestions (bytes, under the gateway's default frame limit). */
+const MAX_SUGGEST_BODY = 900_000;
 /** Longest wait between reconnection attempts (ms). */
 const MAX_BACKOFF = 30000;
 
@@ -442,6 +444,13 @@ ui.dialog.addEventListener("cancel", (e) => {
   e.preventDefault();
   later();
 });
+ui.dialog.addEventListener("close", () => {
+  // Closed by the browser itself (a repeated Esc): the proposal stays waiting.
+  if (shown) {
+    shown = "";
+    scheduleDraw();
+  }
+});
 ui.dialog.addEventListener("keydown", (e) => {
   if (e.target instanceof HTMLTextAreaElement) {
     if (e.key === "Enter" && !e.shiftKey) {
@@ -521,11 +530,14 @@ function scheduleSuggest() {
 
 async function refreshSuggestions() {
   try {
-    const r = await fetch("api/suggest", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ observed: state.observed, min: M.SUGGEST_AFTER }),
-    });
+    // The newest decisions that fit the gateway's body limit (1 MiB by default).
+    let observed = state.observed;
+    let body = JSON.stringify({ observed, min: M.SUGGEST_AFTER });
+    while (body.length > MAX_SUGGEST_BODY && observed.length > 1) {
+      observed = observed.slice(Math.floor(observed.length / 2));
+      body = JSON.stringify({ observed, min: M.SUGGEST_AFTER });
+    }
+    const r = await fetch("api/suggest", { method: "POST", headers: { "Content-Type": "application/json" }, body });
     if (!r.ok) return;
     const v = await r.json();
     suggestions = Array.isArray(v.suggestions) ? v.suggestions : [];
