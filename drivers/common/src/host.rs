@@ -407,8 +407,9 @@ impl<L: ConnLink> GatewayHost<L> {
                 content_type: crate::metrics::CONTENT_TYPE,
                 body: crate::metrics::render(&self.gateway, self.audit_dropped(), &self.timing)
                     .into_bytes(),
+                headers: Vec::new(),
             },
-            Route::NotFound | Route::WebSocket { .. } => {
+            Route::NotFound | Route::WebSocket { .. } | Route::Ui { .. } => {
                 Response::error(404, "not_found", "no such endpoint")
             }
             Route::MethodNotAllowed => {

@@ -11,6 +11,8 @@ pub struct Response {
     pub content_type: &'static str,
     /// Body bytes.
     pub body: Vec<u8>,
+    /// More headers (the web page's policy, validators, a redirect's `Location`).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Response {
@@ -20,6 +22,7 @@ impl Response {
             status,
             content_type: "application/json",
             body: serde_json::to_vec(body).unwrap_or_default(),
+            headers: Vec::new(),
         }
     }
 
@@ -29,6 +32,7 @@ impl Response {
             status,
             content_type: "application/json",
             body,
+            headers: Vec::new(),
         }
     }
 
@@ -53,14 +57,18 @@ impl Response {
 
     /// The wire form: status line, headers, body.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        let mut head = format!(
+            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
             self.status,
             reason(self.status),
             self.content_type,
             self.body.len()
-        )
-        .into_bytes();
+        );
+        for (name, value) in &self.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let mut out = head.into_bytes();
         out.extend_from_slice(&self.body);
         out
     }
@@ -71,6 +79,8 @@ pub fn reason(status: u16) -> &'static str {
     match status {
         101 => "Switching Protocols",
         200 => "OK",
+        304 => "Not Modified",
+        308 => "Permanent Redirect",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",

@@ -31,6 +31,11 @@ pub enum Route {
     Metrics,
     /// `GET /health`.
     Health,
+    /// `/ui` and everything below `/ui/`: the web page ([`crate::ui`]).
+    Ui {
+        /// The request's path.
+        path: String,
+    },
     /// No such endpoint.
     NotFound,
     /// A known path with the wrong method.
@@ -42,6 +47,11 @@ pub fn route(head: &RequestHead) -> Route {
     if head.header_has_token("upgrade", "websocket") {
         return Route::WebSocket {
             space: head.query_param("space"),
+        };
+    }
+    if head.path == "/ui" || head.path.starts_with(crate::ui::PREFIX) {
+        return Route::Ui {
+            path: head.path.clone(),
         };
     }
     let get = head.method == "GET";
@@ -154,6 +164,14 @@ mod tests {
             Route::MethodNotAllowed
         );
         assert_eq!(route(&head("GET", "/ws", &[])), Route::NotFound);
+        assert_eq!(
+            route(&head("GET", "/ui/app.js", &[])),
+            Route::Ui {
+                path: "/ui/app.js".into()
+            }
+        );
+        assert_eq!(route(&head("GET", "/uix", &[])), Route::NotFound);
+        assert_eq!(route(&head("GET", "/app.js", &[])), Route::NotFound);
         assert_eq!(
             route(&head("GET", "/participants//messages", &[])),
             Route::NotFound

@@ -121,6 +121,9 @@ pub struct ServerOptions {
     /// The space folder whose `.mew/tokens/` receives the tokens of invited participants
     /// (mode 0600, like every token); `None` keeps them in memory only.
     pub token_dir: Option<PathBuf>,
+    /// The web page's files, served under `/ui/` ([`crate::ui`]); `None`: no page (`/ui/`
+    /// answers 404).
+    pub ui: Option<&'static [crate::ui::Asset]>,
 }
 
 impl ServerOptions {
@@ -152,6 +155,7 @@ impl Default for ServerOptions {
             trusted_proxies: crate::proxy::TrustedProxies::default(),
             identity: None,
             token_dir: None,
+            ui: None,
         }
     }
 }
@@ -198,6 +202,7 @@ struct Shared {
     slots: Slots,
     tls: Option<Arc<rustls::ServerConfig>>,
     proxies: crate::proxy::TrustedProxies,
+    ui: Option<&'static [crate::ui::Asset]>,
 }
 
 /// Counts of open connections, in total, per remote address and before their head.
@@ -404,6 +409,7 @@ impl<R: ServerRuntime> GatewayServer<R> {
             },
             tls: options.tls.as_ref().map(|t| t.config()),
             proxies: options.trusted_proxies.clone(),
+            ui: options.ui,
         });
         loop {
             let stop = shutdown_rx.recv();
@@ -608,6 +614,11 @@ async fn http_response<R: ServerRuntime>(
         }
     }
     body.truncate(len);
+    if let Route::Ui { path } = &route {
+        // Static files and a pure computation: the core task is not involved.
+        let (ui, head, path) = (shared.ui, head.clone(), path.clone());
+        return R::spawn_blocking(move || crate::ui::respond(ui, &head, &path, &body)).await;
+    }
     let (tx, rx) = oneshot::channel();
     let req = HttpRequest {
         route,

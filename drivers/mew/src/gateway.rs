@@ -303,6 +303,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         seed: Some(ids.next_u64()),
         tls: tls.clone(),
         token_dir: (!default_space).then(|| layout.root.clone()),
+        ui: Some(crate::web::ASSETS),
         ..ServerOptions::default()
     }
     .with_gateway_options(&config.gateway)
@@ -344,7 +345,8 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         })?;
     let local = server.local_addr();
     println!(
-        "mew gateway: space {space:?} on {ws}://{local}/ws?space={space} (HTTP API on {http}://{local})"
+        "mew gateway: space {space:?} on {ws}://{local}/ws?space={space} (HTTP API on {http}://{local}, web page on {})",
+        crate::web::link(&format!("{http}://{local}"), &space, None)
     );
     if default_space {
         println!("embedded default space; tokens for this run:");

@@ -31,6 +31,7 @@ mod init;
 mod space;
 mod tools;
 mod tui;
+mod web;
 
 use clap::{Parser, Subcommand};
 use mew_driver_common::exit;
@@ -233,7 +234,7 @@ fn main() {
         Command::Space(c) => match c {
             space::Command::Down(a) => finish(space::down(a)),
             space::Command::Status(a) => finish(space::status(a)),
-            space::Command::Connect(a) => finish(Err(space::connect(a))),
+            space::Command::Connect(a) => finish(space::connect(a)),
             up => Cli {
                 command: Command::Space(up),
             },

@@ -82,11 +82,15 @@ pub struct ConnectArgs {
     #[command(flatten)]
     dir: DirArgs,
     /// The participant to join as.
-    #[arg(long = "as", default_value = "human")]
+    #[arg(long = "as", default_value = HUMAN)]
     id: String,
     /// Print what is observed as JSON lines (the client's --json).
     #[arg(long)]
     json: bool,
+    /// Print the link of the space's web page for this participant (its token in the
+    /// link's fragment) instead of starting the client.
+    #[arg(long, conflicts_with = "json")]
+    web: bool,
 }
 
 /// `.mew/run/space.json`.
@@ -220,6 +224,25 @@ fn online(port: u16, token: Option<&str>) -> Vec<String> {
         .collect()
 }
 
+/// The participant `mew space connect` joins as by default.
+const HUMAN: &str = "human";
+
+/// The web page's link for the space's human (with its token), if it has one; `gateway` is
+/// the run file's `ws://` or `wss://` address.
+fn human_link(dir: &Path, config: &Path, gateway: &str, space: &str) -> Option<String> {
+    let token = token_of(dir, config, HUMAN)?;
+    Some(crate::web::link(&page_base(gateway), space, Some(&token)))
+}
+
+/// `http(s)://HOST:PORT` of a `ws(s)://HOST:PORT` gateway address.
+fn page_base(gateway: &str) -> String {
+    match gateway.split_once("://") {
+        Some(("wss", rest)) => format!("https://{rest}"),
+        Some((_, rest)) => format!("http://{rest}"),
+        None => format!("http://{gateway}"),
+    }
+}
+
 /// Runs `mew space up` in the foreground (also the detached supervisor).
 pub async fn up(args: UpArgs) -> Result<(), Failure> {
     let dir = args.dir.space_dir.clone();
@@ -328,6 +351,9 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
         running.ws_scheme(),
         running.local
     );
+    if let Some(link) = human_link(&dir, &config, &base.gateway, &running.space) {
+        println!("  web:   {link}");
+    }
     running.until_stopped().await;
     keeper.abort();
     let result = running.stop().await;
@@ -416,6 +442,9 @@ fn detach(args: &UpArgs, config: &Path) -> Result<(), Failure> {
                 run.pid,
                 layout.log_dir.display()
             );
+            if let Some(link) = human_link(dir, config, &run.gateway, &run.space) {
+                println!("  web:   {link}");
+            }
             return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
@@ -572,32 +601,33 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
 }
 
 /// Runs `mew space connect`: becomes `mew client` (the token passed in the environment).
-pub fn connect(args: ConnectArgs) -> Failure {
+pub fn connect(args: ConnectArgs) -> Result<String, Failure> {
     use std::os::unix::process::CommandExt;
     let dir = &args.dir.space_dir;
-    let config = match config_path(dir) {
-        Ok(c) => c,
-        Err(f) => return f,
-    };
+    let config = config_path(dir)?;
     let Some(run) = read_run(dir).filter(|r| alive(r.pid)) else {
-        return Failure::new(
+        return Err(Failure::new(
             exit::CONNECT,
             format!(
                 "no space is running in {} (start it with `mew space up`)",
                 dir.display()
             ),
-        );
+        ));
     };
     let Some(token) = token_of(dir, &config, &args.id) else {
-        return Failure::new(
+        return Err(Failure::new(
             exit::USAGE,
             format!("no token for {:?} in this space", args.id),
-        );
+        ));
     };
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return Failure::new(exit::RUNTIME, e.to_string()),
-    };
+    if args.web {
+        return Ok(crate::web::link(
+            &page_base(&run.gateway),
+            &run.space,
+            Some(&token),
+        ));
+    }
+    let exe = std::env::current_exe().map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["client", "--gateway", &run.gateway, "--space", &run.space])
         .args(["--id", &args.id])
@@ -606,5 +636,8 @@ pub fn connect(args: ConnectArgs) -> Failure {
         cmd.arg("--json");
     }
     let e = cmd.exec();
-    Failure::new(exit::RUNTIME, format!("cannot run mew client: {e}"))
+    Err(Failure::new(
+        exit::RUNTIME,
+        format!("cannot run mew client: {e}"),
+    ))
 }

@@ -191,6 +191,22 @@ async fn init_up_propose_fulfil_supervise_and_down() {
     // The person joins, asks, and approves the agent's proposal to write a file.
     let gateway = st["gateway"].as_str().unwrap().to_owned();
     let token = std::fs::read_to_string(dir.join(".mew/tokens/human.token")).unwrap();
+    // The web page's link for the human: printed by `up` and by `connect --web`, its token
+    // in the fragment, and the page it names is served.
+    let page = format!(
+        "{}/ui/?space=coder-e2e#token={}",
+        gateway.replacen("ws://", "http://", 1),
+        token.trim()
+    );
+    assert!(said.contains(&format!("  web:   {page}\n")), "{said}");
+    let web = mew(&["space", "connect", "--web"], &dir, None);
+    assert!(web.status.success(), "{web:?}");
+    assert_eq!(String::from_utf8_lossy(&web.stdout).trim(), page);
+    let served = ureq::get(page.split('#').next().unwrap()).call().unwrap();
+    assert_eq!(
+        served.headers()["content-type"].to_str().unwrap(),
+        "text/html; charset=utf-8"
+    );
     let (human, mut events, _) = ParticipantRuntime::connect(
         ParticipantConfig {
             gateway_url: format!("{gateway}/ws?space=coder-e2e"),

@@ -169,6 +169,17 @@ impl Suggestion {
     }
 }
 
+/// The narrowest capability that allows exactly one proposed call: its method, and its
+/// `params` (tool name and argument values) as they were proposed. This is the grant of
+/// "always allow" in a review dialog (the terminal interface and the web page give the same).
+pub fn narrowest(payload: &Value) -> Value {
+    let mut p = json!({"method": payload["method"]});
+    if let Some(params) = payload.get("params").filter(|p| p.is_object()) {
+        p["params"] = params.clone();
+    }
+    json!({"kind": "mcp/request", "payload": p})
+}
+
 /// A glob for string values sharing a prefix (`src/a.rs`, `src/b.rs` give `src/*`); `None`
 /// when they share none, or a value holds a glob character (it could not be matched
 /// literally by a prefix pattern).

@@ -200,3 +200,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_narrowest_grant_allows_exactly_the_proposed_call() {
+    let payload = json!({"method": "tools/call",
+                         "params": {"name": "write_file", "arguments": {"path": "/a", "content": "x"}}});
+    let cap = narrowest(&payload);
+    assert_eq!(
+        cap,
+        json!({"kind": "mcp/request", "payload": {"method": "tools/call",
+               "params": {"name": "write_file", "arguments": {"path": "/a", "content": "x"}}}})
+    );
+    let c = Capability::compile(cap).unwrap();
+    assert!(c.matches("mcp/request", Some(&payload)));
+    let other = json!({"method": "tools/call",
+                       "params": {"name": "write_file", "arguments": {"path": "/b", "content": "x"}}});
+    assert!(!c.matches("mcp/request", Some(&other)));
+    // No params: the method alone.
+    assert_eq!(
+        narrowest(&json!({"method": "tools/list"})),
+        json!({"kind": "mcp/request", "payload": {"method": "tools/list"}})
+    );
+}

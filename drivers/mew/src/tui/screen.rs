@@ -70,11 +70,7 @@ impl Proposal {
     /// The narrowest capability that allows exactly this call: its method, tool and
     /// argument values.
     pub fn capability(&self) -> Value {
-        let mut payload = json!({"method": self.payload["method"]});
-        if let Some(params) = self.payload.get("params").filter(|p| p.is_object()) {
-            payload["params"] = params.clone();
-        }
-        json!({"kind": "mcp/request", "payload": payload})
+        mew_core::automation::narrowest(&self.payload)
     }
 
     fn what(&self) -> String {

@@ -1,0 +1,110 @@
+// @ts-check
+// Unit tests of the page's state model (node --test); the browser tests in
+// drivers/mew/tests/web.rs drive the whole page.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import * as M from "./model.js";
+
+const welcome = {
+  kind: "system/welcome",
+  payload: {
+    you: { id: "human", capabilities: [{ kind: "*" }] },
+    participants: [
+      { id: "agent", capabilities: [{ kind: "mcp/proposal" }] },
+      { id: "fs", capabilities: [{ kind: "mcp/response" }] },
+    ],
+  },
+};
+
+const write = {
+  method: "tools/call",
+  params: { name: "write_file", arguments: { path: "/a", content: "x" } },
+};
+
+test("the narrowest grant is the call's method and params, as the core gives it", () => {
+  // The same cases as mew-core's automation::tests::the_narrowest_grant_allows_exactly_the_proposed_call.
+  assert.deepEqual(M.narrowest(write), { kind: "mcp/request", payload: write });
+  assert.deepEqual(M.narrowest({ method: "tools/list" }), {
+    kind: "mcp/request",
+    payload: { method: "tools/list" },
+  });
+  // Keys sorted as serde_json prints them.
+  assert.equal(
+    M.canonical(M.narrowest(write)),
+    '{"kind":"mcp/request","payload":{"method":"tools/call","params":{"arguments":{"content":"x","path":"/a"},"name":"write_file"}}}',
+  );
+});
+
+test("a welcome lists the members with their capabilities", () => {
+  const s = M.newState("");
+  M.apply(s, welcome);
+  assert.equal(s.me, "human");
+  assert.deepEqual([...s.members.keys()].sort(), ["agent", "fs", "human"]);
+  assert.deepEqual(s.members.get("agent")?.capabilities, ["mcp/proposal"]);
+  M.apply(s, { kind: "system/presence", payload: { event: "leave", participant: { id: "agent" } } });
+  assert.equal(s.members.get("agent")?.online, false);
+  M.setTools(s, "fs", { tools: [{ name: "read_file" }, { name: "write_file" }] });
+  assert.deepEqual(s.members.get("fs")?.tools, ["read_file", "write_file"]);
+});
+
+test("proposals of others wait for review until settled anywhere", () => {
+  const s = M.newState("");
+  M.apply(s, welcome);
+  const out = M.apply(s, { kind: "mcp/proposal", id: "p1", from: "agent", to: ["fs"], payload: write });
+  assert.equal(out.proposal?.id, "p1");
+  M.apply(s, { kind: "mcp/proposal", id: "p2", from: "agent", to: ["fs"], payload: write });
+  // Its own proposals are not for the human to review.
+  M.apply(s, { kind: "mcp/proposal", id: "p3", from: "human", to: ["fs"], payload: write });
+  assert.deepEqual(s.pending.map((p) => p.id), ["p1", "p2"]);
+  const w = M.apply(s, { kind: "mcp/withdraw", from: "agent", correlation_id: ["p1"], payload: { reason: "no" } });
+  assert.deepEqual(w.settled, ["p1"]);
+  assert.equal(w.decided, false);
+  const f = M.apply(s, { kind: "mcp/request", id: "r", from: "other", to: ["fs"], correlation_id: ["p2"], payload: write });
+  assert.deepEqual(f.settled, ["p2"]);
+  assert.equal(f.decided, true);
+  assert.equal(s.pending.length, 0);
+  assert.match(s.items.map((i) => i.text).join("\n"), /proposal withdrawn by agent: no\n.*proposal fulfilled by other/s);
+});
+
+test("discovery is marked, with its answers, and hidden by the page unless asked", () => {
+  const s = M.newState("human");
+  M.apply(s, { kind: "mcp/request", id: "q", from: "agent", to: ["fs"], payload: { method: "tools/list" } });
+  M.apply(s, { kind: "mcp/response", id: "a", from: "fs", correlation_id: ["q"], payload: { result: { tools: [] } } });
+  M.apply(s, { kind: "mcp/request", id: "c", from: "agent", to: ["fs"], payload: write });
+  assert.deepEqual(
+    s.items.map((i) => Boolean(i.discovery)),
+    [true, true, false],
+  );
+});
+
+test("reasoning folds into one item followed live", () => {
+  const s = M.newState("human");
+  M.apply(s, { kind: "chat", from: "agent", payload: { text: "hi" } });
+  M.apply(s, { kind: "reasoning/start", id: "r1", from: "agent", payload: {} });
+  M.apply(s, { kind: "reasoning/thought", context: "r1", from: "agent", payload: { message: "first" } });
+  M.apply(s, { kind: "reasoning/thought", context: "r1", from: "agent", payload: { message: "second" } });
+  const fold = s.reasoning.get("r1");
+  assert.ok(fold);
+  assert.equal(M.foldSummary(fold), "agent is thinking (2 thought(s)): second");
+  M.apply(s, { kind: "reasoning/conclusion", context: "r1", from: "agent", payload: { message: "done" } });
+  assert.equal(M.foldSummary(fold), "agent reasoned in 2 step(s): done");
+  assert.deepEqual(s.items.map((i) => i.type), ["chat", "reasoning"]);
+});
+
+test("slash commands give the terminal's envelopes", () => {
+  const s = M.newState("human");
+  assert.deepEqual(M.command(s, "hello").send, [{ kind: "chat", payload: { text: "hello", format: "plain" } }]);
+  assert.deepEqual(M.command(s, "/pause agent").send, [{ kind: "participant/pause", to: ["agent"], payload: {} }]);
+  assert.deepEqual(M.command(s, "/grant agent chat").send, [
+    { kind: "capability/grant", to: ["agent"], payload: { recipient: "agent", capabilities: [{ kind: "chat" }] } },
+  ]);
+  assert.deepEqual(M.command(s, "/pause").notes, ["usage: /pause <participant>"]);
+  assert.match(M.command(s, "/nope").notes[0], /unknown command/);
+});
+
+test("the message list is bounded", () => {
+  const s = M.newState("human");
+  for (let i = 0; i < M.MAX_ITEMS + 10; i++) M.apply(s, { kind: "chat", from: "a", payload: { text: String(i) } });
+  assert.equal(s.items.length, M.MAX_ITEMS);
+  assert.equal(s.items[0].text, "10");
+});
