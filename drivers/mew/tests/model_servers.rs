@@ -10,11 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mew_core::participant::{Event, ParticipantConfig, ToolSpec};
 use mew_tests::model_server::{ModelServer, ServerOptions, Turn};
 use mew_tests::process::MewGateway;
+use mew_tests::wait;
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
 
@@ -163,14 +164,7 @@ async fn until<T>(
     within: Duration,
     f: impl Fn(&[Value]) -> Option<T>,
 ) -> T {
-    let end = Instant::now() + within;
-    loop {
-        if let Some(v) = f(&seen.lock().unwrap()) {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait::until_async(what, within, || f(&seen.lock().unwrap())).await
 }
 
 /// The whole task against one server's fixtures; returns the requests the model saw.
