@@ -24,7 +24,7 @@ pub use mew_driver_common::clock;
 pub use mew_driver_common::participant::{
     CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
 };
-pub use mew_driver_common::server::{ServerOptions, ShutdownHandle};
+pub use mew_driver_common::server::{ReloadHandle, ServerOptions, ShutdownHandle};
 pub use mew_driver_common::tls::{ServerTls, TlsFiles};
 pub use runtime::{AsyncStd, ServerSock};
 

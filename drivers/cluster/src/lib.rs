@@ -440,6 +440,12 @@ impl Running {
                 }
             },
             Input::Shutdown => return false,
+            Input::Reconfigure(_) => {
+                // Every node would have to apply it at the same point of the log.
+                tracing::warn!(
+                    "a cluster node does not reload space.yaml; restart the nodes one by one"
+                );
+            }
         }
         true
     }

@@ -93,6 +93,8 @@ pub enum Input<L, C, H> {
     Http(HttpRequest, H),
     /// Start the graceful shutdown.
     Shutdown,
+    /// Apply a re-read configuration (SIGHUP, `mew space reload`).
+    Reconfigure(Box<mew_core::gateway::SpaceConfig>),
 }
 
 /// Whether the core task goes on after a wake-up.
@@ -357,6 +359,22 @@ impl<L: ConnLink> GatewayHost<L> {
                     self.gateway.shutdown(now);
                 }
             }
+            Input::Reconfigure(config) => self.reconfigure(now, *config),
+        }
+    }
+
+    /// Applies a re-read configuration, logging one line per change.
+    pub fn reconfigure(&mut self, now: Time, config: mew_core::gateway::SpaceConfig) {
+        match self.gateway.reconfigure(now, config) {
+            Ok(changes) if changes.is_empty() => {
+                tracing::info!("configuration reloaded: nothing changed");
+            }
+            Ok(changes) => {
+                for c in changes {
+                    tracing::info!("configuration reloaded: {c}");
+                }
+            }
+            Err(e) => tracing::error!("configuration not reloaded (the running one stays): {e}"),
         }
     }
 

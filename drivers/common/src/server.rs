@@ -177,6 +177,23 @@ pub struct GatewayServer<R: ServerRuntime> {
     options: ServerOptions,
     shutdown: async_channel::Sender<()>,
     shutdown_rx: async_channel::Receiver<()>,
+    core_tx: async_channel::Sender<CoreInput>,
+    core_rx: async_channel::Receiver<CoreInput>,
+}
+
+/// Hands a running [`GatewayServer`] a re-read configuration. Clonable.
+#[derive(Clone)]
+pub struct ReloadHandle(async_channel::Sender<CoreInput>);
+
+impl ReloadHandle {
+    /// Applies `config` (tokens resolved) to the running space; the changes are logged.
+    /// `false` when the server has stopped.
+    pub async fn reconfigure(&self, config: SpaceConfig) -> bool {
+        self.0
+            .send(Input::Reconfigure(Box::new(config)))
+            .await
+            .is_ok()
+    }
 }
 
 /// Asks a running [`GatewayServer`] to shut down gracefully. Clonable.
@@ -315,18 +332,27 @@ impl<R: ServerRuntime> GatewayServer<R> {
     ) -> io::Result<Self> {
         let listener = R::bind(addr).await?;
         let (shutdown, shutdown_rx) = async_channel::bounded(1);
+        // Bounded: readers wait (back-pressure on their sockets) when the core is busy.
+        let (core_tx, core_rx) = async_channel::bounded::<CoreInput>(4096);
         Ok(GatewayServer {
             listener,
             config,
             options,
             shutdown,
             shutdown_rx,
+            core_tx,
+            core_rx,
         })
     }
 
     /// The bound address (useful after binding port 0).
     pub fn local_addr(&self) -> SocketAddr {
         R::local_addr(&self.listener).expect("a bound listener has an address")
+    }
+
+    /// A handle that applies re-read configurations to the served space.
+    pub fn reload_handle(&self) -> ReloadHandle {
+        ReloadHandle(self.core_tx.clone())
     }
 
     /// A handle that stops [`GatewayServer::serve`].
@@ -350,6 +376,8 @@ impl<R: ServerRuntime> GatewayServer<R> {
             // Held so the channel stays open while no handle exists.
             shutdown: _keep_open,
             shutdown_rx,
+            core_tx: tx,
+            core_rx: rx,
         } = self;
         let seed = options.seed.unwrap_or_else(clock::os_seed);
         let limits = config.gateway.limits;
@@ -385,8 +413,6 @@ impl<R: ServerRuntime> GatewayServer<R> {
         host.set_token_dir(options.token_dir.clone());
         // The welcomes of the participants the gateway holds, written before any input.
         host.drain();
-        // Bounded: readers wait (back-pressure on their sockets) when the core is busy.
-        let (tx, rx) = async_channel::bounded::<CoreInput>(4096);
         let (core_done_tx, core_done) = oneshot::channel::<()>();
         R::spawn(async move {
             match core {

@@ -1,7 +1,7 @@
 //! `mew gateway` (and the reference CLI's spelling, `mew gateway start`).
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use mew_core::gateway::{LoggingConfig, SpaceConfig};
 use mew_core::ids::IdGen;
@@ -95,6 +95,9 @@ pub struct Running {
     pub processes: crate::autostart::Supervisor,
     /// The TLS settings it serves with, if any.
     pub tls: Option<Arc<ServerTls>>,
+    /// The `space.yaml` it serves (none for the embedded default space).
+    config_path: Option<PathBuf>,
+    reloader: mew_tokio::ReloadHandle,
     handle: mew_tokio::ShutdownHandle,
     serve: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -105,9 +108,22 @@ impl Running {
         if self.tls.is_some() { "wss" } else { "ws" }
     }
 
-    /// What SIGHUP does: the certificate and key are read again (connections stay up). A
-    /// failure keeps what runs and is logged.
-    pub fn reload(&self) {
+    /// What SIGHUP does: `space.yaml` and the TLS certificate and key are read again and
+    /// applied to the running space (connections stay up unless the change concerns them).
+    /// A file that does not parse keeps what runs and says why in the log.
+    pub async fn reload(&self) {
+        if let Some(path) = &self.config_path {
+            match load_config(path) {
+                Ok(config) => {
+                    let _ = self.reloader.reconfigure(config).await;
+                }
+                Err(f) => tracing::error!(
+                    "{} not reloaded (the running configuration stays): {}",
+                    path.display(),
+                    f.message
+                ),
+            }
+        }
         if let Some(tls) = &self.tls {
             match tls.reload() {
                 Ok(()) => tracing::info!(
@@ -130,7 +146,7 @@ impl Running {
                 loop {
                     tokio::select! {
                         _ = &mut stop => return,
-                        _ = hup.recv() => self.reload(),
+                        _ = hup.recv() => self.reload().await,
                     }
                 }
             }
@@ -157,6 +173,55 @@ impl Running {
     }
 }
 
+/// Reads, checks and settles the tokens of a `space.yaml` (writing the token files of
+/// participants that had none), as at start and on every reload.
+fn load_config(path: &Path) -> Result<SpaceConfig, Failure> {
+    let (text, _) =
+        files::read_config(path).map_err(|e| Failure::new(exit::UNREADABLE, e.to_string()))?;
+    let base = SpaceLayout::for_config(path).root;
+    let mut config = SpaceConfig::from_yaml(&text).map_err(|errs| {
+        let lines: Vec<String> = errs
+            .0
+            .iter()
+            .map(|e| {
+                if e.location.is_empty() {
+                    e.message.clone()
+                } else {
+                    format!("{}: {}", e.location, e.message)
+                }
+            })
+            .collect();
+        Failure::new(
+            exit::USAGE,
+            format!("invalid {}: {}", path.display(), lines.join("; ")),
+        )
+    })?;
+    for w in &config.warnings {
+        if w.did_you_mean.is_some() {
+            tracing::warn!("{}: {w}", path.display());
+        } else {
+            tracing::debug!("{}: {w}", path.display());
+        }
+    }
+    let generated = config.resolve_tokens(
+        |var| std::env::var(var).ok(),
+        |id| files::read_token_file(&base, id),
+        secret::token,
+    );
+    for g in generated {
+        match files::write_token_file(&base, &g.participant, &g.token) {
+            Ok(p) => println!("generated a token for {} in {}", g.participant, p.display()),
+            Err(e) => {
+                return Err(Failure::new(
+                    exit::RUNTIME,
+                    format!("cannot write the token file for {}: {e}", g.participant),
+                ));
+            }
+        }
+    }
+    Ok(config)
+}
+
 pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging_as(&args.log_level, &args.log_format)?;
     let running = start(&args).await?;
@@ -166,53 +231,15 @@ pub async fn run(args: Args) -> Result<(), Failure> {
 
 /// Serves the space of `args` and starts its processes.
 pub async fn start(args: &Args) -> Result<Running, Failure> {
+    // From here on SIGHUP means "reload" (see `Running::until_stopped`), never the default
+    // of ending the process, even before anyone waits for it.
+    #[cfg(unix)]
+    let _ = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
     let seed = clock::os_seed();
     let mut ids = IdGen::new(seed);
     let (config, layout, default_space) = match &args.config {
         Some(path) => {
-            let (text, _) = files::read_config(path)
-                .map_err(|e| Failure::new(exit::UNREADABLE, e.to_string()))?;
-            let base = SpaceLayout::for_config(path).root;
-            let mut config = SpaceConfig::from_yaml(&text).map_err(|errs| {
-                let lines: Vec<String> = errs
-                    .0
-                    .iter()
-                    .map(|e| {
-                        if e.location.is_empty() {
-                            e.message.clone()
-                        } else {
-                            format!("{}: {}", e.location, e.message)
-                        }
-                    })
-                    .collect();
-                Failure::new(
-                    exit::USAGE,
-                    format!("invalid {}: {}", path.display(), lines.join("; ")),
-                )
-            })?;
-            for w in &config.warnings {
-                if w.did_you_mean.is_some() {
-                    tracing::warn!("{}: {w}", path.display());
-                } else {
-                    tracing::debug!("{}: {w}", path.display());
-                }
-            }
-            let generated = config.resolve_tokens(
-                |var| std::env::var(var).ok(),
-                |id| files::read_token_file(&base, id),
-                secret::token,
-            );
-            for g in generated {
-                match files::write_token_file(&base, &g.participant, &g.token) {
-                    Ok(p) => println!("generated a token for {} in {}", g.participant, p.display()),
-                    Err(e) => {
-                        return Err(Failure::new(
-                            exit::RUNTIME,
-                            format!("cannot write the token file for {}: {e}", g.participant),
-                        ));
-                    }
-                }
-            }
+            let config = load_config(path)?;
             // After the token files: as under the reference's `space up`, which writes them
             // before its gateway looks for `.mew/`.
             (config, SpaceLayout::for_config(path), false)
@@ -356,6 +383,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         println!("join with: mew client --gateway {ws}://{local} --space {space} --token <token>");
     }
     let handle = server.shutdown_handle();
+    let reloader = server.reload_handle();
     if let Some(node) = &cluster {
         println!(
             "cluster node {} (log restored to entry {})",
@@ -387,6 +415,8 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         space,
         processes,
         tls,
+        config_path: args.config.clone(),
+        reloader,
         handle,
         serve,
     })

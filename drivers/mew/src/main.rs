@@ -233,6 +233,7 @@ fn main() {
         #[cfg(unix)]
         Command::Space(c) => match c {
             space::Command::Down(a) => finish(space::down(a)),
+            space::Command::Reload(a) => finish(space::reload(a)),
             space::Command::Status(a) => finish(space::status(a)),
             space::Command::Connect(a) => finish(space::connect(a)),
             up => Cli {

@@ -30,6 +30,10 @@ pub enum Command {
     Up(UpArgs),
     /// Stop a space started with `mew space up`.
     Down(DirArgs),
+    /// Apply the edited space.yaml to the running space (as SIGHUP does): participants
+    /// added can join, removed ones and removed tokens are disconnected, capability changes
+    /// reach connected participants; the TLS certificate is re-read too.
+    Reload(DirArgs),
     /// Show the space's processes, who is online, and the gateway's figures.
     #[command(after_help = "Examples:
   mew space status
@@ -526,6 +530,47 @@ pub fn down(args: DirArgs) -> Result<String, Failure> {
         out.push_str(&format!(" (killed left-over {})", killed.join(", ")));
     }
     Ok(out)
+}
+
+/// Runs `mew space reload`: checks the file here first (a file that does not parse is
+/// reported and nothing is sent), then sends SIGHUP to the space's supervisor.
+pub fn reload(args: DirArgs) -> Result<String, Failure> {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let dir = &args.space_dir;
+    let config = config_path(dir)?;
+    let Some(run) = read_run(dir).filter(|r| alive(r.pid)) else {
+        return Err(Failure::new(
+            exit::RUNTIME,
+            format!("no space is running in {}", dir.display()),
+        ));
+    };
+    let (text, _) =
+        files::read_config(&config).map_err(|e| Failure::new(exit::UNREADABLE, e.to_string()))?;
+    if let Err(errs) = SpaceConfig::from_yaml(&text) {
+        let lines: Vec<String> = errs.0.iter().map(ToString::to_string).collect();
+        return Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "{} does not parse; the running space keeps its configuration: {}",
+                config.display(),
+                lines.join("; ")
+            ),
+        ));
+    }
+    let pid = Pid::from_raw(i32::try_from(run.pid).unwrap_or(i32::MAX));
+    kill(pid, Signal::SIGHUP).map_err(|e| {
+        Failure::new(
+            exit::RUNTIME,
+            format!("cannot signal the space (pid {}): {e}", run.pid),
+        )
+    })?;
+    Ok(format!(
+        "space {:?} (pid {}) is re-reading {}; its log says what changed",
+        run.space,
+        run.pid,
+        config.display()
+    ))
 }
 
 /// Runs `mew space status`; `Err` (exit 1) when the space is not running.

@@ -22,7 +22,7 @@ pub use mew_driver_common::tls::{ServerTls, TlsFiles};
 pub use participant::{
     CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, Tokio, ToolHandler,
 };
-pub use server::{GatewayServer, ServerOptions, ServerSock, ShutdownHandle};
+pub use server::{GatewayServer, ReloadHandle, ServerOptions, ServerSock, ShutdownHandle};
 
 /// Runs an agent on tokio until it is told to stop (see
 /// [`mew_driver_common::agent::run_agent`]).

@@ -16,7 +16,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use crate::participant::Tokio;
 
-pub use mew_driver_common::server::{ServerOptions, ShutdownHandle};
+pub use mew_driver_common::server::{ReloadHandle, ServerOptions, ShutdownHandle};
 
 /// A bound, not yet serving gateway: `bind`, `local_addr`, `shutdown_handle`, `serve` (see
 /// [`mew_driver_common::server::GatewayServer`]).

@@ -43,6 +43,8 @@ pub enum Transport {
     Http,
     /// A virtual participant's log.
     Virtual,
+    /// The space's configuration (a reload).
+    Config,
 }
 
 impl Transport {
@@ -51,6 +53,7 @@ impl Transport {
             Transport::WebSocket => "websocket",
             Transport::Http => "http",
             Transport::Virtual => "virtual",
+            Transport::Config => "config",
         }
     }
 }

@@ -25,6 +25,9 @@ pub(super) struct Conn {
     pub(super) queued_bytes: usize,
     /// When the verified token it joined with expires (see `identity.rs`).
     pub(super) expires: Option<Time>,
+    /// The digest of the listed token it joined with (a reload that removes the token
+    /// closes the connection).
+    pub(super) joined_with: Option<crate::secret::TokenHash>,
 }
 
 #[derive(Debug, Default)]

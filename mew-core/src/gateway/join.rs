@@ -122,6 +122,7 @@ impl Gateway {
             queued_frames: 0,
             queued_bytes: 0,
             expires: None,
+            joined_with: None,
         })
     }
 
@@ -130,7 +131,12 @@ impl Gateway {
         let conn = self.new_conn(now);
         if let Some(token) = bearer {
             match self.members.by_hash(&token) {
-                Some(m) if !self.members.get(m).removed => self.join_member(now, conn, m),
+                Some(m) if !self.members.get(m).removed => {
+                    if let Some(c) = self.conns.get_mut(conn) {
+                        c.joined_with = Some(token);
+                    }
+                    self.join_member(now, conn, m);
+                }
                 _ => self.refuse_join(
                     now,
                     conn,
@@ -181,7 +187,12 @@ impl Gateway {
             return;
         }
         match self.authenticate(&req) {
-            Ok(member) => self.join_member(now, conn, member),
+            Ok(member) => {
+                if let Some(c) = self.conns.get_mut(conn) {
+                    c.joined_with = req.token;
+                }
+                self.join_member(now, conn, member);
+            }
             Err(r) => self.refuse_join(now, conn, req.envelope_id.as_deref(), r),
         }
     }

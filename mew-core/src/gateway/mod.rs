@@ -41,6 +41,7 @@ mod member;
 mod membership;
 mod pause;
 pub mod rate;
+mod reload;
 mod snapshot;
 pub mod stats;
 mod streams;
@@ -59,6 +60,7 @@ pub use config::{
 pub use http::{HttpAccepted, HttpError, check_space};
 pub use identity::{Identity, IdentityVerifier, Verdict};
 pub use join::seal_join;
+pub use reload::ConfigChange;
 pub use snapshot::SnapshotError;
 pub use system::node_error;
 

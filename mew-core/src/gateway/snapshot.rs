@@ -268,6 +268,7 @@ impl Gateway {
                     queued_frames: 0,
                     queued_bytes: 0,
                     expires: None,
+                    joined_with: None,
                 }),
             })
             .collect();

@@ -27,19 +27,25 @@ impl Driver for Tokio {
                 let server = mew_tokio::GatewayServer::bind_with(addr, config, opts)
                     .await
                     .unwrap();
-                tx.send((server.local_addr(), server.shutdown_handle()))
-                    .unwrap();
+                tx.send((
+                    server.local_addr(),
+                    server.shutdown_handle(),
+                    server.reload_handle(),
+                ))
+                .unwrap();
                 server.serve().await.unwrap();
             });
         });
-        let (addr, handle) = rx.recv().unwrap();
-        RunningGateway::new(
+        let (addr, handle, reload) = rx.recv().unwrap();
+        let mut gw = RunningGateway::new(
             addr,
             Box::new(move || {
                 handle.shutdown();
                 thread.join().unwrap();
             }),
-        )
+        );
+        gw.reload = Some(reload);
+        gw
     }
 }
 
@@ -56,18 +62,24 @@ impl Driver for AsyncStd {
                 let server = mew_async_std::GatewayServer::bind_with(addr, config, opts)
                     .await
                     .unwrap();
-                tx.send((server.local_addr(), server.shutdown_handle()))
-                    .unwrap();
+                tx.send((
+                    server.local_addr(),
+                    server.shutdown_handle(),
+                    server.reload_handle(),
+                ))
+                .unwrap();
                 server.serve().await.unwrap();
             });
         });
-        let (addr, handle) = rx.recv().unwrap();
-        RunningGateway::new(
+        let (addr, handle, reload) = rx.recv().unwrap();
+        let mut gw = RunningGateway::new(
             addr,
             Box::new(move || {
                 handle.shutdown();
                 thread.join().unwrap();
             }),
-        )
+        );
+        gw.reload = Some(reload);
+        gw
     }
 }

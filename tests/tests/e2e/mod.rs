@@ -72,6 +72,8 @@ impl<G: Driver, P: Driver> Driver for Mixed<G, P> {
 /// A gateway running on its own thread and runtime.
 pub struct RunningGateway {
     pub addr: SocketAddr,
+    /// Applies re-read configurations (drivers started through [`Driver`]).
+    pub reload: Option<mew_driver_common::server::ReloadHandle>,
     stop: Option<Box<dyn FnOnce() + Send>>,
 }
 
@@ -79,6 +81,7 @@ impl RunningGateway {
     pub fn new(addr: SocketAddr, stop: Box<dyn FnOnce() + Send>) -> Self {
         RunningGateway {
             addr,
+            reload: None,
             stop: Some(stop),
         }
     }

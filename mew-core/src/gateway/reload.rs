@@ -1,0 +1,339 @@
+//! Live configuration: a re-read `space.yaml` applied to a running space.
+//!
+//! - A participant added to the file can join at once.
+//! - A participant removed from the file is removed from the space as by a kick: its
+//!   tokens are refused and its connection is closed (1008) with the reason.
+//! - A token removed from an entry is refused from then on, and a connection that joined
+//!   with it is closed (1008); connections that joined with another token of the entry,
+//!   or with a verified identity, stay.
+//! - Changed capabilities replace the entry's static capabilities (runtime grants stay);
+//!   a connected participant learns them as after a grant: a fresh `system/welcome`.
+//! - `defaults`, `logging` switches and the gateway options read while serving (join and
+//!   idle timeouts, rate limits, delivery, limits on frames, grants and participants,
+//!   `auth.jwt.allow_unknown_subjects`) take effect; sizes fixed at start (the polling
+//!   history) keep their first values. The space's id cannot change.
+//!
+//! Every change is returned (for the log) and written as an audit record
+//! (`configuration_changed`, in the envelope history).
+
+use super::audit::{Direction, Transport};
+use super::conn::Phase;
+use super::member::{Hold, Member, Origin};
+use super::{ConnId, Gateway, SpaceConfig};
+use crate::Time;
+use crate::secret::TokenHash;
+use std::fmt;
+use std::sync::Arc;
+
+/// One change a reload made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigChange {
+    /// A participant entry appeared (or came back).
+    Added {
+        /// Its id.
+        participant: String,
+    },
+    /// A participant entry disappeared: removed from the space.
+    Removed {
+        /// Its id.
+        participant: String,
+        /// Whether a live connection was closed.
+        disconnected: bool,
+    },
+    /// Tokens of an entry were removed (and possibly others added).
+    TokensRevoked {
+        /// Whose.
+        participant: String,
+        /// How many tokens.
+        revoked: usize,
+        /// Whether a live connection that used one was closed.
+        disconnected: bool,
+    },
+    /// Tokens were added to an entry.
+    TokensAdded {
+        /// Whose.
+        participant: String,
+        /// How many.
+        added: usize,
+    },
+    /// An entry's capabilities changed.
+    Capabilities {
+        /// Whose.
+        participant: String,
+        /// The new static capabilities.
+        capabilities: serde_json::Value,
+        /// Whether a connected participant was sent a fresh welcome.
+        notified: bool,
+    },
+    /// `defaults.capabilities` changed (for later anonymous joins and unknown subjects).
+    Defaults,
+    /// Other settings changed (`gateway:` options, `logging`).
+    Settings,
+}
+
+impl ConfigChange {
+    fn participant(&self) -> &str {
+        match self {
+            ConfigChange::Added { participant }
+            | ConfigChange::Removed { participant, .. }
+            | ConfigChange::TokensRevoked { participant, .. }
+            | ConfigChange::TokensAdded { participant, .. }
+            | ConfigChange::Capabilities { participant, .. } => participant,
+            ConfigChange::Defaults | ConfigChange::Settings => "system:gateway",
+        }
+    }
+
+    fn metadata(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            ConfigChange::Added { .. } => json!({"change": "participant_added"}),
+            ConfigChange::Removed { disconnected, .. } => {
+                json!({"change": "participant_removed", "disconnected": disconnected})
+            }
+            ConfigChange::TokensRevoked {
+                revoked,
+                disconnected,
+                ..
+            } => {
+                json!({"change": "tokens_revoked", "revoked": revoked, "disconnected": disconnected})
+            }
+            ConfigChange::TokensAdded { added, .. } => {
+                json!({"change": "tokens_added", "added": added})
+            }
+            ConfigChange::Capabilities { capabilities, .. } => {
+                json!({"change": "capabilities_changed", "capabilities": capabilities})
+            }
+            ConfigChange::Defaults => json!({"change": "defaults_changed"}),
+            ConfigChange::Settings => json!({"change": "settings_changed"}),
+        }
+    }
+}
+
+impl fmt::Display for ConfigChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigChange::Added { participant } => write!(f, "participant {participant} added"),
+            ConfigChange::Removed {
+                participant,
+                disconnected,
+            } => {
+                write!(f, "participant {participant} removed")?;
+                if *disconnected {
+                    f.write_str(" (its connection closed)")?;
+                }
+                Ok(())
+            }
+            ConfigChange::TokensRevoked {
+                participant,
+                revoked,
+                disconnected,
+            } => {
+                write!(f, "{revoked} token(s) of {participant} revoked")?;
+                if *disconnected {
+                    f.write_str(" (the connection that used one closed)")?;
+                }
+                Ok(())
+            }
+            ConfigChange::TokensAdded { participant, added } => {
+                write!(f, "{added} token(s) added for {participant}")
+            }
+            ConfigChange::Capabilities {
+                participant,
+                capabilities,
+                notified,
+            } => {
+                write!(f, "capabilities of {participant} now {capabilities}")?;
+                if *notified {
+                    f.write_str(" (sent a fresh welcome)")?;
+                }
+                Ok(())
+            }
+            ConfigChange::Defaults => f.write_str("defaults.capabilities changed"),
+            ConfigChange::Settings => f.write_str("gateway or logging settings changed"),
+        }
+    }
+}
+
+/// The reason closed connections are given.
+const REMOVED: &str = "removed from the space by a configuration change";
+const REVOKED: &str = "token revoked by a configuration change";
+
+impl Gateway {
+    /// Applies a re-read configuration (tokens already resolved, as at start); the changes
+    /// made, in file order. `Err` (nothing changed) when the new configuration names
+    /// another space.
+    pub fn reconfigure(
+        &mut self,
+        now: Time,
+        new: SpaceConfig,
+    ) -> Result<Vec<ConfigChange>, String> {
+        if new.id != self.config.id {
+            return Err(format!(
+                "space.id changed from `{}` to `{}`: a running gateway serves one space; restart it to serve another",
+                self.config.id, new.id
+            ));
+        }
+        let mut changes = Vec::new();
+        let mut to_close: Vec<(ConnId, &'static str)> = Vec::new();
+        for p in &new.participants {
+            let tokens: Vec<TokenHash> = p.tokens.iter().map(|t| TokenHash::of(t)).collect();
+            let old = self
+                .config
+                .participant(&p.id)
+                .filter(|_| self.members.find(&p.id).is_some());
+            let idx = match self.members.find(&p.id) {
+                Some(i) => i,
+                None => {
+                    self.members.insert(Member {
+                        id: Arc::from(p.id.as_str()),
+                        origin: Origin::Configured,
+                        tokens,
+                        static_caps: p.capabilities.clone(),
+                        grants: Vec::new(),
+                        caps: Arc::new(p.capabilities.clone()),
+                        conn: None,
+                        virtual_log: None,
+                        hold: Hold::None,
+                        bucket: Default::default(),
+                        removed: false,
+                    });
+                    changes.push(ConfigChange::Added {
+                        participant: p.id.clone(),
+                    });
+                    continue;
+                }
+            };
+            let m = self.members.get(idx);
+            let came_back = m.removed || m.origin != Origin::Configured || old.is_none();
+            let revoked: Vec<TokenHash> = m
+                .tokens
+                .iter()
+                .filter(|t| !tokens.contains(t))
+                .copied()
+                .collect();
+            let added = tokens.iter().filter(|t| !m.tokens.contains(t)).count();
+            let caps_changed = m.static_caps.to_json() != p.capabilities.to_json();
+            // Tokens: the new list replaces the old.
+            self.members.remove_tokens(idx);
+            for t in &tokens {
+                self.members.add_token(*t, idx);
+            }
+            let m = self.members.get_mut(idx);
+            m.tokens = tokens;
+            m.origin = Origin::Configured;
+            m.removed = false;
+            let conn = m.conn;
+            if came_back {
+                m.static_caps = p.capabilities.clone();
+                m.recompute_caps();
+                changes.push(ConfigChange::Added {
+                    participant: p.id.clone(),
+                });
+                continue;
+            }
+            if !revoked.is_empty() {
+                let used = conn.filter(|c| {
+                    self.conns
+                        .get_mut(*c)
+                        .and_then(|c| c.joined_with)
+                        .is_some_and(|t| revoked.contains(&t))
+                });
+                if let Some(c) = used {
+                    to_close.push((c, REVOKED));
+                }
+                changes.push(ConfigChange::TokensRevoked {
+                    participant: p.id.clone(),
+                    revoked: revoked.len(),
+                    disconnected: used.is_some(),
+                });
+            }
+            if added > 0 {
+                changes.push(ConfigChange::TokensAdded {
+                    participant: p.id.clone(),
+                    added,
+                });
+            }
+            if caps_changed {
+                let m = self.members.get_mut(idx);
+                m.static_caps = p.capabilities.clone();
+                m.recompute_caps();
+                let closing = to_close.iter().any(|(c, _)| Some(*c) == conn);
+                let notified = conn.is_some() && !closing;
+                if notified {
+                    self.send_welcome(now, idx);
+                }
+                changes.push(ConfigChange::Capabilities {
+                    participant: p.id.clone(),
+                    capabilities: p.capabilities.to_json(),
+                    notified,
+                });
+            }
+        }
+        // Entries that are gone: removed from the space, as by a kick.
+        let gone: Vec<usize> = self
+            .members
+            .iter()
+            .filter(|(_, m)| {
+                m.origin == Origin::Configured && !m.removed && new.participant(&m.id).is_none()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for idx in gone {
+            self.members.remove_tokens(idx);
+            let m = self.members.get_mut(idx);
+            m.removed = true;
+            m.grants.clear();
+            m.hold = Hold::None;
+            m.recompute_caps();
+            let id = m.id.to_string();
+            let conn = m.conn;
+            let was_virtual = m.virtual_log.take().is_some();
+            if let Some(c) = conn {
+                to_close.push((c, REMOVED));
+            } else if was_virtual {
+                self.rebuild_audience();
+                self.close_streams_of(now, &id);
+                self.send_presence_leave(now, &id);
+            }
+            changes.push(ConfigChange::Removed {
+                participant: id,
+                disconnected: conn.is_some(),
+            });
+        }
+        if new.default_capabilities.to_json() != self.config.default_capabilities.to_json() {
+            changes.push(ConfigChange::Defaults);
+        }
+        if new.gateway != self.config.gateway || new.logging != self.config.logging {
+            changes.push(ConfigChange::Settings);
+        }
+        let logging = new.logging;
+        self.audit_envelopes = logging.enabled && logging.envelope_history;
+        self.audit_capabilities = logging.enabled && logging.capability_decisions;
+        self.config = new;
+        self.rebuild_audience();
+        for (c, reason) in to_close {
+            if let Some(conn) = self.conns.get_mut(c)
+                && conn.phase != Phase::Closed
+            {
+                self.close_conn(now, c, 1008, reason, reason);
+            }
+        }
+        if self.audit_envelopes {
+            for c in &changes {
+                self.audit_envelope(
+                    now,
+                    "configuration_changed",
+                    None,
+                    None,
+                    false,
+                    Arc::from(c.participant()),
+                    Direction::Inbound,
+                    Transport::Config,
+                    Some(c.metadata()),
+                );
+            }
+        }
+        self.finish_closes(now);
+        Ok(changes)
+    }
+}
