@@ -317,3 +317,71 @@ async fn keys_from_a_url_and_unknown_subjects_with_defaults() {
         .unwrap();
     assert_eq!(w["payload"]["you"]["id"], "robot-1");
 }
+
+/// The participant runtime reads its token file before every connection: when the
+/// gateway closes the connection at the token's expiry, it comes back with the fresh token
+/// whatever renews the file wrote there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_reconnects_with_a_fresh_token_from_its_file() {
+    use mew_core::participant::{Event, ParticipantConfig, ReconnectPolicy};
+    use mew_driver_common::token_file::TokenFile;
+    let dir = temp_dir("jwt-token-file");
+    let idp = Idp::new();
+    let gw = start::<Tokio>(&dir, jwt_space(&dir, &idp, "jwks_file: jwks.json", false));
+    let file = dir.join("robot.token");
+    std::fs::write(&file, format!("{}\n", idp.token("robot-1", 2))).unwrap();
+    let config = ParticipantConfig {
+        gateway_url: gw.ws_url("e2e"),
+        space: "e2e".into(),
+        token: String::new(),
+        reconnect: ReconnectPolicy {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(200),
+            ..ReconnectPolicy::default()
+        },
+        ..ParticipantConfig::default()
+    };
+    let (rt, mut events) = mew_tokio::ParticipantRuntime::start_with_token_file(
+        config,
+        Some(3),
+        Some(TokenFile(file.clone())),
+    );
+    async fn next(events: &mut tokio::sync::mpsc::Receiver<Event>) -> Event {
+        tokio::time::timeout(Duration::from_secs(5), events.recv())
+            .await
+            .expect("an event in time")
+            .expect("the runtime runs")
+    }
+    let mut reasons = Vec::new();
+    loop {
+        match next(&mut events).await {
+            Event::Ready { id, .. } => {
+                assert_eq!(id, "robot-1");
+                break;
+            }
+            Event::Disconnected { reason } => reasons.push(reason),
+            _ => {}
+        }
+    }
+    // Renewed before it expires.
+    std::fs::write(&file, idp.token("robot-1", 60)).unwrap();
+    let mut disconnected = None;
+    loop {
+        match next(&mut events).await {
+            Event::Disconnected { reason } => disconnected = Some(reason),
+            Event::Ready {
+                reconnected: true, ..
+            } => break,
+            _ => {}
+        }
+    }
+    let reason = disconnected.expect("closed at the expiry");
+    assert!(reason.contains("token expired"), "{reason}");
+    let (mut human, _) = RawClient::join(&gw, "human-token").await;
+    let sent = rt
+        .chat("back with a fresh token", vec![])
+        .await
+        .unwrap()
+        .unwrap();
+    human.expect_id(&sent).await;
+}

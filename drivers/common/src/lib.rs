@@ -29,6 +29,7 @@ pub mod route;
 pub mod secret;
 pub mod server;
 pub mod tls;
+pub mod token_file;
 pub mod ui;
 pub mod ws;
 

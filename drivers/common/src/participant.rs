@@ -112,6 +112,8 @@ struct Inner<R: Runtime> {
     stopped: bool,
     /// Dropped when the task ends: [`ParticipantRuntime::close`] waits on them.
     on_stop: Vec<oneshot::Sender<()>>,
+    /// Read before every connection when `MEW_TOKEN_FILE` is set.
+    token_file: Option<crate::token_file::TokenFile>,
 }
 
 /// The async handle on a participant. Clonable; the task stops when every handle is dropped
@@ -132,7 +134,21 @@ impl<R: Runtime> ParticipantRuntime<R> {
     /// Starts a participant: it connects (and reconnects) as the core directs. Returns the
     /// handle and the stream of every event the core emits (bounded: when the application
     /// does not keep up, events are dropped and counted rather than buffered without limit).
+    ///
+    /// When `MEW_TOKEN_FILE` is set, the token is read from that file before every
+    /// connection (see [`ParticipantRuntime::start_with_token_file`]).
     pub fn start(config: ParticipantConfig, seed: Option<u64>) -> (Self, R::Events) {
+        Self::start_with_token_file(config, seed, crate::token_file::TokenFile::from_env())
+    }
+
+    /// [`ParticipantRuntime::start`] with the token read from `token_file` (when given)
+    /// before every connection: a token that expires is replaced by whatever renews the
+    /// file, and the next reconnection presents the fresh one.
+    pub fn start_with_token_file(
+        config: ParticipantConfig,
+        seed: Option<u64>,
+        token_file: Option<crate::token_file::TokenFile>,
+    ) -> (Self, R::Events) {
         let (jobs_tx, jobs_rx) = async_channel::bounded::<Job<R>>(256);
         let (internal_tx, internal_rx) = async_channel::bounded(1024);
         let (events_tx, events_rx) = R::event_queue(EVENT_QUEUE);
@@ -148,6 +164,7 @@ impl<R: Runtime> ParticipantRuntime<R> {
             dropped_events: 0,
             stopped: false,
             on_stop: Vec::new(),
+            token_file,
         };
         R::spawn(drive(inner, jobs_rx, internal_rx));
         (ParticipantRuntime { jobs: jobs_tx }, events_rx)
@@ -449,7 +466,12 @@ impl<R: Runtime> Inner<R> {
     /// Carries out every queued output of the core.
     async fn pump(&mut self) {
         loop {
-            while let Some(out) = self.p.poll_output() {
+            while let Some(mut out) = self.p.poll_output() {
+                if let (Some(f), mew_core::participant::Output::Connect { headers, .. }) =
+                    (&self.token_file, &mut out)
+                {
+                    f.refresh(&mut self.p, headers);
+                }
                 if let Some(e) = self.link.carry(out, &mut self.p).await {
                     self.event(e);
                 }

@@ -22,9 +22,20 @@ pub struct ConnectArgs {
     #[arg(long, short, env = SPACE_ENV)]
     pub space: String,
     /// Bearer token (prefer the environment variable, which `ps` does not show). May begin
-    /// with `-`, as a token of another implementation can.
-    #[arg(long, short, env = TOKEN_ENV, hide_env_values = true, allow_hyphen_values = true)]
-    pub token: String,
+    /// with `-`, as a token of another implementation can. Not needed with MEW_TOKEN_FILE.
+    #[arg(
+        long,
+        short,
+        env = TOKEN_ENV,
+        hide_env_values = true,
+        allow_hyphen_values = true,
+        required_unless_present = "token_file"
+    )]
+    pub token: Option<String>,
+    /// The environment variable MEW_TOKEN_FILE: a file holding the token, read again before
+    /// every (re)connection, for tokens that expire (JWTs an identity provider renews).
+    #[arg(long = "token-file", env = mew_driver_common::token_file::TOKEN_FILE_ENV, hide = true)]
+    pub token_file: Option<std::path::PathBuf>,
     /// Participant id named in the join. A mew-rs gateway checks it against the token; the
     /// reference's gateway takes the id from here, so give it when joining one.
     #[arg(long, alias = "participant", env = ID_ENV)]
@@ -37,7 +48,16 @@ impl ConnectArgs {
         ParticipantConfig {
             gateway_url: url_for(&self.gateway, &self.space),
             space: self.space.clone(),
-            token: self.token.clone(),
+            // With only a token file, the runtime also reads it before every connection
+            // (MEW_TOKEN_FILE); this is the first.
+            token: self
+                .token
+                .clone()
+                .or_else(|| {
+                    let f = mew_driver_common::token_file::TokenFile(self.token_file.clone()?);
+                    f.read().ok()
+                })
+                .unwrap_or_default(),
             participant_id: self.id.clone(),
             ..ParticipantConfig::default()
         }

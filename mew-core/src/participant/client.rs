@@ -28,6 +28,11 @@ pub enum ClientState {
     Closed,
 }
 
+/// The `Authorization` header of a connection that presents `token`.
+pub fn authorization(token: &str) -> (String, String) {
+    ("Authorization".into(), format!("Bearer {token}"))
+}
+
 /// Settings of the connection machine.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientConfig {
@@ -134,11 +139,20 @@ impl Client {
         self.last_heard = now;
         self.out.push_back(Output::Connect {
             url: self.config.gateway_url.clone(),
-            headers: vec![(
-                "Authorization".into(),
-                format!("Bearer {}", self.config.token),
-            )],
+            headers: vec![authorization(&self.config.token)],
         });
+    }
+
+    /// Replaces the token for the connection being opened and later ones (a token that
+    /// expires is fetched afresh before each connection). The join sent once the socket
+    /// opens carries it; the driver puts [`authorization`] of it on the opening request.
+    pub fn set_token(&mut self, token: String) {
+        self.config.token = token;
+    }
+
+    /// The token the next join carries.
+    pub fn token(&self) -> &str {
+        &self.config.token
     }
 
     /// The socket opened: send the compatibility join and wait for the welcome.

@@ -77,7 +77,7 @@ mod streams;
 mod tools;
 
 pub use chat::PendingChat;
-pub use client::{Client, ClientConfig, ClientState, Inbound};
+pub use client::{Client, ClientConfig, ClientState, Inbound, authorization};
 pub use config::{
     Bounds, ContextConfig, DiscoveryConfig, HeartbeatPolicy, NotReadyPolicy, ParticipantConfig,
     ReconnectPolicy, default_pause_exempt,
@@ -213,6 +213,11 @@ impl Participant {
     /// The configuration.
     pub fn config(&self) -> &ParticipantConfig {
         &self.config
+    }
+
+    /// Replaces the token for the next connection (see [`Client::set_token`]).
+    pub fn set_token(&mut self, token: String) {
+        self.client.set_token(token);
     }
 
     /// The connection machine.
