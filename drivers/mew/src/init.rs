@@ -82,6 +82,33 @@ pub struct Args {
     /// List the templates and exit.
     #[arg(long)]
     pub list_templates: bool,
+    /// Serve the space over TLS with this PEM certificate chain (written to space.yaml as
+    /// `gateway.tls`, with --tls-key; the space then prints wss:// URLs).
+    #[arg(long, value_name = "CERT.pem", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "KEY.pem", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// The `gateway.tls` section for `cert` and `key`, as absolute paths (so they hold wherever
+/// the space is started from).
+fn tls_section(cert: &Path, key: &Path) -> Result<String, Failure> {
+    let abs = |p: &Path| {
+        std::fs::canonicalize(p).map_err(|e| {
+            Failure::new(
+                exit::UNREADABLE,
+                format!("cannot read {}: {e}", p.display()),
+            )
+        })
+    };
+    let (cert, key) = (abs(cert)?, abs(key)?);
+    let quote = |p: &Path| serde_json::Value::String(p.to_string_lossy().into_owned());
+    Ok(format!(
+        "\n# TLS: the gateway serves wss:// and https:// with these files (SIGHUP re-reads them).\ngateway:\n  tls: {{cert: {}, key: {}}}\n",
+        quote(&cert),
+        quote(&key)
+    ))
 }
 
 fn space_name(args: &Args) -> String {
@@ -174,7 +201,13 @@ pub fn run(args: Args) -> Result<String, Failure> {
         if p.exists() && !rel.starts_with(".mew/") {
             continue;
         }
-        std::fs::write(&p, text.replace("{{name}}", &name)).map_err(|e| io(&p, e))?;
+        let mut text = text.replace("{{name}}", &name);
+        if *rel == ".mew/space.yaml"
+            && let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key)
+        {
+            text.push_str(&tls_section(cert, key)?);
+        }
+        std::fs::write(&p, text).map_err(|e| io(&p, e))?;
         written.push(p);
     }
     let text = std::fs::read_to_string(&config_path).map_err(|e| io(&config_path, e))?;
@@ -203,6 +236,9 @@ pub fn run(args: Args) -> Result<String, Failure> {
     }
     for p in &tokens {
         out.push_str(&format!("  token {} (0600)\n", p.display()));
+    }
+    if config.gateway.tls.is_some() {
+        out.push_str("  TLS: the space serves wss:// and https://\n");
     }
     let dir = args.dir.display();
     out.push_str(&format!(
