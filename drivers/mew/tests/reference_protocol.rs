@@ -10,9 +10,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mew_tests::process::MewGateway;
+use mew_tests::wait::{self, read_kind};
 use regex::Regex;
 use serde_json::Value;
 use tungstenite::Message;
@@ -103,7 +104,7 @@ impl Space {
         if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         }
-        let welcome = until_kind(&mut ws, "system/welcome");
+        let welcome = read_kind(&mut ws, "system/welcome");
         (ws, welcome)
     }
 }
@@ -122,19 +123,6 @@ fn next_text(ws: &mut Ws) -> String {
         match ws.read().expect("a frame in time") {
             Message::Text(t) => return t.as_str().to_owned(),
             _ => continue,
-        }
-    }
-}
-
-fn until_kind(ws: &mut Ws, kind: &str) -> Value {
-    loop {
-        let t = next_text(ws);
-        if t.starts_with('#') {
-            continue;
-        }
-        let v: Value = serde_json::from_str(&t).unwrap();
-        if v["kind"] == kind {
-            return v;
         }
     }
 }
@@ -158,25 +146,20 @@ fn send(ws: &mut Ws, text: String) {
 
 /// The scripts' `wait_for_pattern`: `grep -F pattern file`, polled; the matching lines.
 fn wait_for_pattern(file: &Path, pattern: &str) -> Vec<String> {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let lines: Vec<String> = std::fs::read_to_string(file)
-            .unwrap_or_default()
+    let what = format!("{pattern} in {}", file.display());
+    wait::until_ok(&what, Duration::from_secs(10), || {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let lines: Vec<String> = text
             .lines()
             .filter(|l| l.contains(pattern))
             .map(str::to_owned)
             .collect();
-        if !lines.is_empty() {
-            return lines;
+        if lines.is_empty() {
+            Err(text)
+        } else {
+            Ok(lines)
         }
-        assert!(
-            Instant::now() < end,
-            "{pattern} never appeared in {}:\n{}",
-            file.display(),
-            std::fs::read_to_string(file).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    })
 }
 
 fn grep(file: &Path, pattern: &str) -> Vec<String> {
@@ -349,11 +332,11 @@ fn scenario_4_system_register_and_scenario_12_peer_streams() {
     post(
         r#"{"id":"open-1","kind":"stream/open","to":["control-agent"],"correlation_id":["trigger-1"],"payload":{"stream_id":"stream-123","encoding":"text"}}"#,
     );
-    assert_eq!(until_kind(&mut control, "stream/open")["id"], "open-1");
+    assert_eq!(read_kind(&mut control, "stream/open")["id"], "open-1");
     post(
         r#"{"id":"close-1","kind":"stream/close","to":["control-agent"],"correlation_id":["open-1"],"payload":{"reason":"complete"}}"#,
     );
-    let close = until_kind(&mut control, "stream/close");
+    let close = read_kind(&mut control, "stream/close");
     assert_eq!(close["id"], "close-1");
     assert_eq!(close["payload"]["reason"], "complete");
     wait_for_pattern(&client_log, "\"id\":\"close-1\"");
@@ -361,11 +344,11 @@ fn scenario_4_system_register_and_scenario_12_peer_streams() {
     let re = Regex::new(r#""event":"delivered".*"id":"close-1".*"participant":"control-agent""#)
         .unwrap();
     let history = sp.history();
-    let end = Instant::now() + Duration::from_secs(10);
-    while !grep(&history, "close-1").iter().any(|l| re.is_match(l)) {
-        assert!(Instant::now() < end, "close-1 delivered to control-agent");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait::until_true(
+        "close-1 delivered to control-agent",
+        Duration::from_secs(10),
+        || grep(&history, "close-1").iter().any(|l| re.is_match(l)),
+    );
 }
 
 #[test]
@@ -495,12 +478,12 @@ fn scenarios_16_and_18_stream_ownership_and_targets() {
         "{open}"
     );
     for ws in [&mut owner, &mut writer, &mut aggregator, &mut verifier] {
-        until_kind(ws, "stream/open");
+        read_kind(ws, "stream/open");
     }
 
     send(&mut owner, format!("#{sid}#frame1-owner"));
     send(&mut writer, format!("#{sid}#frame2-unauthorized"));
-    let e = until_kind(&mut writer, "system/error");
+    let e = read_kind(&mut writer, "system/error");
     assert_eq!(e["payload"]["error"], "unauthorized_stream_write");
     assert_eq!(e["payload"]["stream_id"], sid.as_str());
 
@@ -522,7 +505,7 @@ fn scenarios_16_and_18_stream_ownership_and_targets() {
             .contains("\"participant_id\":\"stream-writer\"")
     );
     assert_eq!(
-        until_kind(&mut writer, "stream/write-granted")["payload"]["authorized_writers"],
+        read_kind(&mut writer, "stream/write-granted")["payload"]["authorized_writers"],
         serde_json::json!(["stream-owner", "stream-writer"])
     );
     send(&mut writer, format!("#{sid}#frame3-authorized"));
@@ -556,10 +539,10 @@ fn scenarios_16_and_18_stream_ownership_and_targets() {
             .unwrap()
             .contains("\"participant_id\":\"stream-writer\"")
     );
-    until_kind(&mut writer, "stream/write-revoked");
+    read_kind(&mut writer, "stream/write-revoked");
     send(&mut writer, format!("#{sid}#frame4-revoked"));
     assert_eq!(
-        until_kind(&mut writer, "system/error")["payload"]["error"],
+        read_kind(&mut writer, "system/error")["payload"]["error"],
         "unauthorized_stream_write"
     );
 
@@ -580,11 +563,11 @@ fn scenarios_16_and_18_stream_ownership_and_targets() {
             && t.contains("\"previous_owner\":\"stream-owner\""),
         "{t}"
     );
-    until_kind(&mut owner, "stream/ownership-transferred");
+    read_kind(&mut owner, "stream/ownership-transferred");
     send(&mut writer, format!("#{sid}#frame5-new-owner"));
     send(&mut owner, format!("#{sid}#frame6-old-owner"));
     assert_eq!(
-        until_kind(&mut owner, "system/error")["payload"]["error"],
+        read_kind(&mut owner, "system/error")["payload"]["error"],
         "unauthorized_stream_write"
     );
     // A late joiner sees the new owner in its welcome.
@@ -606,7 +589,7 @@ fn scenarios_16_and_18_stream_ownership_and_targets() {
             r#"{"direction":"upload","target":["nobody"],"description":"x"}"#,
         ),
     );
-    let e = until_kind(&mut owner, "system/error");
+    let e = read_kind(&mut owner, "system/error");
     assert_eq!(e["payload"]["error"], "target_not_found");
     assert_eq!(e["payload"]["targets"], serde_json::json!(["nobody"]));
     send(
@@ -617,19 +600,14 @@ fn scenarios_16_and_18_stream_ownership_and_targets() {
             r#"{"direction":"upload","target":["aggregator"],"description":"positions"}"#,
         ),
     );
-    let end = Instant::now() + Duration::from_secs(10);
-    let targeted = loop {
+    let targeted = wait::until("a second stream", Duration::from_secs(10), || {
         let id = last_stream_id(&history);
-        if id != sid {
-            break id;
-        }
-        assert!(Instant::now() < end);
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        (id != sid).then_some(id)
+    });
     let open = grep(&history, "\"kind\":\"stream/open\"").pop().unwrap();
     assert!(open.contains("\"target\":[\"aggregator\"]"), "{open}");
     for ws in [&mut aggregator, &mut verifier] {
-        until_kind(ws, "stream/open");
+        read_kind(ws, "stream/open");
     }
     for n in 1..=3 {
         send(&mut owner, format!("#{targeted}#position-data-{n}"));
@@ -683,14 +661,11 @@ fn a_client_replaced_by_another_of_the_same_participant_stops_and_says_so() {
             .contains("system/welcome")
     );
     // The first is closed as replaced and does not come back.
-    let end = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = first.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < end, "the replaced client stops");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait::until(
+        "the replaced client to stop",
+        Duration::from_secs(10),
+        || first.try_wait().unwrap(),
+    );
     assert_eq!(status.code(), Some(5));
     let mut err = String::new();
     first
