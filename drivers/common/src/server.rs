@@ -194,6 +194,20 @@ impl ReloadHandle {
             .await
             .is_ok()
     }
+
+    /// Answers an HTTP API request inside the process, as the port would (the supervisor of
+    /// a space asks who is online this way, whether or not the port speaks TLS); `None`
+    /// when the server has stopped.
+    pub async fn http(&self, route: Route, bearer: Option<String>) -> Option<Response> {
+        let (tx, rx) = oneshot::channel();
+        let req = HttpRequest {
+            route,
+            bearer,
+            body: Bytes::new(),
+        };
+        self.0.send(Input::Http(req, tx)).await.ok()?;
+        rx.await.ok()
+    }
 }
 
 /// Asks a running [`GatewayServer`] to shut down gracefully. Clonable.

@@ -103,6 +103,23 @@ pub struct Running {
 }
 
 impl Running {
+    /// Participants online, asked of the gateway inside this process (`token` authorises
+    /// the listing).
+    pub async fn online(&self, token: Option<&str>) -> Vec<String> {
+        let route = mew_driver_common::Route::Participants { space: None };
+        let Some(resp) = self.reloader.http(route, token.map(str::to_owned)).await else {
+            return Vec::new();
+        };
+        let v: serde_json::Value = serde_json::from_slice(&resp.body).unwrap_or_default();
+        v["participants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["online"] == true)
+            .filter_map(|p| p["id"].as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// `wss` or `ws`.
     pub fn ws_scheme(&self) -> &'static str {
         if self.tls.is_some() { "wss" } else { "ws" }

@@ -217,17 +217,6 @@ fn http_get(port: u16, path: &str, token: Option<&str>) -> Option<Value> {
     serde_json::from_str(&text).ok()
 }
 
-/// Participants online, from the gateway.
-fn online(port: u16, token: Option<&str>) -> Vec<String> {
-    http_get(port, "/participants", token)
-        .and_then(|v| v["participants"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter(|p| p["online"] == true)
-        .filter_map(|p| p["id"].as_str().map(str::to_owned))
-        .collect()
-}
-
 /// The participant `mew space connect` joins as by default.
 const HUMAN: &str = "human";
 
@@ -302,12 +291,8 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
     let started = Instant::now();
     loop {
         let procs = running.processes.processes();
-        let on = tokio::task::spawn_blocking({
-            let token = token.clone();
-            move || online(port, token.as_deref())
-        })
-        .await
-        .unwrap_or_default();
+        // Asked inside the process: works whether or not the port speaks TLS.
+        let on = running.online(token.as_deref()).await;
         let waiting: Vec<&ProcessInfo> = procs
             .iter()
             .filter(|p| {

@@ -31,7 +31,7 @@ pub struct StreamInfo {
     pub metadata: Value,
     /// Id of the `stream/open` envelope, which a `stream/close` correlates with.
     pub open_id: Option<String>,
-    /// Who may write frames ([s2w] `authorized_writers`; the owner alone when the gateway
+    /// Who may write frames (\[s2w\] `authorized_writers`; the owner alone when the gateway
     /// does not say).
     pub writers: Vec<String>,
 }
