@@ -50,7 +50,7 @@ fn filesystem_script() -> String {
 /// (a filesystem bridge over `root`) when `with_fs`.
 fn gateway(dir: &Path, root: Option<&Path>) -> MewGateway {
     let mut yaml = format!(
-        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n  agent:\n    tokens: [agent-token]\n    capabilities: [{{kind: mcp/proposal}}, {{kind: mcp/withdraw}}, {{kind: chat}}, {{kind: capability/grant-ack}}]\n"
+        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n  agent:\n    tokens: [agent-token]\n    capabilities: [{{kind: mcp/proposal}}, {{kind: mcp/withdraw}}, {{kind: chat}}, {{kind: capability/grant-ack}}, {{kind: \"reasoning/*\"}}]\n"
     );
     if let Some(root) = root {
         yaml.push_str(&format!(
@@ -587,6 +587,35 @@ async fn a_person_reviews_proposals_in_the_browser() {
 
     let mut agent = Agent::join(&gw.addr);
     wait_text(c, "#participants", "agent").await;
+
+    // The chat box, both ways; reasoning folded into one line that follows the thoughts.
+    by_role(c, "textbox", "Message")
+        .await
+        .send_keys("hello agent\n")
+        .await
+        .unwrap();
+    let chat = agent.wait(|e| e["kind"] == "chat" && e["from"] == "human");
+    assert_eq!(chat["payload"]["text"], "hello agent");
+    agent.send("chat", &[], None, json!({"text": "hello human"}));
+    wait_text(c, "#messages", "agent: hello human").await;
+    let start = agent.send("reasoning/start", &[], None, json!({"message": "thinking"}));
+    let thought = |agent: &mut Agent, kind: &str, text: &str| {
+        agent.n += 1;
+        let env = json!({"protocol": "mew/v0.4", "id": format!("agent-{}", agent.n),
+                         "from": "agent", "kind": kind, "context": start,
+                         "payload": {"message": text}});
+        agent.out.send(env.to_string()).unwrap();
+    };
+    thought(&mut agent, "reasoning/thought", "first look");
+    wait_text(
+        c,
+        "#messages",
+        "agent is thinking (1 thought(s)): first look",
+    )
+    .await;
+    thought(&mut agent, "reasoning/thought", "second look");
+    thought(&mut agent, "reasoning/conclusion", "all clear");
+    wait_text(c, "#messages", "agent reasoned in 2 step(s): all clear").await;
 
     // Approve: the bridge writes the file, the page shows the result.
     let approved = root.join("approved.txt");
