@@ -50,7 +50,7 @@ fn filesystem_script() -> String {
 /// (a filesystem bridge over `root`) when `with_fs`.
 fn gateway(dir: &Path, root: Option<&Path>) -> MewGateway {
     let mut yaml = format!(
-        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n  agent:\n    tokens: [agent-token]\n    capabilities: [{{kind: mcp/proposal}}, {{kind: mcp/withdraw}}, {{kind: chat}}, {{kind: capability/grant-ack}}, {{kind: \"reasoning/*\"}}]\n"
+        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n  reviewer: {{tokens: [reviewer-token], capabilities: [{{kind: \"*\"}}]}}\n  agent:\n    tokens: [agent-token]\n    capabilities: [{{kind: mcp/proposal}}, {{kind: mcp/withdraw}}, {{kind: chat}}, {{kind: capability/grant-ack}}, {{kind: \"reasoning/*\"}}]\n"
     );
     if let Some(root) = root {
         yaml.push_str(&format!(
@@ -320,6 +320,7 @@ async fn screenshot(c: &Client, name: &str) {
 /// time on a thread of its own, so it answers the gateway's pings while the test waits on the
 /// browser.
 struct Agent {
+    id: &'static str,
     out: std::sync::mpsc::Sender<String>,
     inbox: std::sync::mpsc::Receiver<Value>,
     seen: Vec<Value>,
@@ -328,12 +329,18 @@ struct Agent {
 
 impl Agent {
     fn join(addr: &str) -> Agent {
+        Agent::join_as(addr, "agent")
+    }
+
+    fn join_as(addr: &str, id: &'static str) -> Agent {
         use tungstenite::client::IntoClientRequest;
         let mut req = format!("ws://{addr}/ws?space={SPACE}")
             .into_client_request()
             .unwrap();
-        req.headers_mut()
-            .insert("Authorization", "Bearer agent-token".parse().unwrap());
+        req.headers_mut().insert(
+            "Authorization",
+            format!("Bearer {id}-token").parse().unwrap(),
+        );
         let (mut ws, _) = tungstenite::connect(req).unwrap();
         if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
             s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
@@ -365,6 +372,7 @@ impl Agent {
             }
         });
         let mut a = Agent {
+            id,
             out,
             inbox,
             seen: Vec::new(),
@@ -383,8 +391,8 @@ impl Agent {
         payload: Value,
     ) -> String {
         self.n += 1;
-        let id = format!("agent-{}", self.n);
-        let mut env = json!({"protocol": "mew/v0.4", "id": id, "from": "agent", "kind": kind,
+        let id = format!("{}-{}", self.id, self.n);
+        let mut env = json!({"protocol": "mew/v0.4", "id": id, "from": self.id, "kind": kind,
                              "to": to, "payload": payload});
         if let Some(c) = correlation {
             env["correlation_id"] = json!([c]);
@@ -724,6 +732,23 @@ async fn a_person_reviews_proposals_in_the_browser() {
     wait_dialog(c, false).await;
     wait_text(c, "#messages", "proposal withdrawn by agent").await;
 
+    // Answered elsewhere (another reviewer rejects it) while its dialog is open: it closes.
+    let mut reviewer = Agent::join_as(&gw.addr, "reviewer");
+    let p5 = agent.propose(
+        "write_file",
+        json!({"path": root.join("r.txt"), "content": "r"}),
+    );
+    wait_dialog(c, true).await;
+    reviewer.send(
+        "mcp/reject",
+        &["agent"],
+        Some(&p5),
+        json!({"reason": "seen to"}),
+    );
+    wait_dialog(c, false).await;
+    wait_text(c, "#messages", "proposal rejected by reviewer: seen to").await;
+    by_role(c, "button", "No proposals waiting").await;
+
     // Several waiting, by keyboard alone: counted, deferred with Esc, back with r, rejected
     // with n + reason + Enter, approved with y.
     let k1 = agent.propose(
@@ -786,6 +811,31 @@ async fn a_person_reviews_proposals_in_the_browser() {
         g["payload"]["capabilities"][0]["payload"]["params"]["arguments"]["path"],
         json!(root)
     );
+
+    // Grant and revoke by hand.
+    by_role(c, "combobox", "Participant")
+        .await
+        .select_by_value("agent")
+        .await
+        .unwrap();
+    by_role(c, "textbox", "Capability (kind or JSON)")
+        .await
+        .send_keys("stream/request")
+        .await
+        .unwrap();
+    by_role(c, "button", "Grant").await.click().await.unwrap();
+    let g = agent.wait(|e| {
+        e["kind"] == "capability/grant"
+            && e["payload"]["capabilities"][0]["kind"] == "stream/request"
+    });
+    assert_eq!(g["payload"]["recipient"], "agent");
+    by_role(c, "textbox", "Capability (kind or JSON)")
+        .await
+        .send_keys("stream/request")
+        .await
+        .unwrap();
+    by_role(c, "button", "Revoke").await.click().await.unwrap();
+    agent.wait(|e| e["kind"] == "capability/revoke");
 
     // A narrow screen: one column, the dialog fits.
     c.set_window_size(390, 844).await.unwrap();
