@@ -548,6 +548,40 @@ async fn without_a_token_the_page_shows_the_login_form_and_nothing_of_the_space(
         .await
         .unwrap();
     assert_eq!(stored, json!(["human-token", 0]), "session storage only");
+    by_role(c, "textbox", "Message")
+        .await
+        .send_keys("before logging out\n")
+        .await
+        .unwrap();
+    wait_text(c, "#messages", "before logging out").await;
+
+    // Log out: the token is forgotten and the space leaves the page; in again, a fresh view.
+    by_role(c, "button", "Log out").await.click().await.unwrap();
+    by_role(c, "button", "Log in").await;
+    let stored = c
+        .execute("return sessionStorage.getItem('mew.token')", vec![])
+        .await
+        .unwrap();
+    assert_eq!(stored, Value::Null);
+    assert!(
+        c.find_all(Locator::Css("#messages li"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    by_role(c, "textbox", "Participant token")
+        .await
+        .send_keys("human-token\n")
+        .await
+        .unwrap();
+    wait_text(c, "#status", "joined as human").await;
+    by_role(c, "textbox", "Message")
+        .await
+        .send_keys("after logging in again\n")
+        .await
+        .unwrap();
+    let text = wait_text(c, "#messages", "after logging in again").await;
+    assert!(!text.contains("before logging out"), "{text}");
     c.clone().close().await.unwrap();
 }
 
