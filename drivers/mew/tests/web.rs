@@ -50,7 +50,7 @@ fn filesystem_script() -> String {
 /// (a filesystem bridge over `root`) when `with_fs`.
 fn gateway(dir: &Path, root: Option<&Path>) -> MewGateway {
     let mut yaml = format!(
-        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n  agent:\n    tokens: [agent-token]\n    capabilities: [{{kind: mcp/proposal}}, {{kind: mcp/withdraw}}, {{kind: chat}}, {{kind: capability/grant-ack}}]\n"
+        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n  reviewer: {{tokens: [reviewer-token], capabilities: [{{kind: \"*\"}}]}}\n  agent:\n    tokens: [agent-token]\n    capabilities: [{{kind: mcp/proposal}}, {{kind: mcp/withdraw}}, {{kind: chat}}, {{kind: capability/grant-ack}}, {{kind: \"reasoning/*\"}}]\n"
     );
     if let Some(root) = root {
         yaml.push_str(&format!(
@@ -320,6 +320,7 @@ async fn screenshot(c: &Client, name: &str) {
 /// time on a thread of its own, so it answers the gateway's pings while the test waits on the
 /// browser.
 struct Agent {
+    id: &'static str,
     out: std::sync::mpsc::Sender<String>,
     inbox: std::sync::mpsc::Receiver<Value>,
     seen: Vec<Value>,
@@ -328,12 +329,18 @@ struct Agent {
 
 impl Agent {
     fn join(addr: &str) -> Agent {
+        Agent::join_as(addr, "agent")
+    }
+
+    fn join_as(addr: &str, id: &'static str) -> Agent {
         use tungstenite::client::IntoClientRequest;
         let mut req = format!("ws://{addr}/ws?space={SPACE}")
             .into_client_request()
             .unwrap();
-        req.headers_mut()
-            .insert("Authorization", "Bearer agent-token".parse().unwrap());
+        req.headers_mut().insert(
+            "Authorization",
+            format!("Bearer {id}-token").parse().unwrap(),
+        );
         let (mut ws, _) = tungstenite::connect(req).unwrap();
         if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
             s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
@@ -365,6 +372,7 @@ impl Agent {
             }
         });
         let mut a = Agent {
+            id,
             out,
             inbox,
             seen: Vec::new(),
@@ -383,8 +391,8 @@ impl Agent {
         payload: Value,
     ) -> String {
         self.n += 1;
-        let id = format!("agent-{}", self.n);
-        let mut env = json!({"protocol": "mew/v0.4", "id": id, "from": "agent", "kind": kind,
+        let id = format!("{}-{}", self.id, self.n);
+        let mut env = json!({"protocol": "mew/v0.4", "id": id, "from": self.id, "kind": kind,
                              "to": to, "payload": payload});
         if let Some(c) = correlation {
             env["correlation_id"] = json!([c]);
@@ -540,6 +548,40 @@ async fn without_a_token_the_page_shows_the_login_form_and_nothing_of_the_space(
         .await
         .unwrap();
     assert_eq!(stored, json!(["human-token", 0]), "session storage only");
+    by_role(c, "textbox", "Message")
+        .await
+        .send_keys("before logging out\n")
+        .await
+        .unwrap();
+    wait_text(c, "#messages", "before logging out").await;
+
+    // Log out: the token is forgotten and the space leaves the page; in again, a fresh view.
+    by_role(c, "button", "Log out").await.click().await.unwrap();
+    by_role(c, "button", "Log in").await;
+    let stored = c
+        .execute("return sessionStorage.getItem('mew.token')", vec![])
+        .await
+        .unwrap();
+    assert_eq!(stored, Value::Null);
+    assert!(
+        c.find_all(Locator::Css("#messages li"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    by_role(c, "textbox", "Participant token")
+        .await
+        .send_keys("human-token\n")
+        .await
+        .unwrap();
+    wait_text(c, "#status", "joined as human").await;
+    by_role(c, "textbox", "Message")
+        .await
+        .send_keys("after logging in again\n")
+        .await
+        .unwrap();
+    let text = wait_text(c, "#messages", "after logging in again").await;
+    assert!(!text.contains("before logging out"), "{text}");
     c.clone().close().await.unwrap();
 }
 
@@ -587,6 +629,35 @@ async fn a_person_reviews_proposals_in_the_browser() {
 
     let mut agent = Agent::join(&gw.addr);
     wait_text(c, "#participants", "agent").await;
+
+    // The chat box, both ways; reasoning folded into one line that follows the thoughts.
+    by_role(c, "textbox", "Message")
+        .await
+        .send_keys("hello agent\n")
+        .await
+        .unwrap();
+    let chat = agent.wait(|e| e["kind"] == "chat" && e["from"] == "human");
+    assert_eq!(chat["payload"]["text"], "hello agent");
+    agent.send("chat", &[], None, json!({"text": "hello human"}));
+    wait_text(c, "#messages", "agent: hello human").await;
+    let start = agent.send("reasoning/start", &[], None, json!({"message": "thinking"}));
+    let thought = |agent: &mut Agent, kind: &str, text: &str| {
+        agent.n += 1;
+        let env = json!({"protocol": "mew/v0.4", "id": format!("agent-{}", agent.n),
+                         "from": "agent", "kind": kind, "context": start,
+                         "payload": {"message": text}});
+        agent.out.send(env.to_string()).unwrap();
+    };
+    thought(&mut agent, "reasoning/thought", "first look");
+    wait_text(
+        c,
+        "#messages",
+        "agent is thinking (1 thought(s)): first look",
+    )
+    .await;
+    thought(&mut agent, "reasoning/thought", "second look");
+    thought(&mut agent, "reasoning/conclusion", "all clear");
+    wait_text(c, "#messages", "agent reasoned in 2 step(s): all clear").await;
 
     // Approve: the bridge writes the file, the page shows the result.
     let approved = root.join("approved.txt");
@@ -695,6 +766,23 @@ async fn a_person_reviews_proposals_in_the_browser() {
     wait_dialog(c, false).await;
     wait_text(c, "#messages", "proposal withdrawn by agent").await;
 
+    // Answered elsewhere (another reviewer rejects it) while its dialog is open: it closes.
+    let mut reviewer = Agent::join_as(&gw.addr, "reviewer");
+    let p5 = agent.propose(
+        "write_file",
+        json!({"path": root.join("r.txt"), "content": "r"}),
+    );
+    wait_dialog(c, true).await;
+    reviewer.send(
+        "mcp/reject",
+        &["agent"],
+        Some(&p5),
+        json!({"reason": "seen to"}),
+    );
+    wait_dialog(c, false).await;
+    wait_text(c, "#messages", "proposal rejected by reviewer: seen to").await;
+    by_role(c, "button", "No proposals waiting").await;
+
     // Several waiting, by keyboard alone: counted, deferred with Esc, back with r, rejected
     // with n + reason + Enter, approved with y.
     let k1 = agent.propose(
@@ -757,6 +845,31 @@ async fn a_person_reviews_proposals_in_the_browser() {
         g["payload"]["capabilities"][0]["payload"]["params"]["arguments"]["path"],
         json!(root)
     );
+
+    // Grant and revoke by hand.
+    by_role(c, "combobox", "Participant")
+        .await
+        .select_by_value("agent")
+        .await
+        .unwrap();
+    by_role(c, "textbox", "Capability (kind or JSON)")
+        .await
+        .send_keys("stream/request")
+        .await
+        .unwrap();
+    by_role(c, "button", "Grant").await.click().await.unwrap();
+    let g = agent.wait(|e| {
+        e["kind"] == "capability/grant"
+            && e["payload"]["capabilities"][0]["kind"] == "stream/request"
+    });
+    assert_eq!(g["payload"]["recipient"], "agent");
+    by_role(c, "textbox", "Capability (kind or JSON)")
+        .await
+        .send_keys("stream/request")
+        .await
+        .unwrap();
+    by_role(c, "button", "Revoke").await.click().await.unwrap();
+    agent.wait(|e| e["kind"] == "capability/revoke");
 
     // A narrow screen: one column, the dialog fits.
     c.set_window_size(390, 844).await.unwrap();

@@ -164,7 +164,11 @@ function showLogin(error) {
   ui.loginError.textContent = error;
   // Nothing of a space stays in the page behind the form.
   ui.messages.replaceChildren();
+  drawn.clear();
   ui.participants.replaceChildren();
+  ui.participants.dataset.sig = "";
+  suggestions = [];
+  state = M.newState("");
   ui.streams.replaceChildren();
   ui.suggestions.replaceChildren();
   if (ui.dialog.open) ui.dialog.close();

@@ -18,7 +18,10 @@ export const MAX_OBSERVED = 5000;
 /** Approvals of one call shape before a grant is suggested (as in the terminal). */
 export const SUGGEST_AFTER = 3;
 
-/** MCP methods a client sends to learn what a peer offers: hidden unless asked for. */
+/**
+ * MCP methods a client sends to learn what a peer offers: hidden unless asked for. The same
+ * list as the terminal's (drivers/mew/src/tui/chatter.rs).
+ */
 const DISCOVERY = new Set([
   "initialize",
   "ping",
@@ -26,7 +29,17 @@ const DISCOVERY = new Set([
   "resources/list",
   "resources/templates/list",
   "prompts/list",
+  "completion/complete",
+  "logging/setLevel",
 ]);
+
+/**
+ * Whether an answer's result is a discovery listing (its request may not have been seen).
+ * @param {any} result
+ */
+export function isListing(result) {
+  return ["tools", "resources", "resourceTemplates", "prompts"].some((k) => Array.isArray(result?.[k]));
+}
 
 /**
  * @typedef {{[k: string]: any}} Envelope  A MEW envelope as JSON.
@@ -274,7 +287,8 @@ export function apply(s, env) {
         const why = kind !== "mcp/request" && typeof payload.reason === "string" ? `: ${payload.reason}` : "";
         note(s, `proposal ${how} by ${from}${why}`);
       } else if (kind === "mcp/request") {
-        const discovery = isDiscovery(payload.method);
+        // A request that fulfils a proposal was asked for by a person: never chatter.
+        const discovery = isDiscovery(payload.method) && ids.length === 0;
         if (discovery) s.discoveryRequests.add(id);
         if (s.discoveryRequests.size > MAX_OBSERVED) {
           const first = s.discoveryRequests.values().next().value;
@@ -289,8 +303,8 @@ export function apply(s, env) {
       break;
     }
     case "mcp/response": {
-      const discovery = correlated(env).some((c) => s.discoveryRequests.has(c));
       const r = payload.result;
+      const discovery = correlated(env).some((c) => s.discoveryRequests.has(c)) || isListing(r);
       const text =
         typeof r?.content?.[0]?.text === "string"
           ? r.content[0].text

@@ -71,9 +71,12 @@ test("discovery is marked, with its answers, and hidden by the page unless asked
   M.apply(s, { kind: "mcp/request", id: "q", from: "agent", to: ["fs"], payload: { method: "tools/list" } });
   M.apply(s, { kind: "mcp/response", id: "a", from: "fs", correlation_id: ["q"], payload: { result: { tools: [] } } });
   M.apply(s, { kind: "mcp/request", id: "c", from: "agent", to: ["fs"], payload: write });
+  // A listing whose request was not seen; a fulfilment that happens to list: shown.
+  M.apply(s, { kind: "mcp/response", id: "b", from: "fs", correlation_id: ["unseen"], payload: { result: { prompts: [] } } });
+  M.apply(s, { kind: "mcp/request", id: "f", from: "human", to: ["fs"], correlation_id: ["p"], payload: { method: "tools/list" } });
   assert.deepEqual(
     s.items.map((i) => Boolean(i.discovery)),
-    [true, true, false],
+    [true, true, false, true, false],
   );
 });
 
