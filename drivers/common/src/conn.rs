@@ -15,7 +15,9 @@ use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use mew_core::gateway::ConnId;
 use tungstenite::error::CapacityError;
 use tungstenite::protocol::CloseFrame;
+use tungstenite::protocol::frame::Frame;
 use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::protocol::frame::coding::{Data, OpCode};
 use tungstenite::{Error as WsError, Message};
 
 use crate::Response;
@@ -207,8 +209,16 @@ where
                     for t in list {
                         frames += 1;
                         bytes += t.len();
-                        if !guarded!(sink.feed(Message::Text(t))) {
-                            break 'run;
+                        if t.len() <= FRAGMENT {
+                            if !guarded!(sink.feed(Message::Text(t))) {
+                                break 'run;
+                            }
+                            continue;
+                        }
+                        for f in fragments(t) {
+                            if !guarded!(sink.feed(Message::Frame(f))) {
+                                break 'run;
+                            }
                         }
                     }
                 }
@@ -246,6 +256,24 @@ where
     }
     closing_tx.close();
     let _ = clock::timeout::<S, _>(Duration::from_millis(200), sink.close()).await;
+}
+
+/// Text messages longer than this go out in fragments of this size. tungstenite copies each
+/// frame whole into its write buffer, which keeps the largest size it ever reached: one
+/// large welcome (a space of thousands lists them all) would otherwise stay with the
+/// connection for its lifetime.
+pub const FRAGMENT: usize = 4 * 1024;
+
+/// A long text message as a text frame and continuation frames of [`FRAGMENT`] bytes
+/// (shared slices of it, not copies); the message as a whole is still valid UTF-8.
+fn fragments(t: tungstenite::Utf8Bytes) -> impl Iterator<Item = Frame> {
+    let b = Bytes::from(t);
+    let n = b.len().div_ceil(FRAGMENT);
+    (0..n).map(move |i| {
+        let chunk = b.slice(i * FRAGMENT..((i + 1) * FRAGMENT).min(b.len()));
+        let op = if i == 0 { Data::Text } else { Data::Continue };
+        Frame::message(chunk, OpCode::Data(op), i + 1 == n)
+    })
 }
 
 /// Runs the core task: applies inputs in batches, arms the core's timer, carries out its
@@ -310,4 +338,27 @@ async fn yield_now() {
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_go_out_in_fragments_that_add_up_to_them() {
+        // Multi-byte characters straddle the fragment boundaries.
+        let text: String = "é-ü-€-".repeat(FRAGMENT);
+        let frames: Vec<Frame> = fragments(tungstenite::Utf8Bytes::from(text.clone())).collect();
+        assert_eq!(frames.len(), text.len().div_ceil(FRAGMENT));
+        let mut joined = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
+            let h = f.header();
+            let want = if i == 0 { Data::Text } else { Data::Continue };
+            assert_eq!(h.opcode, OpCode::Data(want), "frame {i}");
+            assert_eq!(h.is_final, i + 1 == frames.len(), "frame {i}");
+            assert!(f.payload().len() <= FRAGMENT);
+            joined.extend_from_slice(f.payload());
+        }
+        assert_eq!(joined, text.as_bytes());
+    }
 }

@@ -549,7 +549,8 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
             }
         },
         r => {
-            let resp = http_response::<R>(&shared, &mut sock, &head, leftover, r).await;
+            // Boxed: its body buffer would otherwise be part of every WebSocket's task too.
+            let resp = Box::pin(http_response::<R>(&shared, &mut sock, &head, leftover, r)).await;
             let _ = R::write_all(&mut sock, &resp.to_bytes()).await;
             let _ = R::shutdown(&mut sock).await;
         }
@@ -582,20 +583,41 @@ async fn tls_handshake<R: ServerRuntime>(
     }
 }
 
+/// The gateway's WebSocket settings: frames and messages over `max` bytes refused, and
+/// small buffers, since an idle connection holds both for its lifetime (tungstenite
+/// allocates the read buffer up front and keeps its write buffer at the largest size it
+/// reached; long messages are written in fragments, see [`conn::FRAGMENT`]).
+fn server_ws_config(max: usize) -> WebSocketConfig {
+    ws_config(max)
+        .read_buffer_size(SERVER_READ_BUFFER)
+        .write_buffer_size(SERVER_WRITE_BUFFER)
+}
+
+/// Bytes read from a client's socket at a time.
+const SERVER_READ_BUFFER: usize = 4 * 1024;
+/// Bytes of frames gathered before they are written to a client's socket.
+const SERVER_WRITE_BUFFER: usize = 8 * 1024;
+
+/// Bytes asked of the socket per read of a request head.
+const HEAD_READ: usize = 2048;
+
 /// Reads until a complete head; `None` when the peer closed first.
 async fn read_head<R: ServerRuntime>(
     sock: &mut R::Sock,
 ) -> Result<Option<(RequestHead, Vec<u8>)>, HeadError> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
+    // Read into the buffer itself: a chunk array here would be part of every
+    // connection's task for as long as the connection lives.
+    let mut buf = Vec::new();
     loop {
-        let n = match R::read(sock, &mut chunk).await {
+        let start = buf.len();
+        // The buffer stays under MAX_HEAD plus one read: parse_head refuses a partial
+        // head once it reaches MAX_HEAD.
+        buf.resize(start + HEAD_READ, 0);
+        let n = match R::read(sock, &mut buf[start..]).await {
             Ok(0) | Err(_) => return Ok(None),
             Ok(n) => n,
         };
-        // The buffer stays under MAX_HEAD plus one chunk: parse_head refuses a partial
-        // head once it reaches MAX_HEAD.
-        buf.extend_from_slice(&chunk[..n]);
+        buf.truncate(start + n);
         if let Some((head, len)) = http::parse_head(&buf)? {
             return Ok(Some((head, buf.split_off(len))));
         }
@@ -692,7 +714,7 @@ async fn websocket<R: ServerRuntime>(
     {
         return;
     }
-    let config = ws_config(shared.limits.max_frame_bytes);
+    let config = server_ws_config(shared.limits.max_frame_bytes);
     let ws = R::websocket(sock, leftover, config).await;
     conn::serve_websocket::<R, _>(
         ws,

@@ -353,6 +353,7 @@ macro_rules! e2e_all {
             join_by_reference_messages,
             welcome_and_presence,
             chat_fan_out,
+            long_chat_arrives_whole,
             capability_violation,
             proposal_fulfilled_by_another_participant,
             grant_then_direct_request,

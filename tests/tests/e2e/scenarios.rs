@@ -105,6 +105,21 @@ pub async fn chat_fan_out<D: Driver>() {
     assert_eq!(a.expect_id("c-1").await, text);
 }
 
+/// A message longer than the gateway's write fragments (written as a text frame and
+/// continuation frames) arrives as the one message that was sent.
+pub async fn long_chat_arrives_whole<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut h, _) = RawClient::join(&gw, "human-token").await;
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let body = "long é ü € text ".repeat(20_000);
+    let text = format!(
+        r#"{{"protocol":"mew/v0.4","id":"long-1","from":"agent","kind":"chat","payload":{{"text":"{body}"}}}}"#
+    );
+    a.send_text(&text).await;
+    assert_eq!(h.expect_id("long-1").await, text);
+    assert_eq!(a.expect_id("long-1").await, text);
+}
+
 pub async fn capability_violation<D: Driver>() {
     let gw = start::<D>("");
     let (mut a, _) = RawClient::join(&gw, "agent-token").await;
