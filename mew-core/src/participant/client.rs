@@ -252,6 +252,25 @@ impl Client {
         self.lost(now, reason);
     }
 
+    /// The connection cannot succeed by trying again (a gateway certificate that does not
+    /// verify): reported as disconnected and given up at once, whatever the reconnect policy.
+    pub fn handle_refused(&mut self, now: Time, reason: &str) {
+        if matches!(self.state, ClientState::Disconnected | ClientState::Closed) {
+            return;
+        }
+        let _ = now;
+        self.state = ClientState::Disconnected;
+        self.next_ping = None;
+        self.welcome_by = None;
+        self.reconnect_at = None;
+        self.out.push_back(Output::Event(Event::Disconnected {
+            reason: reason.to_owned(),
+        }));
+        self.out.push_back(Output::Event(Event::GaveUp {
+            attempts: self.attempts,
+        }));
+    }
+
     fn lost(&mut self, now: Time, reason: &str) {
         self.state = ClientState::Disconnected;
         self.next_ping = None;
