@@ -577,6 +577,30 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_connection_is_given_up_at_once_without_a_reconnect() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        drain(&mut c);
+        c.handle_refused(Time::ZERO, "certificate not trusted");
+        let out = drain(&mut c);
+        assert!(
+            matches!(
+                &out[..],
+                [
+                    Output::Event(Event::Disconnected { reason }),
+                    Output::Event(Event::GaveUp { attempts: 0 })
+                ] if reason == "certificate not trusted"
+            ),
+            "{out:?}"
+        );
+        assert_eq!(c.state(), ClientState::Disconnected);
+        assert_eq!(c.poll_timeout(), None, "no reconnect scheduled");
+        // Late reports change nothing.
+        c.handle_disconnected(Time::ZERO, "late");
+        assert!(drain(&mut c).is_empty());
+    }
+
+    #[test]
     fn jitter_is_seeded_and_bounded() {
         let delays = |seed| {
             let mut c = Client::new(
