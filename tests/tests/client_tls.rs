@@ -1,4 +1,4 @@
-//! Every kind of client over `wss://` on both drivers, against the gateway's own TLS
+//! Every kind of client (participant, agent, bridge) over `wss://` on both drivers, against the gateway's own TLS
 //! (`ServerOptions::tls`) with a private CA and a server certificate made here with rcgen:
 //! participants and bridges verify the certificate against the CA given to them
 //! (`MEW_CA_FILE` / `--ca-file`), and refuse, at once and for good, a gateway whose
@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use e2e::drivers::Tokio;
 use e2e::{Driver, RunningGateway, WAIT, space, temp_dir};
+use mew_core::agent::{AgentConfig, AgentEvent, AgentFile, AgentSettings};
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::participant::{Event, ParticipantConfig, RequestOptions};
+use mew_driver_common::agent::{AgentExit, HttpTransport, ModelEndpoint, run_agent};
 use mew_driver_common::bridge::spawn_bridge;
 use mew_driver_common::client_tls::{self, ClientTlsOptions};
 use mew_driver_common::participant::{ParticipantRuntime, Runtime};
@@ -211,6 +213,66 @@ async fn bridge_answers<R: ProcessRuntime>(gw: &RunningGateway) {
     assert_eq!(handle.join().await, Exit::Shutdown);
 }
 
+fn agent_config(gw: &RunningGateway) -> AgentConfig {
+    let file = AgentFile::from_yaml("model: test-model\n").unwrap();
+    AgentConfig::new(
+        cfg(gw, "agent-token"),
+        AgentSettings::from_file(&file).unwrap(),
+    )
+}
+
+/// Runs an agent of runtime `R` until `stop` resolves; reports its first welcome on `ready`.
+async fn agent<R: Runtime>(
+    gw: &RunningGateway,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ready: tokio::sync::mpsc::UnboundedSender<()>,
+) -> AgentExit {
+    let endpoint = ModelEndpoint {
+        base_url: "http://127.0.0.1:9/v1".into(),
+        api_key: None,
+    };
+    run_agent::<R>(
+        agent_config(gw),
+        endpoint,
+        Arc::new(HttpTransport),
+        Some(7),
+        stop,
+        move |e| {
+            if let AgentEvent::Participant(Event::Ready { .. }) = e {
+                let _ = ready.send(());
+            }
+        },
+    )
+    .await
+}
+
+/// An agent of runtime `R` that cannot verify the gateway stops at once.
+async fn agent_refuses<R: Runtime>(gw: &RunningGateway) {
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let exit = tokio::time::timeout(WAIT, agent::<R>(gw, std::future::pending(), tx))
+        .await
+        .expect("the agent stops at once");
+    assert_eq!(exit, AgentExit::GatewayGaveUp);
+}
+
+/// An agent of runtime `R` joins over wss:// and stops cleanly.
+async fn agent_joins<R: Runtime>(gw: &RunningGateway) {
+    let (tx, mut ready) = tokio::sync::mpsc::unbounded_channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop = async move {
+        let _ = stop_rx.await;
+    };
+    let run = agent::<R>(gw, stop, tx);
+    let watch = async {
+        tokio::time::timeout(WAIT, ready.recv())
+            .await
+            .expect("the agent joins over wss");
+        let _ = stop_tx.send(());
+    };
+    let (exit, ()) = tokio::join!(run, watch);
+    assert_eq!(exit, AgentExit::Shutdown);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_client_kind_over_wss_on_both_drivers_and_untrusted_certificates_refused() {
     let dir = temp_dir("client-tls");
@@ -223,6 +285,8 @@ async fn every_client_kind_over_wss_on_both_drivers_and_untrusted_certificates_r
     participant_refuses::<mew_async_std::AsyncStd>(&gw).await;
     bridge_refuses::<mew_tokio::Tokio>(&gw).await;
     bridge_refuses::<mew_async_std::AsyncStd>(&gw).await;
+    agent_refuses::<mew_tokio::Tokio>(&gw).await;
+    agent_refuses::<mew_async_std::AsyncStd>(&gw).await;
 
     // With the CA file, as `--ca-file` / MEW_CA_FILE give it.
     let trusted = ClientTlsOptions {
@@ -234,6 +298,8 @@ async fn every_client_kind_over_wss_on_both_drivers_and_untrusted_certificates_r
     participants_chat::<mew_async_std::AsyncStd>(&gw).await;
     bridge_answers::<mew_tokio::Tokio>(&gw).await;
     bridge_answers::<mew_async_std::AsyncStd>(&gw).await;
+    agent_joins::<mew_tokio::Tokio>(&gw).await;
+    agent_joins::<mew_async_std::AsyncStd>(&gw).await;
 
     // Verification off: accepted whatever the certificate, as the option's name says.
     let insecure = ClientTlsOptions {
