@@ -12,15 +12,17 @@ use std::task::{Context, Poll};
 
 use async_net::{TcpListener, TcpStream};
 use async_tungstenite::WebSocketStream;
+use async_tungstenite::tungstenite::Error as WsError;
 use async_tungstenite::tungstenite::handshake::client::Request;
 use async_tungstenite::tungstenite::protocol::Role;
 use async_tungstenite::tungstenite::protocol::WebSocketConfig;
-use async_tungstenite::tungstenite::{Error as WsError, error::UrlError};
 use futures_io::{AsyncRead, AsyncWrite};
+use futures_util::future::Either;
 use futures_util::{AsyncReadExt, AsyncWriteExt};
 use mew_core::participant::Event;
+use mew_driver_common::client_tls;
 use mew_driver_common::clock::Sleep;
-use mew_driver_common::participant::Runtime;
+use mew_driver_common::participant::{Runtime, url_target};
 use mew_driver_common::process::{ProcessRuntime, Spawned};
 use mew_driver_common::server::ServerRuntime;
 
@@ -230,8 +232,11 @@ impl ProcessRuntime for AsyncStd {
     }
 }
 
+/// A client connection to a gateway: plain TCP (`ws://`) or TLS over it (`wss://`).
+pub type ClientStream = Either<TcpStream, Box<futures_rustls::client::TlsStream<TcpStream>>>;
+
 impl Runtime for AsyncStd {
-    type Ws = WebSocketStream<TcpStream>;
+    type Ws = WebSocketStream<ClientStream>;
     type Events = async_channel::Receiver<Event>;
     type EventSender = async_channel::Sender<Event>;
 
@@ -240,16 +245,22 @@ impl Runtime for AsyncStd {
     }
 
     async fn open(req: Request, config: WebSocketConfig) -> Result<Self::Ws, WsError> {
-        let uri = req.uri();
-        if uri.scheme_str() != Some("ws") {
-            return Err(WsError::Url(UrlError::UnsupportedUrlScheme));
-        }
-        let host = uri.host().ok_or(WsError::Url(UrlError::NoHostName))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let port = uri.port_u16().unwrap_or(80);
-        let sock = TcpStream::connect((host, port)).await?;
+        let (host, port, tls) = url_target(&req)?;
+        let sock = TcpStream::connect((host.as_str(), port)).await?;
         sock.set_nodelay(true)?;
-        let (ws, _) = async_tungstenite::client_async_with_config(req, sock, Some(config)).await?;
+        let stream = if tls {
+            let config = client_tls::current().map_err(|e| WsError::Io(io::Error::other(e)))?;
+            let name =
+                client_tls::server_name(&host).map_err(|e| WsError::Io(io::Error::other(e)))?;
+            let tls = futures_rustls::TlsConnector::from(config)
+                .connect(name, sock)
+                .await?;
+            Either::Right(Box::new(tls))
+        } else {
+            Either::Left(sock)
+        };
+        let (ws, _) =
+            async_tungstenite::client_async_with_config(req, stream, Some(config)).await?;
         Ok(ws)
     }
 

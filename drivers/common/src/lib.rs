@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod bridge;
+pub mod client_tls;
 pub mod clock;
 pub mod conn;
 pub mod exit;

@@ -27,7 +27,7 @@ use tungstenite::Message;
 use tungstenite::protocol::CloseFrame;
 
 use crate::clock;
-use crate::participant::{Incoming, Runtime, open_within, read_client, write_within};
+use crate::participant::{Incoming, OpenFailure, Runtime, open_within, read_client, write_within};
 
 /// Longest wait for the close frame and the last queued frames when a core is done.
 pub const CLOSE_WITHIN: Duration = Duration::from_secs(2);
@@ -42,6 +42,9 @@ pub trait GatewayCore {
     fn handle_pong(&mut self, now: Time);
     /// The connection failed or ended, and why.
     fn handle_disconnected(&mut self, now: Time, reason: &str);
+    /// The connection cannot succeed by trying again (the gateway's certificate does not
+    /// verify): give up at once.
+    fn handle_refused(&mut self, now: Time, reason: &str);
 }
 
 macro_rules! gateway_core {
@@ -59,6 +62,9 @@ macro_rules! gateway_core {
             fn handle_disconnected(&mut self, now: Time, reason: &str) {
                 <$t>::handle_disconnected(self, now, reason);
             }
+            fn handle_refused(&mut self, now: Time, reason: &str) {
+                <$t>::handle_refused(self, now, reason);
+            }
         }
     };
 }
@@ -75,7 +81,7 @@ pub struct LinkEvent<W> {
 
 enum What<W> {
     Connected(Box<W>),
-    ConnectFailed(String),
+    ConnectFailed(OpenFailure),
     Frame(String),
     Pong,
     Closed(String),
@@ -209,8 +215,12 @@ impl<R: Runtime> Link<R> {
                 }));
                 core.handle_connected(now);
             }
-            What::ConnectFailed(reason) => {
-                core.handle_disconnected(now, &reason);
+            What::ConnectFailed(OpenFailure { reason, fatal }) => {
+                if fatal {
+                    core.handle_refused(now, &reason);
+                } else {
+                    core.handle_disconnected(now, &reason);
+                }
                 return Some(reason);
             }
             What::Frame(text) => core.handle_frame(now, &text),

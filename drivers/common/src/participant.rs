@@ -585,6 +585,15 @@ pub async fn write_within<S: crate::clock::Sleep, E>(
     }
 }
 
+/// Why a client WebSocket did not open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenFailure {
+    /// One line for the logs and the core.
+    pub reason: String,
+    /// Trying again cannot help (the gateway's certificate does not verify).
+    pub fatal: bool,
+}
+
 /// Opens the WebSocket of a participant, giving up after `within` (the core gives up on the
 /// attempt at the same deadline; this frees the socket of a gateway that never answers).
 pub async fn open_within<R: Runtime>(
@@ -592,15 +601,48 @@ pub async fn open_within<R: Runtime>(
     headers: &[(String, String)],
     max_frame: usize,
     within: std::time::Duration,
-) -> Result<R::Ws, String> {
-    let req = client_request(url, headers)?;
+) -> Result<R::Ws, OpenFailure> {
+    let retry = |reason: String| OpenFailure {
+        reason,
+        fatal: false,
+    };
+    let req = client_request(url, headers).map_err(|e| OpenFailure {
+        reason: e,
+        fatal: true,
+    })?;
     match crate::clock::timeout::<R, _>(within, R::open(req, ws_config(max_frame))).await {
         Some(Ok(ws)) => Ok(ws),
-        Some(Err(e)) => Err(format!("cannot connect to {url}: {e}")),
-        None => Err(format!(
+        Some(Err(WsError::Io(e))) => match crate::client_tls::certificate_failure(&e) {
+            Some(why) => Err(OpenFailure {
+                reason: format!("cannot connect to {url}: {why}"),
+                fatal: true,
+            }),
+            None => Err(retry(format!("cannot connect to {url}: {e}"))),
+        },
+        Some(Err(e)) => Err(retry(format!("cannot connect to {url}: {e}"))),
+        None => Err(retry(format!(
             "cannot connect to {url}: no answer within {within:?}"
-        )),
+        ))),
     }
+}
+
+/// Where a client WebSocket URL points: host, port (80 for `ws://`, 443 for `wss://`), and
+/// whether it wants TLS; an `Err` for any other scheme.
+pub fn url_target(req: &Request) -> Result<(String, u16, bool), WsError> {
+    use tungstenite::error::UrlError;
+    let uri = req.uri();
+    let tls = match uri.scheme_str() {
+        Some("ws") => false,
+        Some("wss") => true,
+        _ => return Err(WsError::Url(UrlError::UnsupportedUrlScheme)),
+    };
+    let host = uri.host().ok_or(WsError::Url(UrlError::NoHostName))?;
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    Ok((host, port, tls))
 }
 
 #[cfg(test)]

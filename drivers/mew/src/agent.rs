@@ -71,6 +71,8 @@ pub struct Args {
     /// Log filter (error, warn, info, debug, trace, or a tracing filter).
     #[arg(long, default_value = "info")]
     pub log_level: String,
+    #[command(flatten)]
+    pub tls: crate::connect::TlsArgs,
 }
 
 /// Reads an agent configuration file.
@@ -241,6 +243,7 @@ fn log_event(e: &AgentEvent) {
 /// Runs `mew agent`.
 pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging(&args.log_level)?;
+    args.tls.install()?;
     let Resolved { config, endpoint } = resolve(&args, |k| std::env::var(k).ok())?;
     tracing::info!(
         gateway = %if config.join_space { config.participant.gateway_url.as_str() } else { "(no space)" },

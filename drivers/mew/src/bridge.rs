@@ -88,6 +88,7 @@ pub fn command(args: &Args) -> ServerCommand {
 
 pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging(&args.log_level)?;
+    args.connect.tls.install()?;
     let exit = mew_tokio::run_bridge(config(&args), command(&args), None, crate::signal()).await;
     match exit {
         Exit::Shutdown => Ok(()),

@@ -52,6 +52,7 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         && std::io::IsTerminal::is_terminal(&std::io::stdin());
     // Log lines would draw over the full-screen interface.
     crate::init_logging(if interactive { "off" } else { &args.log_level })?;
+    args.connect.tls.install()?;
     let mut config = ParticipantConfig {
         // A one-shot send must not retry forever against a wrong address.
         reconnect: if args.send.is_some() {

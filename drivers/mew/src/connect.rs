@@ -1,7 +1,14 @@
 //! How `mew client`, `mew bridge` and `mew agent` reach a space: the same options and the
-//! same environment variables for each.
+//! same environment variables for each (TLS included: `--ca-file` / `MEW_CA_FILE`,
+//! `--insecure-skip-verify`).
+
+use std::path::PathBuf;
 
 use mew_core::participant::ParticipantConfig;
+use mew_driver_common::client_tls::{self, ClientTlsOptions};
+use mew_driver_common::exit;
+
+use crate::Failure;
 
 /// Environment variable of the gateway URL.
 pub const GATEWAY_ENV: &str = "MEW_GATEWAY";
@@ -40,6 +47,38 @@ pub struct ConnectArgs {
     /// reference's gateway takes the id from here, so give it when joining one.
     #[arg(long, alias = "participant", env = ID_ENV)]
     pub id: Option<String>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// What a client trusts for `wss://` gateways.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TlsArgs {
+    /// PEM file of CA certificates trusted for wss:// gateways besides the system's roots.
+    #[arg(long, value_name = "FILE", env = client_tls::CA_FILE_ENV)]
+    pub ca_file: Option<PathBuf>,
+    /// Do not verify the gateway's TLS certificate (testing only: a warning is printed on
+    /// every start).
+    #[arg(long)]
+    pub insecure_skip_verify: bool,
+}
+
+impl TlsArgs {
+    /// Makes these settings the ones every gateway connection of this process uses; a CA
+    /// file that cannot be used is a one-line error.
+    pub fn install(&self) -> Result<(), Failure> {
+        let opts = ClientTlsOptions {
+            ca_file: self.ca_file.clone(),
+            insecure_skip_verify: self.insecure_skip_verify,
+        };
+        if opts.insecure_skip_verify {
+            eprintln!("{}", client_tls::INSECURE_WARNING);
+        }
+        let config =
+            client_tls::client_config(&opts).map_err(|e| Failure::new(exit::UNREADABLE, e))?;
+        client_tls::install(config);
+        Ok(())
+    }
 }
 
 impl ConnectArgs {

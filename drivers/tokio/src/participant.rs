@@ -5,16 +5,22 @@ use std::future::Future;
 use std::time::Duration;
 
 use mew_core::participant::Event;
+use mew_driver_common::client_tls;
 use mew_driver_common::clock::Sleep;
 use mew_driver_common::participant::Runtime;
+use mew_driver_common::participant::url_target;
 use mew_driver_common::process::{ProcessRuntime, Spawned};
 use std::io;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_util::either::Either;
+
+/// A client connection to a gateway: plain TCP (`ws://`) or TLS over it (`wss://`).
+pub type ClientStream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TcpStream>>>;
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 pub use mew_driver_common::participant::{
@@ -70,7 +76,7 @@ impl ProcessRuntime for Tokio {
 }
 
 impl Runtime for Tokio {
-    type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+    type Ws = WebSocketStream<ClientStream>;
     type Events = mpsc::Receiver<Event>;
     type EventSender = mpsc::Sender<Event>;
 
@@ -79,7 +85,22 @@ impl Runtime for Tokio {
     }
 
     async fn open(req: Request, config: WebSocketConfig) -> Result<Self::Ws, WsError> {
-        let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(config), true).await?;
+        let (host, port, tls) = url_target(&req)?;
+        let sock = TcpStream::connect((host.as_str(), port)).await?;
+        sock.set_nodelay(true)?;
+        let stream = if tls {
+            let config = client_tls::current().map_err(|e| WsError::Io(io::Error::other(e)))?;
+            let name =
+                client_tls::server_name(&host).map_err(|e| WsError::Io(io::Error::other(e)))?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, sock)
+                .await?;
+            Either::Right(Box::new(tls))
+        } else {
+            Either::Left(sock)
+        };
+        let (ws, _) =
+            tokio_tungstenite::client_async_with_config(req, stream, Some(config)).await?;
         Ok(ws)
     }
 

@@ -445,6 +445,12 @@ impl Agent {
         self.pump(now);
     }
 
+    /// The connection cannot succeed by trying again; given up at once.
+    pub fn handle_refused(&mut self, now: Time, reason: &str) {
+        self.p.handle_refused(now, reason);
+        self.pump(now);
+    }
+
     /// The outcome of a model call. Answers to calls no longer wanted (a cancelled task)
     /// are ignored.
     pub fn handle_model(&mut self, now: Time, call: ModelCallId, outcome: ModelOutcome) {

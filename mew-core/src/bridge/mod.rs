@@ -71,6 +71,9 @@ enum Lifecycle {
 #[derive(Debug)]
 pub struct Bridge {
     participant: Participant,
+    /// Why the gateway connection cannot succeed, when that is known (a certificate that
+    /// does not verify): the exit says so rather than counting attempts.
+    refused: Option<String>,
     mcp: McpClient,
     config: BridgeConfig,
     /// MCP call -> the participant call it answers.
@@ -97,6 +100,7 @@ impl Bridge {
             participant.forward_method(m);
         }
         Bridge {
+            refused: None,
             participant,
             mcp: McpClient::new(config.mcp.clone()),
             config,
@@ -189,6 +193,13 @@ impl Bridge {
     /// The WebSocket closed or could not open; the participant reconnects per its policy.
     pub fn handle_disconnected(&mut self, now: Time, reason: &str) {
         self.participant.handle_disconnected(now, reason);
+        self.pump(now);
+    }
+
+    /// The connection cannot succeed by trying again; given up at once (the bridge exits).
+    pub fn handle_refused(&mut self, now: Time, reason: &str) {
+        self.refused = Some(reason.to_owned());
+        self.participant.handle_refused(now, reason);
         self.pump(now);
     }
 
@@ -305,11 +316,11 @@ impl Bridge {
                     }));
             }
             participant::Event::GaveUp { attempts } => {
-                self.begin_exit(
-                    now,
-                    Exit::GatewayGaveUp(format!("{attempts} reconnect attempts failed")),
-                    None,
-                );
+                let why = self
+                    .refused
+                    .take()
+                    .unwrap_or_else(|| format!("{attempts} reconnect attempts failed"));
+                self.begin_exit(now, Exit::GatewayGaveUp(why), None);
                 self.out
                     .push_back(Output::Participant(participant::Event::GaveUp { attempts }));
             }

@@ -266,6 +266,25 @@ impl Client {
         self.lost(now, reason);
     }
 
+    /// The connection cannot succeed by trying again (a gateway certificate that does not
+    /// verify): reported as disconnected and given up at once, whatever the reconnect policy.
+    pub fn handle_refused(&mut self, now: Time, reason: &str) {
+        if matches!(self.state, ClientState::Disconnected | ClientState::Closed) {
+            return;
+        }
+        let _ = now;
+        self.state = ClientState::Disconnected;
+        self.next_ping = None;
+        self.welcome_by = None;
+        self.reconnect_at = None;
+        self.out.push_back(Output::Event(Event::Disconnected {
+            reason: reason.to_owned(),
+        }));
+        self.out.push_back(Output::Event(Event::GaveUp {
+            attempts: self.attempts,
+        }));
+    }
+
     fn lost(&mut self, now: Time, reason: &str) {
         self.state = ClientState::Disconnected;
         self.next_ping = None;
@@ -569,6 +588,30 @@ mod tests {
         );
         assert_eq!(c.poll_timeout(), None, "nothing scheduled");
         assert_eq!(c.state(), ClientState::Disconnected);
+    }
+
+    #[test]
+    fn a_refused_connection_is_given_up_at_once_without_a_reconnect() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        drain(&mut c);
+        c.handle_refused(Time::ZERO, "certificate not trusted");
+        let out = drain(&mut c);
+        assert!(
+            matches!(
+                &out[..],
+                [
+                    Output::Event(Event::Disconnected { reason }),
+                    Output::Event(Event::GaveUp { attempts: 0 })
+                ] if reason == "certificate not trusted"
+            ),
+            "{out:?}"
+        );
+        assert_eq!(c.state(), ClientState::Disconnected);
+        assert_eq!(c.poll_timeout(), None, "no reconnect scheduled");
+        // Late reports change nothing.
+        c.handle_disconnected(Time::ZERO, "late");
+        assert!(drain(&mut c).is_empty());
     }
 
     #[test]

@@ -272,6 +272,19 @@ impl Participant {
         }
     }
 
+    /// The connection cannot succeed by trying again (a gateway certificate that does not
+    /// verify): disconnected and given up at once ([`Event::GaveUp`]), no reconnect.
+    pub fn handle_refused(&mut self, now: Time, reason: &str) {
+        let was_up = !matches!(
+            self.client.state(),
+            ClientState::Disconnected | ClientState::Closed
+        );
+        self.client.handle_refused(now, reason);
+        if was_up {
+            self.on_connection_lost(now);
+        }
+    }
+
     /// Leaves for good: a close frame with `reason` when connected ([`Output::Disconnect`]),
     /// no reconnection, and direct requests still waiting fail as disconnected. Sending
     /// afterwards fails with [`SendError::ShutDown`].

@@ -139,6 +139,12 @@ impl ToolsAgent {
         self.pump(now);
     }
 
+    /// The connection cannot succeed by trying again; given up at once.
+    pub fn handle_refused(&mut self, now: Time, reason: &str) {
+        self.agent.handle_refused(now, reason);
+        self.pump(now);
+    }
+
     /// The outcome of a model call.
     pub fn handle_model(&mut self, now: Time, call: ModelCallId, outcome: ModelOutcome) {
         self.agent.handle_model(now, call, outcome);

@@ -1,0 +1,211 @@
+//! TLS for the clients of a gateway (`wss://` URLs): which certificates are trusted, and how
+//! a certificate that does not verify is told apart from a network failure.
+//!
+//! Trusted: the system's roots (`rustls-native-certs`) plus, optionally, a private CA from a
+//! PEM file (`--ca-file` / `MEW_CA_FILE`). One configuration per process, used by every
+//! client link ([`install`]; without it, the system's roots alone). A certificate that does
+//! not verify is not retried: the link reports it to the core as a refusal
+//! ([`GatewayCore::handle_refused`](crate::link::GatewayCore::handle_refused)), which gives up
+//! at once. Verification can be turned off only by [`ClientTlsOptions::insecure_skip_verify`]
+//! (`--insecure-skip-verify`), which the programs announce with a warning on every start.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use rustls::ClientConfig;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+
+/// The environment variable naming a PEM file of extra trusted CA certificates.
+pub const CA_FILE_ENV: &str = "MEW_CA_FILE";
+
+/// What a client trusts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientTlsOptions {
+    /// A PEM file of CA certificates trusted besides the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// Accept any certificate (testing only: anyone on the path can read and change the
+    /// traffic, tokens included).
+    pub insecure_skip_verify: bool,
+}
+
+/// The warning printed on every start with [`ClientTlsOptions::insecure_skip_verify`].
+pub const INSECURE_WARNING: &str = "warning: --insecure-skip-verify: the gateway's TLS certificate is not verified; anyone on the network path can read and change this connection, tokens included";
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A rustls client configuration for `opts`; the error is one line naming the file.
+pub fn client_config(opts: &ClientTlsOptions) -> Result<Arc<ClientConfig>, String> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    if opts.insecure_skip_verify {
+        let config = builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider())))
+            .with_no_client_auth();
+        return Ok(Arc::new(config));
+    }
+    let mut roots = RootCertStore::empty();
+    // A system without a certificate store still works with a CA file.
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    if let Some(path) = &opts.ca_file {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .map_err(|e| format!("CA file {}: {e}", path.display()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("CA file {}: {e}", path.display()))?;
+        if certs.is_empty() {
+            return Err(format!(
+                "CA file {}: no PEM certificate in it",
+                path.display()
+            ));
+        }
+        for c in certs {
+            roots
+                .add(c)
+                .map_err(|e| format!("CA file {}: {e}", path.display()))?;
+        }
+    }
+    Ok(Arc::new(
+        builder.with_root_certificates(roots).with_no_client_auth(),
+    ))
+}
+
+static INSTALLED: RwLock<Option<Arc<ClientConfig>>> = RwLock::new(None);
+
+/// Makes `config` the one every client link of this process uses for `wss://`.
+pub fn install(config: Arc<ClientConfig>) {
+    if let Ok(mut c) = INSTALLED.write() {
+        *c = Some(config);
+    }
+}
+
+/// The configuration installed with [`install`], or the system's roots alone.
+pub fn current() -> Result<Arc<ClientConfig>, String> {
+    if let Some(c) = INSTALLED.read().ok().and_then(|c| c.clone()) {
+        return Ok(c);
+    }
+    let config = client_config(&ClientTlsOptions::default())?;
+    install(config.clone());
+    Ok(config)
+}
+
+/// The name the gateway's certificate must carry, from the URL's host.
+pub fn server_name(host: &str) -> Result<ServerName<'static>, String> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_owned()).map_err(|e| format!("bad TLS server name {host}: {e}"))
+}
+
+/// When `e` (from a TLS handshake) says the gateway's certificate was not accepted, the
+/// one-line reason; `None` for anything a retry may cure.
+pub fn certificate_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(rustls::Error::InvalidCertificate(c)) = err.downcast_ref::<rustls::Error>() {
+            return Some(format!(
+                "the gateway's TLS certificate is not trusted ({c:?}); pass its CA with --ca-file or MEW_CA_FILE"
+            ));
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && let Some(inner) = io.get_ref()
+        {
+            cur = Some(inner);
+            continue;
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// Accepts any certificate: [`ClientTlsOptions::insecure_skip_verify`]. Signatures are
+/// still checked, so the session is at least with the holder of the presented key.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_or_empty_ca_file_is_one_line_naming_it() {
+        let missing = ClientTlsOptions {
+            ca_file: Some("/nonexistent/ca.pem".into()),
+            ..Default::default()
+        };
+        let e = client_config(&missing).unwrap_err();
+        assert!(e.starts_with("CA file /nonexistent/ca.pem"), "{e}");
+        assert!(!e.contains('\n'));
+        let empty = std::env::temp_dir().join(format!("mew-empty-ca-{}.pem", std::process::id()));
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let e = client_config(&ClientTlsOptions {
+            ca_file: Some(empty.clone()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e.contains("no PEM certificate"), "{e}");
+        let _ = std::fs::remove_file(empty);
+    }
+
+    #[test]
+    fn certificate_failures_are_told_apart_from_network_errors() {
+        let bad = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, bad);
+        let why = certificate_failure(&io).expect("a certificate failure");
+        assert!(
+            why.contains("UnknownIssuer") && why.contains("--ca-file"),
+            "{why}"
+        );
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        assert_eq!(certificate_failure(&refused), None);
+    }
+}
