@@ -699,3 +699,44 @@ fn a_close_of_a_stream_the_gateway_never_opened_is_forwarded() {
     let e = sim.take(o);
     assert!(e.iter().all(|e| e["kind"] != "system/error"), "{e:?}");
 }
+
+#[test]
+fn a_snapshot_keeps_writers_targets_and_owners() {
+    let (mut sim, o, w, v) = ownership();
+    request(
+        &mut sim,
+        o,
+        "owner",
+        "sr-1",
+        json!({"direction": "upload", "target": ["verifier"]}),
+    );
+    op(
+        &mut sim,
+        o,
+        "owner",
+        "g",
+        "stream/grant-write",
+        json!({"stream_id": "stream-1", "participant_id": "writer"}),
+    );
+    for c in [w, v] {
+        sim.take(c);
+    }
+    sim.pump();
+    let snap = sim.gw.snapshot().unwrap();
+    let config = mew_core::gateway::SpaceConfig::from_yaml(OWNERSHIP).unwrap();
+    let restored = mew_core::gateway::Gateway::restore(config, &snap, sim.now()).unwrap();
+    assert_eq!(
+        restored.snapshot().unwrap(),
+        snap,
+        "restores to the same state"
+    );
+    sim.gw = restored;
+    // The restored space still knows who may write and where frames go.
+    frame(&mut sim, w, "stream-1", "after-restore");
+    assert!(sim.take(w).iter().all(|e| e["kind"] != "system/error"));
+    assert_eq!(frames_of(&sim, v), vec!["#stream-1#after-restore"]);
+    let late = sim.join("verifier-token");
+    let st = &sim.take(late)[0]["payload"]["active_streams"][0];
+    assert_eq!(st["authorized_writers"], json!(["owner", "writer"]));
+    assert_eq!(st["target"], json!(["verifier"]));
+}

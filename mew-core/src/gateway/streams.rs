@@ -130,6 +130,14 @@ struct OwnerChanged<'a> {
     reason: Option<&'a str>,
 }
 
+/// A write-access notification's payload.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WriteChange<'a> {
+    Writers(WritersChanged<'a>),
+    Owner(OwnerChanged<'a>),
+}
+
 /// The three write-access operations of [s2w].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum WriteOp {
@@ -246,12 +254,10 @@ impl Gateway {
                 target: target.as_deref().map(Ids),
             },
         );
-        {
-            self.http_answer = Some(json!({
-                "id": open_id, "status": "stream_opened", "stream_id": stream_id,
-                "timestamp": now.rfc3339(),
-            }));
-        }
+        self.http_answer = Some(json!({
+            "id": open_id, "status": "stream_opened", "stream_id": stream_id,
+            "timestamp": now.rfc3339(),
+        }));
         let targets = target.clone();
         self.streams.open.push(Stream {
             id: stream_id.clone(),
@@ -387,78 +393,54 @@ impl Gateway {
         }
         let ack_id = self.envelope_id();
         let s = &mut self.streams.open[pos];
-        let (kind, status, frame) = match what {
+        let mut previous = None;
+        let (kind, status) = match what {
             WriteOp::Grant => {
                 if !s.writers.iter().any(|w| **w == *who) {
                     s.writers.push(Arc::from(who.as_str()));
                 }
-                let f = super::system::write(
-                    &ack_id,
-                    now,
-                    None,
-                    "stream/write-granted",
-                    Some(op.id),
-                    WritersChanged {
-                        stream_id: &stream_id,
-                        participant_id: &who,
-                        authorized_writers: Ids(&s.writers),
-                        reason,
-                    },
-                );
-                ("stream/write-granted", "granted", f)
+                ("stream/write-granted", "granted")
             }
             WriteOp::Revoke => {
                 s.writers.retain(|w| **w != *who);
-                let f = super::system::write(
-                    &ack_id,
-                    now,
-                    None,
-                    "stream/write-revoked",
-                    Some(op.id),
-                    WritersChanged {
-                        stream_id: &stream_id,
-                        participant_id: &who,
-                        authorized_writers: Ids(&s.writers),
-                        reason,
-                    },
-                );
-                ("stream/write-revoked", "revoked", f)
+                ("stream/write-revoked", "revoked")
             }
             WriteOp::Transfer => {
-                let previous = std::mem::replace(&mut s.owner, Arc::from(who.as_str()));
-                s.writers.retain(|w| *w != previous);
+                let before = std::mem::replace(&mut s.owner, Arc::from(who.as_str()));
+                s.writers.retain(|w| *w != before);
                 if !s.writers.iter().any(|w| **w == *who) {
                     s.writers.insert(0, s.owner.clone());
                 }
-                let f = super::system::write(
-                    &ack_id,
-                    now,
-                    None,
-                    "stream/ownership-transferred",
-                    Some(op.id),
-                    OwnerChanged {
-                        stream_id: &stream_id,
-                        previous_owner: &previous,
-                        new_owner: &who,
-                        authorized_writers: Ids(&s.writers),
-                        reason,
-                    },
-                );
-                ("stream/ownership-transferred", "transferred", f)
+                previous = Some(before);
+                ("stream/ownership-transferred", "transferred")
             }
         };
-        let _ = kind;
-        {
-            let s = &self.streams.open[pos];
-            let mut answer = json!({
-                "id": ack_id, "status": status, "stream_id": stream_id,
-                "authorized_writers": ids_json(&s.writers),
-            });
-            if what == WriteOp::Transfer {
-                answer["new_owner"] = json!(&*s.owner);
-            }
-            self.http_answer = Some(answer);
+        let s = &self.streams.open[pos];
+        let writers = Ids(&s.writers);
+        let payload = match &previous {
+            None => WriteChange::Writers(WritersChanged {
+                stream_id: &stream_id,
+                participant_id: &who,
+                authorized_writers: writers,
+                reason,
+            }),
+            Some(previous) => WriteChange::Owner(OwnerChanged {
+                stream_id: &stream_id,
+                previous_owner: previous,
+                new_owner: &who,
+                authorized_writers: writers,
+                reason,
+            }),
+        };
+        let mut answer = json!({
+            "id": ack_id, "status": status, "stream_id": stream_id,
+            "authorized_writers": ids_json(&s.writers),
+        });
+        if previous.is_some() {
+            answer["new_owner"] = json!(&*s.owner);
         }
+        let frame = super::system::write(&ack_id, now, None, kind, Some(op.id), payload);
+        self.http_answer = Some(answer);
         self.gateway_broadcast(now, frame, &ack_id, None);
         self.finish_closes(now);
         Ok(())
