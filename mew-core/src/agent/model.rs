@@ -291,10 +291,18 @@ pub(super) fn judge(outcome: ModelOutcome) -> Verdict {
                 api_message(&body)
             ),
         ),
-        ModelOutcome::Http { status, body, .. } => Verdict::Fail(format!(
-            "the model endpoint answered {status}: {}",
-            api_message(&body)
-        )),
+        ModelOutcome::Http { status, body, .. } => {
+            let message = api_message(&body);
+            // llama.cpp's server takes tools only with its chat-template engine on.
+            let hint = if message.contains("--jinja") {
+                " (start llama-server with --jinja to use tools)"
+            } else {
+                ""
+            };
+            Verdict::Fail(format!(
+                "the model endpoint answered {status}: {message}{hint}"
+            ))
+        }
         ModelOutcome::Transport(e) => Verdict::Retry(
             None,
             format!("cannot reach the model endpoint (check OPENAI_BASE_URL): {e}"),
@@ -395,6 +403,11 @@ mod tests {
         assert!(matches!(
             judge(ModelOutcome::Transport("refused".into())),
             Verdict::Retry(None, m) if m.contains("cannot reach")
+        ));
+        assert!(matches!(
+            judge(ModelOutcome::Http { status: 400, retry_after: None,
+                body: r#"{"error":{"code":400,"message":"tools param requires --jinja flag","type":"invalid_request_error"}}"#.into() }),
+            Verdict::Fail(m) if m.ends_with("--jinja flag (start llama-server with --jinja to use tools)")
         ));
         assert!(matches!(
             judge(ModelOutcome::Http { status: 400, retry_after: None, body: "x\ny".into() }),
