@@ -20,7 +20,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use mew_core::Time;
 use mew_core::participant::{self, ParticipantConfig};
 use tungstenite::Message;
@@ -95,6 +95,9 @@ pub struct Link<R: Runtime> {
     /// Counts sockets; events of an earlier one are dropped.
     epoch: u64,
     sink: Option<SplitSink<R::Ws, Message>>,
+    /// Dropped to abandon the connect attempt in flight (a new one replaces it, or the
+    /// link is gone): a socket that opens after that must not reach the gateway as a join.
+    attempt: Option<async_channel::Sender<()>>,
     /// Frames fed since the last flush.
     wrote: bool,
     tx: async_channel::Sender<LinkEvent<R::Ws>>,
@@ -115,6 +118,7 @@ impl<R: Runtime> Link<R> {
             write_within: config.heartbeat.write_timeout,
             epoch: 0,
             sink: None,
+            attempt: None,
             wrote: false,
             tx,
             rx,
@@ -138,8 +142,16 @@ impl<R: Runtime> Link<R> {
                 self.replace();
                 let (epoch, tx) = (self.epoch, self.tx.clone());
                 let (limit, within) = (self.max_frame, self.connect_within);
+                let (alive, abandoned) = async_channel::bounded::<()>(1);
+                self.attempt = Some(alive);
                 R::spawn(async move {
-                    let what = match open_within::<R>(&url, &headers, limit, within).await {
+                    let open = open_within::<R>(&url, &headers, limit, within);
+                    let abandoned = abandoned.recv();
+                    let opened = futures_util::select_biased! {
+                        _ = abandoned.fuse() => return,
+                        opened = open.fuse() => opened,
+                    };
+                    let what = match opened {
                         Ok(ws) => What::Connected(Box::new(ws)),
                         Err(e) => What::ConnectFailed(e),
                     };
@@ -199,6 +211,7 @@ impl<R: Runtime> Link<R> {
         let now = clock::now();
         match ev.what {
             What::Connected(ws) => {
+                self.attempt = None;
                 let (sink, stream) = (*ws).split();
                 self.sink = Some(sink);
                 let (epoch, tx) = (self.epoch, self.tx.clone());
@@ -247,6 +260,7 @@ impl<R: Runtime> Link<R> {
     /// Starts a new epoch: the current socket (returned) and its reader are given up.
     fn replace(&mut self) -> Option<SplitSink<R::Ws, Message>> {
         self.epoch += 1;
+        self.attempt = None;
         self.wrote = false;
         self.sink.take()
     }
