@@ -278,12 +278,12 @@ fn raise_fd_limit(want: u64) {
     if setrlimit(Resource::RLIMIT_NOFILE, want, want.max(hard)).is_err() {
         let _ = setrlimit(Resource::RLIMIT_NOFILE, want.min(hard), hard);
     }
-    if let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < want {
-            eprintln!(
-                "warning: open files limited to {soft} (wanted {want}); raise `ulimit -n` for the gateway too"
-            );
-        }
+    if let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < want
+    {
+        eprintln!(
+            "warning: open files limited to {soft} (wanted {want}); raise `ulimit -n` for the gateway too"
+        );
     }
 }
 
