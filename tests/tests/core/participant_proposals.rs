@@ -1,7 +1,7 @@
 //! Proposals: proposer lifecycle (fulfilled, rejected, withdrawn, timed out, several
 //! fulfillers) and the reviewer side (fulfil, reject, states).
 
-mod support;
+use crate::support;
 
 use mew_core::participant::{Event, RequestError, RequestId, RequestOptions, ReviewState};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Tool discovery: staggered start, slow and failing participants, retries, TTL refresh,
 //! leave, and calling discovered tools by `participant/tool`.
 
-mod support;
+use crate::support;
 
 use mew_core::participant::{DiscoveryState, Event, RequestOptions};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! The no-runtime example (`drivers/common/examples/blocking_participant.rs`) against a
 //! real gateway: it joins, greets, reads chats addressed to it and leaves on "bye".
 
-#[path = "../../drivers/common/examples/blocking_participant.rs"]
+#[path = "../../../drivers/common/examples/blocking_participant.rs"]
 mod blocking;
 
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! (The raw clients of every suite are tokio-tungstenite, so the async-std gateway's suite
 //! already has tokio clients on it; these run the participant runtimes across.)
 
-mod e2e;
+use crate::e2e;
 
 use e2e::Mixed;
 use e2e::drivers::{AsyncStd, Tokio};

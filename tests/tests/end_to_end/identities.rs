@@ -2,7 +2,7 @@
 //! JWK set in a file or served over HTTP on loopback; the gateway's verdicts as a client
 //! sees them.
 
-mod e2e;
+use crate::e2e;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 const ISSUER: &str = "https://idp.test";
 const AUDIENCE: &str = "mew-e2e";
 /// A 2048-bit RSA key made for these tests only.
-const RSA_KEY: &str = include_str!("../fixtures/jwt-rsa-test-key.pem");
+const RSA_KEY: &str = include_str!("../../fixtures/jwt-rsa-test-key.pem");
 const RSA_N: &str = "tGGn7AkQg_AhNQdcOYHjU9a-0DP_W0vlZAT4CWfAWV6WX08-fzmlH9wxwGuSm--luWYaJqA-sNHzcuzi9JYsvi-O9QskGVFrkH3VpbFpAHRP-qGMNKjZXVpQBlJGm7a-C2ewiWbhBkAfE6KmceEzhA7AY5bHx3T9x2DR-K8jRa2T5MjLsvb-dH7TCNa-ZnAr1dKdAucm72Zz-g9UYq1Ve4ngGP7VJfOGzLfdUkMW9uLeB0CDd99Kexg7niI5ULdmQZjqYgsgma2oqk0_wvPBXrn5aVlW92BmGdn6Q7ZarqbklIIye2KnoleM6CWyp8rNKsgRRg3OT_ZZH1Yb4fX6yQ";
 
 /// The identity provider's keys: one of each accepted kind, and the JWK set of them.

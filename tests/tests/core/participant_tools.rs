@@ -1,6 +1,6 @@
 //! Serving our own tools and resources, with schema validation and JSON-RPC errors.
 
-mod support;
+use crate::support;
 
 use mew_core::participant::{
     CommandError, Event, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, ResourceSpec,

@@ -1,7 +1,7 @@
 //! Secure remote spaces over real sockets: TLS on the gateway's port (both drivers),
 //! certificates made here with rcgen; connection limits behind a trusted proxy.
 
-mod e2e;
+use crate::e2e;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! The end-to-end suite against the tokio driver.
 
-mod e2e;
+use crate::e2e;
 
 use e2e::drivers::Tokio;
 

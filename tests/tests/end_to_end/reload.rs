@@ -1,7 +1,7 @@
 //! Live configuration over real sockets: a re-read space.yaml applied to a running gateway
 //! while others keep chatting.
 
-mod e2e;
+use crate::e2e;
 
 use e2e::drivers::{AsyncStd, Tokio};
 use e2e::{Driver, RawClient, RunningGateway, temp_dir};

@@ -1,7 +1,7 @@
 //! Chat acknowledgement queue, reasoning sequences and their cancellation, streams, and
 //! context accounting.
 
-mod support;
+use crate::support;
 
 use mew_core::participant::{CommandError, Event, StreamRole};
 use serde_json::json;

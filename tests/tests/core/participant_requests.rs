@@ -1,6 +1,6 @@
 //! Requests: routing (ADR-WCM), responses, errors, timeouts, reconnects and grants.
 
-mod support;
+use crate::support;
 
 use mew_core::participant::{
     ClientState, Event, RequestError, RequestId, RequestOptions, Route, RouteReason, SendError,

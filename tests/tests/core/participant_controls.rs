@@ -1,7 +1,7 @@
 //! Participant controls: pause (with timeout), resume, request-status, forget, compact,
 //! clear, restart, shutdown; only when addressed to us.
 
-mod support;
+use crate::support;
 
 use mew_core::participant::{
     ClientState, CompactOutcome, Control, Event, ForgetDirection, RequestError, RequestOptions,

@@ -1,6 +1,6 @@
 //! The end-to-end suite against the async-std / smol driver.
 
-mod e2e;
+use crate::e2e;
 
 use e2e::drivers::AsyncStd;
 

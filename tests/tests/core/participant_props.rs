@@ -2,7 +2,7 @@
 //! never a panic, never a pending request without a future deadline after a tick, and
 //! `poll_timeout` never later than the earliest deadline.
 
-mod support;
+use crate::support;
 
 use mew_core::Kind;
 use mew_core::Time;
