@@ -159,6 +159,8 @@ pub struct GatewayHost<L> {
     track_backlog: bool,
     /// Connections found over their backlog limit since the last `take_slow`.
     slow: Vec<ConnId>,
+    /// What a durable space restored when it started (shown by `GET /health`).
+    restored: Option<serde_json::Value>,
 }
 
 impl<L: ConnLink> GatewayHost<L> {
@@ -182,6 +184,7 @@ impl<L: ConnLink> GatewayHost<L> {
             timing: crate::metrics::CoreTiming::default(),
             track_backlog: false,
             slow: Vec::new(),
+            restored: None,
         }
     }
 
@@ -199,6 +202,11 @@ impl<L: ConnLink> GatewayHost<L> {
     /// limit are collected for [`GatewayHost::take_slow`] instead of closed by the core.
     pub fn track_backlogs(&mut self) {
         self.track_backlog = true;
+    }
+
+    /// What a durable space restored, for `GET /health` (`restored`).
+    pub fn set_restored(&mut self, report: serde_json::Value) {
+        self.restored = Some(report);
     }
 
     /// Connections whose backlog passed the limit since the last call.
@@ -409,7 +417,8 @@ impl<L: ConnLink> GatewayHost<L> {
                             "participants_online": h.participants_online,
                             "active_streams": h.active_streams, "history": h.history_len,
                             "history_bytes": h.history_bytes,
-                            "audit_dropped": self.audit_dropped()}),
+                            "audit_dropped": self.audit_dropped(),
+                            "restored": self.restored}),
                 )
             }
             Route::Metrics => Response {

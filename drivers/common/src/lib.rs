@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod clock;
 pub mod conn;
+pub mod durable;
 pub mod exit;
 pub mod files;
 pub mod host;

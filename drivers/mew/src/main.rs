@@ -233,6 +233,7 @@ fn main() {
         Command::Space(c) => match c {
             space::Command::Down(a) => finish(space::down(a)),
             space::Command::Status(a) => finish(space::status(a)),
+            space::Command::Reset(a) => finish(space::reset(a)),
             space::Command::Connect(a) => finish(Err(space::connect(a))),
             up => Cli {
                 command: Command::Space(up),

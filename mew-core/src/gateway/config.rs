@@ -25,6 +25,8 @@
 //!   max_participants: 10000     # members at most, invited and anonymous included
 //!   rate_limit: {per_second: 1000, burst: 2000, bytes_per_second: 8388608,
 //!                burst_bytes: 16777216}   # per participant; `rate_limit: off` disables
+//!   durability: {fsync: always} # or {fsync: {every_ms: 100}}; `durability: off` keeps no
+//!                               # state on disk (see docs/durability.md)
 //! ```
 //! `mew:` is accepted as a synonym of `gateway:`.
 
@@ -265,6 +267,21 @@ pub struct GatewayOptions {
     pub max_participants: usize,
     /// Envelopes and bytes per second per participant (`None`: unlimited).
     pub rate_limit: Option<super::rate::RateLimit>,
+    /// Whether and how a single-node gateway keeps the space's state on disk (`None`: it
+    /// keeps none). Not part of the space's state: changing it never invalidates a snapshot.
+    pub durability: Option<Fsync>,
+}
+
+/// When a durable space's state files are flushed to the disk (`fsync`). Every change is
+/// written to the file before its outputs leave, so a killed process loses nothing; the
+/// policy decides what a power loss or a kernel crash may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fsync {
+    /// Each batch of inputs is on the disk before any of its outputs (acknowledgements
+    /// included) leave.
+    Always,
+    /// At most this many milliseconds of acknowledged changes may be lost to a power loss.
+    EveryMs(u64),
 }
 
 impl Default for GatewayOptions {
@@ -284,6 +301,7 @@ impl Default for GatewayOptions {
             max_grants_per_participant: 256,
             max_participants: 10_000,
             rate_limit: Some(super::rate::RateLimit::default()),
+            durability: Some(Fsync::Always),
         }
     }
 }
@@ -1072,6 +1090,32 @@ impl Cx {
                         bytes_per_second: num("bytes_per_second", d.bytes_per_second),
                         burst_bytes: num("burst_bytes", d.burst_bytes),
                     });
+                }
+            }
+        }
+        match m.get("durability") {
+            None => {}
+            Some(Yaml::Bool(false)) | Some(Yaml::Null) => o.durability = None,
+            Some(Yaml::String(s)) if s == "off" => o.durability = None,
+            Some(v) => {
+                let loc = l("durability");
+                if let Some(dm) = self.map(v, &loc) {
+                    let dm = dm.clone();
+                    let floc = format!("{loc}.fsync");
+                    match dm.get("fsync") {
+                        None => {}
+                        Some(Yaml::String(s)) if s == "always" => {
+                            o.durability = Some(Fsync::Always)
+                        }
+                        Some(Yaml::Mapping(fm)) if fm.contains_key("every_ms") => {
+                            let ms =
+                                self.uint(fm.get("every_ms"), &format!("{floc}.every_ms"), 100, 1);
+                            o.durability = Some(Fsync::EveryMs(ms));
+                        }
+                        Some(_) => {
+                            self.err(floc, "expected `always` or `{every_ms: N}`".to_owned())
+                        }
+                    }
                 }
             }
         }

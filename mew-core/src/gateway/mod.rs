@@ -51,7 +51,7 @@ pub use audit::{
     Transport, audit_dropped_line,
 };
 pub use config::{
-    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, DeliveryMode, GatewayOptions,
+    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, DeliveryMode, Fsync, GatewayOptions,
     GeneratedToken, LoggingConfig, McpServerConfig, ParticipantConfig, ParticipantType,
     RestartPolicy, SpaceConfig, TOKEN_LEN, substitute, token_env_var,
 };
@@ -401,6 +401,11 @@ impl Gateway {
                 is_virtual: m.virtual_log.is_some(),
             })
             .collect()
+    }
+
+    /// Runtime grants held by members of the space.
+    pub fn grant_count(&self) -> usize {
+        self.members.iter().map(|(_, m)| m.grants.len()).sum()
     }
 
     /// Figures for a health endpoint.
