@@ -8,6 +8,8 @@
 //! `gateway`, the mew gateway through the tokio driver (audit logging off), `gateway-log`, the
 //! same with audit logging on (envelope history and capability decisions written to a
 //! temporary folder), `async-std`, the same gateway through the async-std / smol driver, and
+//! `durable` / `durable-100ms`, the gateway keeping its space in a state folder
+//! (`gateway.durability` with `fsync: always` / `{every_ms: 100}`), and
 //! `cluster-1` / `cluster-3`, the space replicated over a NATS JetStream log (a
 //! `nats-server -js` child process) by one or three gateway nodes in this process, the
 //! sender on the first node and the receivers spread over the nodes. Every kind receives the
@@ -159,6 +161,35 @@ async fn start_gateway(k: usize, logging: bool) -> Server {
     }
 }
 
+/// The gateway keeping its space on disk (`gateway.durability`), its state folder on the
+/// temporary folder's disk.
+async fn start_durable(k: usize, fsync: mew_core::gateway::Fsync) -> Server {
+    let (config, tokens) = bench_space(k, false);
+    let dir = std::env::temp_dir().join(format!("mew-fanout-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let restored = mew_driver_common::durable::open(&dir, config.clone(), fsync).expect("state");
+    let server = mew_tokio::GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .expect("bind gateway");
+    let addr = server.local_addr();
+    let shutdown = server.shutdown_handle();
+    let task = tokio::spawn(
+        server.serve_with(Some(mew_driver_common::durable::core_task::<
+            mew_tokio::Tokio,
+        >(restored))),
+    );
+    Server {
+        addrs: vec![addr],
+        tokens,
+        welcome: true,
+        stop: Box::new(move || {
+            shutdown.shutdown();
+            task.abort();
+            let _ = std::fs::remove_dir_all(&dir);
+        }),
+    }
+}
+
 /// The same gateway through the async-std / smol driver: its tasks run on the global
 /// executor (async-std's), its sockets on the async-io reactor.
 async fn start_gateway_async_std(k: usize) -> Server {
@@ -296,6 +327,8 @@ async fn start(kind: &str, k: usize) -> Server {
         "gateway" => start_gateway(k, false).await,
         "gateway-log" => start_gateway(k, true).await,
         "async-std" => start_gateway_async_std(k).await,
+        "durable" => start_durable(k, mew_core::gateway::Fsync::Always).await,
+        "durable-100ms" => start_durable(k, mew_core::gateway::Fsync::EveryMs(100)).await,
         "cluster-1" => start_cluster(k, 1).await,
         "cluster-3" => start_cluster(k, 3).await,
         other => panic!("unknown server kind {other}"),

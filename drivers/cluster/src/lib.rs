@@ -202,17 +202,19 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
             .await
             .map_err(|e| js_err(&e))?,
     };
-    let (replica, gateway) = match store.get(&name).await {
+    let snapshot = match store.get(&name).await {
         Ok(mut obj) => {
             let mut buf = Vec::new();
             tokio::io::AsyncReadExt::read_to_end(&mut obj, &mut buf)
                 .await
                 .map_err(|e| ClusterError::Snapshot(e.to_string()))?;
-            Replica::restore(&opts.node_id, config.clone(), &buf)
-                .map_err(|e| ClusterError::Snapshot(e.to_string()))?
+            Some(buf)
         }
-        Err(_) => Replica::new(&opts.node_id, config.clone()),
+        Err(_) => None,
     };
+    // The same restore path as a single node's files (`mew_driver_common::durable`).
+    let (replica, gateway) = Replica::open(&opts.node_id, config.clone(), snapshot.as_deref())
+        .map_err(|e| ClusterError::Snapshot(e.to_string()))?;
     let mut stream = stream;
     let info = stream.info().await.map_err(|e| js_err(&e))?.clone();
     if info.state.messages > 0 && info.state.first_sequence > replica.applied() + 1 {
@@ -479,6 +481,7 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
             heartbeat: nats.opts.heartbeat,
             node_timeout: nats.opts.node_timeout,
             snapshot_every: nats.opts.snapshot_every,
+            snapshot_at_rest: false,
         },
         replica,
         log_last,

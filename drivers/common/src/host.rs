@@ -162,6 +162,8 @@ pub struct GatewayHost<L> {
     slow: Vec<ConnId>,
     /// The space folder whose `.mew/tokens/` receives invited participants' tokens.
     token_dir: Option<PathBuf>,
+    /// What a durable space restored when it started (shown by `GET /health`).
+    restored: Option<serde_json::Value>,
 }
 
 impl<L: ConnLink> GatewayHost<L> {
@@ -186,6 +188,7 @@ impl<L: ConnLink> GatewayHost<L> {
             track_backlog: false,
             slow: Vec::new(),
             token_dir: None,
+            restored: None,
         }
     }
 
@@ -209,6 +212,11 @@ impl<L: ConnLink> GatewayHost<L> {
     /// limit are collected for [`GatewayHost::take_slow`] instead of closed by the core.
     pub fn track_backlogs(&mut self) {
         self.track_backlog = true;
+    }
+
+    /// What a durable space restored, for `GET /health` (`restored`).
+    pub fn set_restored(&mut self, report: serde_json::Value) {
+        self.restored = Some(report);
     }
 
     /// Connections whose backlog passed the limit since the last call.
@@ -417,7 +425,7 @@ impl<L: ConnLink> GatewayHost<L> {
             Route::Health => Response::json_bytes(
                 200,
                 self.gateway
-                    .http_health_json(self.audit_dropped())
+                    .http_health_json(self.audit_dropped(), self.restored.as_ref())
                     .into_bytes(),
             ),
             Route::Metrics => Response {

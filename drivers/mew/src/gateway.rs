@@ -340,6 +340,35 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         }
         None => None,
     };
+    // A single node with a space.yaml keeps its state in `<space>/.mew/state/`; a cluster
+    // member keeps it in the cluster's log.
+    let durable = match config.gateway.durability {
+        Some(fsync) if cluster.is_none() && !default_space => {
+            let dir = layout.root.join(".mew").join("state");
+            let restored = mew_driver_common::durable::open(&dir, config.clone(), fsync)
+                .map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
+            let r = &restored.report;
+            if r.restored() {
+                println!(
+                    "state restored from {}: {} members, {} grants, {} envelopes of history ({} entries replayed{}{})",
+                    dir.display(),
+                    r.members,
+                    r.grants,
+                    r.history,
+                    r.replayed,
+                    r.snapshot_entry
+                        .map(|e| format!(" after a snapshot at entry {e}"))
+                        .unwrap_or_default(),
+                    r.cut
+                        .as_ref()
+                        .map(|(n, why)| format!("; a torn tail of {n} bytes cut: {why}"))
+                        .unwrap_or_default(),
+                );
+            }
+            Some(restored)
+        }
+        _ => None,
+    };
     let addr = SocketAddr::new(args.bind, args.port);
     let options = ServerOptions {
         identity,
@@ -408,7 +437,14 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             node.applied()
         );
     }
-    let serve = tokio::spawn(server.serve_with(cluster.map(mew_cluster::Node::core_task)));
+    let core = match (cluster, durable) {
+        (Some(node), _) => Some(node.core_task()),
+        (None, Some(restored)) => Some(mew_driver_common::durable::core_task::<mew_tokio::Tokio>(
+            restored,
+        )),
+        (None, None) => None,
+    };
+    let serve = tokio::spawn(server.serve_with(core));
     let cx = crate::autostart::SpaceContext {
         gateway: format!("{ws}://{local}"),
         port: local.port(),

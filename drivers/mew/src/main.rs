@@ -235,6 +235,7 @@ fn main() {
             space::Command::Down(a) => finish(space::down(a)),
             space::Command::Reload(a) => finish(space::reload(a)),
             space::Command::Status(a) => finish(space::status(a)),
+            space::Command::Reset(a) => finish(space::reset(a)),
             space::Command::Connect(a) => finish(space::connect(a)),
             up => Cli {
                 command: Command::Space(up),

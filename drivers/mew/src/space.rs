@@ -41,6 +41,74 @@ pub enum Command {
     Status(StatusArgs),
     /// Join the running space with `mew client` (as its human by default).
     Connect(ConnectArgs),
+    /// Forget the space's saved state (`.mew/state/`: runtime grants, invitations, history)
+    /// so that its next start begins afresh. Asks for confirmation unless `--yes`.
+    #[command(after_help = "Examples:
+  mew space reset --space-dir my-space
+  mew space reset --space-dir my-space --yes     # scripts: no question asked")]
+    Reset(ResetArgs),
+}
+
+/// Options of `mew space reset`.
+#[derive(clap::Args, Debug)]
+pub struct ResetArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    yes: bool,
+}
+
+/// The folder where a space's gateway keeps its state.
+pub fn state_dir(space_dir: &Path) -> PathBuf {
+    space_dir.join(".mew").join("state")
+}
+
+/// Runs `mew space reset`.
+pub fn reset(args: ResetArgs) -> Result<String, Failure> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let dir = &args.dir.space_dir;
+    config_path(dir)?;
+    refuse_if_running(dir)?;
+    let state = state_dir(dir);
+    if !state.exists() {
+        return Ok(format!(
+            "no saved state in {}; the space already starts afresh",
+            state.display()
+        ));
+    }
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::new(
+                exit::USAGE,
+                "mew space reset asks for confirmation on a terminal; pass --yes to reset without one",
+            ));
+        }
+        print!(
+            "This forgets everything the space was given at run time (grants, invitations, \
+             history) kept in {}.\nReset? [y/N] ",
+            state.display()
+        );
+        let _ = std::io::stdout().flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+        if !matches!(line.trim(), "y" | "Y" | "yes" | "YES") {
+            return Err(Failure::new(
+                exit::RUNTIME,
+                "reset cancelled; nothing changed",
+            ));
+        }
+    }
+    mew_driver_common::durable::reset(&state).map_err(|e| {
+        Failure::new(
+            exit::RUNTIME,
+            format!("cannot remove {}: {e}", state.display()),
+        )
+    })?;
+    Ok(format!(
+        "the space's saved state in {} is gone; its next start begins afresh",
+        state.display()
+    ))
 }
 
 /// The space folder.
@@ -605,6 +673,27 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
             "gateway: {} connections, {} online, {} envelopes in history, {} audit records dropped\n",
             h["connections"], h["participants_online"], h["history"], h["audit_dropped"]
         ));
+        let r = &h["restored"];
+        if r.is_object() {
+            let mut line = format!(
+                "state: kept in {}; at start restored {} members, {} grants, {} envelopes of history ({} entries replayed",
+                r["dir"].as_str().unwrap_or_default(),
+                r["members"],
+                r["grants"],
+                r["history"],
+                r["entries_replayed"]
+            );
+            if let Some(e) = r["snapshot_entry"].as_u64() {
+                line.push_str(&format!(" after a snapshot at entry {e}"));
+            }
+            if let Some(n) = r["bytes_cut"].as_u64() {
+                line.push_str(&format!("; a torn tail of {n} bytes cut"));
+            }
+            line.push_str(")\n");
+            out.push_str(&line);
+        } else {
+            out.push_str("state: not kept on disk (gateway.durability is off)\n");
+        }
     }
     out.push_str(&format!(
         "{:<16} {:<8} {:<11} {:>8} {:>9} {:>8}\n",

@@ -250,3 +250,135 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
     .await
     .unwrap();
 }
+
+/// A space with a `space.yaml` keeps what it was given: a grant made with "always allow" in
+/// the terminal interface still lets the agent through after the gateway is killed
+/// (`kill -9`) and started again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_always_allow_grant_survives_a_gateway_restart() {
+    let dir = std::env::temp_dir().join(format!("mew-tui-durable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(".mew")).unwrap();
+    std::fs::write(
+        dir.join(".mew/space.yaml"),
+        r#"
+space: {id: default}
+participants:
+  human: {tokens: [human-token], capabilities: [{kind: "*"}]}
+  agent: {tokens: [agent-token], capabilities: [{kind: mcp/proposal}, {kind: chat}]}
+  service: {tokens: [service-token], capabilities: [{kind: "mcp/*"}, {kind: chat}]}
+"#,
+    )
+    .unwrap();
+    // Killed with SIGKILL when dropped (`Child::kill`).
+    let start = |dir: &std::path::Path| {
+        let mut child = Command::new(MEW)
+            .args([
+                "gateway",
+                "--port",
+                "0",
+                "--log-level",
+                "off",
+                "--no-auto-start",
+            ])
+            .args(["--config", ".mew/space.yaml"])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().unwrap().unwrap();
+            if let Some(rest) = line.split("ws://").nth(1) {
+                break rest.split('/').next().unwrap().to_owned();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Gateway {
+            child,
+            addr,
+            tokens: ["human", "agent", "service"]
+                .iter()
+                .map(|p| (p.to_string(), format!("{p}-token")))
+                .collect(),
+        }
+    };
+    let gw = start(&dir);
+    let (service, _ev, _) = ParticipantRuntime::connect(
+        ParticipantConfig {
+            gateway_url: format!("ws://{}/ws?space=default", gw.addr),
+            space: "default".into(),
+            token: gw.token("service"),
+            ..ParticipantConfig::default()
+        },
+        Some(4),
+    )
+    .await
+    .unwrap();
+    service
+        .register_tool(
+            ToolSpec {
+                name: "echo".into(),
+                description: Some("Says it back".into()),
+                input_schema: Some(json!({"type": "object"})),
+            },
+            |args: Value| async move {
+                let t = args["text"].as_str().unwrap_or("").to_owned();
+                Ok(json!({"content": [{"type": "text", "text": format!("echoed: {t}")}]}))
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let addr = gw.addr.clone();
+    let tmux = Tmux(format!("mew-tui-durable-{}", std::process::id()));
+    let dir2 = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let client = format!("{MEW} client --gateway ws://{addr} --space default");
+        tmux.cmd(&[
+            "new-session", "-d", "-s", "ui", "-x", "100", "-y", "30", "-e",
+            "MEW_TOKEN=human-token", &client,
+        ]);
+        tmux.until("joined as human");
+        tmux.until("· echo");
+        let mut a = agent(&gw);
+        read_until(&mut a, |v| v["kind"] == "system/welcome");
+        propose(&mut a, "p1", "again");
+        tmux.until("y approve once");
+        tmux.keys(&["a"]);
+        tmux.until("Enter grant and approve");
+        tmux.keys(&["Enter"]);
+        read_until(&mut a, |v| v["kind"] == "capability/grant");
+        tmux.until("result: echoed: again");
+        tmux.keys(&["C-c"]);
+        drop(a);
+        // kill -9.
+        drop(gw);
+
+        let gw = start(&dir2);
+        let mut svc = agent_as(&gw, "service-token");
+        read_until(&mut svc, |v| v["kind"] == "system/welcome");
+        let mut a = agent(&gw);
+        read_until(&mut a, |v| v["kind"] == "system/welcome");
+        let direct = json!({"protocol": "mew/v0.4", "id": "d1", "kind": "mcp/request", "to": ["service"],
+            "payload": {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"text": "again"}}}});
+        a.send(Message::text(direct.to_string())).unwrap();
+        let got = read_until(&mut svc, |v| v["kind"] == "mcp/request" && v["id"] == "d1");
+        assert_eq!(got["from"], "agent", "the grant held after the restart: {got}");
+        drop(gw);
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn agent_as(gw: &Gateway, token: &str) -> Ws {
+    let mut req = format!("ws://{}/ws?space=default", gw.addr)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("Authorization", format!("Bearer {token}").parse().unwrap());
+    tungstenite::connect(req).unwrap().0
+}

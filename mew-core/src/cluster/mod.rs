@@ -15,6 +15,7 @@
 //! [`Node`] decides what a node puts into the log, what the entries it reads back mean for
 //! the sockets it holds, when it beats and when it writes a snapshot.
 
+pub mod journal;
 mod node;
 mod record;
 mod replica;

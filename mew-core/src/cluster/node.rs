@@ -38,6 +38,9 @@ pub struct NodeOptions {
     pub node_timeout: Duration,
     /// Entries between snapshots (written by the live node with the smallest id).
     pub snapshot_every: u64,
+    /// Snapshots leave live tokens out ([`Replica::snapshot_at_rest`]): for a single
+    /// node's files, where no other replica must match them.
+    pub snapshot_at_rest: bool,
 }
 
 impl NodeOptions {
@@ -48,6 +51,7 @@ impl NodeOptions {
             heartbeat: Duration::from_secs(1),
             node_timeout: Duration::from_secs(5),
             snapshot_every: 10_000,
+            snapshot_at_rest: false,
         }
     }
 }
@@ -158,6 +162,8 @@ pub struct Node {
     oversize: Vec<ConnId>,
     /// Oversize entries applied: their sockets close once the refusal is out.
     oversize_done: Vec<ConnId>,
+    /// A snapshot was asked for before the cadence's next.
+    snapshot_asked: bool,
     out: VecDeque<NodeOutput>,
 }
 
@@ -184,6 +190,7 @@ impl Node {
             errors: 0,
             oversize: Vec::new(),
             oversize_done: Vec::new(),
+            snapshot_asked: false,
             out: VecDeque::new(),
         }
     }
@@ -404,15 +411,30 @@ impl Node {
         }
         let applied = self.replica.applied();
         let elected = self.replica.live_nodes().next() == Some(self.opts.node_id.as_str());
-        if elected && applied >= self.last_snapshot + self.opts.snapshot_every {
+        let due = applied >= self.last_snapshot + self.opts.snapshot_every
+            || (self.snapshot_asked && applied > self.last_snapshot);
+        if elected && due {
             self.last_snapshot = applied;
-            match self.replica.snapshot(g) {
+            self.snapshot_asked = false;
+            let snap = if self.opts.snapshot_at_rest {
+                self.replica.snapshot_at_rest(g)
+            } else {
+                self.replica.snapshot(g)
+            };
+            match snap {
                 Ok(bytes) => self.out.push_back(NodeOutput::Snapshot { applied, bytes }),
                 Err(e) => self
                     .out
                     .push_back(NodeOutput::Warning(format!("no snapshot: {e}"))),
             }
         }
+    }
+
+    /// Asks for a snapshot at the next [`Node::handle_drained`], before the cadence's
+    /// next (a driver whose log files grew large, or that must not keep an entry's
+    /// entropy).
+    pub fn request_snapshot(&mut self) {
+        self.snapshot_asked = true;
     }
 
     /// Time passed: a beat when one is due, a tick when a timer of the space is (one in

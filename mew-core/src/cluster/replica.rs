@@ -78,6 +78,8 @@ pub struct Replica {
     owners: BTreeMap<ConnId, String>,
     nodes: BTreeMap<String, NodeState>,
     events: VecDeque<ReplicaEvent>,
+    /// Whether the last entry applied drew a token from its entropy.
+    used_entropy: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -109,6 +111,7 @@ impl Replica {
             owners: BTreeMap::new(),
             nodes: BTreeMap::new(),
             events: VecDeque::new(),
+            used_entropy: false,
         };
         (r, gateway)
     }
@@ -130,14 +133,46 @@ impl Replica {
             owners: s.owners.into_iter().collect(),
             nodes: s.nodes,
             events: VecDeque::new(),
+            used_entropy: false,
         };
         Ok((r, gateway))
+    }
+
+    /// The one way a node's replica starts, whether its log is a cluster's stream or a
+    /// single node's files: from the latest snapshot when there is one, else empty. The
+    /// entries after it are then applied with [`Replica::apply`] (through
+    /// [`super::Node::handle_entry`]).
+    pub fn open(
+        node: &str,
+        config: SpaceConfig,
+        snapshot: Option<&[u8]>,
+    ) -> Result<(Replica, Gateway), SnapshotError> {
+        match snapshot {
+            Some(s) => Replica::restore(node, config, s),
+            None => Ok(Replica::new(node, config)),
+        }
+    }
+
+    /// Whether the last entry applied drew a token from the entropy its record carried
+    /// (an invitation): a node that keeps its log in files snapshots at once rather than
+    /// keep that entropy, which would be the token itself, on disk.
+    pub fn used_entropy(&self) -> bool {
+        self.used_entropy
     }
 
     /// The replica's state after entry [`Replica::applied`], as bytes. The gateway's
     /// outputs must have been drained.
     pub fn snapshot(&self, gateway: &Gateway) -> Result<Vec<u8>, SnapshotError> {
-        let g = gateway.snapshot()?;
+        self.snapshot_with(gateway.snapshot()?)
+    }
+
+    /// [`Replica::snapshot`] for a node's own files, without live tokens (see
+    /// [`Gateway::snapshot_at_rest`]).
+    pub fn snapshot_at_rest(&self, gateway: &Gateway) -> Result<Vec<u8>, SnapshotError> {
+        self.snapshot_with(gateway.snapshot_at_rest()?)
+    }
+
+    fn snapshot_with(&self, g: Vec<u8>) -> Result<Vec<u8>, SnapshotError> {
         let g = String::from_utf8(g).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         let raw = serde_json::value::RawValue::from_string(g)
             .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
@@ -216,6 +251,7 @@ impl Replica {
                 timeout_ms,
             },
         );
+        let had_entropy = rec.entropy.is_some();
         if let Some(e) = rec.entropy {
             g.provide_entropy(e);
         }
@@ -271,7 +307,7 @@ impl Replica {
                 }
             }
         }
-        g.take_entropy();
+        self.used_entropy = had_entropy && g.take_entropy().is_none();
         self.expire_nodes(g, now);
         if g.poll_timeout().is_some_and(|t| t <= now) {
             g.handle_timeout(now);

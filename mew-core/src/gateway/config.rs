@@ -32,6 +32,8 @@
 //!   auth:
 //!     jwt: {issuer: https://idp.example, audience: mew, jwks_file: jwks.json,
 //!           jwks_url: https://idp.example/jwks.json, allow_unknown_subjects: false}
+//!   durability: {fsync: always} # or {fsync: {every_ms: 100}}; `durability: off` keeps no
+//!                               # state on disk (see docs/durability.md)
 //! ```
 //! `mew:` is accepted as a synonym of `gateway:`.
 
@@ -281,6 +283,9 @@ pub struct GatewayOptions {
     pub trusted_proxies: Vec<String>,
     /// `auth.jwt`: bearer tokens that are JWTs from an identity provider.
     pub jwt: Option<JwtConfig>,
+    /// Whether and how a single-node gateway keeps the space's state on disk (`None`: it
+    /// keeps none). Not part of the space's state: changing it never invalidates a snapshot.
+    pub durability: Option<Fsync>,
 }
 
 /// `gateway.tls`: paths as written in `space.yaml` (the driver resolves them against the
@@ -329,6 +334,18 @@ pub struct JwtConfig {
     pub allow_unknown_subjects: bool,
 }
 
+/// When a durable space's state files are flushed to the disk (`fsync`). Every change is
+/// written to the file before its outputs leave, so a killed process loses nothing; the
+/// policy decides what a power loss or a kernel crash may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fsync {
+    /// Each batch of inputs is on the disk before any of its outputs (acknowledgements
+    /// included) leave.
+    Always,
+    /// At most this many milliseconds of acknowledged changes may be lost to a power loss.
+    EveryMs(u64),
+}
+
 impl Default for GatewayOptions {
     fn default() -> Self {
         GatewayOptions {
@@ -350,6 +367,7 @@ impl Default for GatewayOptions {
             connections: ConnectionLimits::default(),
             trusted_proxies: Vec::new(),
             jwt: None,
+            durability: Some(Fsync::Always),
         }
     }
 }
@@ -1138,6 +1156,32 @@ impl Cx {
                         bytes_per_second: num("bytes_per_second", d.bytes_per_second),
                         burst_bytes: num("burst_bytes", d.burst_bytes),
                     });
+                }
+            }
+        }
+        match m.get("durability") {
+            None => {}
+            Some(Yaml::Bool(false)) | Some(Yaml::Null) => o.durability = None,
+            Some(Yaml::String(s)) if s == "off" => o.durability = None,
+            Some(v) => {
+                let loc = l("durability");
+                if let Some(dm) = self.map(v, &loc) {
+                    let dm = dm.clone();
+                    let floc = format!("{loc}.fsync");
+                    match dm.get("fsync") {
+                        None => {}
+                        Some(Yaml::String(s)) if s == "always" => {
+                            o.durability = Some(Fsync::Always)
+                        }
+                        Some(Yaml::Mapping(fm)) if fm.contains_key("every_ms") => {
+                            let ms =
+                                self.uint(fm.get("every_ms"), &format!("{floc}.every_ms"), 100, 1);
+                            o.durability = Some(Fsync::EveryMs(ms));
+                        }
+                        Some(_) => {
+                            self.err(floc, "expected `always` or `{every_ms: N}`".to_owned())
+                        }
+                    }
                 }
             }
         }

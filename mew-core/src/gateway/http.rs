@@ -96,14 +96,15 @@ impl Gateway {
 
     /// The body of `GET /health`; `audit_dropped` counts the audit records the driver's
     /// writer could not keep up with.
-    pub fn http_health_json(&self, audit_dropped: u64) -> String {
+    /// `restored` is what a durable space restored when it started (`null` otherwise).
+    pub fn http_health_json(&self, audit_dropped: u64, restored: Option<&Value>) -> String {
         let h = self.health();
         json!({"status": "ok", "protocol": crate::PROTOCOL, "space": h.space,
                "connections": h.connections,
                "participants_online": h.participants_online,
                "active_streams": h.active_streams, "history": h.history_len,
                "history_bytes": h.history_bytes,
-               "audit_dropped": audit_dropped})
+               "audit_dropped": audit_dropped, "restored": restored})
         .to_string()
     }
 

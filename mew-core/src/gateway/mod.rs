@@ -53,7 +53,7 @@ pub use audit::{
     Transport, audit_dropped_line,
 };
 pub use config::{
-    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, DeliveryMode,
+    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, DeliveryMode, Fsync,
     GatewayOptions, GeneratedToken, JwtConfig, LoggingConfig, McpServerConfig, ParticipantConfig,
     ParticipantType, RestartPolicy, SpaceConfig, TOKEN_LEN, TlsConfig, substitute, token_env_var,
 };
@@ -395,6 +395,18 @@ impl Gateway {
         self.connection_url = Some(url.into());
     }
 
+    /// Takes over what the driver set on `other` (the identity verifier, the connection
+    /// URL of invitations): a gateway restored from its state replaces the one the server
+    /// built and configured.
+    pub fn adopt_host_settings(&mut self, other: &Gateway) {
+        if let Some(v) = &other.verifier {
+            self.verifier = Some(v.clone());
+        }
+        if self.connection_url.is_none() {
+            self.connection_url.clone_from(&other.connection_url);
+        }
+    }
+
     /// Welcomes the participants the gateway holds from the start (`output_log` with
     /// `auto_connect`) into their logs, as the reference does when it starts a space. A
     /// server calls this once when it starts a space, not when it restores one.
@@ -457,6 +469,11 @@ impl Gateway {
                 is_virtual: m.virtual_log.is_some(),
             })
             .collect()
+    }
+
+    /// Runtime grants held by members of the space.
+    pub fn grant_count(&self) -> usize {
+        self.members.iter().map(|(_, m)| m.grants.len()).sum()
     }
 
     /// Figures for a health endpoint.

@@ -122,7 +122,10 @@ struct SRefusal {
 /// A fingerprint of a configuration: the digest of its debug form (ordered maps only, so
 /// the same `space.yaml` gives the same fingerprint on every node).
 fn fingerprint(config: &SpaceConfig) -> String {
-    TokenHash::of(&format!("{config:?}")).to_hex()
+    // How the state is kept on disk is no part of the state.
+    let mut c = config.clone();
+    c.gateway.durability = None;
+    TokenHash::of(&format!("{c:?}")).to_hex()
 }
 
 fn caps_from(v: &Value) -> Result<CapabilitySet, SnapshotError> {
@@ -139,6 +142,18 @@ fn hash(hex: &str) -> Result<TokenHash, SnapshotError> {
 impl Gateway {
     /// The space's state as bytes (JSON). Fails when outputs are still queued.
     pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
+        self.snapshot_with(false)
+    }
+
+    /// [`Gateway::snapshot`] for a file on disk: without the `system/invite` envelopes of
+    /// the polling history, the one place a live token is kept (the member keeps only its
+    /// digest). An inviter who has not yet polled for such a token after a restart asks
+    /// again.
+    pub fn snapshot_at_rest(&self) -> Result<Vec<u8>, SnapshotError> {
+        self.snapshot_with(true)
+    }
+
+    fn snapshot_with(&self, at_rest: bool) -> Result<Vec<u8>, SnapshotError> {
         if !self.out.is_empty() || !self.pending_leaves.is_empty() {
             return Err(SnapshotError::NotDrained);
         }
@@ -211,6 +226,11 @@ impl Gateway {
                 .history
                 .entries
                 .iter()
+                .filter(|e| {
+                    !(at_rest
+                        && memchr::memmem::find(&e.frame, br#""kind":"space/invite-ack""#)
+                            .is_some())
+                })
                 .map(|e| SHistory {
                     at: e.at,
                     frame: String::from_utf8_lossy(&e.frame).into_owned(),
