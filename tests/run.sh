@@ -14,10 +14,15 @@ done
 # needs no build) and its state model's unit tests.
 (cd drivers/mew/web && npm ci --no-audit --no-fund --loglevel=error && npx tsc -p . && node --test model.test.js)
 
+# Debian's packages, through sudo when not root.
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+
 # Debian's Chromium and its WebDriver for the web page's browser tests (never a browser
 # download of a test tool's own).
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
 # A real nats-server with JetStream (2.15) for the cluster's end-to-end tests.
@@ -28,8 +33,6 @@ nats-server --version
 
 # tmux, in which the terminal interface's tests run `mew client` (drivers/mew/tests/tui.rs).
 if ! command -v tmux >/dev/null 2>&1; then
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux
 fi
