@@ -25,7 +25,6 @@
 //! replicas produce identical records); a node that restarts writes again what it replays
 //! after its snapshot.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -36,9 +35,9 @@ use mew_core::gateway::{Gateway, SpaceConfig};
 use mew_core::secret::TokenHash;
 use mew_driver_common::Response;
 use mew_driver_common::clock;
-use mew_driver_common::conn::{ConnReply, CoreInput, HttpReply, Link};
-use mew_driver_common::host::{GatewayHost, HttpRequest, Input, Reply};
-use mew_driver_common::route::Route;
+use mew_driver_common::conn::{CoreInput, Link};
+use mew_driver_common::host::{GatewayHost, Reply};
+use mew_driver_common::node_inputs::{NodeInputs, Unhandled};
 use mew_driver_common::server::CoreTask;
 use std::future::Future;
 use std::pin::Pin;
@@ -249,8 +248,7 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
 struct Running {
     nats: Nats,
     core: CoreNode,
-    pending_conns: HashMap<u64, (Link, ConnReply)>,
-    pending_posts: HashMap<u64, HttpReply>,
+    inputs: NodeInputs,
     /// Inputs the stream did not take, handed back at the end of the loop's pass (at most
     /// one per input of the pass).
     refused: Vec<(Undo, String)>,
@@ -327,7 +325,7 @@ impl Running {
             match o {
                 NodeOutput::Publish { record, undo } => self.publish(record, undo).await,
                 NodeOutput::Connected { local, conn } => {
-                    if let Some((link, reply)) = self.pending_conns.remove(&local) {
+                    if let Some((link, reply)) = self.inputs.conns.remove(&local) {
                         host.register(conn, link);
                         if reply.reply(conn).is_err() {
                             // Gone while waiting: the space learns it through the log.
@@ -338,10 +336,10 @@ impl Running {
                 }
                 NodeOutput::Abandon { local } => {
                     // Dropping the answer channel ends the connection before it is served.
-                    self.pending_conns.remove(&local);
+                    self.inputs.conns.remove(&local);
                 }
                 NodeOutput::Posted { local, result } => {
-                    if let Some(reply) = self.pending_posts.remove(&local) {
+                    if let Some(reply) = self.inputs.posts.remove(&local) {
                         let resp = match result {
                             Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
                             Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
@@ -350,7 +348,7 @@ impl Running {
                     }
                 }
                 NodeOutput::PostRefused { local, message } => {
-                    if let Some(reply) = self.pending_posts.remove(&local) {
+                    if let Some(reply) = self.inputs.posts.remove(&local) {
                         let _ = reply.reply(Response::error(503, "log_unavailable", &message));
                     }
                 }
@@ -403,46 +401,10 @@ impl Running {
 
     /// Hands one input from a connection or the HTTP API to the node.
     fn input(&mut self, host: &mut GatewayHost<Link>, input: CoreInput) -> bool {
-        let now = clock::now();
-        match input {
-            Input::Connect {
-                bearer,
-                link,
-                reply,
-            } => {
-                let token = bearer.as_deref().map(TokenHash::of);
-                let local = self.core.handle_connect(now, token);
-                self.pending_conns.insert(local, (link, reply));
-            }
-            Input::Frame(conn, frame) => {
-                self.core.handle_frame(now, host.gateway_mut(), conn, frame);
-            }
-            Input::Oversize(conn, size) => self.core.handle_oversize(now, conn, size),
-            Input::Pong(conn) => self.core.handle_pong(now, conn),
-            Input::Sent(conn, frames, bytes) => host.sent(conn, frames, bytes),
-            Input::Closed(conn) => {
-                if host.unregister(conn) {
-                    self.core.handle_closed(now, conn);
-                }
-            }
-            Input::Http(req, reply) => match req.route {
-                Route::PostMessages { participant } => {
-                    let token = req.bearer.as_deref().map(TokenHash::of);
-                    let local = self.core.handle_post(now, participant, token, req.body);
-                    self.pending_posts.insert(local, reply);
-                }
-                route => {
-                    // Reads are answered from this node's replica.
-                    let req = HttpRequest {
-                        route,
-                        bearer: req.bearer,
-                        body: req.body,
-                    };
-                    let _ = reply.reply(host.http(now, req));
-                }
-            },
-            Input::Shutdown => return false,
-            Input::Reconfigure(_) => {
+        match self.inputs.feed(&mut self.core, host, clock::now(), input) {
+            None => {}
+            Some(Unhandled::Shutdown) => return false,
+            Some(Unhandled::Reconfigure(_)) => {
                 // Every node would have to apply it at the same point of the log.
                 tracing::warn!(
                     "a cluster node does not reload space.yaml; restart the nodes one by one"
@@ -490,8 +452,7 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
     let mut run = Running {
         nats,
         core,
-        pending_conns: HashMap::new(),
-        pending_posts: HashMap::new(),
+        inputs: NodeInputs::default(),
         refused: Vec::new(),
         acks: FuturesUnordered::new(),
         broken: false,

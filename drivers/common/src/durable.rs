@@ -22,14 +22,13 @@ use mew_core::Time;
 use mew_core::cluster::journal::{self, FormatError};
 use mew_core::cluster::{Node, NodeOptions, NodeOutput, Record, Replica};
 use mew_core::gateway::{AuditFile, Fsync, Gateway, SnapshotError, SpaceConfig};
-use mew_core::secret::TokenHash;
 use serde_json::json;
 
 use crate::Response;
 use crate::clock::{self, Sleep};
 use crate::conn::{ConnReply, CoreInput, HttpReply, Link};
-use crate::host::{Flow, GatewayHost, HttpRequest, INPUT_BATCH, Input, Reply};
-use crate::route::Route;
+use crate::host::{Flow, GatewayHost, INPUT_BATCH, Input, Reply};
+use crate::node_inputs::{NodeInputs, Unhandled};
 use crate::server::CoreTask;
 
 /// The node id a single node writes into its records.
@@ -399,8 +398,7 @@ pub fn core_task<S: Sleep + Send>(restored: Restored) -> CoreTask {
 struct Running {
     state: StateDir,
     node: Node,
-    pending_conns: std::collections::HashMap<u64, (Link, ConnReply)>,
-    pending_posts: std::collections::HashMap<u64, HttpReply>,
+    inputs: NodeInputs,
     /// Answers that wait for the pass's entries to be written.
     answers: Vec<Answer>,
     broken: bool,
@@ -420,49 +418,15 @@ impl Running {
             host.apply(now, input);
             return;
         }
-        match input {
-            Input::Connect {
-                bearer,
-                link,
-                reply,
-            } => {
-                let token = bearer.as_deref().map(TokenHash::of);
-                let local = self.node.handle_connect(now, token);
-                self.pending_conns.insert(local, (link, reply));
-            }
-            Input::Frame(conn, frame) => {
-                self.node.handle_frame(now, host.gateway_mut(), conn, frame)
-            }
-            Input::Oversize(conn, size) => self.node.handle_oversize(now, conn, size),
-            Input::Pong(conn) => self.node.handle_pong(now, conn),
-            Input::Sent(conn, frames, bytes) => host.sent(conn, frames, bytes),
-            Input::Closed(conn) => {
-                if host.unregister(conn) {
-                    self.node.handle_closed(now, conn);
-                }
-            }
-            Input::Http(req, reply) => match req.route {
-                Route::PostMessages { participant } => {
-                    let token = req.bearer.as_deref().map(TokenHash::of);
-                    let local = self.node.handle_post(now, participant, token, req.body);
-                    self.pending_posts.insert(local, reply);
-                }
-                route => {
-                    let req = HttpRequest {
-                        route,
-                        bearer: req.bearer,
-                        body: req.body,
-                    };
-                    let _ = reply.reply(host.http(now, req));
-                }
-            },
-            Input::Reconfigure(config) => {
+        match self.inputs.feed(&mut self.node, host, now, input) {
+            None => {}
+            Some(Unhandled::Reconfigure(config)) => {
                 // Applied outside the log, so a snapshot follows at once: the state on disk
                 // is then the one under the new file, which the next start reads.
                 host.reconfigure(now, *config);
                 self.node.request_snapshot();
             }
-            Input::Shutdown => {
+            Some(Unhandled::Shutdown) => {
                 self.stopping = true;
                 host.apply::<ConnReply, HttpReply>(now, Input::Shutdown);
             }
@@ -476,16 +440,16 @@ impl Running {
             match o {
                 NodeOutput::Publish { record, .. } => self.publish(host, &record),
                 NodeOutput::Connected { local, conn } => {
-                    if let Some((link, reply)) = self.pending_conns.remove(&local) {
+                    if let Some((link, reply)) = self.inputs.conns.remove(&local) {
                         host.register(conn, link);
                         self.answers.push(Answer::Conn(reply, conn));
                     }
                 }
                 NodeOutput::Abandon { local } => {
-                    self.pending_conns.remove(&local);
+                    self.inputs.conns.remove(&local);
                 }
                 NodeOutput::Posted { local, result } => {
-                    if let Some(reply) = self.pending_posts.remove(&local) {
+                    if let Some(reply) = self.inputs.posts.remove(&local) {
                         let resp = match result {
                             Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
                             Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
@@ -494,7 +458,7 @@ impl Running {
                     }
                 }
                 NodeOutput::PostRefused { local, message } => {
-                    if let Some(reply) = self.pending_posts.remove(&local) {
+                    if let Some(reply) = self.inputs.posts.remove(&local) {
                         let resp = Response::error(503, "state_unavailable", &message);
                         self.answers.push(Answer::Http(reply, resp));
                     }
@@ -610,8 +574,7 @@ async fn run<S: Sleep + Send>(
     let mut run = Running {
         state,
         node,
-        pending_conns: Default::default(),
-        pending_posts: Default::default(),
+        inputs: NodeInputs::default(),
         answers: Vec::new(),
         broken: false,
         stopping: false,
@@ -690,6 +653,7 @@ mod tests {
 
     use super::*;
     use mew_core::gateway::ConnId;
+    use mew_core::secret::TokenHash;
 
     const SPACE: &str = r#"
 space: {id: durable-sim}

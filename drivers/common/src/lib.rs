@@ -23,6 +23,7 @@ pub mod jwt;
 pub mod link;
 pub mod logs;
 pub mod metrics;
+pub mod node_inputs;
 pub mod participant;
 pub mod process;
 pub mod proxy;

@@ -1,0 +1,83 @@
+//! A server's inputs fed to a [`mew_core::cluster::Node`], written once for the two hosts of
+//! a node: a durable single node ([`crate::durable`]) and a cluster member (`mew-cluster`).
+//! Inputs that change the space go into the node's log; connections and posts wait here for
+//! their entries to come back; reads are answered from the node's replica at once.
+
+use std::collections::HashMap;
+
+use mew_core::Time;
+use mew_core::cluster::Node;
+use mew_core::gateway::SpaceConfig;
+use mew_core::secret::TokenHash;
+
+use crate::conn::{ConnReply, CoreInput, HttpReply, Link};
+use crate::host::{GatewayHost, HttpRequest, Input, Reply};
+use crate::route::Route;
+
+/// Connections and posts a node has put into its log and not yet answered.
+#[derive(Default)]
+pub struct NodeInputs {
+    /// Connections waiting for their id (the node's `Connected` output).
+    pub conns: HashMap<u64, (Link, ConnReply)>,
+    /// HTTP posts waiting for their entry to be applied (`Posted`, `PostRefused`).
+    pub posts: HashMap<u64, HttpReply>,
+}
+
+/// An input the node does not take: its host decides what it means.
+pub enum Unhandled {
+    /// The server stops.
+    Shutdown,
+    /// A re-read `space.yaml`.
+    Reconfigure(Box<SpaceConfig>),
+}
+
+impl NodeInputs {
+    /// Feeds one input to `node` (or answers it from `host`, for reads and write reports).
+    pub fn feed(
+        &mut self,
+        node: &mut Node,
+        host: &mut GatewayHost<Link>,
+        now: Time,
+        input: CoreInput,
+    ) -> Option<Unhandled> {
+        match input {
+            Input::Connect {
+                bearer,
+                link,
+                reply,
+            } => {
+                let token = bearer.as_deref().map(TokenHash::of);
+                let local = node.handle_connect(now, token);
+                self.conns.insert(local, (link, reply));
+            }
+            Input::Frame(conn, frame) => node.handle_frame(now, host.gateway_mut(), conn, frame),
+            Input::Oversize(conn, size) => node.handle_oversize(now, conn, size),
+            Input::Pong(conn) => node.handle_pong(now, conn),
+            Input::Sent(conn, frames, bytes) => host.sent(conn, frames, bytes),
+            Input::Closed(conn) => {
+                if host.unregister(conn) {
+                    node.handle_closed(now, conn);
+                }
+            }
+            Input::Http(req, reply) => match req.route {
+                Route::PostMessages { participant } => {
+                    let token = req.bearer.as_deref().map(TokenHash::of);
+                    let local = node.handle_post(now, participant, token, req.body);
+                    self.posts.insert(local, reply);
+                }
+                route => {
+                    // Reads are answered from this node's replica.
+                    let req = HttpRequest {
+                        route,
+                        bearer: req.bearer,
+                        body: req.body,
+                    };
+                    let _ = reply.reply(host.http(now, req));
+                }
+            },
+            Input::Shutdown => return Some(Unhandled::Shutdown),
+            Input::Reconfigure(config) => return Some(Unhandled::Reconfigure(config)),
+        }
+        None
+    }
+}
