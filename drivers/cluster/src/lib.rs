@@ -64,6 +64,9 @@ pub struct ClusterOptions {
     pub keep_entries: u64,
     /// How long an input may wait for the stream to take it before it is refused.
     pub publish_timeout: Duration,
+    /// The most the space's log stream may hold. JetStream reserves this much of its
+    /// storage when the stream is made, so it must fit what the NATS server offers.
+    pub max_log_bytes: u64,
 }
 
 impl ClusterOptions {
@@ -77,9 +80,13 @@ impl ClusterOptions {
             snapshot_every: 10_000,
             keep_entries: 100_000,
             publish_timeout: Duration::from_secs(10),
+            max_log_bytes: DEFAULT_MAX_LOG_BYTES,
         }
     }
 }
+
+/// The log stream's default bound: 1 GiB, far above what snapshots leave in it.
+pub const DEFAULT_MAX_LOG_BYTES: u64 = 1 << 30;
 
 /// Why a node could not join its cluster.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +102,15 @@ pub enum ClusterError {
     /// JetStream refused to create or open the space's stream or snapshot store.
     #[error("JetStream: {0}")]
     JetStream(String),
+    /// JetStream cannot reserve the log's bound (`--cluster-log-max`).
+    #[error(
+        "JetStream cannot reserve {asked} bytes for the space's log (its error 10047): lower \
+         --cluster-log-max or give nats-server more storage (max_file_store)"
+    )]
+    Storage {
+        /// The bound asked for.
+        asked: u64,
+    },
     /// The stored snapshot could not be used.
     #[error("the space's snapshot cannot be restored: {0}")]
     Snapshot(String),
@@ -177,7 +193,7 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
         subjects: vec![subject.clone()],
         storage: jetstream::stream::StorageType::File,
         // Trimmed after snapshots; this only bounds a cluster whose snapshots stopped.
-        max_bytes: 8 << 30,
+        max_bytes: i64::try_from(opts.max_log_bytes).unwrap_or(i64::MAX),
         // Each stored entry is republished, with its sequence number, on a plain subject:
         // the nodes' fast path (see `Feed`), one hop shorter than a consumer.
         republish: Some(jetstream::stream::Republish {
@@ -187,9 +203,17 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
         }),
         ..Default::default()
     };
-    js.create_or_update_stream(config_js)
-        .await
-        .map_err(|e| js_err(&e))?;
+    js.create_or_update_stream(config_js).await.map_err(|e| {
+        let text = e.to_string();
+        // JetStream's 10047: the bound asked for is more than the server can reserve.
+        if text.contains("10047") || text.contains("insufficient storage") {
+            ClusterError::Storage {
+                asked: opts.max_log_bytes,
+            }
+        } else {
+            js_err(&e)
+        }
+    })?;
     let stream = js.get_stream(&name).await.map_err(|e| js_err(&e))?;
     let store = match js.get_object_store(SNAPSHOT_BUCKET).await {
         Ok(s) => s,

@@ -76,6 +76,10 @@ pub struct Args {
     /// Seconds of silence after which the other nodes declare this one gone.
     #[arg(long, default_value_t = 5.0, value_name = "SECS")]
     pub node_timeout: f64,
+    /// The most the space's log stream may hold in JetStream (bytes, or with a suffix: KiB,
+    /// MiB, GiB). JetStream reserves it when the stream is made.
+    #[arg(long, default_value = "1GiB", value_name = "SIZE", value_parser = parse_size)]
+    pub cluster_log_max: u64,
     /// Serve TLS (wss://, https://) with this PEM certificate chain (with --tls-key; takes
     /// the place of `gateway.tls` in space.yaml). SIGHUP re-reads it.
     #[arg(long, value_name = "CERT.pem", requires = "tls_key")]
@@ -297,6 +301,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             }
             opts.node_timeout = std::time::Duration::from_secs_f64(args.node_timeout);
             opts.heartbeat = (opts.node_timeout / 5).min(std::time::Duration::from_secs(1));
+            opts.max_log_bytes = args.cluster_log_max;
             let node = mew_cluster::connect(opts, config.clone())
                 .await
                 .map_err(|e| match e {
@@ -473,4 +478,39 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         handle,
         serve,
     })
+}
+
+/// A size in bytes: a number, optionally followed by KiB, MiB or GiB (or K, M, G).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (e.g. 512MiB, 1GiB)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => return Err(format!("{text:?}: unknown unit (use KiB, MiB or GiB)")),
+    };
+    n.checked_mul(1 << shift)
+        .filter(|&b| b >= 1 << 20)
+        .ok_or_else(|| format!("{text:?}: use between 1MiB and 16EiB"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_read_with_their_units() {
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("2097152"), Ok(2 << 20));
+        assert!(parse_size("12").unwrap_err().contains("1MiB"));
+        assert!(parse_size("3TB").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("lots").unwrap_err().contains("not a size"));
+    }
 }

@@ -325,6 +325,7 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
         cluster: None,
         node_id: None,
         node_timeout: 5.0,
+        cluster_log_max: mew_cluster::DEFAULT_MAX_LOG_BYTES,
         tls_cert: None,
         tls_key: None,
     };

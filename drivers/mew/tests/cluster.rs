@@ -131,7 +131,7 @@ fn node(dir: &std::path::Path, nats: &Nats, id: &str, config: &str, port: u16) -
         "--node-id",
         id,
     ])
-    .args(["--node-timeout", "2"])
+    .args(["--node-timeout", "2", "--cluster-log-max", "64MiB"])
     .current_dir(&d)
     .stderr(Stdio::inherit());
     MewGateway::start(cmd)
@@ -574,6 +574,32 @@ fn bad_cluster_settings_exit_with_one_line() {
         "{err}"
     );
     assert!(t.elapsed() < Duration::from_secs(15), "gave up in time");
+
+    // A log bound the NATS server cannot reserve: one line saying what to change.
+    let nats = Nats::start(&dir);
+    let (code, err) = refused(
+        &dir,
+        &[
+            &cfg[..],
+            &[
+                "--cluster",
+                &nats.url(),
+                "--node-id",
+                "a",
+                "--cluster-log-max",
+                "1000000GiB",
+                "--log-level",
+                "warn",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("lower --cluster-log-max"), "{err}");
+    let (code, err) = refused(&dir, &[&cfg[..], &["--cluster-log-max", "3TB"]].concat());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown unit"), "{err}");
 }
 
 #[test]
