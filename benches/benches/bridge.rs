@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use mew_core::bridge::BridgeConfig;
 use mew_core::gateway::SpaceConfig;
-use mew_core::mcp::{CallId, McpClient, McpConfig, McpEvent, Output};
+use mew_core::mcp::{McpCallId, McpClient, McpConfig, McpEvent, Output};
 use mew_core::participant::{ParticipantConfig, RequestOptions};
 use mew_tokio::mcp_process::{McpProcess, ProcessEvent, ServerCommand};
 use mew_tokio::{
@@ -87,7 +87,7 @@ impl Direct {
         }
     }
 
-    fn send(&mut self) -> CallId {
+    fn send(&mut self) -> McpCallId {
         self.client
             .call(
                 clock::now(),

@@ -9,7 +9,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use mew_core::Time;
 use mew_core::capability::{Capability, CapabilitySet};
 use mew_core::gateway::{
-    AuditFile, ConnId, DeliveryMode, Gateway, LoggingConfig, ParticipantConfig, SpaceConfig,
+    AuditFile, ConnId, DeliveryMode, Gateway, LoggingConfig, ParticipantEntry, SpaceConfig,
 };
 use mew_core::ids::IdGen;
 use std::hint::black_box;
@@ -20,7 +20,7 @@ fn space(n: usize, delivery: DeliveryMode, logging: LoggingConfig) -> SpaceConfi
         Capability::compile(serde_json::json!({"kind": "chat"})).unwrap(),
     ]);
     cfg.participants = (0..n)
-        .map(|i| ParticipantConfig::new(&format!("p{i}"), vec![format!("t{i}")], chat.clone()))
+        .map(|i| ParticipantEntry::new(&format!("p{i}"), vec![format!("t{i}")], chat.clone()))
         .collect();
     cfg.logging = logging;
     cfg.gateway.delivery = delivery;

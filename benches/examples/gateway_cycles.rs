@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::capability::{Capability, CapabilitySet};
-use mew_core::gateway::{Gateway, LoggingConfig, ParticipantConfig, SpaceConfig};
+use mew_core::gateway::{Gateway, LoggingConfig, ParticipantEntry, SpaceConfig};
 use mew_core::ids::IdGen;
 use std::hint::black_box;
 
@@ -27,7 +27,7 @@ fn main() {
         Capability::compile(serde_json::json!({"kind": "chat"})).unwrap(),
     ]);
     cfg.participants = (0..n)
-        .map(|i| ParticipantConfig::new(&format!("p{i}"), vec![format!("t{i}")], chat.clone()))
+        .map(|i| ParticipantEntry::new(&format!("p{i}"), vec![format!("t{i}")], chat.clone()))
         .collect();
     cfg.logging = LoggingConfig::OFF;
     cfg.gateway.max_queue_frames = usize::MAX;

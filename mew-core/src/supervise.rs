@@ -15,7 +15,7 @@ use crate::gateway::RestartPolicy;
 
 /// What to do about a process that exited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum RestartVerdict {
     /// Start it again at `at`; this is restart `in_a_row` of a run.
     Restart {
         /// When to start it.
@@ -66,7 +66,7 @@ impl Supervision {
     }
 
     /// The process exited at `now` (`success`: exit code 0); what to do about it.
-    pub fn handle_exited(&mut self, now: Time, success: bool) -> Verdict {
+    pub fn handle_exited(&mut self, now: Time, success: bool) -> RestartVerdict {
         let ran = self.started_at.take().map(|t| now.saturating_since(t));
         let again = match self.policy {
             RestartPolicy::Never => false,
@@ -74,18 +74,18 @@ impl Supervision {
             RestartPolicy::Always => true,
         };
         if !again {
-            return Verdict::Done;
+            return RestartVerdict::Done;
         }
         if ran.is_some_and(|d| d >= Self::STABLE_AFTER) {
             self.in_a_row = 0;
         }
         if self.in_a_row >= Self::MAX_IN_A_ROW {
-            return Verdict::GaveUp;
+            return RestartVerdict::GaveUp;
         }
         let delay = self.backoff.delay(self.in_a_row);
         self.in_a_row += 1;
         self.total += 1;
-        Verdict::Restart {
+        RestartVerdict::Restart {
             at: now + delay,
             delay,
             in_a_row: self.in_a_row,
@@ -110,14 +110,14 @@ mod tests {
     fn policies_decide_whether_to_restart() {
         let mut never = Supervision::new(RestartPolicy::Never);
         never.handle_started(t(0));
-        assert_eq!(never.handle_exited(t(10), false), Verdict::Done);
+        assert_eq!(never.handle_exited(t(10), false), RestartVerdict::Done);
         let mut on_failure = Supervision::new(RestartPolicy::OnFailure);
         on_failure.handle_started(t(0));
-        assert_eq!(on_failure.handle_exited(t(10), true), Verdict::Done);
+        assert_eq!(on_failure.handle_exited(t(10), true), RestartVerdict::Done);
         on_failure.handle_started(t(20));
         assert!(matches!(
             on_failure.handle_exited(t(30), false),
-            Verdict::Restart { in_a_row: 1, .. }
+            RestartVerdict::Restart { in_a_row: 1, .. }
         ));
     }
 
@@ -130,13 +130,13 @@ mod tests {
             s.handle_started(now);
             now = now + Duration::from_millis(100);
             match s.handle_exited(now, false) {
-                Verdict::Restart { at, delay, .. } => {
+                RestartVerdict::Restart { at, delay, .. } => {
                     assert_eq!(at, now + delay);
                     delays.push(delay.as_millis());
                     now = at;
                 }
-                Verdict::GaveUp => break,
-                Verdict::Done => panic!("always restarts"),
+                RestartVerdict::GaveUp => break,
+                RestartVerdict::Done => panic!("always restarts"),
             }
         }
         assert_eq!(delays, vec![500, 1000, 2000, 4000, 8000]);
@@ -148,7 +148,7 @@ mod tests {
             now = now + Duration::from_millis(100);
             assert!(matches!(
                 s.handle_exited(now, false),
-                Verdict::Restart { .. }
+                RestartVerdict::Restart { .. }
             ));
         }
         // A minute of running: the next crash is the first of a new run.
@@ -156,7 +156,7 @@ mod tests {
         now = now + Supervision::STABLE_AFTER;
         assert!(matches!(
             s.handle_exited(now, false),
-            Verdict::Restart { in_a_row: 1, delay, .. } if delay == Duration::from_millis(500)
+            RestartVerdict::Restart { in_a_row: 1, delay, .. } if delay == Duration::from_millis(500)
         ));
     }
 }

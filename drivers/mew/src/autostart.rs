@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use mew_core::gateway::{ParticipantConfig, ParticipantType, RestartPolicy, substitute};
-use mew_core::supervise::{Supervision, Verdict};
+use mew_core::gateway::{ParticipantEntry, ParticipantType, RestartPolicy, substitute};
+use mew_core::supervise::{RestartVerdict, Supervision};
 use mew_driver_common::clock;
 use mew_driver_common::process::terminate_group;
 use mew_tokio::Tokio;
@@ -73,7 +73,7 @@ pub struct Launch {
 /// other than the space's own are looked up with `env`; `warn` receives one line per name
 /// with no value.
 pub fn launches(
-    participants: &[ParticipantConfig],
+    participants: &[ParticipantEntry],
     cx: &SpaceContext,
     own_exe: &str,
     env: impl Fn(&str) -> Option<String>,
@@ -87,7 +87,7 @@ pub fn launches(
 }
 
 fn launch(
-    p: &ParticipantConfig,
+    p: &ParticipantEntry,
     cx: &SpaceContext,
     own_exe: &str,
     lookup: &impl Fn(&str) -> Option<String>,
@@ -359,7 +359,7 @@ async fn supervise(
             status_text.clone()
         };
         let (delay, restarts) = match verdict {
-            Verdict::Done => {
+            RestartVerdict::Done => {
                 set(&|p| {
                     p.state = ProcessState::Exited;
                     p.pid = None;
@@ -372,7 +372,7 @@ async fn supervise(
                 }
                 return;
             }
-            Verdict::GaveUp => {
+            RestartVerdict::GaveUp => {
                 set(&|p| {
                     p.state = ProcessState::Exited;
                     p.pid = None;
@@ -383,7 +383,7 @@ async fn supervise(
                 tracing::error!(participant = %l.id, status = %status_text, "exited {MAX_RESTARTS} times in a row; not restarted again; last output:\n{tail}");
                 return;
             }
-            Verdict::Restart { at, in_a_row, .. } => (clock::until(at), in_a_row),
+            RestartVerdict::Restart { at, in_a_row, .. } => (clock::until(at), in_a_row),
         };
         set(&|p| {
             p.state = ProcessState::Restarting;

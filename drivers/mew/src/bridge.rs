@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mew_core::bridge::{BridgeConfig, Exit};
-use mew_core::mcp::{McpConfig, RestartPolicy};
+use mew_core::mcp::{McpConfig, RestartBackoff};
 use mew_driver_common::exit;
 use mew_tokio::mcp_process::ServerCommand;
 
@@ -55,10 +55,10 @@ pub fn config(args: &Args) -> BridgeConfig {
         participant: args.connect.participant(),
         mcp: McpConfig {
             init_timeout: Duration::from_millis(args.init_timeout),
-            restart: RestartPolicy {
+            restart: RestartBackoff {
                 enabled: !args.no_reconnect,
                 max_reconnects: args.max_reconnects,
-                ..RestartPolicy::default()
+                ..RestartBackoff::default()
             },
             ..McpConfig::default()
         },

@@ -11,7 +11,7 @@
 //!
 //! Lifecycle: a server that fails its very first start (a command that does not exist, a
 //! program that is not an MCP server, no `initialize` answer within the init timeout) is a
-//! configuration error, not a crash, and ends the bridge at once. A crashed server is restarted per the [`RestartPolicy`](crate::mcp::RestartPolicy);
+//! configuration error, not a crash, and ends the bridge at once. A crashed server is restarted per the [`RestartBackoff`](crate::mcp::RestartBackoff);
 //! callers in flight get an error. When no restart is left the bridge broadcasts a
 //! `participant/status` with `status: "error"` and a chat line, and finishes with
 //! [`Exit::ServerGaveUp`]. A `participant/shutdown` (or [`Bridge::shutdown`]) stops the
@@ -77,7 +77,7 @@ pub struct Bridge {
     mcp: McpClient,
     config: BridgeConfig,
     /// MCP call -> the participant call it answers.
-    calls: BTreeMap<mcp::CallId, participant::CallId>,
+    calls: BTreeMap<mcp::McpCallId, participant::CallId>,
     /// Requests waiting for the server to become ready, oldest (earliest deadline) first.
     waiting: VecDeque<serve::Waiting>,
     out: VecDeque<Output>,

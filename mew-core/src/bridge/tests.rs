@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::mcp::jsonrpc::codes;
-use crate::mcp::{McpConfig, RestartPolicy};
+use crate::mcp::{McpConfig, RestartBackoff};
 use crate::participant::ParticipantConfig;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -36,10 +36,10 @@ fn config(max_reconnects: u32) -> BridgeConfig {
         },
         mcp: McpConfig {
             init_timeout: Duration::from_secs(5),
-            restart: RestartPolicy {
+            restart: RestartBackoff {
                 max_reconnects,
                 initial_delay: Duration::from_millis(100),
-                ..RestartPolicy::default()
+                ..RestartBackoff::default()
             },
             ..McpConfig::default()
         },

@@ -99,7 +99,7 @@ pub struct McpServerConfig {
 
 /// `bridge_config` of an `mcp-bridge` participant.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BridgeConfig {
+pub struct BridgeSettings {
     /// How long the MCP server may take to initialise, in ms (default 30000).
     pub init_timeout_ms: u64,
     /// Restart the server when it exits.
@@ -108,9 +108,9 @@ pub struct BridgeConfig {
     pub max_reconnects: u32,
 }
 
-impl Default for BridgeConfig {
+impl Default for BridgeSettings {
     fn default() -> Self {
-        BridgeConfig {
+        BridgeSettings {
             init_timeout_ms: 30_000,
             reconnect: true,
             max_reconnects: 3,
@@ -120,7 +120,7 @@ impl Default for BridgeConfig {
 
 /// One `participants.<id>` entry.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ParticipantConfig {
+pub struct ParticipantEntry {
     /// The participant id (the map key).
     pub id: String,
     /// `type`.
@@ -146,7 +146,7 @@ pub struct ParticipantConfig {
     /// `mcp_server` (bridges).
     pub mcp_server: Option<McpServerConfig>,
     /// `bridge_config` (bridges).
-    pub bridge_config: Option<BridgeConfig>,
+    pub bridge_config: Option<BridgeSettings>,
     /// `restart_policy` of a started process.
     pub restart_policy: RestartPolicy,
     /// `default_to`: whom the reference's interactive client addresses by default.
@@ -159,10 +159,10 @@ pub struct ParticipantConfig {
     pub agent_config: Option<String>,
 }
 
-impl ParticipantConfig {
+impl ParticipantEntry {
     /// A standard participant with these capabilities and tokens.
     pub fn new(id: &str, tokens: Vec<String>, capabilities: CapabilitySet) -> Self {
-        ParticipantConfig {
+        ParticipantEntry {
             id: id.to_owned(),
             kind: ParticipantType::Standard,
             tokens,
@@ -382,7 +382,7 @@ pub struct SpaceConfig {
     /// `space.description`.
     pub description: Option<String>,
     /// Participants in file order.
-    pub participants: Vec<ParticipantConfig>,
+    pub participants: Vec<ParticipantEntry>,
     /// `defaults.capabilities`: for entries without their own and for anonymous joins.
     pub default_capabilities: CapabilitySet,
     /// `logging`.
@@ -517,7 +517,7 @@ impl SpaceConfig {
                     .collect(),
             )
         };
-        let human = ParticipantConfig::new("human", vec![tokens.token()], caps(&["*"]));
+        let human = ParticipantEntry::new("human", vec![tokens.token()], caps(&["*"]));
         let mut agent_caps = caps(&[
             "mcp/proposal",
             "mcp/withdraw",
@@ -536,8 +536,8 @@ impl SpaceConfig {
             )
             .expect("built-in capability compiles"),
         );
-        let agent = ParticipantConfig::new("agent", vec![tokens.token()], agent_caps);
-        let service = ParticipantConfig::new(
+        let agent = ParticipantEntry::new("agent", vec![tokens.token()], agent_caps);
+        let service = ParticipantEntry::new(
             "service",
             vec![tokens.token()],
             caps(&["mcp/response", "chat"]),
@@ -555,7 +555,7 @@ impl SpaceConfig {
     }
 
     /// A participant's entry by id.
-    pub fn participant(&self, id: &str) -> Option<&ParticipantConfig> {
+    pub fn participant(&self, id: &str) -> Option<&ParticipantEntry> {
         self.participants.iter().find(|p| p.id == id)
     }
 
@@ -970,8 +970,8 @@ impl Cx {
         v: &Yaml,
         loc: &str,
         defaults: &CapabilitySet,
-    ) -> ParticipantConfig {
-        let mut p = ParticipantConfig::new(id, Vec::new(), defaults.clone());
+    ) -> ParticipantEntry {
+        let mut p = ParticipantEntry::new(id, Vec::new(), defaults.clone());
         p.explicit_capabilities = false;
         let Some(m) = self.map(v, loc) else {
             return p;
@@ -1056,8 +1056,8 @@ impl Cx {
             let l = format!("{loc}.bridge_config");
             if let Some(bm) = self.map(b, &l) {
                 let bm = bm.clone();
-                let d = BridgeConfig::default();
-                p.bridge_config = Some(BridgeConfig {
+                let d = BridgeSettings::default();
+                p.bridge_config = Some(BridgeSettings {
                     init_timeout_ms: self.uint(
                         bm.get("init_timeout"),
                         &format!("{l}.init_timeout"),

@@ -53,9 +53,10 @@ pub use audit::{
     Transport, audit_dropped_line,
 };
 pub use config::{
-    BridgeConfig, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, DeliveryMode, Fsync,
-    GatewayOptions, GeneratedToken, JwtConfig, LoggingConfig, McpServerConfig, ParticipantConfig,
-    ParticipantType, RestartPolicy, SpaceConfig, TOKEN_LEN, TlsConfig, substitute, token_env_var,
+    BridgeSettings, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, DeliveryMode,
+    Fsync, GatewayOptions, GeneratedToken, JwtConfig, LoggingConfig, McpServerConfig,
+    ParticipantEntry, ParticipantType, RestartPolicy, SpaceConfig, TOKEN_LEN, TlsConfig,
+    substitute, token_env_var,
 };
 pub use http::{HttpAccepted, HttpError, check_space};
 pub use identity::{Identity, IdentityVerifier, Verdict};

@@ -7,9 +7,9 @@
 use super::error::McpError;
 use super::exit::ExitStatus;
 use super::framing::{Line, LineBuffer};
-use super::jsonrpc::{self, DecodeError, Decoded, Message, RpcError};
+use super::jsonrpc::{self, Decoded, RpcDecodeError, RpcError, RpcMessage};
 use super::listing::{Catalog, ListKind, PageOutcome, Pager, Prompt, Resource, Tool};
-use super::restart::RestartPolicy;
+use super::restart::RestartBackoff;
 use super::server_requests::{self, Root};
 use super::version::ProtocolVersion;
 use crate::Time;
@@ -31,7 +31,7 @@ pub struct McpConfig {
     /// Timeout of each `*/list` request.
     pub list_timeout: Duration,
     /// Restarts after crashes and failed starts.
-    pub restart: RestartPolicy,
+    pub restart: RestartBackoff,
     /// Grace between terminating the server and killing it.
     pub kill_grace: Duration,
     /// Longest stdout line accepted, in bytes.
@@ -56,7 +56,7 @@ impl Default for McpConfig {
             protocol_version: ProtocolVersion::LATEST,
             init_timeout: Duration::from_secs(30),
             list_timeout: Duration::from_secs(30),
-            restart: RestartPolicy::default(),
+            restart: RestartBackoff::default(),
             kill_grace: Duration::from_secs(2),
             max_line_len: 16 * 1024 * 1024,
             max_stderr_line_len: 64 * 1024,
@@ -70,7 +70,7 @@ impl Default for McpConfig {
 
 /// Identifies a call made with [`McpClient::call`]; it is also the JSON-RPC id on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CallId(pub u64);
+pub struct McpCallId(pub u64);
 
 /// What the server reported about itself in the handshake.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,7 +101,7 @@ pub enum StdoutIssue {
     #[error("dropped a stdout line: {error} ({snippet:?})")]
     Undecodable {
         /// Why.
-        error: DecodeError,
+        error: RpcDecodeError,
         /// The line's first characters.
         snippet: String,
     },
@@ -132,7 +132,7 @@ pub enum McpEvent {
     /// A call finished: the server's `result`, its error, or a local failure.
     CallCompleted {
         /// The call.
-        call_id: CallId,
+        call_id: McpCallId,
         /// The outcome.
         result: Result<Value, McpError>,
     },
@@ -379,7 +379,7 @@ impl McpClient {
         method: &str,
         params: Option<Value>,
         timeout: Duration,
-    ) -> Result<CallId, McpError> {
+    ) -> Result<McpCallId, McpError> {
         if method == "initialize" || method.starts_with("notifications/") {
             return Err(McpError::ReservedMethod(method.into()));
         }
@@ -391,12 +391,12 @@ impl McpClient {
         }
         let id = self.send_request(now, method, params.as_ref(), timeout, Purpose::Call);
         self.calls_in_flight += 1;
-        Ok(CallId(id))
+        Ok(McpCallId(id))
     }
 
     /// Abandons a call: the server is told (`notifications/cancelled`) and no
     /// [`McpEvent::CallCompleted`] follows. Returns whether the call was in flight.
-    pub fn cancel(&mut self, call_id: CallId, reason: Option<&str>) -> bool {
+    pub fn cancel(&mut self, call_id: McpCallId, reason: Option<&str>) -> bool {
         match self.pending.get(&call_id.0) {
             Some(p) if p.purpose == Purpose::Call => {}
             _ => return false,
@@ -565,7 +565,7 @@ impl McpClient {
                     self.calls_in_flight -= 1;
                     self.send_cancelled(id, Some("timed out"));
                     self.emit(McpEvent::CallCompleted {
-                        call_id: CallId(id),
+                        call_id: McpCallId(id),
                         result: Err(McpError::Timeout(p.timeout)),
                     });
                 }
@@ -653,7 +653,7 @@ impl McpClient {
         for (id, p) in pending {
             if p.purpose == Purpose::Call {
                 self.emit(McpEvent::CallCompleted {
-                    call_id: CallId(id),
+                    call_id: McpCallId(id),
                     result: Err(err.clone()),
                 });
             }
@@ -751,7 +751,7 @@ impl McpClient {
         }
     }
 
-    fn undecodable(&mut self, error: DecodeError, text: &[u8]) {
+    fn undecodable(&mut self, error: RpcDecodeError, text: &[u8]) {
         let snippet: String = String::from_utf8_lossy(text)
             .chars()
             .take(SNIPPET_CHARS)
@@ -762,7 +762,7 @@ impl McpClient {
         }));
     }
 
-    fn on_message(&mut self, now: Time, m: Message) {
+    fn on_message(&mut self, now: Time, m: RpcMessage) {
         // Anything arriving while the process is being replaced belongs to the old one.
         if !matches!(
             self.state,
@@ -771,7 +771,7 @@ impl McpClient {
             return;
         }
         match m {
-            Message::Request { method, .. }
+            RpcMessage::Request { method, .. }
                 if method == "initialize" && matches!(self.state, State::Initializing { .. }) =>
             {
                 // Servers never send initialize; a process that does is echoing its input.
@@ -781,14 +781,14 @@ impl McpClient {
                     false,
                 );
             }
-            Message::Request { id, method, .. } => {
+            RpcMessage::Request { id, method, .. } => {
                 let line = match server_requests::answer(&method, &self.config.roots) {
                     Ok(result) => jsonrpc::response_line(&id, Ok(&result)),
                     Err(e) => jsonrpc::response_line(&id, Err(&e)),
                 };
                 self.out.push_back(Output::Write(line));
             }
-            Message::Notification { method, params } => {
+            RpcMessage::Notification { method, params } => {
                 match ListKind::from_changed_notification(&method) {
                     // Before the handshake the lists are fetched anyway; a kind the server
                     // did not offer would only earn an error.
@@ -799,7 +799,7 @@ impl McpClient {
                     None => self.emit(McpEvent::Notification { method, params }),
                 }
             }
-            Message::Response { id, outcome } => {
+            RpcMessage::Response { id, outcome } => {
                 let p = id
                     .as_u64()
                     .and_then(|n| self.pending.remove(&n).map(|p| (n, p)));
@@ -813,7 +813,7 @@ impl McpClient {
                     Purpose::Call => {
                         self.calls_in_flight -= 1;
                         self.emit(McpEvent::CallCompleted {
-                            call_id: CallId(n),
+                            call_id: McpCallId(n),
                             result: outcome.map_err(McpError::Server),
                         });
                     }

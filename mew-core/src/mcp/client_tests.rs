@@ -511,9 +511,9 @@ fn init_timeout_kills_and_restarts_with_backoff() {
 #[test]
 fn crash_fails_calls_in_flight_then_restarts_until_the_budget_is_spent() {
     let mut c = ready(McpConfig {
-        restart: RestartPolicy {
+        restart: RestartBackoff {
             max_reconnects: 3,
-            ..RestartPolicy::default()
+            ..RestartBackoff::default()
         },
         ..McpConfig::default()
     });
@@ -586,9 +586,9 @@ fn crash_fails_calls_in_flight_then_restarts_until_the_budget_is_spent() {
 #[test]
 fn reaching_ready_restores_the_restart_budget() {
     let mut c = ready(McpConfig {
-        restart: RestartPolicy {
+        restart: RestartBackoff {
             max_reconnects: 1,
-            ..RestartPolicy::default()
+            ..RestartBackoff::default()
         },
         ..McpConfig::default()
     });
@@ -619,7 +619,7 @@ fn reaching_ready_restores_the_restart_budget() {
 #[test]
 fn rejected_initialize_reports_the_servers_error() {
     let mut c = spawned(McpConfig {
-        restart: RestartPolicy::never(),
+        restart: RestartBackoff::never(),
         ..McpConfig::default()
     });
     c.handle_stdout(
@@ -728,7 +728,7 @@ proptest! {
             init_timeout: Duration::from_millis(700),
             list_timeout: Duration::from_millis(400),
             max_line_len: 48,
-            restart: RestartPolicy { max_reconnects: 2, initial_delay: Duration::from_millis(100), ..RestartPolicy::default() },
+            restart: RestartBackoff { max_reconnects: 2, initial_delay: Duration::from_millis(100), ..RestartBackoff::default() },
             ..McpConfig::default()
         });
         let mut now = 0u64;

@@ -27,18 +27,18 @@ pub mod codes {
 
 /// A request id as a peer sent it: a number or a string, echoed back unchanged.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RequestId {
+pub enum RpcId {
     /// A numeric id (kept as JSON so non-integers round-trip exactly).
     Number(serde_json::Number),
     /// A string id.
     String(String),
 }
 
-impl RequestId {
-    fn from_value(v: Value) -> Option<RequestId> {
+impl RpcId {
+    fn from_value(v: Value) -> Option<RpcId> {
         match v {
-            Value::Number(n) => Some(RequestId::Number(n)),
-            Value::String(s) => Some(RequestId::String(s)),
+            Value::Number(n) => Some(RpcId::Number(n)),
+            Value::String(s) => Some(RpcId::String(s)),
             _ => None,
         }
     }
@@ -46,26 +46,26 @@ impl RequestId {
     /// The id as an unsigned integer, if it is one (ids this client sends always are).
     pub fn as_u64(&self) -> Option<u64> {
         match self {
-            RequestId::Number(n) => n.as_u64(),
-            RequestId::String(_) => None,
+            RpcId::Number(n) => n.as_u64(),
+            RpcId::String(_) => None,
         }
     }
 }
 
-impl fmt::Display for RequestId {
+impl fmt::Display for RpcId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RequestId::Number(n) => write!(f, "{n}"),
-            RequestId::String(s) => write!(f, "{s:?}"),
+            RpcId::Number(n) => write!(f, "{n}"),
+            RpcId::String(s) => write!(f, "{s:?}"),
         }
     }
 }
 
-impl Serialize for RequestId {
+impl Serialize for RpcId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            RequestId::Number(n) => n.serialize(s),
-            RequestId::String(v) => v.serialize(s),
+            RpcId::Number(n) => n.serialize(s),
+            RpcId::String(v) => v.serialize(s),
         }
     }
 }
@@ -116,11 +116,11 @@ impl fmt::Display for RpcError {
 
 /// One JSON-RPC message.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Message {
+pub enum RpcMessage {
     /// A call expecting a response.
     Request {
         /// Id to echo in the response.
-        id: RequestId,
+        id: RpcId,
         /// Method name.
         method: String,
         /// Parameters, if any.
@@ -136,7 +136,7 @@ pub enum Message {
     /// The answer to a request.
     Response {
         /// The request's id.
-        id: RequestId,
+        id: RpcId,
         /// `result` or `error`.
         outcome: Result<Value, RpcError>,
     },
@@ -144,7 +144,7 @@ pub enum Message {
 
 /// Why a line is not a JSON-RPC message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
+pub enum RpcDecodeError {
     /// The line is not valid JSON (often a log line printed to stdout).
     #[error("not JSON: {0}")]
     NotJson(String),
@@ -157,16 +157,17 @@ pub enum DecodeError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decoded {
     /// A single message.
-    Single(Message),
+    Single(RpcMessage),
     /// A batch; bad elements do not spoil good ones.
-    Batch(Vec<Result<Message, DecodeError>>),
+    Batch(Vec<Result<RpcMessage, RpcDecodeError>>),
 }
 
 /// Decodes one line of the stdio transport.
-pub fn decode(line: &[u8]) -> Result<Decoded, DecodeError> {
-    let v: Value = serde_json::from_slice(line).map_err(|e| DecodeError::NotJson(e.to_string()))?;
+pub fn decode(line: &[u8]) -> Result<Decoded, RpcDecodeError> {
+    let v: Value =
+        serde_json::from_slice(line).map_err(|e| RpcDecodeError::NotJson(e.to_string()))?;
     match v {
-        Value::Array(items) if items.is_empty() => Err(DecodeError::NotJsonRpc("empty batch")),
+        Value::Array(items) if items.is_empty() => Err(RpcDecodeError::NotJsonRpc("empty batch")),
         Value::Array(items) => Ok(Decoded::Batch(
             items.into_iter().map(message_from_value).collect(),
         )),
@@ -174,18 +175,18 @@ pub fn decode(line: &[u8]) -> Result<Decoded, DecodeError> {
     }
 }
 
-fn message_from_value(v: Value) -> Result<Message, DecodeError> {
+fn message_from_value(v: Value) -> Result<RpcMessage, RpcDecodeError> {
     let Value::Object(mut m) = v else {
-        return Err(DecodeError::NotJsonRpc("not an object"));
+        return Err(RpcDecodeError::NotJsonRpc("not an object"));
     };
     match m.get("jsonrpc") {
         None => {}
         Some(Value::String(s)) if s == "2.0" => {}
-        Some(_) => return Err(DecodeError::NotJsonRpc("jsonrpc is not \"2.0\"")),
+        Some(_) => return Err(RpcDecodeError::NotJsonRpc("jsonrpc is not \"2.0\"")),
     }
     let id = match m.remove("id") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(RequestId::from_value(v).ok_or(DecodeError::NotJsonRpc(
+        Some(v) => Some(RpcId::from_value(v).ok_or(RpcDecodeError::NotJsonRpc(
             "id is neither a number nor a string",
         ))?),
     };
@@ -193,28 +194,28 @@ fn message_from_value(v: Value) -> Result<Message, DecodeError> {
         Some(Value::String(method)) => {
             let params = m.remove("params");
             Ok(match id {
-                Some(id) => Message::Request { id, method, params },
-                None => Message::Notification { method, params },
+                Some(id) => RpcMessage::Request { id, method, params },
+                None => RpcMessage::Notification { method, params },
             })
         }
-        Some(_) => Err(DecodeError::NotJsonRpc("method is not a string")),
+        Some(_) => Err(RpcDecodeError::NotJsonRpc("method is not a string")),
         None => {
-            let id = id.ok_or(DecodeError::NotJsonRpc("neither method nor id"))?;
+            let id = id.ok_or(RpcDecodeError::NotJsonRpc("neither method nor id"))?;
             let outcome = response_outcome(&mut m)?;
-            Ok(Message::Response { id, outcome })
+            Ok(RpcMessage::Response { id, outcome })
         }
     }
 }
 
-fn response_outcome(m: &mut Map<String, Value>) -> Result<Result<Value, RpcError>, DecodeError> {
+fn response_outcome(m: &mut Map<String, Value>) -> Result<Result<Value, RpcError>, RpcDecodeError> {
     if let Some(e) = m.remove("error") {
         return RpcError::from_value(e)
             .map(Err)
-            .ok_or(DecodeError::NotJsonRpc("error lacks an integer code"));
+            .ok_or(RpcDecodeError::NotJsonRpc("error lacks an integer code"));
     }
-    m.remove("result")
-        .map(Ok)
-        .ok_or(DecodeError::NotJsonRpc("response without result or error"))
+    m.remove("result").map(Ok).ok_or(RpcDecodeError::NotJsonRpc(
+        "response without result or error",
+    ))
 }
 
 #[derive(Serialize)]
@@ -237,7 +238,7 @@ struct OutNotification<'a> {
 #[derive(Serialize)]
 struct OutResponse<'a> {
     jsonrpc: &'static str,
-    id: &'a RequestId,
+    id: &'a RpcId,
     #[serde(skip_serializing_if = "Option::is_none")]
     result: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -272,7 +273,7 @@ pub fn notification_line(method: &str, params: Option<&Value>) -> String {
 }
 
 /// A response line (newline included).
-pub fn response_line(id: &RequestId, outcome: Result<&Value, &RpcError>) -> String {
+pub fn response_line(id: &RpcId, outcome: Result<&Value, &RpcError>) -> String {
     let (result, error) = match outcome {
         Ok(r) => (Some(r), None),
         Err(e) => (None, Some(e)),
@@ -290,7 +291,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn single(line: &str) -> Message {
+    fn single(line: &str) -> RpcMessage {
         match decode(line.as_bytes()).unwrap() {
             Decoded::Single(m) => m,
             other => panic!("expected one message, got {other:?}"),
@@ -301,23 +302,23 @@ mod tests {
     fn decodes_the_three_shapes() {
         assert_eq!(
             single(r#"{"jsonrpc":"2.0","id":0,"method":"roots/list"}"#),
-            Message::Request {
-                id: RequestId::Number(0.into()),
+            RpcMessage::Request {
+                id: RpcId::Number(0.into()),
                 method: "roots/list".into(),
                 params: None
             }
         );
         assert_eq!(
             single(r#"{"method":"notifications/tools/list_changed","jsonrpc":"2.0"}"#),
-            Message::Notification {
+            RpcMessage::Notification {
                 method: "notifications/tools/list_changed".into(),
                 params: None
             }
         );
         assert_eq!(
             single(r#"{"result":{"a":1},"jsonrpc":"2.0","id":7}"#),
-            Message::Response {
-                id: RequestId::Number(7.into()),
+            RpcMessage::Response {
+                id: RpcId::Number(7.into()),
                 outcome: Ok(json!({"a":1}))
             }
         );
@@ -325,8 +326,8 @@ mod tests {
             single(
                 r#"{"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"nope","data":[1]}}"#
             ),
-            Message::Response {
-                id: RequestId::String("x".into()),
+            RpcMessage::Response {
+                id: RpcId::String("x".into()),
                 outcome: Err(RpcError {
                     code: -32601,
                     message: "nope".into(),
@@ -337,7 +338,7 @@ mod tests {
         // A null result is still a result.
         assert!(matches!(
             single(r#"{"jsonrpc":"2.0","id":1,"result":null}"#),
-            Message::Response {
+            RpcMessage::Response {
                 outcome: Ok(Value::Null),
                 ..
             }
@@ -346,7 +347,7 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_json_rpc() {
-        assert!(matches!(decode(b"hello"), Err(DecodeError::NotJson(_))));
+        assert!(matches!(decode(b"hello"), Err(RpcDecodeError::NotJson(_))));
         for bad in [
             "42",
             "[]",
@@ -358,7 +359,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":5}"#,
         ] {
             assert!(
-                matches!(decode(bad.as_bytes()), Err(DecodeError::NotJsonRpc(_))),
+                matches!(decode(bad.as_bytes()), Err(RpcDecodeError::NotJsonRpc(_))),
                 "{bad}"
             );
         }
@@ -385,13 +386,13 @@ mod tests {
             notification_line("notifications/initialized", None),
             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
         );
-        let id = RequestId::String("s".into());
+        let id = RpcId::String("s".into());
         assert_eq!(
             response_line(&id, Err(&RpcError::new(-32601, "Method not found"))),
             "{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"error\":{\"code\":-32601,\"message\":\"Method not found\"}}\n"
         );
         assert_eq!(
-            response_line(&RequestId::Number(0.into()), Ok(&json!({}))),
+            response_line(&RpcId::Number(0.into()), Ok(&json!({}))),
             "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}\n"
         );
     }

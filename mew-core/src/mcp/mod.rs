@@ -37,14 +37,14 @@ mod server_requests;
 mod version;
 
 pub use client::{
-    CallId, McpClient, McpConfig, McpEvent, Output, Phase, ServerDescription, StdoutIssue,
+    McpCallId, McpClient, McpConfig, McpEvent, Output, Phase, ServerDescription, StdoutIssue,
 };
 pub use error::McpError;
 pub use exit::ExitStatus;
 pub use framing::{Line, LineBuffer};
-pub use jsonrpc::{RequestId, RpcError};
+pub use jsonrpc::{RpcError, RpcId};
 pub use listing::{Catalog, ListKind, Prompt, Resource, Tool};
-pub use restart::RestartPolicy;
+pub use restart::RestartBackoff;
 pub use server::{
     McpServer, ServedTool, ServerCallId, ServerConfig, ServerEvent, ServerInfo, ServerOutput,
 };

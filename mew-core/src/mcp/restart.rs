@@ -8,7 +8,7 @@ use crate::backoff::Backoff;
 /// `max_delay`, at most `max_reconnects` times in a row. A server that reaches the ready state
 /// earns a fresh budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestartPolicy {
+pub struct RestartBackoff {
     /// Whether to restart at all (`bridge_config.reconnect`).
     pub enabled: bool,
     /// Restarts allowed after consecutive failures (`bridge_config.max_reconnects`).
@@ -19,9 +19,9 @@ pub struct RestartPolicy {
     pub max_delay: Duration,
 }
 
-impl Default for RestartPolicy {
+impl Default for RestartBackoff {
     fn default() -> Self {
-        RestartPolicy {
+        RestartBackoff {
             enabled: true,
             max_reconnects: 3,
             initial_delay: Duration::from_secs(1),
@@ -30,12 +30,12 @@ impl Default for RestartPolicy {
     }
 }
 
-impl RestartPolicy {
+impl RestartBackoff {
     /// No restarts: the first failure is final.
     pub fn never() -> Self {
-        RestartPolicy {
+        RestartBackoff {
             enabled: false,
-            ..RestartPolicy::default()
+            ..RestartBackoff::default()
         }
     }
 
@@ -54,10 +54,10 @@ mod tests {
 
     #[test]
     fn doubles_caps_and_stops() {
-        let p = RestartPolicy {
+        let p = RestartBackoff {
             max_reconnects: 6,
             max_delay: Duration::from_secs(10),
-            ..RestartPolicy::default()
+            ..RestartBackoff::default()
         };
         let delays: Vec<_> = (1..=7).map(|a| p.delay(a).map(|d| d.as_secs())).collect();
         assert_eq!(
@@ -65,14 +65,14 @@ mod tests {
             vec![Some(1), Some(2), Some(4), Some(8), Some(10), Some(10), None]
         );
         assert_eq!(p.delay(0), None);
-        assert_eq!(RestartPolicy::never().delay(1), None);
+        assert_eq!(RestartBackoff::never().delay(1), None);
     }
 
     #[test]
     fn huge_attempt_counts_do_not_overflow() {
-        let p = RestartPolicy {
+        let p = RestartBackoff {
             max_reconnects: u32::MAX,
-            ..RestartPolicy::default()
+            ..RestartBackoff::default()
         };
         assert_eq!(p.delay(40), Some(p.max_delay));
         assert_eq!(p.delay(u32::MAX), Some(p.max_delay));

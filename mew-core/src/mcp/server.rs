@@ -16,7 +16,7 @@
 //! at `warning` and above until the client sets a level.
 
 use super::framing::{Line, LineBuffer};
-use super::jsonrpc::{self, Decoded, Message, RequestId, RpcError, codes};
+use super::jsonrpc::{self, Decoded, RpcError, RpcId, RpcMessage, codes};
 use super::version::ProtocolVersion;
 use crate::schema::Schema;
 use serde_json::{Map, Value, json};
@@ -128,7 +128,7 @@ pub enum ServerOutput {
 
 #[derive(Debug)]
 struct OpenCall {
-    rpc_id: RequestId,
+    rpc_id: RpcId,
     progress: Option<Value>,
 }
 
@@ -263,16 +263,16 @@ impl McpServer {
                     }
                 }
             }
-            Err(e @ jsonrpc::DecodeError::NotJson(_)) => {
+            Err(e @ jsonrpc::RpcDecodeError::NotJson(_)) => {
                 self.error_without_id(codes::PARSE_ERROR, &e.to_string())
             }
             Err(e) => self.error_without_id(codes::INVALID_REQUEST, &e.to_string()),
         }
     }
 
-    fn handle_message(&mut self, m: Message) {
+    fn handle_message(&mut self, m: RpcMessage) {
         match m {
-            Message::Request { id, method, params } => {
+            RpcMessage::Request { id, method, params } => {
                 let outcome = self.serve(&id, &method, params);
                 match outcome {
                     Some(Ok(v)) => self.write(jsonrpc::response_line(&id, Ok(&v))),
@@ -282,7 +282,7 @@ impl McpServer {
             }
             // `notifications/initialized` changes nothing here (see the module notes);
             // other notifications are informational.
-            Message::Notification { method, params } if method == "notifications/cancelled" => {
+            RpcMessage::Notification { method, params } if method == "notifications/cancelled" => {
                 let target = params.as_ref().and_then(|p| p.get("requestId")).cloned();
                 let reason = params
                     .as_ref()
@@ -300,16 +300,16 @@ impl McpServer {
                         .push_back(ServerOutput::Event(ServerEvent::Cancelled { call, reason }));
                 }
             }
-            Message::Notification { .. } => {}
+            RpcMessage::Notification { .. } => {}
             // We send no requests, so no response is expected; a stray one is ignored.
-            Message::Response { .. } => {}
+            RpcMessage::Response { .. } => {}
         }
     }
 
     /// The answer to a request, or `None` when the answer comes later (a tool call).
     fn serve(
         &mut self,
-        id: &RequestId,
+        id: &RpcId,
         method: &str,
         params: Option<Value>,
     ) -> Option<Result<Value, RpcError>> {
@@ -406,7 +406,7 @@ impl McpServer {
         Ok(result)
     }
 
-    fn call(&mut self, id: &RequestId, params: Option<Value>) -> Option<Result<Value, RpcError>> {
+    fn call(&mut self, id: &RpcId, params: Option<Value>) -> Option<Result<Value, RpcError>> {
         let bad = |m: &str| Some(Err(RpcError::new(codes::INVALID_PARAMS, m)));
         let Some(Value::Object(mut params)) = params else {
             return bad("params must be an object with `name` and `arguments`");
@@ -474,10 +474,10 @@ impl McpServer {
     }
 }
 
-fn id_value(id: &RequestId) -> Value {
+fn id_value(id: &RpcId) -> Value {
     match id {
-        RequestId::Number(n) => Value::Number(n.clone()),
-        RequestId::String(s) => Value::String(s.clone()),
+        RpcId::Number(n) => Value::Number(n.clone()),
+        RpcId::String(s) => Value::String(s.clone()),
     }
 }
 

@@ -4,7 +4,7 @@ use super::controls::Control;
 use super::discovery::DiscoveryState;
 use super::error::RequestError;
 use super::proposals::ReviewState;
-use super::requests::{RequestId, Route};
+use super::requests::{RequestId, RequestRoute};
 use super::tools::CallId;
 use crate::envelope::{Envelope, ParseError};
 use crate::time::Time;
@@ -116,7 +116,7 @@ pub enum Event {
         /// The request.
         id: RequestId,
         /// Request or proposal.
-        route: Route,
+        route: RequestRoute,
         /// Why.
         reason: RouteReason,
     },

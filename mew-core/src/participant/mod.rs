@@ -88,7 +88,7 @@ pub use discovery::{AvailableTool, DiscoveryState, DiscoveryStatus, ToolInfo};
 pub use error::{CommandError, RequestError, SendError, ToolError};
 pub use event::{Event, Output, RouteReason};
 pub use proposals::{ReviewState, ReviewedProposal};
-pub use requests::{RequestId, RequestOptions, Route};
+pub use requests::{RequestId, RequestOptions, RequestRoute};
 pub use streams::{StreamInfo, StreamRole};
 pub use tools::{
     CallId, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, ResourceSpec,

@@ -44,7 +44,7 @@ impl From<String> for RequestId {
 
 /// How an MCP operation went out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
+pub enum RequestRoute {
     /// A direct `mcp/request`.
     Request,
     /// An `mcp/proposal` awaiting fulfilment.
@@ -72,7 +72,7 @@ pub(super) enum Purpose {
 
 #[derive(Debug)]
 pub(super) struct Pending {
-    route: Route,
+    route: RequestRoute,
     /// Transmitted (not waiting in the not-ready queue).
     in_flight: bool,
     deadline: Time,
@@ -108,7 +108,7 @@ impl Requests {
     fn insert(
         &mut self,
         id: RequestId,
-        route: Route,
+        route: RequestRoute,
         deadline: Time,
         purpose: Purpose,
         in_flight: bool,
@@ -227,25 +227,25 @@ impl Participant {
         let prefer = !forced && (opts.prefer_proposal || self.config.prefer_proposals);
         let can_propose = self.caps_known && self.caps.allows("mcp/proposal", Some(&proposal));
         let (route, reason) = if forced || (can_direct && !(prefer && can_propose)) {
-            (Route::Request, RouteReason::DirectAllowed)
+            (RequestRoute::Request, RouteReason::DirectAllowed)
         } else if can_propose {
             let reason = if can_direct {
                 RouteReason::PreferProposal
             } else {
                 RouteReason::DirectNotAllowed
             };
-            (Route::Proposal, reason)
+            (RequestRoute::Proposal, reason)
         } else {
             return Err(RequestError::NoCapability {
                 held: self.caps.to_json(),
             });
         };
-        if route == Route::Proposal && to.is_empty() {
+        if route == RequestRoute::Proposal && to.is_empty() {
             return Err(RequestError::NoTarget);
         }
         let (kind, body, timeout) = match route {
-            Route::Request => (Kind::McpRequest, direct, self.config.request_timeout),
-            Route::Proposal => (Kind::McpProposal, proposal, self.config.proposal_timeout),
+            RequestRoute::Request => (Kind::McpRequest, direct, self.config.request_timeout),
+            RequestRoute::Proposal => (Kind::McpProposal, proposal, self.config.proposal_timeout),
         };
         let env = self.build(
             now,
@@ -280,7 +280,7 @@ impl Participant {
         reason: &str,
     ) -> Result<(), super::CommandError> {
         let in_flight = match self.requests.pending.get(proposal.as_str()) {
-            Some(p) if p.route == Route::Proposal => p.in_flight,
+            Some(p) if p.route == RequestRoute::Proposal => p.in_flight,
             Some(_) => {
                 return Err(super::CommandError::WrongState {
                     what: "request",
@@ -356,7 +356,7 @@ impl Participant {
             .requests
             .pending
             .iter()
-            .filter(|(_, p)| p.route == Route::Request && p.in_flight)
+            .filter(|(_, p)| p.route == RequestRoute::Request && p.in_flight)
             .map(|(k, _)| k.clone())
             .collect();
         for id in ids {
@@ -372,7 +372,7 @@ impl Participant {
                 .pending
                 .get(id.as_str())
                 .map(|p| (p.route, p.in_flight))
-                == Some((Route::Proposal, true))
+                == Some((RequestRoute::Proposal, true))
             {
                 self.send_withdraw(now, id.as_str(), "no_longer_needed");
             }
@@ -391,7 +391,7 @@ impl Participant {
                 .pending
                 .get(id.as_str())
                 .is_some_and(|p| p.in_flight);
-            if route == Some(Route::Proposal) && in_flight {
+            if route == Some(RequestRoute::Proposal) && in_flight {
                 self.send_withdraw(now, id.as_str(), "timeout");
             }
             if route.is_none() {
@@ -410,7 +410,7 @@ impl Participant {
             return;
         };
         if let Some(p) = self.requests.pending.get_mut(c)
-            && p.route == Route::Proposal
+            && p.route == RequestRoute::Proposal
         {
             if p.fulfilments.len() < 8 && !p.fulfilments.contains(&env.id) {
                 p.fulfilments.push(env.id.clone());
@@ -479,7 +479,7 @@ impl Participant {
             .and_then(Value::as_str)
             .unwrap_or("other")
             .to_owned();
-        if self.requests.pending.get(c).map(|p| p.route) == Some(Route::Proposal) {
+        if self.requests.pending.get(c).map(|p| p.route) == Some(RequestRoute::Proposal) {
             let id = c.to_owned();
             self.settle(
                 now,

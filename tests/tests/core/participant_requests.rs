@@ -3,7 +3,8 @@
 use crate::support;
 
 use mew_core::participant::{
-    ClientState, Event, RequestError, RequestId, RequestOptions, Route, RouteReason, SendError,
+    ClientState, Event, RequestError, RequestId, RequestOptions, RequestRoute, RouteReason,
+    SendError,
 };
 use serde_json::json;
 use support::{ME, Script, all_caps, config};
@@ -41,7 +42,7 @@ fn direct_request_resolves_by_correlation() {
     assert!(s.events.iter().any(|e| matches!(
         e,
         Event::RouteDecision {
-            route: Route::Request,
+            route: RequestRoute::Request,
             reason: RouteReason::DirectAllowed,
             ..
         }
@@ -132,7 +133,7 @@ fn routes_to_proposal_without_request_capability() {
     assert!(s.events.iter().any(|e| matches!(
         e,
         Event::RouteDecision {
-            route: Route::Proposal,
+            route: RequestRoute::Proposal,
             reason: RouteReason::DirectNotAllowed,
             ..
         }

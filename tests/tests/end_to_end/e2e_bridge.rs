@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::gateway::SpaceConfig;
-use mew_core::mcp::{McpConfig, RestartPolicy};
+use mew_core::mcp::{McpConfig, RestartBackoff};
 use mew_core::participant::{Event, ParticipantConfig, RequestError, RequestOptions, Status};
 use mew_tokio::mcp_process::ServerCommand;
 use mew_tokio::{
@@ -151,9 +151,9 @@ impl Gateway {
             },
             mcp: McpConfig {
                 init_timeout,
-                restart: RestartPolicy {
+                restart: RestartBackoff {
                     initial_delay: Duration::from_millis(200),
-                    ..RestartPolicy::default()
+                    ..RestartBackoff::default()
                 },
                 ..McpConfig::default()
             },

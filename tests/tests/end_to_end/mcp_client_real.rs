@@ -3,7 +3,7 @@
 
 use mew_core::Time;
 use mew_core::mcp::{
-    CallId, ExitStatus, McpClient, McpConfig, McpError, McpEvent, Output, Phase, RestartPolicy,
+    ExitStatus, McpCallId, McpClient, McpConfig, McpError, McpEvent, Output, Phase, RestartBackoff,
     Root,
 };
 use serde_json::{Value, json};
@@ -274,7 +274,7 @@ impl Driver {
         self.completion(id)
     }
 
-    fn completion(&mut self, id: CallId) -> Result<Value, McpError> {
+    fn completion(&mut self, id: McpCallId) -> Result<Value, McpError> {
         self.wait_for("call completion", WAIT, |e| match e {
             McpEvent::CallCompleted { call_id, result } if *call_id == id => Some(result.clone()),
             _ => None,
@@ -561,9 +561,9 @@ fn a_crash_mid_call_fails_the_call_and_the_server_comes_back() {
     let mut d = Driver::started(
         ServerCommand::node("@modelcontextprotocol/server-everything", &[]),
         McpConfig {
-            restart: RestartPolicy {
+            restart: RestartBackoff {
                 initial_delay: Duration::from_millis(200),
-                ..RestartPolicy::default()
+                ..RestartBackoff::default()
             },
             ..config()
         },
@@ -627,7 +627,7 @@ fn failure_of(command: ServerCommand) -> (McpError, Duration) {
         command,
         McpConfig {
             init_timeout: Duration::from_millis(1500),
-            restart: RestartPolicy::never(),
+            restart: RestartBackoff::never(),
             ..McpConfig::default()
         },
     );
@@ -687,10 +687,10 @@ fn a_missing_command_fails_and_follows_the_restart_policy() {
     let mut d = Driver::new(
         ServerCommand::new("/nonexistent/mcp-server-does-not-exist", &[]),
         McpConfig {
-            restart: RestartPolicy {
+            restart: RestartBackoff {
                 max_reconnects: 2,
                 initial_delay: Duration::from_millis(50),
-                ..RestartPolicy::default()
+                ..RestartBackoff::default()
             },
             ..McpConfig::default()
         },

@@ -3,7 +3,9 @@
 //! and a revocation switches it back.
 
 use mew_core::envelope::Kind;
-use mew_core::participant::{Draft, Event, ParticipantConfig, RequestOptions, Route, ToolSpec};
+use mew_core::participant::{
+    Draft, Event, ParticipantConfig, RequestOptions, RequestRoute, ToolSpec,
+};
 use mew_tests::sim::participants::behaviour::tool_handler;
 use mew_tests::sim::participants::{NodeId, SPACE, World};
 use serde_json::{Value, json};
@@ -15,7 +17,7 @@ fn cfg(w: &World, id: &str) -> ParticipantConfig {
     c
 }
 
-fn last_route(w: &World, n: NodeId) -> Option<Route> {
+fn last_route(w: &World, n: NodeId) -> Option<RequestRoute> {
     w.events(n).iter().rev().find_map(|e| match e {
         Event::RouteDecision { route, .. } => Some(*route),
         _ => None,
@@ -56,7 +58,7 @@ fn grant_switches_proposals_to_direct_requests_and_revoke_switches_back() {
 
     // Before the grant: a proposal (nobody reviews it; withdraw it again).
     let before = ping_service(&mut w, agent);
-    assert_eq!(last_route(&w, agent), Some(Route::Proposal));
+    assert_eq!(last_route(&w, agent), Some(RequestRoute::Proposal));
     w.act(agent, |p, now| p.withdraw(now, &before, "superseded"))
         .unwrap();
     w.run_until_quiet();
@@ -100,7 +102,7 @@ fn grant_switches_proposals_to_direct_requests_and_revoke_switches_back() {
 
     // After the grant: a direct request, answered.
     let after = ping_service(&mut w, agent);
-    assert_eq!(last_route(&w, agent), Some(Route::Request));
+    assert_eq!(last_route(&w, agent), Some(RequestRoute::Request));
     assert!(w.run_until(Duration::from_secs(5), |w| {
         w.outcome(agent, &after).is_some()
     }));
@@ -135,7 +137,7 @@ fn grant_switches_proposals_to_direct_requests_and_revoke_switches_back() {
         w.p(agent).capabilities().to_json()
     );
     let again = ping_service(&mut w, agent);
-    assert_eq!(last_route(&w, agent), Some(Route::Proposal));
+    assert_eq!(last_route(&w, agent), Some(RequestRoute::Proposal));
     assert!(w.p(agent).is_pending(&again));
 }
 

@@ -2,7 +2,7 @@
 //! direct request, proposal fulfilled / rejected / withdrawn / timed out.
 
 use mew_core::participant::{
-    ParticipantConfig, RequestError, RequestOptions, ReviewState, Route, ToolSpec,
+    ParticipantConfig, RequestError, RequestOptions, RequestRoute, ReviewState, ToolSpec,
 };
 use mew_tests::sim::participants::behaviour::{reviewer, tool_handler};
 use mew_tests::sim::participants::{NodeId, SPACE, Verdict, World};
@@ -53,7 +53,7 @@ fn add_call(a: i64, b: i64) -> Value {
     json!({"method": "tools/call", "params": {"name": "add", "arguments": {"a": a, "b": b}}})
 }
 
-fn route_of(w: &World, n: NodeId) -> Vec<Route> {
+fn route_of(w: &World, n: NodeId) -> Vec<RequestRoute> {
     w.events(n)
         .iter()
         .filter_map(|e| match e {
@@ -77,7 +77,7 @@ fn direct_request_is_answered_by_the_tool() {
             )
         })
         .unwrap();
-    assert_eq!(route_of(&w, caller), vec![Route::Request]);
+    assert_eq!(route_of(&w, caller), vec![RequestRoute::Request]);
     assert!(w.run_until(Duration::from_secs(5), |w| w.outcome(caller, &id).is_some()));
     let result = w.outcome(caller, &id).unwrap().clone().unwrap();
     assert_eq!(result["content"][0]["text"], "5");
@@ -106,7 +106,7 @@ fn proposal_fulfilled_by_a_reviewer_resolves_with_the_result() {
         })
         .unwrap();
     // The agent may not request directly: its capabilities route it to a proposal.
-    assert_eq!(route_of(&w, agent), vec![Route::Proposal]);
+    assert_eq!(route_of(&w, agent), vec![RequestRoute::Proposal]);
     assert!(w.run_until(Duration::from_secs(10), |w| w.outcome(agent, &id).is_some()));
     let result = w.outcome(agent, &id).unwrap().clone().unwrap();
     assert_eq!(result["content"][0]["text"], "42");
