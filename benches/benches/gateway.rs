@@ -38,9 +38,9 @@ fn setup(n: usize, delivery: DeliveryMode) -> (Gateway, Vec<ConnId>) {
 
 fn setup_with(n: usize, delivery: DeliveryMode, logging: LoggingConfig) -> (Gateway, Vec<ConnId>) {
     let now = Time::from_unix_millis(1_736_416_800_000);
-    let mut gw = Gateway::new(space(n, delivery, logging), 1, now);
+    let mut gw = Gateway::new(space(n, delivery, logging), 1);
     let conns: Vec<ConnId> = (0..n)
-        .map(|i| gw.connect(now, Some(&format!("t{i}"))))
+        .map(|i| gw.handle_connected(now, Some(&format!("t{i}"))))
         .collect();
     while gw.poll_output().is_some() {}
     for file in AuditFile::ALL {

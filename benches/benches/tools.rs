@@ -45,7 +45,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(def.fill(black_box(&map))))
     });
     let mut server = McpServer::new(ServerConfig::new(set.info.clone()), set.served());
-    server.handle_input(
+    server.handle_stdin(
         b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{}}}\n",
     );
     while server.poll_output().is_some() {}
@@ -56,7 +56,7 @@ fn bench(c: &mut Criterion) {
     );
     c.bench_function("tools/mcp tools/call in and answered", |b| {
         b.iter(|| {
-            server.handle_input(black_box(line.as_bytes()));
+            server.handle_stdin(black_box(line.as_bytes()));
             let mut call = None;
             while let Some(o) = server.poll_output() {
                 if let ServerOutput::Event(ServerEvent::Call { call: c, .. }) = o {

@@ -33,9 +33,9 @@ fn main() {
     cfg.gateway.max_queue_frames = usize::MAX;
     cfg.gateway.max_queue_bytes = usize::MAX;
     cfg.gateway.rate_limit = None;
-    let mut gw = Gateway::new(cfg, 1, now);
+    let mut gw = Gateway::new(cfg, 1);
     let conns: Vec<_> = (0..n)
-        .map(|i| gw.connect(now, Some(&format!("t{i}"))))
+        .map(|i| gw.handle_connected(now, Some(&format!("t{i}"))))
         .collect();
     while gw.poll_output().is_some() {}
     let frame = Bytes::from_static(

@@ -91,7 +91,7 @@ fuzz_target!(|input: &[u8]| {
     let config = CONFIG
         .get_or_init(|| SpaceConfig::from_yaml(YAML).expect("fuzz config is valid"))
         .clone();
-    let mut gw = Gateway::new(config, 7, now);
+    let mut gw = Gateway::new(config, 7);
     let mut conns: Vec<ConnId> = Vec::new();
     while !data.is_empty() {
         let op = byte(&mut data);
@@ -100,7 +100,7 @@ fuzz_target!(|input: &[u8]| {
         match op % 10 {
             0 => {
                 let bearer = (pick % 6 < 5).then(|| TOKENS[pick % 5]);
-                conns.push(gw.connect(now, bearer));
+                conns.push(gw.handle_connected(now, bearer));
             }
             1 | 2 => {
                 if let Some(c) = conn {
@@ -131,12 +131,12 @@ fuzz_target!(|input: &[u8]| {
             }
             6 => {
                 if let Some(c) = conn {
-                    gw.handle_closed(now, c);
+                    gw.handle_disconnected(now, c);
                 }
             }
             7 => {
                 if let Some(c) = conn {
-                    gw.handle_sent(c, pick, pick * 100);
+                    gw.handle_sent(now, c, pick, pick * 100);
                     gw.handle_pong(now, c);
                 }
             }
@@ -154,7 +154,7 @@ fuzz_target!(|input: &[u8]| {
                 if pick % 7 == 0 {
                     let c = match conn {
                         Some(c) => c,
-                        None => gw.connect(now, None),
+                        None => gw.handle_connected(now, None),
                     };
                     gw.handle_oversize(now, c, 1 << 30);
                 }
@@ -162,7 +162,7 @@ fuzz_target!(|input: &[u8]| {
         }
         while let Some(o) = gw.poll_output() {
             if let Output::Close { conn, .. } = o {
-                gw.handle_closed(now, conn);
+                gw.handle_disconnected(now, conn);
                 conns.retain(|c| *c != conn);
             }
         }
@@ -181,5 +181,5 @@ fuzz_target!(|input: &[u8]| {
         let _ = gw.poll_timeout();
     }
     let _ = gw.participants();
-    gw.shutdown(now);
+    gw.close(now);
 });

@@ -4,6 +4,22 @@
 //! state machine and the participant state machines. Nothing in this crate opens a socket,
 //! reads a clock, spawns a thread or draws randomness: callers pass `now` (a [`Time`]) and a
 //! seed in, feed frames and ticks, and drain outputs (frames to send, timers, events).
+//!
+//! Every state machine here speaks one vocabulary:
+//!
+//! | call | what it is |
+//! |---|---|
+//! | `new(config, seed)` | builds the machine; nothing happens until an input |
+//! | `start(now)` / `close(now, ..)` | commands: begin, and end for good |
+//! | `handle_*(now, ..)` | inputs: something happened (`handle_connected`, `handle_frame`, `handle_pong`, `handle_disconnected`, `handle_exited`, ...) |
+//! | other `&mut self` methods taking `now` | commands of the application (`send`, `run`, `call`, ...) |
+//! | `poll_output()` | the next thing for the driver to do, in order, until `None` |
+//! | `poll_timeout()` + `handle_timeout(now)` | when the machine next needs a tick, and the tick |
+//!
+//! `now` comes first, after `&mut self`, wherever time could matter. Inputs without it are
+//! those of machines that keep no clock ([`mcp::McpServer`]) or whose time is the log's
+//! (a [`cluster::Node`] applying entries).
+//! Each machine's type lists its inputs and the outputs each may cause.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

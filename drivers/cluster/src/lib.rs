@@ -354,7 +354,7 @@ impl Running {
                         if reply.reply(conn).is_err() {
                             // Gone while waiting: the space learns it through the log.
                             host.unregister(conn);
-                            self.core.handle_closed(clock::now(), conn);
+                            self.core.handle_disconnected(clock::now(), conn);
                         }
                     }
                 }
@@ -498,7 +498,7 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
         tracing::error!("cannot read the space's log: {e}");
         return;
     }
-    run.core.handle_start(clock::now());
+    run.core.start(clock::now());
     run.outputs(&mut host).await;
     let mut stopping: Option<tokio::time::Instant> = None;
     loop {
@@ -507,7 +507,7 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
         {
             break;
         }
-        run.core.handle_log_state(run.connected());
+        run.core.handle_log_state(clock::now(), run.connected());
         let wake = run.core.poll_timeout(host.gateway());
         let timer = async {
             match wake {

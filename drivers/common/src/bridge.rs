@@ -228,7 +228,7 @@ async fn run<R: ProcessRuntime>(
         match step {
             Step::Process(ProcessEvent::Stdout(b)) => d.bridge.handle_server_stdout(now, &b),
             Step::Process(ProcessEvent::Stderr(b)) => d.bridge.handle_server_stderr(now, &b),
-            Step::Process(ProcessEvent::Exited(s)) => d.bridge.handle_server_exit(now, s),
+            Step::Process(ProcessEvent::Exited(s)) => d.bridge.handle_server_exited(now, s),
             Step::Link(ev) => {
                 if let Some(reason) = d.link.handle(ev, &mut d.bridge) {
                     tracing::warn!("{reason}");
@@ -237,7 +237,7 @@ async fn run<R: ProcessRuntime>(
             Step::Shutdown => {
                 stopping = true;
                 tracing::info!("stopping the MCP server");
-                d.bridge.shutdown(now);
+                d.bridge.close(now);
             }
             Step::Timeout => d.bridge.handle_timeout(now),
         }

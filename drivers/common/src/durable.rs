@@ -526,7 +526,7 @@ impl Running {
                         if reply.reply(conn).is_err() {
                             // Gone while waiting: its close goes into the log.
                             host.unregister(conn);
-                            self.node.handle_closed(now, conn);
+                            self.node.handle_disconnected(now, conn);
                         }
                     }
                     Answer::Http(reply, resp) => {
@@ -579,7 +579,7 @@ async fn run<S: Sleep + Send>(
         broken: false,
         stopping: false,
     };
-    run.node.handle_start(clock::now());
+    run.node.start(clock::now());
     run.settle(&mut host, clock::now());
     while !run.broken {
         let wake = if run.stopping {
@@ -757,9 +757,9 @@ participants:
                 Node::new(o, replica, 0, Box::new(|| [7; 16]))
             };
             let mut now = Time::from_unix_millis(1_000_000);
-            r.node.handle_start(now);
+            r.node.start(now);
             r.node
-                .handle_connect(now, Some(TokenHash::of("human-token")));
+                .handle_connected(now, Some(TokenHash::of("human-token")));
             pass(&mut r, None, &mut rng).unwrap();
             // The human's connection is the replica's first.
             let conn = first_conn(&r);

@@ -247,14 +247,14 @@ impl<L: ConnLink> GatewayHost<L> {
     }
 
     /// The writer wrote this many frames and bytes of the connection's backlog.
-    pub fn sent(&mut self, conn: ConnId, frames: usize, bytes: usize) {
+    pub fn sent(&mut self, now: Time, conn: ConnId, frames: usize, bytes: usize) {
         if self.track_backlog {
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.queued.0 = c.queued.0.saturating_sub(frames);
                 c.queued.1 = c.queued.1.saturating_sub(bytes);
             }
         } else {
-            self.gateway.handle_sent(conn, frames, bytes);
+            self.gateway.handle_sent(now, conn, frames, bytes);
         }
     }
 
@@ -326,12 +326,12 @@ impl<L: ConnLink> GatewayHost<L> {
                 link,
                 reply,
             } => {
-                let id = self.gateway.connect(now, bearer.as_deref());
+                let id = self.gateway.handle_connected(now, bearer.as_deref());
                 self.register(id, link);
                 if reply.reply(id).is_err() {
                     // The connection died while waiting: tell the core at once.
                     self.conns.remove(&id);
-                    self.gateway.handle_closed(now, id);
+                    self.gateway.handle_disconnected(now, id);
                 }
             }
             Input::Frame(id, frame) => {
@@ -352,10 +352,10 @@ impl<L: ConnLink> GatewayHost<L> {
                 self.close_oversize(id);
             }
             Input::Pong(id) => self.gateway.handle_pong(now, id),
-            Input::Sent(id, frames, bytes) => self.sent(id, frames, bytes),
+            Input::Sent(id, frames, bytes) => self.sent(now, id, frames, bytes),
             Input::Closed(id) => {
                 self.conns.remove(&id);
-                self.gateway.handle_closed(now, id);
+                self.gateway.handle_disconnected(now, id);
             }
             Input::Http(req, reply) => {
                 let resp = self.http(now, req);
@@ -364,7 +364,7 @@ impl<L: ConnLink> GatewayHost<L> {
             Input::Shutdown => {
                 if self.shutdown_deadline.is_none() {
                     self.shutdown_deadline = Some(now + self.grace);
-                    self.gateway.shutdown(now);
+                    self.gateway.close(now);
                 }
             }
             Input::Reconfigure(config) => self.reconfigure(now, *config),
@@ -468,7 +468,9 @@ impl<L: ConnLink> GatewayHost<L> {
                         }
                         // A frame that is not text is never written: release what the core
                         // counted for it, or the connection's backlog would only grow.
-                        (Some(_), None) => self.gateway.handle_sent(conn, 1, len),
+                        (Some(_), None) => {
+                            self.gateway.handle_sent(crate::clock::now(), conn, 1, len)
+                        }
                         (None, _) => {}
                     }
                 }
@@ -628,7 +630,7 @@ mod tests {
             "space: {id: s, name: s}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: '*'}]}\n",
         )
         .unwrap();
-        let gw = Gateway::new(config, 1, Time::from_unix_millis(1_000));
+        let gw = Gateway::new(config, 1);
         GatewayHost::new(gw, None, PathBuf::from("."), Duration::from_secs(2))
     }
 
@@ -708,7 +710,7 @@ mod tests {
             "space: {id: s, name: s}\ngateway: {max_queue_frames: 64}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: '*'}]}\n  b: {tokens: [tb], capabilities: [{kind: '*'}]}\n",
         )
         .unwrap();
-        let gw = Gateway::new(config, 1, Time::from_unix_millis(1_000));
+        let gw = Gateway::new(config, 1);
         let mut h = GatewayHost::new(gw, None, PathBuf::from("."), Duration::from_secs(2));
         let now = Time::from_unix_millis(2_000);
         let (a, a_link) = connect(&mut h, now, "ta");

@@ -47,16 +47,16 @@ impl NodeInputs {
                 reply,
             } => {
                 let token = bearer.as_deref().map(TokenHash::of);
-                let local = node.handle_connect(now, token);
+                let local = node.handle_connected(now, token);
                 self.conns.insert(local, (link, reply));
             }
             Input::Frame(conn, frame) => node.handle_frame(now, host.gateway_mut(), conn, frame),
             Input::Oversize(conn, size) => node.handle_oversize(now, conn, size),
             Input::Pong(conn) => node.handle_pong(now, conn),
-            Input::Sent(conn, frames, bytes) => host.sent(conn, frames, bytes),
+            Input::Sent(conn, frames, bytes) => host.sent(now, conn, frames, bytes),
             Input::Closed(conn) => {
                 if host.unregister(conn) {
-                    node.handle_closed(now, conn);
+                    node.handle_disconnected(now, conn);
                 }
             }
             Input::Http(req, reply) => match req.route {

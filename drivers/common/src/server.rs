@@ -404,7 +404,7 @@ impl<R: ServerRuntime> GatewayServer<R> {
             },
             options.log_queue.max(1),
         )?;
-        let mut gateway = Gateway::new(config, seed, clock::now());
+        let mut gateway = Gateway::new(config, seed);
         // Invite tokens from the OS, never from the seeded generator of ids.
         gateway.set_token_source(Box::new(crate::secret::OsTokens));
         if let Some(v) = &options.identity {

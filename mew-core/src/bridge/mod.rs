@@ -14,7 +14,7 @@
 //! configuration error, not a crash, and ends the bridge at once. A crashed server is restarted per the [`RestartBackoff`](crate::mcp::RestartBackoff);
 //! callers in flight get an error. When no restart is left the bridge broadcasts a
 //! `participant/status` with `status: "error"` and a chat line, and finishes with
-//! [`Exit::ServerGaveUp`]. A `participant/shutdown` (or [`Bridge::shutdown`]) stops the
+//! [`Exit::ServerGaveUp`]. A `participant/shutdown` (or [`Bridge::close`]) stops the
 //! server and finishes with [`Exit::Shutdown`]. A lost gateway connection is the
 //! participant's business (it reconnects); the server keeps running meanwhile.
 //!
@@ -165,7 +165,7 @@ impl Bridge {
 
     /// Stops the server (terminate, then kill after the grace) and finishes with
     /// [`Exit::Shutdown`] once it exited; for SIGTERM and the like.
-    pub fn shutdown(&mut self, now: Time) {
+    pub fn close(&mut self, now: Time) {
         self.begin_exit(now, Exit::Shutdown, None);
         self.pump(now);
     }
@@ -230,8 +230,8 @@ impl Bridge {
     }
 
     /// The server process exited (after its stdout was read to the end).
-    pub fn handle_server_exit(&mut self, now: Time, status: ExitStatus) {
-        self.mcp.handle_exit(now, status);
+    pub fn handle_server_exited(&mut self, now: Time, status: ExitStatus) {
+        self.mcp.handle_exited(now, status);
         self.pump(now);
     }
 
@@ -455,7 +455,7 @@ impl Bridge {
         }
         self.lifecycle = Lifecycle::Stopping { exit, control };
         self.fail_waiting(now, &mcp::McpError::Shutdown);
-        self.mcp.shutdown(now);
+        self.mcp.close(now);
         if matches!(self.mcp.phase(), Phase::Stopped | Phase::GaveUp) {
             self.finish_exit(now);
         }

@@ -25,7 +25,7 @@ pub enum Output {
 /// Why the bridge finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exit {
-    /// Shut down on request (`participant/shutdown`, or [`super::Bridge::shutdown`]).
+    /// Shut down on request (`participant/shutdown`, or [`super::Bridge::close`]).
     Shutdown,
     /// The MCP server could not be started or kept running.
     ServerGaveUp(String),

@@ -326,7 +326,7 @@ fn a_crash_fails_the_call_in_flight_and_the_server_comes_back() {
         "tools/call",
         json!({"name": "echo", "arguments": {"message": "x"}}),
     );
-    h.b.handle_server_exit(h.now, ExitStatus::signal(9));
+    h.b.handle_server_exited(h.now, ExitStatus::signal(9));
     h.drain();
     let r = h
         .response_to(&id)
@@ -409,7 +409,7 @@ fn a_first_start_without_an_initialize_answer_times_out_and_stops_the_process() 
     h.advance(Duration::from_secs(5));
     assert_eq!(h.kills, 1, "the silent process is stopped");
     assert!(h.exits.is_empty(), "after its exit");
-    h.b.handle_server_exit(h.now, ExitStatus::signal(15));
+    h.b.handle_server_exited(h.now, ExitStatus::signal(15));
     h.drain();
     assert!(
         matches!(&h.exits[..], [Exit::ServerGaveUp(r)] if r.contains("initialize within 5000 ms"))
@@ -422,14 +422,14 @@ fn crashes_after_the_last_restart_report_to_the_space_and_exit_with_an_error() {
     let mut h = Harness::new(1);
     h.join();
     h.server_up();
-    h.b.handle_server_exit(h.now, ExitStatus::code(1));
+    h.b.handle_server_exited(h.now, ExitStatus::code(1));
     h.drain();
     h.advance(Duration::from_millis(100));
     assert_eq!(h.spawns, 2);
     assert!(h.exits.is_empty());
     // The restarted process dies before answering; no restart is left.
     h.b.handle_server_spawned(h.now);
-    h.b.handle_server_exit(h.now, ExitStatus::code(1));
+    h.b.handle_server_exited(h.now, ExitStatus::code(1));
     h.drain();
     let status = h
         .sent
@@ -470,7 +470,7 @@ fn shutdown_control_stops_the_server_then_acknowledges_and_exits_cleanly() {
         h.response_to(&after).unwrap()["payload"]["error"]["code"],
         codes::CONNECTION_CLOSED
     );
-    h.b.handle_server_exit(h.now, ExitStatus::code(0));
+    h.b.handle_server_exited(h.now, ExitStatus::code(0));
     h.drain();
     let ack = h
         .sent
@@ -485,15 +485,15 @@ fn shutdown_control_stops_the_server_then_acknowledges_and_exits_cleanly() {
 #[test]
 fn sigterm_style_shutdown_waits_for_the_server_exit() {
     let mut h = Harness::ready();
-    h.b.shutdown(h.now);
+    h.b.close(h.now);
     h.drain();
     assert_eq!(h.kills, 1);
     assert!(h.exits.is_empty());
-    h.b.handle_server_exit(h.now, ExitStatus::signal(15));
+    h.b.handle_server_exited(h.now, ExitStatus::signal(15));
     h.drain();
     assert_eq!(h.exits, vec![Exit::Shutdown]);
     // A second request to stop changes nothing.
-    h.b.shutdown(h.now);
+    h.b.close(h.now);
     h.drain();
     assert_eq!(h.exits.len(), 1);
 }
@@ -501,7 +501,7 @@ fn sigterm_style_shutdown_waits_for_the_server_exit() {
 #[test]
 fn shutdown_without_an_exit_report_still_finishes() {
     let mut h = Harness::ready();
-    h.b.shutdown(h.now);
+    h.b.close(h.now);
     h.advance(Duration::from_secs(60));
     assert_eq!(h.exits, vec![Exit::Shutdown]);
 }
@@ -618,7 +618,7 @@ fn losing_the_gateway_for_good_stops_the_server_and_exits_with_an_error() {
     h.drain();
     assert_eq!(h.kills, 1, "the server is stopped");
     assert!(h.exits.is_empty(), "after it exited");
-    h.b.handle_server_exit(h.now, ExitStatus::code(0));
+    h.b.handle_server_exited(h.now, ExitStatus::code(0));
     h.drain();
     assert!(
         matches!(&h.exits[..], [Exit::GatewayGaveUp(r)] if r.contains("1 reconnect attempts")),

@@ -4,8 +4,8 @@
 //!
 //! | input                              | outputs it may cause                          |
 //! |------------------------------------|-----------------------------------------------|
-//! | [`Node::handle_start`]             | `Publish` (`NodeUp`)                           |
-//! | [`Node::handle_connect`] and the other inputs of a connection or the HTTP API | `Publish` |
+//! | [`Node::start`]             | `Publish` (`NodeUp`)                           |
+//! | [`Node::handle_connected`] and the other inputs of a connection or the HTTP API | `Publish` |
 //! | [`Node::handle_refused`]           | `Abandon`, `Direct`, `PostRefused`             |
 //! | [`Node::handle_entry`]             | `Connected`, `Posted`, `Close`, `NodeGone`, `Warning`, `Broken` |
 //! | [`Node::handle_drained`]           | `Close` (oversize), `Snapshot`, `Warning`      |
@@ -81,16 +81,16 @@ pub enum NodeOutput {
         undo: Undo,
     },
     /// A connection this node published has its id: answer its socket and hold it (when
-    /// the socket is gone meanwhile, report it with [`Node::handle_closed`]).
+    /// the socket is gone meanwhile, report it with [`Node::handle_disconnected`]).
     Connected {
-        /// The node's number from [`Node::handle_connect`].
+        /// The node's number from [`Node::handle_connected`].
         local: u64,
         /// The space's id for it.
         conn: ConnId,
     },
     /// A connection the log did not take: drop it unanswered, which ends it.
     Abandon {
-        /// The node's number from [`Node::handle_connect`].
+        /// The node's number from [`Node::handle_connected`].
         local: u64,
     },
     /// A post this node published was applied: answer it.
@@ -250,7 +250,7 @@ impl Node {
 
     /// The node starts serving: it announces itself (which ends whatever it held in an
     /// earlier life) and starts beating.
-    pub fn handle_start(&mut self, now: Time) {
+    pub fn start(&mut self, now: Time) {
         let timeout = self.opts.node_timeout;
         self.publish(now, Entry::NodeUp { timeout }, Undo::Nothing, false);
         self.next_beat = Some(now + self.opts.heartbeat);
@@ -258,13 +258,13 @@ impl Node {
 
     /// Whether the log can be reached. While it cannot, no beats or ticks are queued:
     /// stale beats arriving in a burst after an outage would make the others look silent.
-    pub fn handle_log_state(&mut self, up: bool) {
+    pub fn handle_log_state(&mut self, _now: Time, up: bool) {
         self.log_up = up;
     }
 
     /// A WebSocket completed its handshake with this bearer token's digest; returns the
     /// node's number for it, named again by `Connected` or `Abandon`.
-    pub fn handle_connect(&mut self, now: Time, token: Option<TokenHash>) -> u64 {
+    pub fn handle_connected(&mut self, now: Time, token: Option<TokenHash>) -> u64 {
         self.next_local += 1;
         let local = self.next_local;
         self.publish(
@@ -299,7 +299,7 @@ impl Node {
     }
 
     /// A connection this node held ended.
-    pub fn handle_closed(&mut self, now: Time, conn: ConnId) {
+    pub fn handle_disconnected(&mut self, now: Time, conn: ConnId) {
         self.publish(now, Entry::Closed { conn }, Undo::Nothing, false);
     }
 
@@ -374,7 +374,7 @@ impl Node {
                 self.replica.skip(seq);
             }
         }
-        while let Some(ev) = self.replica.poll_event() {
+        while let Some(ev) = self.replica.poll_output() {
             let o = match ev {
                 ReplicaEvent::Connected { local, conn } => NodeOutput::Connected { local, conn },
                 ReplicaEvent::Posted { local, result } => NodeOutput::Posted { local, result },

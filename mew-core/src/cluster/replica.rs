@@ -102,7 +102,7 @@ impl Replica {
     /// An empty space (before the log's first entry), held by `node`.
     pub fn new(node: &str, config: SpaceConfig) -> (Replica, Gateway) {
         let seed = seed_of(&config);
-        let mut gateway = Gateway::new(config, seed, Time::ZERO);
+        let mut gateway = Gateway::new(config, seed);
         gateway.set_replicated();
         let r = Replica {
             node: node.to_owned(),
@@ -124,7 +124,7 @@ impl Replica {
     ) -> Result<(Replica, Gateway), SnapshotError> {
         let s: ReplicaState<'_> = serde_json::from_slice(snapshot)
             .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-        let mut gateway = Gateway::restore(config, s.gateway.get().as_bytes(), s.now)?;
+        let mut gateway = Gateway::restore(config, s.gateway.get().as_bytes())?;
         gateway.set_replicated();
         let r = Replica {
             node: node.to_owned(),
@@ -212,7 +212,7 @@ impl Replica {
     }
 
     /// The next event for this node.
-    pub fn poll_event(&mut self) -> Option<ReplicaEvent> {
+    pub fn poll_output(&mut self) -> Option<ReplicaEvent> {
         self.events.pop_front()
     }
 
@@ -265,7 +265,7 @@ impl Replica {
             }
             Entry::Beat | Entry::Tick => {}
             Entry::Connect { local, token } => {
-                let conn = g.connect_hashed(now, token);
+                let conn = g.handle_connected_hashed(now, token);
                 self.owners.insert(conn, node.clone());
                 if node == self.node {
                     self.events
@@ -285,7 +285,7 @@ impl Replica {
             Entry::Slow { conn } if owned(&self.owners, &conn) => g.handle_slow(now, conn),
             Entry::Closed { conn } if owned(&self.owners, &conn) => {
                 self.owners.remove(&conn);
-                g.handle_closed(now, conn);
+                g.handle_disconnected(now, conn);
             }
             // A connection of another node, or one already closed: a stale entry.
             Entry::Frame { .. }
@@ -347,7 +347,7 @@ impl Replica {
             .collect();
         for c in &conns {
             self.owners.remove(c);
-            g.handle_closed(now, *c);
+            g.handle_disconnected(now, *c);
         }
         if node == self.node && !conns.is_empty() {
             self.events.push_back(ReplicaEvent::Evicted {

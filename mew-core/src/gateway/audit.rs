@@ -882,10 +882,10 @@ mod batches {
         )
         .unwrap();
         let now = Time::from_unix_millis(1_000);
-        let mut gw = Gateway::new(cfg, 1, now);
+        let mut gw = Gateway::new(cfg, 1);
         let conns = ["ta", "tb", "tc"]
             .iter()
-            .map(|t| gw.connect(now, Some(t)))
+            .map(|t| gw.handle_connected(now, Some(t)))
             .collect();
         while gw.poll_output().is_some() {}
         for file in AuditFile::ALL {
@@ -991,7 +991,7 @@ mod batches {
             gw.handle_frame(Time::from_unix_millis(2_000), conns[0], Bytes::from(f));
             while let Some(o) = gw.poll_output() {
                 if let crate::gateway::Output::Transmit { conn, frame } = o {
-                    gw.handle_sent(conn, 1, frame.len());
+                    gw.handle_sent(Time::from_unix_millis(2_000), conn, 1, frame.len());
                 }
             }
         }

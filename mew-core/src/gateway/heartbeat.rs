@@ -15,7 +15,7 @@ impl Gateway {
     }
 
     /// The driver wrote `frames`/`bytes` of this connection's Transmits to the socket.
-    pub fn handle_sent(&mut self, conn: ConnId, frames: usize, bytes: usize) {
+    pub fn handle_sent(&mut self, _now: Time, conn: ConnId, frames: usize, bytes: usize) {
         if let Some(c) = self.conns.get_mut(conn) {
             c.queued_frames = c.queued_frames.saturating_sub(frames);
             c.queued_bytes = c.queued_bytes.saturating_sub(bytes);

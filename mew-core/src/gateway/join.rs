@@ -96,7 +96,7 @@ pub(super) fn valid_anonymous_id(id: &str) -> bool {
 
 impl Gateway {
     /// A new transport connection; `bearer` from the Authorization header if any.
-    pub fn connect(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
+    pub fn handle_connected(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
         if let Some(token) = bearer
             && let Some(verified) = self.verified_member(now, token, None)
         {
@@ -108,7 +108,7 @@ impl Gateway {
             self.finish_closes(now);
             return conn;
         }
-        self.connect_hashed(now, bearer.map(TokenHash::of))
+        self.handle_connected_hashed(now, bearer.map(TokenHash::of))
     }
 
     fn new_conn(&mut self, now: Time) -> ConnId {
@@ -126,8 +126,8 @@ impl Gateway {
         })
     }
 
-    /// [`Gateway::connect`] with the bearer token's digest instead of the token.
-    pub fn connect_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
+    /// [`Gateway::handle_connected`] with the bearer token's digest instead of the token.
+    pub fn handle_connected_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
         let conn = self.new_conn(now);
         if let Some(token) = bearer {
             match self.members.by_hash(&token) {
@@ -366,7 +366,7 @@ impl Gateway {
     }
 
     /// The transport closed (peer close, error, or after an `Output::Close`).
-    pub fn handle_closed(&mut self, now: Time, conn: ConnId) {
+    pub fn handle_disconnected(&mut self, now: Time, conn: ConnId) {
         let Some(c) = self.conns.remove(conn) else {
             return;
         };

@@ -349,8 +349,7 @@ pub struct Gateway {
 
 impl Gateway {
     /// A gateway for this space. `seed` fixes every id and token it generates.
-    pub fn new(config: SpaceConfig, seed: u64, now: Time) -> Gateway {
-        let _ = now;
+    pub fn new(config: SpaceConfig, seed: u64) -> Gateway {
         let space_id: Arc<str> = Arc::from(config.id.as_str());
         let members = Members::from_config(&config);
         let logging = config.logging;
@@ -527,8 +526,7 @@ impl Gateway {
     }
 
     /// Graceful shutdown: close every connection with code 1001.
-    pub fn shutdown(&mut self, now: Time) {
-        let _ = now;
+    pub fn close(&mut self, _now: Time) {
         for id in self.conns.ids() {
             self.out.push_back(Output::Close {
                 conn: id,

@@ -263,17 +263,13 @@ impl Gateway {
 
     /// A gateway in the state `snapshot` describes, running `config` (the configuration the
     /// snapshot was taken under) with `seed` for nothing: ids continue from the snapshot.
-    pub fn restore(
-        config: SpaceConfig,
-        snapshot: &[u8],
-        now: Time,
-    ) -> Result<Gateway, SnapshotError> {
+    pub fn restore(config: SpaceConfig, snapshot: &[u8]) -> Result<Gateway, SnapshotError> {
         let s: State = serde_json::from_slice(snapshot)
             .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         if s.config != fingerprint(&config) {
             return Err(SnapshotError::OtherConfig);
         }
-        let mut g = Gateway::new(config, 0, now);
+        let mut g = Gateway::new(config, 0);
         g.ids = IdGen::new(s.ids);
         g.next_envelope = s.next_envelope;
         g.conns.slots = s

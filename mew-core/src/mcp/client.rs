@@ -163,7 +163,7 @@ pub enum McpEvent {
         /// The last failure.
         reason: McpError,
     },
-    /// The server exited after [`McpClient::shutdown`].
+    /// The server exited after [`McpClient::close`].
     Stopped(ExitStatus),
 }
 
@@ -176,7 +176,7 @@ pub enum Output {
     /// Write this line (newline included) to the server's stdin.
     Write(String),
     /// Terminate the server (close stdin, SIGTERM), then kill it if it is still running after
-    /// `grace`; report the exit with [`McpClient::handle_exit`].
+    /// `grace`; report the exit with [`McpClient::handle_exited`].
     Kill {
         /// Time to wait before killing.
         grace: Duration,
@@ -435,7 +435,7 @@ impl McpClient {
 
     /// Stops the server for good: calls in flight fail with [`McpError::Shutdown`], the server
     /// is terminated and [`McpEvent::Stopped`] follows its exit.
-    pub fn shutdown(&mut self, now: Time) {
+    pub fn close(&mut self, now: Time) {
         match self.state {
             State::Spawning { .. } | State::Initializing { .. } | State::Listing | State::Ready => {
                 self.fail_all(McpError::Shutdown);
@@ -528,7 +528,7 @@ impl McpClient {
     }
 
     /// The server process exited (after its stdout was read to the end).
-    pub fn handle_exit(&mut self, now: Time, status: ExitStatus) {
+    pub fn handle_exited(&mut self, now: Time, status: ExitStatus) {
         match std::mem::replace(&mut self.state, State::Idle) {
             State::Stopping { after, .. } => self.exited_after_stop(now, after, status),
             State::Spawning { .. } | State::Initializing { .. } => {

@@ -175,7 +175,7 @@ fn unknown_protocol_version_is_refused_without_retrying() {
             "2099-01-01".into()
         ))]
     );
-    c.handle_exit(t(6), ExitStatus::signal(15));
+    c.handle_exited(t(6), ExitStatus::signal(15));
     let ev = events(drain(&mut c));
     assert!(matches!(
         &ev[..],
@@ -491,7 +491,7 @@ fn init_timeout_kills_and_restarts_with_backoff() {
     // Output from the dying process is not taken for the handshake.
     c.handle_stdout(t(600), &line(init_result("2025-11-25", json!({}))));
     assert!(drain(&mut c).is_empty());
-    c.handle_exit(t(700), ExitStatus::signal(15));
+    c.handle_exited(t(700), ExitStatus::signal(15));
     assert_eq!(
         events(drain(&mut c)),
         vec![McpEvent::Restarting {
@@ -521,7 +521,7 @@ fn crash_fails_calls_in_flight_then_restarts_until_the_budget_is_spent() {
         .call(t(10), "tools/call", None, Duration::from_secs(60))
         .unwrap();
     drain(&mut c);
-    c.handle_exit(t(20), ExitStatus::code(1));
+    c.handle_exited(t(20), ExitStatus::code(1));
     let ev = events(drain(&mut c));
     assert_eq!(
         ev,
@@ -551,7 +551,7 @@ fn crash_fails_calls_in_flight_then_restarts_until_the_budget_is_spent() {
         assert_eq!(drain(&mut c), vec![Output::Spawn]);
         c.handle_spawned(t(now));
         drain(&mut c);
-        c.handle_exit(t(now + 1), ExitStatus::code(0));
+        c.handle_exited(t(now + 1), ExitStatus::code(0));
         let ev = events(drain(&mut c));
         assert_eq!(
             ev,
@@ -594,7 +594,7 @@ fn reaching_ready_restores_the_restart_budget() {
     });
     for round in 0..3u64 {
         let base = 100_000 * (round + 1);
-        c.handle_exit(t(base), ExitStatus::signal(9));
+        c.handle_exited(t(base), ExitStatus::signal(9));
         let ev = events(drain(&mut c));
         assert!(
             matches!(ev.last(), Some(McpEvent::Restarting { attempt: 1, .. })),
@@ -631,7 +631,7 @@ fn rejected_initialize_reports_the_servers_error() {
         panic!("{ev:?}")
     };
     assert!(err.to_string().contains("rejected initialize"), "{err}");
-    c.handle_exit(t(2), ExitStatus::code(0));
+    c.handle_exited(t(2), ExitStatus::code(0));
     assert!(matches!(
         &events(drain(&mut c))[..],
         [McpEvent::GaveUp { .. }]
@@ -645,7 +645,7 @@ fn shutdown_fails_calls_and_reports_the_exit() {
         .call(t(5), "tools/call", None, Duration::from_secs(9))
         .unwrap();
     drain(&mut c);
-    c.shutdown(t(6));
+    c.close(t(6));
     let outs = drain(&mut c);
     assert!(outs.contains(&Output::Kill {
         grace: Duration::from_secs(2)
@@ -657,7 +657,7 @@ fn shutdown_fails_calls_and_reports_the_exit() {
             result: Err(McpError::Shutdown)
         }]
     );
-    c.handle_exit(t(7), ExitStatus::code(0));
+    c.handle_exited(t(7), ExitStatus::code(0));
     assert_eq!(
         events(drain(&mut c)),
         vec![McpEvent::Stopped(ExitStatus::code(0))]
@@ -743,9 +743,9 @@ proptest! {
                 Op::Call(ms) => if let Ok(id) = c.call(t(now), "tools/call", None, Duration::from_millis(ms)) {
                     prop_assert!(accepted.insert(id));
                 },
-                Op::Exit => c.handle_exit(t(now), ExitStatus::code(1)),
+                Op::Exit => c.handle_exited(t(now), ExitStatus::code(1)),
                 Op::SpawnFailed => c.handle_spawn_failed(t(now), "nope"),
-                Op::Shutdown => c.shutdown(t(now)),
+                Op::Shutdown => c.close(t(now)),
             }
             while let Some(o) = c.poll_output() {
                 match o {
@@ -814,12 +814,12 @@ fn a_stop_the_driver_never_confirms_does_not_hang() {
         }]
     );
     // A report arriving after all is stray and changes nothing.
-    c.handle_exit(t(7600), ExitStatus::code(0));
+    c.handle_exited(t(7600), ExitStatus::code(0));
     assert!(drain(&mut c).is_empty());
     assert_eq!(c.phase(), Phase::Backoff);
 
     let mut c = ready(McpConfig::default());
-    c.shutdown(t(10));
+    c.close(t(10));
     drain(&mut c);
     c.handle_timeout(t(7010));
     assert_eq!(

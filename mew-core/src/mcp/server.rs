@@ -170,8 +170,8 @@ impl McpServer {
         self.calls.len()
     }
 
-    /// Bytes read from stdin.
-    pub fn handle_input(&mut self, bytes: &[u8]) {
+    /// Bytes read from stdin. No `now`: the server keeps no clock (it has no timers).
+    pub fn handle_stdin(&mut self, bytes: &[u8]) {
         let mut lines = Vec::new();
         self.lines.feed(bytes, |l| {
             lines.push(match l {
@@ -515,7 +515,7 @@ mod tests {
     }
 
     fn send(s: &mut McpServer, line: &str) -> (Vec<Value>, Vec<ServerEvent>) {
-        s.handle_input(format!("{line}\n").as_bytes());
+        s.handle_stdin(format!("{line}\n").as_bytes());
         let (mut lines, mut events) = (Vec::new(), Vec::new());
         while let Some(o) = s.poll_output() {
             match o {

@@ -331,7 +331,7 @@ impl Client {
     }
 
     /// Closes the connection for good (shutdown).
-    pub fn close(&mut self, reason: &str) {
+    pub fn close(&mut self, _now: Time, reason: &str) {
         if !matches!(self.state, ClientState::Disconnected | ClientState::Closed) {
             self.out.push_back(Output::Disconnect {
                 reason: reason.to_owned(),

@@ -440,7 +440,7 @@ impl Participant {
             Some(json!({"status": "shutdown"})),
         );
         self.send_internal(env);
-        self.client.close("shutdown");
+        self.client.close(now, "shutdown");
         Ok(())
     }
 

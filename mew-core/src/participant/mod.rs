@@ -293,7 +293,7 @@ impl Participant {
             self.client.state(),
             ClientState::Disconnected | ClientState::Closed
         );
-        self.client.close(reason);
+        self.client.close(now, reason);
         if was_up {
             self.on_connection_lost(now);
         }

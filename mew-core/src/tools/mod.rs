@@ -166,7 +166,7 @@ impl ToolsAgent {
     /// Bytes from stdin (the MCP host); ignored when not serving stdio.
     pub fn handle_stdin(&mut self, now: Time, bytes: &[u8]) {
         if let Some(s) = &mut self.server {
-            s.handle_input(bytes);
+            s.handle_stdin(bytes);
         }
         self.pump(now);
     }

@@ -55,7 +55,7 @@ impl Sim {
     pub fn with_latency(config: SpaceConfig, seed: u64, max_latency_ms: u64) -> Sim {
         let seed = seed_or(seed);
         Sim {
-            gw: Gateway::new(config, seed, EPOCH),
+            gw: Gateway::new(config, seed),
             clock: Clock::new(EPOCH),
             net: Net::new(seed, max_latency_ms),
             seed,
@@ -78,7 +78,7 @@ impl Sim {
     /// Opens a connection (with an Authorization bearer when given) and settles.
     pub fn connect(&mut self, bearer: Option<&str>) -> ConnId {
         let now = self.now();
-        let conn = self.gw.connect(now, bearer);
+        let conn = self.gw.handle_connected(now, bearer);
         self.net.endpoints.insert(
             conn,
             Endpoint {
@@ -171,7 +171,7 @@ impl Sim {
                     let len = frame.len();
                     ep.inbox.push(frame);
                     if ep.drains {
-                        self.gw.handle_sent(conn, 1, len);
+                        self.gw.handle_sent(now, conn, 1, len);
                     }
                 }
                 Output::Ping { conn } => {
@@ -179,7 +179,7 @@ impl Sim {
                 }
                 Output::Close { conn, code, reason } => {
                     self.net.endpoints.entry(conn).or_default().closed = Some((code, reason));
-                    self.gw.handle_closed(now, conn);
+                    self.gw.handle_disconnected(now, conn);
                 }
                 Output::AppendLog { path, line } => self.log_lines.push((path, line)),
                 Output::TokenIssued(_) => {}

@@ -356,8 +356,8 @@ fn audit_switches_are_respected() {
 
     let mut cfg = SpaceConfig::from_yaml(SPACE).unwrap();
     cfg.logging = mew_core::gateway::LoggingConfig::OFF;
-    let mut gw = Gateway::new(cfg, 1, EPOCH);
-    let c = gw.connect(EPOCH, Some("agent-token"));
+    let mut gw = Gateway::new(cfg, 1);
+    let c = gw.handle_connected(EPOCH, Some("agent-token"));
     gw.handle_frame(
         EPOCH,
         c,

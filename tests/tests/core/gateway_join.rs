@@ -53,7 +53,7 @@ fn header_join_gets_welcome_and_others_see_presence() {
         .collect();
     assert_eq!(others, vec!["human", "log"]);
 
-    sim.gw.handle_closed(sim.now(), agent);
+    sim.gw.handle_disconnected(sim.now(), agent);
     sim.pump();
     let left = sim.take(human);
     assert_eq!(left.len(), 1);
@@ -245,7 +245,7 @@ fn anonymous_joins_when_enabled() {
         "participant_id_taken"
     );
     // After leaving, the anonymous id is free again.
-    sim.gw.handle_closed(sim.now(), g);
+    sim.gw.handle_disconnected(sim.now(), g);
     sim.pump();
     let again = sim.connect(None);
     sim.send_and_settle(again, &json!({"type": "join", "participantId": "guest"}));

@@ -131,7 +131,7 @@ impl Harness {
     fn new(seed: u64) -> Harness {
         let now = Time::from_unix_millis(1_736_416_800_000);
         Harness {
-            gw: Gateway::new(SpaceConfig::from_yaml(YAML).unwrap(), seed, now),
+            gw: Gateway::new(SpaceConfig::from_yaml(YAML).unwrap(), seed),
             now,
             conns: Vec::new(),
             who: BTreeMap::new(),
@@ -197,7 +197,7 @@ impl Harness {
                 }
                 Output::Close { conn, .. } => {
                     self.closed.push(conn);
-                    self.gw.handle_closed(self.now, conn);
+                    self.gw.handle_disconnected(self.now, conn);
                     self.conns.retain(|c| *c != conn);
                     self.who.remove(&conn);
                     self.welcome_caps.remove(&conn);
@@ -233,7 +233,9 @@ impl Harness {
     fn run(&mut self, s: Step) {
         match s {
             Step::Connect(t) => {
-                let c = self.gw.connect(self.now, t.map(|t| TOKENS[t as usize]));
+                let c = self
+                    .gw
+                    .handle_connected(self.now, t.map(|t| TOKENS[t as usize]));
                 self.conns.push(c);
                 self.drain(None);
             }
@@ -341,7 +343,7 @@ impl Harness {
             }
             Step::Close(i) => {
                 if let Some(c) = self.conn(i) {
-                    self.gw.handle_closed(self.now, c);
+                    self.gw.handle_disconnected(self.now, c);
                     self.closed.push(c);
                     self.conns.retain(|x| *x != c);
                     self.who.remove(&c);
@@ -351,7 +353,7 @@ impl Harness {
             }
             Step::Sent(i) => {
                 if let Some(c) = self.conn(i) {
-                    self.gw.handle_sent(c, 1000, 1 << 20);
+                    self.gw.handle_sent(self.now, c, 1000, 1 << 20);
                 }
             }
         }

@@ -164,7 +164,7 @@ fn leaving_owner_closes_its_streams() {
     let (h, a, _s) = joined(&mut sim);
     let sid = open_stream(&mut sim, a);
     sim.take(h);
-    sim.gw.handle_closed(sim.now(), a);
+    sim.gw.handle_disconnected(sim.now(), a);
     sim.pump();
     let got = sim.take(h);
     assert_eq!(got[0]["kind"], "stream/close");
@@ -373,7 +373,7 @@ fn stream_open_names_owner_and_writers_and_ignores_forged_ones() {
         assert!(sim.take(c).iter().any(|e| e["kind"] == "stream/open"));
     }
     // The welcome of a late joiner shows the same, with the request's other fields.
-    sim.gw.handle_closed(sim.now(), v);
+    sim.gw.handle_disconnected(sim.now(), v);
     sim.pump();
     let v = sim.join("verifier-token");
     let welcome = &sim.take(v)[0];
@@ -579,7 +579,7 @@ fn a_writer_that_leaves_loses_its_access_and_the_owner_keeps_its_own() {
         json!({"stream_id": "stream-1", "participant_id": "writer"}),
     );
     sim.take(v);
-    sim.gw.handle_closed(sim.now(), w);
+    sim.gw.handle_disconnected(sim.now(), w);
     sim.pump();
     let got = sim.take(v);
     let revoked = got
@@ -663,7 +663,7 @@ fn targeted_stream_frames_reach_only_the_targets_and_the_owner() {
     }
     assert_eq!(sim.log_lines.len(), 1 + 2, "open, request... and the frame");
     // A late joiner learns the target from its welcome.
-    sim.gw.handle_closed(sim.now(), v);
+    sim.gw.handle_disconnected(sim.now(), v);
     sim.pump();
     let v = sim.join("verifier-token");
     let streams = sim.take(v)[0]["payload"]["active_streams"].clone();
@@ -724,7 +724,7 @@ fn a_snapshot_keeps_writers_targets_and_owners() {
     sim.pump();
     let snap = sim.gw.snapshot().unwrap();
     let config = mew_core::gateway::SpaceConfig::from_yaml(OWNERSHIP).unwrap();
-    let restored = mew_core::gateway::Gateway::restore(config, &snap, sim.now()).unwrap();
+    let restored = mew_core::gateway::Gateway::restore(config, &snap).unwrap();
     assert_eq!(
         restored.snapshot().unwrap(),
         snap,

@@ -215,7 +215,7 @@ impl Driver {
                 self.stdin = None;
                 if let Some(mut child) = self.child.take() {
                     let status = child.wait().expect("wait for the server");
-                    self.client.handle_exit(now(), exit_status(status));
+                    self.client.handle_exited(now(), exit_status(status));
                 }
             }
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}

@@ -90,7 +90,7 @@ fn materialise(ops: &[Op]) -> (Vec<Record>, Vec<(Replica, Gateway)>) {
             for (i, (r, g)) in reps.iter_mut().enumerate() {
                 r.apply(g, seq, rec.clone()).unwrap();
                 while g.poll_output().is_some() {}
-                while let Some(e) = r.poll_event() {
+                while let Some(e) = r.poll_output() {
                     if let ReplicaEvent::Connected { conn, .. } = e {
                         conns.push((i, conn));
                     }
@@ -280,7 +280,7 @@ fn a_silent_node_is_declared_gone_once_and_its_participants_leave() {
                 leaves += 1;
             }
         }
-        while let Some(e) = r.poll_event() {
+        while let Some(e) = r.poll_output() {
             if let ReplicaEvent::NodeGone { node, connections } = e {
                 gone.push((node, connections));
             }
@@ -407,7 +407,7 @@ mod nodes {
             });
             let i = self.nodes.len() - 1;
             let now = self.now;
-            self.nodes[i].node.handle_start(now);
+            self.nodes[i].node.start(now);
             self.outputs(i);
             i
         }
@@ -489,7 +489,7 @@ mod nodes {
                     self.read(i, all);
                     let now = self.now;
                     let n = &mut self.nodes[i];
-                    n.node.handle_log_state(n.reach);
+                    n.node.handle_log_state(now, n.reach);
                     n.node.handle_timeout(now, &n.g);
                     self.outputs(i);
                 }
@@ -503,7 +503,7 @@ mod nodes {
             let now = self.now;
             let local = self.nodes[i]
                 .node
-                .handle_connect(now, Some(TokenHash::of(token)));
+                .handle_connected(now, Some(TokenHash::of(token)));
             self.outputs(i);
             self.read(i, true);
             let conn = self.nodes[i].conns[&local];
@@ -564,7 +564,7 @@ mod nodes {
             // b comes back: its NodeUp ends its old life; it catches up and agrees too.
             sim.nodes[1].alive = true;
             let now = sim.now;
-            sim.nodes[1].node.handle_start(now);
+            sim.nodes[1].node.start(now);
             sim.outputs(1);
             sim.run(1_000);
             assert_eq!(sim.state(0), sim.state(1), "seed {seed}: b agrees again");

@@ -142,7 +142,7 @@ impl World {
     /// [`World::new`] with exactly this seed, whatever `MEW_SIM_SEED` says.
     pub fn with_exact_seed(config: SpaceConfig, seed: u64, latency_ms: (u64, u64)) -> World {
         World {
-            gw: Gateway::new(config, seed, EPOCH),
+            gw: Gateway::new(config, seed),
             clock: Clock::new(EPOCH),
             seed,
             rng: IdGen::new(seed ^ 0x0057_0F1D_5EED),
@@ -421,7 +421,7 @@ impl World {
         if let Some(link) = self.links.remove(&conn)
             && !link.gateway_closed
         {
-            self.gw.handle_closed(now, conn);
+            self.gw.handle_disconnected(now, conn);
         }
         if let Some(p) = self.nodes[n.0].machine.as_mut() {
             p.handle_disconnected(now, "connection lost");
@@ -471,7 +471,7 @@ impl World {
             return;
         }
         let bearer = self.nodes[node].bearer.clone();
-        let conn = self.gw.connect(now, bearer.as_deref());
+        let conn = self.gw.handle_connected(now, bearer.as_deref());
         self.links.insert(conn, Link::new(node));
         self.nodes[node].conn = Some(conn);
         if let Some(p) = self.nodes[node].machine.as_mut() {
@@ -505,7 +505,7 @@ impl World {
                     }
                     let len = frame.len();
                     self.push(conn, Dir::Down, Msg::Frame(frame));
-                    self.gw.handle_sent(conn, 1, len);
+                    self.gw.handle_sent(now, conn, 1, len);
                 }
                 GwOutput::Ping { conn } => self.push(conn, Dir::Down, Msg::Ping),
                 GwOutput::Close { conn, code, reason } => {
@@ -514,7 +514,7 @@ impl World {
                         && !l.gateway_closed
                     {
                         l.gateway_closed = true;
-                        self.gw.handle_closed(now, conn);
+                        self.gw.handle_disconnected(now, conn);
                     }
                 }
                 GwOutput::Event(e) => self.gw_events.push(*e),
@@ -705,7 +705,7 @@ impl World {
                             l.gateway_closed = true;
                             l.up = Default::default();
                         }
-                        self.gw.handle_closed(now, conn);
+                        self.gw.handle_disconnected(now, conn);
                     }
                 }
             }
