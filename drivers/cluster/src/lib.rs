@@ -30,12 +30,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use mew_core::cluster::{Node as CoreNode, NodeOptions, NodeOutput, Record, Replica, Undo};
+use mew_core::cluster::{Node, NodeOptions, NodeOutput, Record, Replica, Undo};
 use mew_core::gateway::{Gateway, SpaceConfig};
 use mew_core::secret::TokenHash;
 use mew_driver_common::Response;
 use mew_driver_common::clock;
-use mew_driver_common::conn::{CoreInput, Link};
+use mew_driver_common::conn::{CoreInput, SocketLink};
 use mew_driver_common::host::{GatewayHost, Reply};
 use mew_driver_common::node_inputs::{NodeInputs, Unhandled};
 use mew_driver_common::server::CoreTask;
@@ -121,8 +121,8 @@ pub enum ClusterError {
 
 const SNAPSHOT_BUCKET: &str = "mew-snapshots";
 
-/// A node connected to its cluster, its replica restored; [`Node::core_task`] serves it.
-pub struct Node {
+/// A node connected to its cluster, its replica restored; [`ClusterNode::core_task`] serves it.
+pub struct ClusterNode {
     nats: Nats,
     replica: Replica,
     gateway: Gateway,
@@ -162,7 +162,10 @@ fn stream_name(space: &str) -> String {
 
 /// Connects to NATS, opens (or creates) the space's stream and snapshot store, and
 /// restores the latest snapshot.
-pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, ClusterError> {
+pub async fn connect(
+    opts: ClusterOptions,
+    config: SpaceConfig,
+) -> Result<ClusterNode, ClusterError> {
     let id_ok = !opts.node_id.is_empty()
         && opts.node_id.len() <= 64
         && opts
@@ -251,7 +254,7 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
         node = %opts.node_id, stream = %name, snapshot = replica.applied(),
         log_last = info.state.last_sequence, "joined the cluster"
     );
-    Ok(Node {
+    Ok(ClusterNode {
         nats: Nats {
             opts,
             client,
@@ -271,7 +274,7 @@ pub async fn connect(opts: ClusterOptions, config: SpaceConfig) -> Result<Node, 
 /// The running node's I/O besides the host.
 struct Running {
     nats: Nats,
-    core: CoreNode,
+    core: Node,
     inputs: NodeInputs,
     /// Inputs the stream did not take, handed back at the end of the loop's pass (at most
     /// one per input of the pass).
@@ -285,7 +288,7 @@ struct Running {
 /// An acknowledgement awaited: `Some` when the stream refused the entry.
 type AckWait = Pin<Box<dyn Future<Output = Option<(Undo, String)>> + Send>>;
 
-impl Node {
+impl ClusterNode {
     /// The task that owns the space's core on this node (for
     /// [`mew_driver_common::server::GatewayServer::serve_with`]).
     pub fn core_task(self) -> CoreTask {
@@ -344,7 +347,7 @@ impl Running {
     }
 
     /// Carries out what the node decided.
-    async fn outputs(&mut self, host: &mut GatewayHost<Link>) {
+    async fn outputs(&mut self, host: &mut GatewayHost<SocketLink>) {
         while let Some(o) = self.core.poll_output() {
             match o {
                 NodeOutput::Publish { record, undo } => self.publish(record, undo).await,
@@ -424,7 +427,7 @@ impl Running {
     }
 
     /// Hands one input from a connection or the HTTP API to the node.
-    fn input(&mut self, host: &mut GatewayHost<Link>, input: CoreInput) -> bool {
+    fn input(&mut self, host: &mut GatewayHost<SocketLink>, input: CoreInput) -> bool {
         match self.inputs.feed(&mut self.core, host, clock::now(), input) {
             None => {}
             Some(Unhandled::Shutdown) => return false,
@@ -439,7 +442,7 @@ impl Running {
     }
 
     /// After a batch of entries: the gateway's outputs, slow consumers, the node's own.
-    async fn after_batch(&mut self, host: &mut GatewayHost<Link>) {
+    async fn after_batch(&mut self, host: &mut GatewayHost<SocketLink>) {
         host.drain();
         let now = clock::now();
         for conn in host.take_slow() {
@@ -451,8 +454,12 @@ impl Running {
     }
 }
 
-async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receiver<CoreInput>) {
-    let Node {
+async fn run(
+    node: ClusterNode,
+    mut host: GatewayHost<SocketLink>,
+    rx: async_channel::Receiver<CoreInput>,
+) {
+    let ClusterNode {
         nats,
         replica,
         gateway,
@@ -461,7 +468,7 @@ async fn run(node: Node, mut host: GatewayHost<Link>, rx: async_channel::Receive
     host.replace_gateway(gateway);
     host.track_backlogs();
     let start = replica.applied();
-    let core = CoreNode::new(
+    let core = Node::new(
         NodeOptions {
             node_id: nats.opts.node_id.clone(),
             heartbeat: nats.opts.heartbeat,

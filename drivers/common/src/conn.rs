@@ -29,7 +29,7 @@ pub type ConnReply = oneshot::Sender<ConnId>;
 /// The answer channel for an HTTP response.
 pub type HttpReply = oneshot::Sender<Response>;
 /// What connections send the core task.
-pub type CoreInput = Input<Link, ConnReply, HttpReply>;
+pub type CoreInput = Input<SocketLink, ConnReply, HttpReply>;
 
 impl<T> crate::host::Reply<T> for oneshot::Sender<T> {
     fn reply(self, value: T) -> Result<(), T> {
@@ -38,12 +38,12 @@ impl<T> crate::host::Reply<T> for oneshot::Sender<T> {
 }
 
 /// The core task's end of one connection.
-pub struct Link {
+pub struct SocketLink {
     writer: async_channel::Sender<WriterCmd>,
     closing: async_channel::Sender<()>,
 }
 
-impl ConnLink for Link {
+impl ConnLink for SocketLink {
     fn send(&self, cmd: WriterCmd) {
         // Unbounded: the core bounds each connection's queue through the `Sent` reports.
         let _ = self.writer.try_send(cmd);
@@ -54,7 +54,7 @@ impl ConnLink for Link {
     }
 }
 
-/// The connection's side of a [`Link`].
+/// The connection's side of a [`SocketLink`].
 pub struct Halves {
     commands: async_channel::Receiver<WriterCmd>,
     closing_tx: async_channel::Sender<()>,
@@ -62,11 +62,11 @@ pub struct Halves {
 }
 
 /// A new link and the connection's side of it.
-pub fn link() -> (Link, Halves) {
+pub fn link() -> (SocketLink, Halves) {
     let (writer, commands) = async_channel::unbounded();
     let (closing_tx, closing) = async_channel::bounded(1);
     (
-        Link {
+        SocketLink {
             writer,
             closing: closing_tx.clone(),
         },
@@ -279,7 +279,7 @@ fn fragments(t: tungstenite::Utf8Bytes) -> impl Iterator<Item = Frame> {
 /// Runs the core task: applies inputs in batches, arms the core's timer, carries out its
 /// outputs; returns when the shutdown is complete.
 pub async fn run_core<S: Sleep>(
-    mut host: crate::host::GatewayHost<Link>,
+    mut host: crate::host::GatewayHost<SocketLink>,
     rx: async_channel::Receiver<CoreInput>,
 ) {
     use crate::host::{Flow, INPUT_BATCH};

@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::Response;
 use crate::clock::{self, Sleep};
-use crate::conn::{ConnReply, CoreInput, HttpReply, Link};
+use crate::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
 use crate::host::{Flow, GatewayHost, INPUT_BATCH, Input, Reply};
 use crate::node_inputs::{NodeInputs, Unhandled};
 use crate::server::CoreTask;
@@ -411,7 +411,7 @@ enum Answer {
 }
 
 impl Running {
-    fn input(&mut self, host: &mut GatewayHost<Link>, now: Time, input: CoreInput) {
+    fn input(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, input: CoreInput) {
         if self.stopping {
             // Shutting down: connections end outside the log (the next start's `NodeUp`
             // ends them in the state too).
@@ -435,7 +435,7 @@ impl Running {
 
     /// Carries out the node's outputs: each record is applied at once and queued for the
     /// file; answers wait for [`Running::settle`].
-    fn pump(&mut self, host: &mut GatewayHost<Link>) {
+    fn pump(&mut self, host: &mut GatewayHost<SocketLink>) {
         while let Some(o) = self.node.poll_output() {
             match o {
                 NodeOutput::Publish { record, .. } => self.publish(host, &record),
@@ -494,7 +494,7 @@ impl Running {
         }
     }
 
-    fn publish(&mut self, host: &mut GatewayHost<Link>, record: &Record) {
+    fn publish(&mut self, host: &mut GatewayHost<SocketLink>, record: &Record) {
         let seq = self.node.applied() + 1;
         let bytes = Bytes::from(record.encode());
         self.state.append(seq, &bytes);
@@ -508,7 +508,7 @@ impl Running {
 
     /// Ends a pass: entries to the file (and the disk, as the policy says), then the
     /// answers and the core's outputs, then a snapshot if one is due.
-    fn settle(&mut self, host: &mut GatewayHost<Link>, now: Time) {
+    fn settle(&mut self, host: &mut GatewayHost<SocketLink>, now: Time) {
         loop {
             self.pump(host);
             if let Err(e) = self.state.commit() {
@@ -554,7 +554,7 @@ impl Running {
 
 async fn run<S: Sleep + Send>(
     restored: Restored,
-    mut host: GatewayHost<Link>,
+    mut host: GatewayHost<SocketLink>,
     rx: async_channel::Receiver<CoreInput>,
 ) {
     use futures_util::future::{Either, select};

@@ -10,7 +10,7 @@ use mew_core::cluster::Node;
 use mew_core::gateway::SpaceConfig;
 use mew_core::secret::TokenHash;
 
-use crate::conn::{ConnReply, CoreInput, HttpReply, Link};
+use crate::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
 use crate::host::{GatewayHost, HttpRequest, Input, Reply};
 use crate::route::Route;
 
@@ -18,7 +18,7 @@ use crate::route::Route;
 #[derive(Default)]
 pub struct NodeInputs {
     /// Connections waiting for their id (the node's `Connected` output).
-    pub conns: HashMap<u64, (Link, ConnReply)>,
+    pub conns: HashMap<u64, (SocketLink, ConnReply)>,
     /// HTTP posts waiting for their entry to be applied (`Posted`, `PostRefused`).
     pub posts: HashMap<u64, HttpReply>,
 }
@@ -36,7 +36,7 @@ impl NodeInputs {
     pub fn feed(
         &mut self,
         node: &mut Node,
-        host: &mut GatewayHost<Link>,
+        host: &mut GatewayHost<SocketLink>,
         now: Time,
         input: CoreInput,
     ) -> Option<Unhandled> {

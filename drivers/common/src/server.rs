@@ -164,7 +164,7 @@ impl Default for ServerOptions {
 /// node): given the host and the connections' inputs, it runs until the shutdown is done.
 pub type CoreTask = Box<
     dyn FnOnce(
-            GatewayHost<conn::Link>,
+            GatewayHost<conn::SocketLink>,
             async_channel::Receiver<CoreInput>,
         ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
         + Send,

@@ -12,7 +12,7 @@ use mew_driver_common::{exit, files, secret};
 use crate::Failure;
 
 /// One template: its name, what it is, and its files (path under the space folder, text).
-pub struct Template {
+pub struct SpaceTemplate {
     /// Name given to `mew init`.
     pub name: &'static str,
     /// One line about it.
@@ -23,8 +23,8 @@ pub struct Template {
 }
 
 /// The templates built in.
-pub const TEMPLATES: &[Template] = &[
-    Template {
+pub const TEMPLATES: &[SpaceTemplate] = &[
+    SpaceTemplate {
         name: "coder",
         about: "a person reviews what a coding agent proposes to do to ./workspace (filesystem MCP server)",
         files: &[
@@ -43,7 +43,7 @@ pub const TEMPLATES: &[Template] = &[
         ],
         dirs: &["workspace"],
     },
-    Template {
+    SpaceTemplate {
         name: "note-taker",
         about: "a person and an agent keep notes in a knowledge graph (memory MCP server)",
         files: &[
