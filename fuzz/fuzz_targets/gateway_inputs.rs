@@ -149,7 +149,7 @@ fuzz_target!(|input: &[u8]| {
             _ => {
                 let body = envelope(&mut data);
                 let who = IDS[pick % 5];
-                let _ = gw.http_post(now, who, Some(TOKENS[pick % 5]), body.as_bytes());
+                let _ = gw.handle_post(now, who, Some(TOKENS[pick % 5]), body.as_bytes());
                 let _ = gw.http_messages(who, Some(TOKENS[pick % 5]), Some("g1"));
                 if pick % 7 == 0 {
                     let c = match conn {

@@ -399,7 +399,7 @@ impl<L: ConnLink> GatewayHost<L> {
             Route::PostMessages { participant } => {
                 match self
                     .gateway
-                    .http_post(now, &participant, req.bearer.as_deref(), &req.body)
+                    .handle_post(now, &participant, req.bearer.as_deref(), &req.body)
                 {
                     Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
                     Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),

@@ -300,7 +300,7 @@ impl Replica {
                 token,
                 body,
             } => {
-                let result = g.http_post_hashed(now, &participant, token, &body);
+                let result = g.handle_post_hashed(now, &participant, token, &body);
                 if node == self.node {
                     self.events
                         .push_back(ReplicaEvent::Posted { local, result });

@@ -156,7 +156,7 @@ impl Gateway {
     }
 
     /// `POST /participants/{participant}/messages` with a (possibly partial) envelope body.
-    pub fn http_post(
+    pub fn handle_post(
         &mut self,
         now: Time,
         participant: &str,
@@ -164,11 +164,11 @@ impl Gateway {
         body: &[u8],
     ) -> Result<HttpAccepted, HttpError> {
         let bearer = bearer.map(crate::secret::TokenHash::of);
-        self.http_post_hashed(now, participant, bearer, body)
+        self.handle_post_hashed(now, participant, bearer, body)
     }
 
-    /// [`Gateway::http_post`] with the bearer token's digest instead of the token.
-    pub fn http_post_hashed(
+    /// [`Gateway::handle_post`] with the bearer token's digest instead of the token.
+    pub fn handle_post_hashed(
         &mut self,
         now: Time,
         participant: &str,

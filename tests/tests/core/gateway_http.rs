@@ -17,17 +17,17 @@ fn http_post_statuses() {
     let now = sim.now();
     let chat = br#"{"kind":"chat","payload":{"text":"from a script"}}"#;
 
-    let e = sim.gw.http_post(now, "agent", None, chat).unwrap_err();
+    let e = sim.gw.handle_post(now, "agent", None, chat).unwrap_err();
     assert_eq!(e.status, 401);
     let e = sim
         .gw
-        .http_post(now, "agent", Some("human-token"), chat)
+        .handle_post(now, "agent", Some("human-token"), chat)
         .unwrap_err();
     assert_eq!(e.status, 403);
     assert_eq!(body(&e)["error"], "forbidden");
     let e = sim
         .gw
-        .http_post(now, "nobody", Some("agent-token"), chat)
+        .handle_post(now, "nobody", Some("agent-token"), chat)
         .unwrap_err();
     assert_eq!(e.status, 403);
     for bad in [
@@ -38,13 +38,13 @@ fn http_post_statuses() {
     ] {
         let e = sim
             .gw
-            .http_post(now, "agent", Some("agent-token"), bad)
+            .handle_post(now, "agent", Some("agent-token"), bad)
             .unwrap_err();
         assert_eq!(e.status, 400, "{}", String::from_utf8_lossy(bad));
     }
     let e = sim
         .gw
-        .http_post(
+        .handle_post(
             now,
             "agent",
             Some("agent-token"),
@@ -58,7 +58,7 @@ fn http_post_statuses() {
     assert_eq!(b["your_capabilities"][0], json!({"kind": "mcp/proposal"}));
     let e = sim
         .gw
-        .http_post(
+        .handle_post(
             now,
             "agent",
             Some("agent-token"),
@@ -71,7 +71,7 @@ fn http_post_statuses() {
     );
     let e = sim
         .gw
-        .http_post(
+        .handle_post(
             now,
             "agent",
             Some("agent-token"),
@@ -87,7 +87,7 @@ fn http_post_statuses() {
 
     let ok = sim
         .gw
-        .http_post(now, "agent", Some("agent-token"), chat)
+        .handle_post(now, "agent", Some("agent-token"), chat)
         .unwrap();
     assert_eq!(ok.timestamp, now.rfc3339());
     let answer: Value = serde_json::from_str(&ok.body_json()).unwrap();
@@ -193,7 +193,7 @@ fn virtual_participant_logs_and_acts_over_http() {
     assert!(line.ends_with(b"\n"));
     let v: Value = serde_json::from_slice(line).unwrap();
     assert_eq!(v["id"], "c1");
-    let ok = sim.gw.http_post(
+    let ok = sim.gw.handle_post(
         sim.now(),
         "log",
         Some("log-token"),
@@ -410,7 +410,7 @@ fn participants_held_by_the_gateway_are_welcomed_into_their_logs() {
     let now = sim.now();
     let opened = sim
         .gw
-        .http_post(
+        .handle_post(
             now,
             "held",
             Some("held-token"),
@@ -420,7 +420,7 @@ fn participants_held_by_the_gateway_are_welcomed_into_their_logs() {
     assert_eq!(body_of(&opened)["status"], "accepted");
     let ok = sim
         .gw
-        .http_post(
+        .handle_post(
             now,
             "admin",
             Some("admin-token"),
@@ -474,7 +474,7 @@ fn http_refusals_answer_as_the_reference_and_reach_the_senders_log() {
     let now = sim.now();
     let e = sim
         .gw
-        .http_post(
+        .handle_post(
             now,
             "limited",
             Some("limited-token"),
@@ -490,7 +490,7 @@ fn http_refusals_answer_as_the_reference_and_reach_the_senders_log() {
     );
     let e = sim
         .gw
-        .http_post(
+        .handle_post(
             now,
             "limited",
             Some("limited-token"),
@@ -529,7 +529,7 @@ fn invites_over_http_answer_with_the_token() {
     let now = sim.now();
     let post = |sim: &mut Sim, body: &str| {
         sim.gw
-            .http_post(now, "admin", Some("admin-token"), body.as_bytes())
+            .handle_post(now, "admin", Some("admin-token"), body.as_bytes())
     };
     let ok = post(
         &mut sim,
@@ -561,7 +561,7 @@ fn invites_over_http_answer_with_the_token() {
     // The new participant posts with its token.
     let chat = sim
         .gw
-        .http_post(
+        .handle_post(
             now,
             "new-agent",
             Some(&token),
@@ -611,7 +611,7 @@ fn gateway_broadcasts_carry_their_envelope_in_the_audit() {
     sim.audits.clear();
     let now = sim.now();
     sim.gw
-        .http_post(
+        .handle_post(
             now,
             "admin",
             Some("admin-token"),
