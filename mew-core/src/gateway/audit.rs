@@ -707,10 +707,8 @@ impl Gateway {
         });
     }
 
-    /// The audit lines of `file` written since the last call, if any; `spare` gives the
-    /// buffer the next ones are written into (a writer hands back the ones it wrote, so a
-    /// busy space allocates none).
-    pub fn take_audit(
+    /// [`Gateway::take_audit`]'s work.
+    pub(super) fn drain_audit(
         &mut self,
         file: AuditFile,
         spare: impl FnOnce() -> Vec<u8>,

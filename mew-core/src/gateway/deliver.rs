@@ -251,9 +251,8 @@ impl Gateway {
         frames > g.max_queue_frames || (bytes > g.max_queue_bytes && frames > 1)
     }
 
-    /// Closes a connection as a slow consumer (1013): what a replicated space's node asks
-    /// for when [`Gateway::backlog_exceeded`] says so of one of its sockets.
-    pub fn handle_slow(&mut self, now: Time, conn: ConnId) {
+    /// [`Gateway::handle_slow`]'s work.
+    pub(super) fn on_slow(&mut self, now: Time, conn: ConnId) {
         if self
             .conns
             .get_mut(conn)

@@ -93,9 +93,8 @@ pub(super) struct Accepted {
 }
 
 impl Gateway {
-    /// One complete text frame from a connection (envelope JSON, join message, or
-    /// `#id#data`).
-    pub fn handle_frame(&mut self, now: Time, conn: ConnId, frame: Bytes) {
+    /// [`Gateway::handle_frame`]'s work.
+    pub(super) fn on_frame(&mut self, now: Time, conn: ConnId, frame: Bytes) {
         let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
@@ -114,9 +113,8 @@ impl Gateway {
         self.finish_closes(now);
     }
 
-    /// A join message taken apart by [`seal_join`](super::seal_join): `frame` without its
-    /// token, `token` the token's digest. On a joined connection it is an ordinary frame.
-    pub fn handle_sealed_join(
+    /// [`Gateway::handle_sealed_join`]'s work.
+    pub(super) fn on_sealed_join(
         &mut self,
         now: Time,
         conn: ConnId,
@@ -135,8 +133,8 @@ impl Gateway {
         }
     }
 
-    /// The driver saw a frame larger than the limit and did not buffer it.
-    pub fn handle_oversize(&mut self, now: Time, conn: ConnId, size: usize) {
+    /// [`Gateway::handle_oversize`]'s work.
+    pub(super) fn on_oversize(&mut self, now: Time, conn: ConnId, size: usize) {
         let Some(c) = self.conns.get_mut(conn) else {
             return;
         };

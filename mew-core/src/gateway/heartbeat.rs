@@ -1,29 +1,13 @@
-//! Timers: join deadlines, pings, idle timeouts, pause expiry; and the write-progress
-//! reports that bound each connection's outbound backlog.
+//! Timers: join deadlines, pings, idle timeouts, token expiry, pause expiry.
 
 use super::conn::Phase;
 use super::system::ErrorPayload;
-use super::{ConnId, Gateway, Output};
+use super::{Gateway, Output};
 use crate::Time;
 
 impl Gateway {
-    /// A pong (or any sign of life below the message layer) from a connection.
-    pub fn handle_pong(&mut self, now: Time, conn: ConnId) {
-        if let Some(c) = self.conns.get_mut(conn) {
-            c.last_activity = now;
-        }
-    }
-
-    /// The driver wrote `frames`/`bytes` of this connection's Transmits to the socket.
-    pub fn handle_sent(&mut self, _now: Time, conn: ConnId, frames: usize, bytes: usize) {
-        if let Some(c) = self.conns.get_mut(conn) {
-            c.queued_frames = c.queued_frames.saturating_sub(frames);
-            c.queued_bytes = c.queued_bytes.saturating_sub(bytes);
-        }
-    }
-
-    /// Runs every timer due at `now`.
-    pub fn handle_timeout(&mut self, now: Time) {
+    /// [`Gateway::handle_timeout`]'s work.
+    pub(super) fn on_timeout(&mut self, now: Time) {
         let idle = self.config.gateway.idle_timeout;
         let interval = self.config.gateway.heartbeat_interval;
         let mut expired = Vec::new();
@@ -88,8 +72,8 @@ impl Gateway {
         self.finish_closes(now);
     }
 
-    /// When `handle_timeout` next has work, if ever.
-    pub fn poll_timeout(&self) -> Option<Time> {
+    /// [`Gateway::poll_timeout`]'s work.
+    pub(super) fn next_timeout(&self) -> Option<Time> {
         let idle = self.config.gateway.idle_timeout;
         let conns = self.conns.iter().filter_map(|(_, c)| match c.phase {
             Phase::Pending { deadline } => Some(deadline.min(c.next_ping)),

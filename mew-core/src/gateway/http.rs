@@ -155,8 +155,8 @@ impl Gateway {
         }
     }
 
-    /// `POST /participants/{participant}/messages` with a (possibly partial) envelope body.
-    pub fn handle_post(
+    /// [`Gateway::handle_post`]'s work.
+    pub(super) fn on_post(
         &mut self,
         now: Time,
         participant: &str,
@@ -167,8 +167,8 @@ impl Gateway {
         self.handle_post_hashed(now, participant, bearer, body)
     }
 
-    /// [`Gateway::handle_post`] with the bearer token's digest instead of the token.
-    pub fn handle_post_hashed(
+    /// [`Gateway::handle_post_hashed`]'s work.
+    pub(super) fn on_post_hashed(
         &mut self,
         now: Time,
         participant: &str,

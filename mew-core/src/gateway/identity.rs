@@ -45,11 +45,6 @@ pub trait IdentityVerifier: Send + Sync + std::fmt::Debug {
 }
 
 impl Gateway {
-    /// Installs the verifier of bearer tokens that are not listed in the configuration.
-    pub fn set_identity_verifier(&mut self, verifier: Arc<dyn IdentityVerifier>) {
-        self.verifier = Some(verifier);
-    }
-
     /// The member a verified token authenticates and until when, or why not; `None` when
     /// no verifier takes the token (it is then an ordinary token).
     pub(super) fn verified_member(

@@ -95,8 +95,8 @@ pub(super) fn valid_anonymous_id(id: &str) -> bool {
 }
 
 impl Gateway {
-    /// A new transport connection; `bearer` from the Authorization header if any.
-    pub fn handle_connected(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
+    /// [`Gateway::handle_connected`]'s work.
+    pub(super) fn on_connected(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
         if let Some(token) = bearer
             && let Some(verified) = self.verified_member(now, token, None)
         {
@@ -126,8 +126,8 @@ impl Gateway {
         })
     }
 
-    /// [`Gateway::handle_connected`] with the bearer token's digest instead of the token.
-    pub fn handle_connected_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
+    /// [`Gateway::handle_connected_hashed`]'s work.
+    pub(super) fn on_connected_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
         let conn = self.new_conn(now);
         if let Some(token) = bearer {
             match self.members.by_hash(&token) {
@@ -365,8 +365,8 @@ impl Gateway {
         self.send_presence_join(now, member);
     }
 
-    /// The transport closed (peer close, error, or after an `Output::Close`).
-    pub fn handle_disconnected(&mut self, now: Time, conn: ConnId) {
+    /// [`Gateway::handle_disconnected`]'s work.
+    pub(super) fn on_disconnected(&mut self, now: Time, conn: ConnId) {
         let Some(c) = self.conns.remove(conn) else {
             return;
         };

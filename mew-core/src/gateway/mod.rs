@@ -67,6 +67,7 @@ pub use system::node_error;
 
 use crate::Time;
 use crate::ids::IdGen;
+use crate::secret::TokenHash;
 use bytes::Bytes;
 use conn::Slab;
 use deliver::Recipient;
@@ -307,6 +308,28 @@ pub struct HealthInfo {
 }
 
 /// The state machine of one space.
+///
+/// A driver feeds it what happens on its sockets and HTTP endpoints and carries out the
+/// [`Output`]s it queues, draining [`Gateway::poll_output`] after every input, and the audit
+/// lines with [`Gateway::take_audit`]:
+///
+/// | input | what it may queue |
+/// |---|---|
+/// | [`handle_connected`](Self::handle_connected) (`_hashed`) | with a bearer token: the join at once, as a join message below; without: nothing until the join message or the join deadline |
+/// | [`handle_frame`](Self::handle_frame), [`handle_sealed_join`](Self::handle_sealed_join) | a join: `Transmit` (welcome, presence), `Close` 1000 (a replaced connection), `AppendLog`, `Event` (`Joined`, `Replaced`); refused: `Transmit` (`system/error`), `Close` 1008, `Event` (`JoinRefused`). An envelope: `Transmit` to its recipients, `AppendLog` (held participants), `TokenIssued` (invite), `Close` (kick, slow consumer 1013), `Event` (`Granted`, `Revoked`, `Invited`, `Kicked`, `Paused`, `Resumed`, `ShutDown`, `StreamOpened`, `StreamClosed`, `Refused`); refused: `Transmit` (`system/error`). Stream data (`#id#...`): `Transmit` to the stream's readers |
+/// | [`handle_post`](Self::handle_post) (`_hashed`) | as an envelope from that participant, plus the answer it returns |
+/// | [`handle_oversize`](Self::handle_oversize) | `Transmit` (`system/error` `frame_too_large`); the driver closes with 1009 |
+/// | [`handle_pong`](Self::handle_pong), [`handle_sent`](Self::handle_sent) | nothing (liveness; the connection's backlog shrinks) |
+/// | [`handle_slow`](Self::handle_slow) | `Close` 1013, then as `handle_disconnected` |
+/// | [`handle_disconnected`](Self::handle_disconnected) | `Transmit` (presence leave, streams it owned closed), `Event` (`Left`) |
+/// | [`handle_timeout`](Self::handle_timeout) (when [`poll_timeout`](Self::poll_timeout) says) | `Ping`; `Transmit` + `Close` 1008 (join timeout, expired token); `Close` 1001 (idle); `Event` (`JoinRefused`, `Resumed` when a pause ends) |
+/// | [`reconfigure`](Self::reconfigure) | `Transmit` (welcomes with changed capabilities, presence leave of removed participants), `Close` 1008 (removed participants, revoked tokens) |
+/// | [`welcome_held`](Self::welcome_held) | `AppendLog` (welcomes of the participants the gateway holds) |
+/// | [`close`](Self::close) | `Close` 1001 for every connection |
+///
+/// Every input takes `now` first; the gateway reads no clock. Queries (the `http_*`
+/// bodies, [`snapshot`](Self::snapshot), [`participants`](Self::participants), ...) change
+/// nothing.
 pub struct Gateway {
     config: SpaceConfig,
     space_id: Arc<str>,
@@ -385,6 +408,137 @@ impl Gateway {
         g
     }
 
+    // ---- inputs: what happened on the driver's side ----
+
+    /// A new transport connection; `bearer` from the Authorization header if any.
+    pub fn handle_connected(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
+        self.on_connected(now, bearer)
+    }
+
+    /// [`Gateway::handle_connected`] with the bearer token's digest instead of the token.
+    pub fn handle_connected_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
+        self.on_connected_hashed(now, bearer)
+    }
+
+    /// One complete text frame from a connection (envelope JSON, join message, or
+    /// `#id#data`).
+    pub fn handle_frame(&mut self, now: Time, conn: ConnId, frame: Bytes) {
+        self.on_frame(now, conn, frame);
+    }
+
+    /// A join message taken apart by [`seal_join`]: `frame` without its
+    /// token, `token` the token's digest. On a joined connection it is an ordinary frame.
+    pub fn handle_sealed_join(&mut self, now: Time, conn: ConnId, frame: Bytes, token: TokenHash) {
+        self.on_sealed_join(now, conn, frame, token);
+    }
+
+    /// `POST /participants/{participant}/messages` with a (possibly partial) envelope body.
+    pub fn handle_post(
+        &mut self,
+        now: Time,
+        participant: &str,
+        bearer: Option<&str>,
+        body: &[u8],
+    ) -> Result<HttpAccepted, HttpError> {
+        self.on_post(now, participant, bearer, body)
+    }
+
+    /// [`Gateway::handle_post`] with the bearer token's digest instead of the token.
+    pub fn handle_post_hashed(
+        &mut self,
+        now: Time,
+        participant: &str,
+        bearer: Option<TokenHash>,
+        body: &[u8],
+    ) -> Result<HttpAccepted, HttpError> {
+        self.on_post_hashed(now, participant, bearer, body)
+    }
+
+    /// The driver saw a frame larger than the limit and did not buffer it.
+    pub fn handle_oversize(&mut self, now: Time, conn: ConnId, size: usize) {
+        self.on_oversize(now, conn, size);
+    }
+
+    /// A pong (or any sign of life below the message layer) from a connection.
+    pub fn handle_pong(&mut self, now: Time, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.last_activity = now;
+        }
+    }
+
+    /// The driver wrote `frames`/`bytes` of this connection's Transmits to the socket.
+    pub fn handle_sent(&mut self, _now: Time, conn: ConnId, frames: usize, bytes: usize) {
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.queued_frames = c.queued_frames.saturating_sub(frames);
+            c.queued_bytes = c.queued_bytes.saturating_sub(bytes);
+        }
+    }
+
+    /// Closes a connection as a slow consumer (1013): what a replicated space's node asks
+    /// for when [`Gateway::backlog_exceeded`] says so of one of its sockets.
+    pub fn handle_slow(&mut self, now: Time, conn: ConnId) {
+        self.on_slow(now, conn);
+    }
+
+    /// The transport closed (peer close, error, or after an `Output::Close`).
+    pub fn handle_disconnected(&mut self, now: Time, conn: ConnId) {
+        self.on_disconnected(now, conn);
+    }
+
+    /// Runs every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.on_timeout(now);
+    }
+
+    // ---- commands ----
+
+    /// Applies a re-read configuration (tokens already resolved, as at start); the changes
+    /// made, in file order. `Err` (nothing changed) when the new configuration names
+    /// another space.
+    pub fn reconfigure(
+        &mut self,
+        now: Time,
+        new: SpaceConfig,
+    ) -> Result<Vec<ConfigChange>, String> {
+        self.apply_config(now, new)
+    }
+
+    /// Welcomes the participants the gateway holds from the start (`output_log` with
+    /// `auto_connect`) into their logs, as the reference does when it starts a space. A
+    /// server calls this once when it starts a space, not when it restores one.
+    pub fn welcome_held(&mut self, now: Time) {
+        for i in self.members.indices() {
+            let m = self.members.get(i);
+            if m.virtual_log.is_some() && m.conn.is_none() && !m.removed {
+                self.send_welcome(now, i);
+            }
+        }
+    }
+
+    /// Graceful shutdown: close every connection with code 1001.
+    pub fn close(&mut self, _now: Time) {
+        for id in self.conns.ids() {
+            self.out.push_back(Output::Close {
+                conn: id,
+                code: 1001,
+                reason: "gateway shutting down".into(),
+            });
+            self.conns.get_mut(id).expect("listed").phase = conn::Phase::Closed;
+        }
+        for i in self.members.indices() {
+            let m = self.members.get_mut(i);
+            m.conn = None;
+        }
+        self.rebuild_audience();
+    }
+
+    // ---- settings ----
+
+    /// Installs the verifier of bearer tokens that are not listed in the configuration.
+    pub fn set_identity_verifier(&mut self, verifier: Arc<dyn IdentityVerifier>) {
+        self.verifier = Some(verifier);
+    }
+
     /// Replaces the source of invite tokens (servers: the operating system's CSPRNG).
     pub fn set_token_source(&mut self, source: Box<dyn crate::secret::TokenSource>) {
         self.tokens = source;
@@ -404,18 +558,6 @@ impl Gateway {
         }
         if self.connection_url.is_none() {
             self.connection_url.clone_from(&other.connection_url);
-        }
-    }
-
-    /// Welcomes the participants the gateway holds from the start (`output_log` with
-    /// `auto_connect`) into their logs, as the reference does when it starts a space. A
-    /// server calls this once when it starts a space, not when it restores one.
-    pub fn welcome_held(&mut self, now: Time) {
-        for i in self.members.indices() {
-            let m = self.members.get(i);
-            if m.virtual_log.is_some() && m.conn.is_none() && !m.removed {
-                self.send_welcome(now, i);
-            }
         }
     }
 
@@ -452,10 +594,30 @@ impl Gateway {
         &self.config
     }
 
+    // ---- outputs and timers ----
+
     /// The next output to act on, in order.
     pub fn poll_output(&mut self) -> Option<Output> {
         self.out.pop_front()
     }
+
+    /// The audit lines of `file` written since the last call, if any; `spare` gives the
+    /// buffer the next ones are written into (a writer hands back the ones it wrote, so a
+    /// busy space allocates none).
+    pub fn take_audit(
+        &mut self,
+        file: AuditFile,
+        spare: impl FnOnce() -> Vec<u8>,
+    ) -> Option<AuditBatch> {
+        self.drain_audit(file, spare)
+    }
+
+    /// When `handle_timeout` next has work, if ever.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.next_timeout()
+    }
+
+    // ---- queries ----
 
     /// Members of the space (kicked ones excluded), in configuration order then join order.
     pub fn participants(&self) -> Vec<ParticipantInfo> {
@@ -523,23 +685,6 @@ impl Gateway {
             }
         }
         out
-    }
-
-    /// Graceful shutdown: close every connection with code 1001.
-    pub fn close(&mut self, _now: Time) {
-        for id in self.conns.ids() {
-            self.out.push_back(Output::Close {
-                conn: id,
-                code: 1001,
-                reason: "gateway shutting down".into(),
-            });
-            self.conns.get_mut(id).expect("listed").phase = conn::Phase::Closed;
-        }
-        for i in self.members.indices() {
-            let m = self.members.get_mut(i);
-            m.conn = None;
-        }
-        self.rebuild_audience();
     }
 
     fn push_event(&mut self, e: GatewayEvent) {

@@ -159,10 +159,8 @@ const REMOVED: &str = "removed from the space by a configuration change";
 const REVOKED: &str = "token revoked by a configuration change";
 
 impl Gateway {
-    /// Applies a re-read configuration (tokens already resolved, as at start); the changes
-    /// made, in file order. `Err` (nothing changed) when the new configuration names
-    /// another space.
-    pub fn reconfigure(
+    /// [`Gateway::reconfigure`]'s work.
+    pub(super) fn apply_config(
         &mut self,
         now: Time,
         new: SpaceConfig,
