@@ -278,6 +278,21 @@ const MAX_OBSERVATION: usize = 16 * 1024;
 const HEADROOM: f64 = 0.3;
 
 /// The agent state machine. See the module documentation.
+///
+/// The driver carries out its [`Output`]s (its participant's gateway actions, model calls),
+/// draining [`Agent::poll_output`] after every input and command, and wakes it at
+/// [`Agent::poll_timeout`]:
+///
+/// | input | what it may queue |
+/// |---|---|
+/// | [`start`](Self::start) | `Gateway` (`Connect`) |
+/// | [`handle_connected`](Self::handle_connected), [`handle_pong`](Self::handle_pong), [`handle_disconnected`](Self::handle_disconnected), [`handle_refused`](Self::handle_refused) | what its [`Participant`] queues for them, as `Gateway` and `Event` (`Participant`) |
+/// | [`handle_frame`](Self::handle_frame) | as the participant's; a chat it answers starts a task: `Gateway` (`Transmit`: acknowledgement, `reasoning/start`), `Model`, `Event` (`TaskStarted`); a tool result comes back to the model: `Model` |
+/// | [`handle_model`](Self::handle_model) | the next step: `Model`, `Gateway` (`Transmit`: tool requests or proposals, `reasoning/thought`, the answer and `reasoning/conclusion`), `Event` (`TaskFinished`, `RunProgress`, `RunFinished`) |
+/// | [`handle_model_data`](Self::handle_model_data) | `Gateway` (`Transmit`: `reasoning/thought`, a paragraph at a time) |
+/// | [`handle_timeout`](Self::handle_timeout) | `Model` (a retry due; a task's wait for tool discoveries over), `Gateway` (the participant's timers) |
+/// | [`run`](Self::run), [`cancel_run`](Self::cancel_run) | `Model`; `Event` (`RunProgress`, `RunFinished`) |
+/// | [`close`](Self::close) | `Event` (`TaskFinished` cancelled), `Gateway` (`Disconnect`) |
 #[derive(Debug)]
 pub struct Agent {
     p: Participant,
@@ -449,6 +464,13 @@ impl Agent {
     pub fn handle_refused(&mut self, now: Time, reason: &str) {
         self.p.handle_refused(now, reason);
         self.pump(now);
+    }
+
+    /// A piece of a streamed reply's body (`stream: true` requests answered 200), as it
+    /// arrives; the whole body still comes with [`Agent::handle_model`]. The reasoning in
+    /// it is shown as `reasoning/thought` envelopes, a paragraph at a time.
+    pub fn handle_model_data(&mut self, now: Time, call: ModelCallId, piece: &str) {
+        self.on_model_data(now, call, piece);
     }
 
     /// The outcome of a model call. Answers to calls no longer wanted (a cancelled task)

@@ -5,10 +5,8 @@ use super::*;
 use reply::Delta;
 
 impl Agent {
-    /// A piece of a streamed reply's body (`stream: true` requests answered 200), as it
-    /// arrives; the whole body still comes with [`Agent::handle_model`]. The reasoning in
-    /// it is shown as `reasoning/thought` envelopes, a paragraph at a time.
-    pub fn handle_model_data(&mut self, now: Time, call: ModelCallId, piece: &str) {
+    /// [`Agent::handle_model_data`]'s work.
+    pub(super) fn on_model_data(&mut self, now: Time, call: ModelCallId, piece: &str) {
         let Some(c) = self
             .calls
             .iter_mut()

@@ -2,16 +2,6 @@
 //! what the entries it reads back mean for the sockets this node holds, when to beat, when
 //! to push the space's timers along, and whether it is this node's turn to write a snapshot.
 //!
-//! | input                              | outputs it may cause                          |
-//! |------------------------------------|-----------------------------------------------|
-//! | [`Node::start`]             | `Publish` (`NodeUp`)                           |
-//! | [`Node::handle_connected`] and the other inputs of a connection or the HTTP API | `Publish` |
-//! | [`Node::handle_refused`]           | `Abandon`, `Direct`, `PostRefused`             |
-//! | [`Node::handle_entry`]             | `Connected`, `Posted`, `Close`, `NodeGone`, `Warning`, `Broken` |
-//! | [`Node::handle_drained`]           | `Close` (oversize), `Snapshot`, `Warning`      |
-//! | [`Node::handle_timeout`]           | `Publish` (`Beat`, `Tick`)                     |
-//! | [`Node::handle_log_state`]         | nothing: beats and ticks wait while the log is down |
-//!
 //! The [`Gateway`] stays with the driver's host, which drains its outputs for the sockets
 //! it holds; the calls that need it take it.
 
@@ -146,6 +136,19 @@ pub enum NodeOutput {
 }
 
 /// One node's part of a replicated space (see the module's documentation).
+///
+/// | input                              | outputs it may cause                          |
+/// |------------------------------------|-----------------------------------------------|
+/// | [`Node::start`]             | `Publish` (`NodeUp`)                           |
+/// | [`Node::handle_connected`] and the other inputs of a connection or the HTTP API | `Publish` |
+/// | [`Node::handle_refused`]           | `Abandon`, `Direct`, `PostRefused`             |
+/// | [`Node::handle_entry`]             | `Connected`, `Posted`, `Close`, `NodeGone`, `Warning`, `Broken` |
+/// | [`Node::handle_drained`]           | `Close` (oversize), `Snapshot`, `Warning`      |
+/// | [`Node::handle_timeout`]           | `Publish` (`Beat`, `Tick`)                     |
+/// | [`Node::handle_log_state`]         | nothing: beats and ticks wait while the log is down |
+///
+/// [`Node::handle_entry`] takes no `now`: an entry takes effect at the time it carries, the
+/// same on every node (the gateway's own outputs for it are drained from the gateway).
 pub struct Node {
     opts: NodeOptions,
     replica: Replica,

@@ -263,6 +263,17 @@ struct ListSlot {
 }
 
 /// The sans-IO MCP client. See the module documentation.
+///
+/// | input | what it may queue |
+/// |---|---|
+/// | [`start`](Self::start) | `Spawn` |
+/// | [`handle_spawned`](Self::handle_spawned) | `Write` (`initialize`) |
+/// | [`handle_spawn_failed`](Self::handle_spawn_failed), [`handle_exited`](Self::handle_exited) | `Event` (`Failed`, then `Restarting` or `GaveUp`; `Stopped` after [`close`](Self::close)); calls in flight fail: `Event` (`CallCompleted`) |
+/// | [`handle_stdout`](Self::handle_stdout) | `Write` (`notifications/initialized`, listings, answers to the server's requests); `Event` (`Ready`, `ToolsChanged`, `ResourcesChanged`, `PromptsChanged`, `ListFailed`, `CallCompleted`, `Notification`, `StdoutIssue`, `UnknownResponse`) |
+/// | [`handle_stderr`](Self::handle_stderr) | `Event` (`Stderr`, a line at a time) |
+/// | [`handle_timeout`](Self::handle_timeout) | `Spawn` (a restart due), `Kill` (no `initialize` answer in time), `Event` (`CallCompleted` for calls past their deadline) |
+/// | [`call`](Self::call), [`cancel`](Self::cancel), [`notify`](Self::notify), [`set_roots`](Self::set_roots) | `Write` |
+/// | [`close`](Self::close) | `Kill`; calls in flight fail: `Event` (`CallCompleted`) |
 #[derive(Debug)]
 pub struct McpClient {
     config: McpConfig,

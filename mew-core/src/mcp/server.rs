@@ -133,6 +133,13 @@ struct OpenCall {
 }
 
 /// The server state machine. See the module documentation.
+///
+/// | input | what it may queue |
+/// |---|---|
+/// | [`handle_stdin`](Self::handle_stdin) | `Write` (answers: `initialize`, `tools/list`, `ping`, errors); `Event` (`Initialized`, `Call`, `Cancelled`, `Issue`) |
+/// | [`complete`](Self::complete), [`progress`](Self::progress), [`log`](Self::log) | `Write` |
+///
+/// It keeps no clock and has no timers: a call's deadline is its client's.
 #[derive(Debug)]
 pub struct McpServer {
     config: ServerConfig,

@@ -67,6 +67,17 @@ pub enum Inbound {
 
 /// The connection machine. Used alone it is a bare MEW client; [`Participant`] owns one.
 ///
+/// | input | what it may queue |
+/// |---|---|
+/// | [`start`](Self::start) | `Connect` |
+/// | [`handle_connected`](Self::handle_connected) | `Transmit` (the join), `Event` (`Connected`) |
+/// | [`handle_frame`](Self::handle_frame) | returns what the frame is ([`Inbound`]); `Transmit` (envelopes queued until the welcome), `Event` (`Ready`, `Malformed`, `StreamData`) |
+/// | [`handle_pong`](Self::handle_pong) | nothing (liveness) |
+/// | [`handle_disconnected`](Self::handle_disconnected), [`handle_refused`](Self::handle_refused) | `Event` (`Disconnected`, then `Reconnecting`, or `Replaced` or `GaveUp`) |
+/// | [`handle_timeout`](Self::handle_timeout) | `Connect` (a reconnection due), `Ping`, `Disconnect` (no welcome or no pong in time) |
+/// | [`send`](Self::send), [`send_stream_frame`](Self::send_stream_frame) | `Transmit`, or queued until the welcome |
+/// | [`close`](Self::close) | `Disconnect` |
+///
 /// [`Participant`]: super::Participant
 #[derive(Debug)]
 pub struct Client {

@@ -156,6 +156,25 @@ impl Draft {
 }
 
 /// Layer 2: a protocol-aware participant.
+///
+/// The driver carries out its [`Output`]s, draining [`Participant::poll_output`] after every
+/// input and command, and wakes it at [`Participant::poll_timeout`]:
+///
+/// | input | what it may queue |
+/// |---|---|
+/// | [`start`](Self::start) | `Connect` |
+/// | [`handle_connected`](Self::handle_connected) | `Transmit` (the join), `Event` (`Connected`) |
+/// | [`handle_frame`](Self::handle_frame) | `Event` (`Ready`, `Message`, `CapabilitiesChanged`, `ParticipantJoined`, `ParticipantLeft`, `RequestCompleted`, `McpRequest`, `ToolCall`, `ChatReceived`, `Control`, `StreamData`, `Granted`, `GatewayError`, ...); `Transmit` (what it answers by itself: registered tools' results, acknowledgements, discovery, envelopes queued until the welcome) |
+/// | [`handle_pong`](Self::handle_pong) | nothing (liveness) |
+/// | [`handle_disconnected`](Self::handle_disconnected) | `Event` (`Disconnected`, then `Reconnecting`, or `Replaced` or `GaveUp`; direct requests in flight fail as `RequestCompleted`) |
+/// | [`handle_refused`](Self::handle_refused) | `Event` (`Disconnected`, `GaveUp`) |
+/// | [`handle_timeout`](Self::handle_timeout) | `Connect` (a reconnection due), `Ping`, `Disconnect` (no welcome or no pong in time), `Event` (`RequestCompleted` for requests past their deadline) |
+/// | [`close`](Self::close) | `Disconnect`, `Event` (`RequestCompleted` for direct requests in flight) |
+/// | commands ([`send`](Self::send), [`chat`](Self::chat), [`mcp_request`](Self::mcp_request), [`call_tool`](Self::call_tool), [`fulfil`](Self::fulfil), [`request_stream`](Self::request_stream), [`reasoning_start`](Self::reasoning_start), [`report_status`](Self::report_status), [`send_control`](Self::send_control), ...) | `Transmit` (queued until the welcome, per the not-ready policy); `Err` when capabilities or state forbid it |
+///
+/// The commands are declared with the feature they belong to (`chat.rs`, `requests.rs`,
+/// `proposals.rs`, `tools.rs`, `discovery.rs`, `streams.rs`, `reasoning.rs`, `context.rs`,
+/// `controls.rs`); the inputs, outputs and timers here.
 #[derive(Debug)]
 pub struct Participant {
     config: ParticipantConfig,
