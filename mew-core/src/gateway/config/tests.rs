@@ -1,0 +1,248 @@
+use super::*;
+
+#[test]
+fn reads_reference_layout() {
+    let yaml = r#"
+space: {id: my-space, name: My space, description: test}
+participants:
+  human: {tokens: [human-token], capabilities: [{kind: "*"}]}
+  agent:
+    tokens: [agent-token]
+    capabilities: [{kind: mcp/proposal}, {kind: chat}]
+    auto_start: true
+    command: node
+    args: [agent.js]
+    env: {A: "1"}
+  files:
+    type: mcp-bridge
+    tokens: [files-token]
+    capabilities: [{kind: mcp/response}]
+    mcp_server: {command: npx, args: [-y, server], env: {X: y}, cwd: /tmp}
+    bridge_config: {init_timeout: 5000, reconnect: false, max_reconnects: 1}
+  log: {output_log: logs/out.jsonl, auto_connect: true}
+defaults: {capabilities: [{kind: chat}]}
+gateway: {delivery: addressed, anonymous_joins: true, join_timeout_ms: 500}
+"#;
+    let c = SpaceConfig::from_yaml(yaml).unwrap();
+    assert_eq!(c.id, "my-space");
+    assert_eq!(c.participants.len(), 4);
+    let files = c.participant("files").unwrap();
+    assert_eq!(files.kind, ParticipantType::McpBridge);
+    assert_eq!(
+        files.mcp_server.as_ref().unwrap().cwd.as_deref(),
+        Some("/tmp")
+    );
+    assert_eq!(files.bridge_config.as_ref().unwrap().init_timeout_ms, 5000);
+    assert!(c.participant("log").unwrap().is_virtual());
+    assert_eq!(c.participant("log").unwrap().capabilities.len(), 1);
+    assert_eq!(c.gateway.delivery, DeliveryMode::Addressed);
+    assert!(c.gateway.anonymous_joins);
+    assert_eq!(c.gateway.join_timeout, Duration::from_millis(500));
+    assert_eq!(c.participant("agent").unwrap().env["A"], "1");
+}
+
+#[test]
+fn reports_every_problem_with_location() {
+    let yaml = r#"
+space: {id: s}
+participants:
+  a: {type: robot, tokens: [t1], capabilities: [{kind: chat}, {nokind: 1}]}
+  b: {tokens: [t1], auto_start: maybe}
+gateway: {delivery: sideways, idle_timeout_ms: -3}
+"#;
+    let errs = SpaceConfig::from_yaml(yaml).unwrap_err();
+    let text = errs.to_string();
+    assert!(
+        text.contains("participants.a.type: unknown participant type `robot`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("participants.a.capabilities[1]: invalid capability"),
+        "{text}"
+    );
+    assert!(
+        text.contains("participants.b.tokens[0]: duplicate token"),
+        "{text}"
+    );
+    assert!(text.contains("participants.b.auto_start"), "{text}");
+    assert!(text.contains("gateway.delivery"), "{text}");
+    assert!(text.contains("gateway.idle_timeout_ms"), "{text}");
+    assert_eq!(errs.0.len(), 6, "{text}");
+}
+
+#[test]
+fn every_token_source_authenticates_in_reference_order() {
+    let mut c = SpaceConfig::from_yaml(
+            "space: {id: s}\nparticipants:\n  my-agent: {tokens: [lit]}\n  b: {tokens: [lit-b, lit-b2]}\n  c: {}\n  d: {tokens: [lit-d]}\n",
+        )
+        .unwrap();
+    let mut n = 0;
+    let generated = c.resolve_tokens(
+        |var| (var == "MEW_TOKEN_MY_AGENT").then(|| "from-env\n".to_owned()),
+        |id| match id {
+            "b" | "my-agent" => Some("from-file".to_owned()),
+            "d" => Some("lit-d".to_owned()),
+            _ => None,
+        },
+        || {
+            n += 1;
+            format!("fresh-{n}")
+        },
+    );
+    assert_eq!(
+        c.participant("my-agent").unwrap().tokens,
+        vec!["from-env", "from-file", "lit"]
+    );
+    assert_eq!(
+        c.participant("b").unwrap().tokens,
+        vec!["from-file", "lit-b", "lit-b2"]
+    );
+    // The same token from two sources is listed once.
+    assert_eq!(c.participant("d").unwrap().tokens, vec!["lit-d"]);
+    assert_eq!(
+        generated,
+        vec![GeneratedToken {
+            participant: "c".into(),
+            token: "fresh-1".into()
+        }]
+    );
+    assert_eq!(c.participant("c").unwrap().tokens, vec!["fresh-1"]);
+    assert_eq!(token_env_var("my-agent"), "MEW_TOKEN_MY_AGENT");
+}
+
+#[test]
+fn reference_keys_load_and_unknown_keys_are_warnings() {
+    let yaml = r#"
+space: {id: ref}
+participants:
+  agent:
+    type: local
+    tokens: [agent-token]
+    command: node
+    args: ["agent.js", "--port", "${PORT}"]
+    env: {DEBUG: "1"}
+    auto_start: true
+    restart_policy: on-failure
+    fifo: true
+    io: fifo
+    default_to: [files]
+    capabilitys: []
+    colour: blue
+  human: {tokens: [h], default_to: agent}
+ui: {theme: dark}
+"#;
+    let c = SpaceConfig::from_yaml(yaml).unwrap();
+    let a = c.participant("agent").unwrap();
+    assert_eq!(a.kind, ParticipantType::Local);
+    assert_eq!(a.restart_policy, RestartPolicy::OnFailure);
+    assert!(a.fifo && a.is_started());
+    assert_eq!(a.io.as_deref(), Some("fifo"));
+    assert_eq!(a.default_to, vec!["files"]);
+    assert_eq!(c.participant("human").unwrap().default_to, vec!["agent"]);
+    let w: Vec<String> = c.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(
+        w,
+        vec![
+            "ui: not used by this gateway, ignored",
+            "participants.agent.capabilitys: unknown key, ignored (did you mean `capabilities`?)",
+            "participants.agent.colour: not used by this gateway, ignored",
+        ]
+    );
+    let e = SpaceConfig::from_yaml(
+        "space: s\nparticipants:\n  a: {type: local, restart_policy: sometimes}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("participants.a.restart_policy: unknown restart policy `sometimes`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn substitution_follows_the_reference() {
+    let env = |k: &str| match k {
+        "PORT" => Some("8080".to_owned()),
+        "SPACE" => Some("s".to_owned()),
+        _ => None,
+    };
+    assert_eq!(
+        substitute("ws://localhost:${PORT}/${SPACE}", env),
+        ("ws://localhost:8080/s".to_owned(), vec![])
+    );
+    assert_eq!(
+        substitute("a${NOPE}b $PORT ${", env),
+        ("ab $PORT ${".to_owned(), vec!["NOPE".to_owned()])
+    );
+}
+
+#[test]
+fn short_forms_and_options() {
+    let c = SpaceConfig::from_yaml(
+            "space: short\nparticipants:\n  a: {token: solo, capabilities: [chat, {kind: mcp/*}]}\nlogging: false\nmew: {delivery: all, history_size: 0, heartbeat_interval_ms: 5000}\n",
+        )
+        .unwrap();
+    assert_eq!(c.id, "short");
+    let a = c.participant("a").unwrap();
+    assert_eq!(a.tokens, vec!["solo"]);
+    assert!(a.capabilities.allows("chat", None));
+    assert!(a.capabilities.allows("mcp/request", None));
+    assert!(!c.logging.enabled);
+    assert_eq!(c.gateway.history_size, 0);
+    assert_eq!(c.gateway.heartbeat_interval, Duration::from_secs(5));
+    assert_eq!(c.gateway.idle_timeout, Duration::from_secs(90));
+    assert_eq!(c.gateway.limits, Limits::default());
+}
+
+#[test]
+fn structural_errors_are_reported() {
+    for (yaml, needle) in [
+        ("", "empty"),
+        ("[1, 2]", "expected a mapping"),
+        (
+            "space: {name: 3}\nparticipants: []",
+            "participants: expected a mapping",
+        ),
+        ("participants: {}", "space.id: missing"),
+        (
+            "space: s\nparticipants:\n  b: {type: mcp-bridge}",
+            "participants.b.mcp_server: missing",
+        ),
+        (
+            "space: s\nparticipants:\n  c: {auto_start: true}",
+            "participants.c.command",
+        ),
+        (
+            "space: s\nparticipants:\n  \"system:x\": {}",
+            "reserved `system:` prefix",
+        ),
+        (
+            "space: s\nparticipants:\n  d: {capabilities: {kind: chat}}",
+            "participants.d.capabilities: expected a list",
+        ),
+        (
+            "space: s\ndefaults: {capabilities: [{kind: 5}]}",
+            "defaults.capabilities[0]: invalid capability",
+        ),
+        ("space: [unclosed", "invalid YAML"),
+    ] {
+        let text = SpaceConfig::from_yaml(yaml).unwrap_err().to_string();
+        assert!(text.contains(needle), "{yaml:?}: {text}");
+    }
+}
+
+#[test]
+fn default_space_is_seeded() {
+    let a = SpaceConfig::default_space(&mut crate::ids::IdGen::new(9));
+    let b = SpaceConfig::default_space(&mut crate::ids::IdGen::new(9));
+    assert_eq!(a, b);
+    let agent = a.participant("agent").unwrap();
+    assert!(agent.capabilities.allows("mcp/proposal", None));
+    assert!(!agent.capabilities.allows("mcp/request", None));
+    assert!(
+        a.participant("human")
+            .unwrap()
+            .capabilities
+            .allows("mcp/request", None)
+    );
+}
