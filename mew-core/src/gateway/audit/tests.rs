@@ -1,0 +1,291 @@
+use super::format::*;
+use super::*;
+
+/// The record's line, without its newline.
+fn line(r: Record<'_>) -> String {
+    let mut out = Vec::new();
+    r.write_line(&mut out, &mut Timestamps::default());
+    assert_eq!(out.pop(), Some(b'\n'));
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn lines_escape_and_embed() {
+    let r = Record::Envelope {
+        at: Time::from_unix_millis(0),
+        event: "rejected",
+        id: Some("a\"b"),
+        envelope: Some(b"not \"json\"\n"),
+        envelope_is_json: false,
+        participant: "p\u{1}",
+        space_id: "s",
+        direction: Direction::Inbound,
+        transport: Transport::Http,
+        metadata: None,
+    };
+    let line = line(r);
+    assert!(!line.contains('\n'));
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id"], "a\"b");
+    assert_eq!(v["envelope"], "not \"json\"\n");
+    assert_eq!(v["participant"], "p\u{1}");
+    assert_eq!(v["transport"], "http");
+    assert_eq!(v["timestamp"], "1970-01-01T00:00:00.000Z");
+    assert!(v.get("metadata").is_none());
+    assert_eq!(r.file().file_name(), "envelope-history.jsonl");
+}
+
+fn received(envelope: &[u8], envelope_is_json: bool) -> Record<'_> {
+    Record::Envelope {
+        at: Time::from_unix_millis(1_000),
+        event: "received",
+        id: Some("x1"),
+        envelope: Some(envelope),
+        envelope_is_json,
+        participant: "mallory",
+        space_id: "s",
+        direction: Direction::Inbound,
+        transport: Transport::WebSocket,
+        metadata: None,
+    }
+}
+
+#[test]
+fn a_pretty_printed_envelope_cannot_forge_a_record() {
+    let forged = b"{\"protocol\":\"mew/v0.4\",\"id\":\"x1\",\"kind\":\"chat\",\"payload\":\n{\"timestamp\":\"2020-01-01T00:00:00.000Z\",\"event\":\"delivered\",\"id\":\"forged\",\"participant\":\"admin\"}\r\n}\n";
+    let mut out = Vec::new();
+    received(forged, true).write_line(&mut out, &mut Timestamps::default());
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.matches('\n').count(), 1);
+    assert!(text.ends_with('\n'));
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["event"], "received");
+    assert_eq!(v["envelope"]["payload"]["id"], "forged", "kept, as data");
+}
+
+#[test]
+fn secrets_are_redacted_and_the_record_kept() {
+    let invite = b"{\"protocol\":\"mew/v0.4\",\"id\":\"i\",\"kind\":\"system/invite\",\"payload\":{\"participant_id\":\"bob\",\"token\":\"s3cret-t0ken\"}}";
+    let line = line(received(invite, true));
+    assert!(!line.contains("s3cret-t0ken"), "{line}");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["envelope"]["payload"]["token"], "[redacted]");
+    assert_eq!(v["envelope"]["payload"]["participant_id"], "bob");
+    // Not JSON, but holding a token: the text is not kept.
+    let r = received(b"{\"type\":\"join\",\"token\":\"s3cret-t0ken\"", false);
+    assert!(!super::tests::line(r).contains("s3cret"));
+}
+
+#[test]
+fn every_secret_key_is_found_and_only_those() {
+    for k in SECRET_KEYS {
+        let env = format!(r#"{{"kind":"x","payload":{{"{k}":"hush-{k}"}}}}"#);
+        let line = line(received(env.as_bytes(), true));
+        assert!(!line.contains("hush"), "{k}: {line}");
+        assert!(may_hold_secret(env.as_bytes()), "{k}");
+    }
+    for harmless in [r#"{"tokenizer":1}"#, r#"{"secrets_seen":0}"#] {
+        assert!(!may_hold_secret(harmless.as_bytes()), "{harmless}");
+    }
+    // A value that looks like a key is parsed, and nothing in it is redacted.
+    let line = line(received(br#"{"a":"token"}"#, true));
+    assert!(line.contains(r#""envelope":{"a":"token"}"#), "{line}");
+}
+
+#[test]
+fn control_characters_in_every_field_are_escaped() {
+    let meta = serde_json::json!({"reason": "line\nbreak"});
+    let r = Record::Envelope {
+        at: Time::from_unix_millis(0),
+        event: "rejected",
+        id: Some("a\nb\u{0}\u{1b}"),
+        envelope: None,
+        envelope_is_json: false,
+        participant: "p\r\n{\"event\":\"x\"}",
+        space_id: "s\u{7f}",
+        direction: Direction::Inbound,
+        transport: Transport::WebSocket,
+        metadata: Some(&meta),
+    };
+    let line = line(r);
+    assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
+    assert!(line.bytes().all(|b| b >= 0x20 && b != 0x7f), "{line}");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id"], "a\nb\u{0}\u{1b}");
+    assert_eq!(v["participant"], "p\r\n{\"event\":\"x\"}");
+    assert_eq!(v["space_id"], "s\u{7f}");
+}
+
+#[test]
+fn timestamps_are_formatted_once_per_millisecond() {
+    let mut ts = Timestamps::default();
+    assert_eq!(
+        ts.get(Time::from_unix_millis(1_736_416_800_123)),
+        b"2025-01-09T10:00:00.123Z"
+    );
+    let p = ts.get(Time::from_unix_millis(1_736_416_800_123)).as_ptr();
+    assert_eq!(
+        p,
+        ts.get(Time::from_unix_millis(1_736_416_800_123)).as_ptr()
+    );
+    assert_eq!(
+        ts.get(Time::from_unix_millis(0)),
+        b"1970-01-01T00:00:00.000Z"
+    );
+}
+
+#[test]
+fn bytes_claimed_as_json_that_are_not_stay_one_parseable_line() {
+    for raw in [&b"+\xff\x00garbage"[..], b"[1,2]", b"{\"a\":\"\xff\"}"] {
+        let line = line(received(raw, true));
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v["envelope"].is_string(), "{line}");
+    }
+}
+
+mod batches {
+    use super::*;
+    use crate::gateway::{Gateway, SpaceConfig};
+
+    fn space() -> (Gateway, Vec<crate::gateway::ConnId>) {
+        let cfg = SpaceConfig::from_yaml(
+            "space: {id: s}\nlogging: {enabled: true}\ngateway: {rate_limit: off}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: chat}]}\n  b: {tokens: [tb]}\n  c: {tokens: [tc]}\n",
+        )
+        .unwrap();
+        let now = Time::from_unix_millis(1_000);
+        let mut gw = Gateway::new(cfg, 1);
+        let conns = ["ta", "tb", "tc"]
+            .iter()
+            .map(|t| gw.handle_connected(now, Some(t)))
+            .collect();
+        while gw.poll_output().is_some() {}
+        for file in AuditFile::ALL {
+            let _ = gw.take_audit(file, Vec::new);
+        }
+        (gw, conns)
+    }
+
+    #[test]
+    fn a_broadcast_is_one_received_line_and_a_delivered_line_per_recipient() {
+        let (mut gw, conns) = space();
+        let now = Time::from_unix_millis(2_000);
+        gw.handle_frame(
+            now,
+            conns[0],
+            Bytes::from_static(
+                br#"{"protocol":"mew/v0.4","id":"m1","kind":"chat","payload":{"text":"hi"}}"#,
+            ),
+        );
+        while gw.poll_output().is_some() {}
+        let spare = Vec::with_capacity(12_345);
+        let batch = gw.take_audit(AuditFile::EnvelopeHistory, || spare).unwrap();
+        assert_eq!(batch.file, AuditFile::EnvelopeHistory);
+        let text = std::str::from_utf8(&batch.bytes).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(batch.lines, 4);
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0]["event"], "received");
+        assert_eq!(lines[0]["envelope"]["payload"]["text"], "hi");
+        let mut to: Vec<&str> = lines[1..]
+            .iter()
+            .map(|l| {
+                assert_eq!(l["event"], "delivered");
+                assert_eq!(l["id"], "m1");
+                assert!(l.get("envelope").is_none(), "small lines");
+                l["participant"].as_str().unwrap()
+            })
+            .collect();
+        to.sort_unstable();
+        assert_eq!(to, ["a", "b", "c"]);
+        // Taken once; the next batch goes into the spare.
+        assert!(
+            gw.take_audit(AuditFile::EnvelopeHistory, Vec::new)
+                .is_none()
+        );
+        assert_eq!(gw.audit.files[0].0.capacity(), 12_345);
+        let decision = gw
+            .take_audit(AuditFile::CapabilityDecisions, Vec::new)
+            .unwrap();
+        assert_eq!(decision.lines, 1);
+        let d: Value = serde_json::from_slice(decision.bytes.trim_ascii_end()).unwrap();
+        assert_eq!(d["result"], "allowed");
+        assert_eq!(d["matched_capability"], serde_json::json!({"kind": "chat"}));
+        assert_eq!(
+            d["granted_capabilities"],
+            serde_json::json!([{"kind": "chat"}])
+        );
+    }
+
+    #[test]
+    fn delivered_lines_from_shared_parts_are_the_records_own_bytes() {
+        let mut lines = AuditLines::default();
+        let mut want = Vec::new();
+        let mut ts = Timestamps::default();
+        let ids = [Some("m1"), Some("m1"), Some("m\"2\n"), None, Some("m1")];
+        let who = ["a", "b\u{1}", "c"];
+        for (n, id) in ids.iter().enumerate() {
+            for (i, p) in who.iter().enumerate() {
+                let r = Record::Delivered {
+                    at: Time::from_unix_millis(1_000 + (n as u64 / 2)),
+                    id: *id,
+                    participant: p,
+                    space_id: if n == 4 { "other\t" } else { "s" },
+                    transport: if i == 2 {
+                        Transport::Virtual
+                    } else {
+                        Transport::WebSocket
+                    },
+                };
+                r.write_line(&mut want, &mut ts);
+                lines.push(r);
+            }
+        }
+        let batch = lines.take(AuditFile::EnvelopeHistory, Vec::new).unwrap();
+        assert_eq!(batch.lines, 15);
+        assert_eq!(
+            String::from_utf8(batch.bytes).unwrap(),
+            String::from_utf8(want).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_batch_nobody_takes_stops_growing_and_counts_what_it_drops() {
+        let (mut gw, conns) = space();
+        let mut n = 0u64;
+        while gw.audit.files[0].0.len() < AUDIT_BATCH_MAX {
+            n += 1;
+            let f =
+                format!(r#"{{"protocol":"mew/v0.4","id":"m{n}","kind":"chat","payload":{{}}}}"#);
+            gw.handle_frame(Time::from_unix_millis(2_000), conns[0], Bytes::from(f));
+            while let Some(o) = gw.poll_output() {
+                if let crate::gateway::Output::Transmit { conn, frame } = o {
+                    gw.handle_sent(Time::from_unix_millis(2_000), conn, 1, frame.len());
+                }
+            }
+        }
+        let before = gw.audit_dropped();
+        assert!(before < 4, "lines dropped only once the batch is full");
+        gw.handle_frame(
+            Time::from_unix_millis(2_000),
+            conns[0],
+            Bytes::from_static(
+                br#"{"protocol":"mew/v0.4","id":"last","kind":"chat","payload":{}}"#,
+            ),
+        );
+        assert_eq!(
+            gw.audit_dropped() - before,
+            4,
+            "received and three delivered"
+        );
+        let batch = gw.take_audit(AuditFile::EnvelopeHistory, Vec::new).unwrap();
+        assert!(batch.bytes.len() < AUDIT_BATCH_MAX + 4096);
+        assert_eq!(batch.lines + gw.audit_dropped(), 4 * (n + 1));
+        assert_eq!(
+            std::str::from_utf8(&batch.bytes).unwrap().lines().count() as u64,
+            batch.lines
+        );
+    }
+}
