@@ -244,13 +244,6 @@ impl Gateway {
         }
     }
 
-    /// Whether a connection with this many frames and bytes handed to it and not yet
-    /// written is a slow consumer. One frame alone never is, however large.
-    pub fn backlog_exceeded(&self, frames: usize, bytes: usize) -> bool {
-        let g = &self.config.gateway;
-        frames > g.max_queue_frames || (bytes > g.max_queue_bytes && frames > 1)
-    }
-
     /// [`Gateway::handle_slow`]'s work.
     pub(super) fn on_slow(&mut self, now: Time, conn: ConnId) {
         if self

@@ -75,9 +75,8 @@ pub fn check_space(own: &str, asked: Option<&str>) -> Result<(), HttpError> {
 }
 
 impl Gateway {
-    /// The body of `GET /participants` (with the space the request names, if any): the
-    /// space's id and each member's id, capabilities, presence and whether it is virtual.
-    pub fn http_participants_json(
+    /// [`Gateway::http_participants_json`]'s work.
+    pub(super) fn participants_json(
         &self,
         space: Option<&str>,
         bearer: Option<&str>,
@@ -94,10 +93,8 @@ impl Gateway {
         Ok(json!({"space": &*self.space_id, "participants": list}).to_string())
     }
 
-    /// The body of `GET /health`; `audit_dropped` counts the audit records the driver's
-    /// writer could not keep up with.
-    /// `restored` is what a durable space restored when it started (`null` otherwise).
-    pub fn http_health_json(&self, audit_dropped: u64, restored: Option<&Value>) -> String {
+    /// [`Gateway::http_health_json`]'s work.
+    pub(super) fn health_json(&self, audit_dropped: u64, restored: Option<&Value>) -> String {
         let h = self.health();
         json!({"status": "ok", "protocol": crate::PROTOCOL, "space": h.space,
                "connections": h.connections,
@@ -130,11 +127,8 @@ impl Gateway {
         }
     }
 
-    /// `GET /participants`: who is in the space, for a participant of it. The rule is the
-    /// welcome's: any participant (any of its tokens) sees every member's id, capabilities
-    /// and presence, exactly what its `system/welcome` and presence envelopes show it; a
-    /// request without a token is 401, with a token of no participant 403.
-    pub fn http_participants(
+    /// [`Gateway::http_participants`]'s work.
+    pub(super) fn participants_visible_to(
         &self,
         bearer: Option<&str>,
     ) -> Result<Vec<ParticipantInfo>, HttpError> {
@@ -272,10 +266,8 @@ impl Gateway {
         self.send_presence_join(now, member);
     }
 
-    /// `GET /participants/{participant}/messages?since=`: envelopes the participant could
-    /// see, oldest first, from the bounded history. `since` is an envelope id, an RFC 3339
-    /// time or milliseconds since the epoch.
-    pub fn http_messages(
+    /// [`Gateway::http_messages`]'s work.
+    pub(super) fn messages_visible_to(
         &self,
         participant: &str,
         bearer: Option<&str>,

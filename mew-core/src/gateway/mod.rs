@@ -619,6 +619,81 @@ impl Gateway {
 
     // ---- queries ----
 
+    /// `GET /participants`: who is in the space, for a participant of it. The rule is the
+    /// welcome's: any participant (any of its tokens) sees every member's id, capabilities
+    /// and presence, exactly what its `system/welcome` and presence envelopes show it; a
+    /// request without a token is 401, with a token of no participant 403.
+    pub fn http_participants(
+        &self,
+        bearer: Option<&str>,
+    ) -> Result<Vec<ParticipantInfo>, HttpError> {
+        self.participants_visible_to(bearer)
+    }
+
+    /// The body of `GET /participants` (with the space the request names, if any): the
+    /// space's id and each member's id, capabilities, presence and whether it is virtual.
+    pub fn http_participants_json(
+        &self,
+        space: Option<&str>,
+        bearer: Option<&str>,
+    ) -> Result<String, HttpError> {
+        self.participants_json(space, bearer)
+    }
+
+    /// `GET /participants/{participant}/messages?since=`: envelopes the participant could
+    /// see, oldest first, from the bounded history. `since` is an envelope id, an RFC 3339
+    /// time or milliseconds since the epoch.
+    pub fn http_messages(
+        &self,
+        participant: &str,
+        bearer: Option<&str>,
+        since: Option<&str>,
+    ) -> Result<Vec<Bytes>, HttpError> {
+        self.messages_visible_to(participant, bearer, since)
+    }
+
+    /// The body of `GET /health`; `audit_dropped` counts the audit records the driver's
+    /// writer could not keep up with.
+    /// `restored` is what a durable space restored when it started (`null` otherwise).
+    pub fn http_health_json(
+        &self,
+        audit_dropped: u64,
+        restored: Option<&serde_json::Value>,
+    ) -> String {
+        self.health_json(audit_dropped, restored)
+    }
+
+    /// The space's state as bytes (JSON). Fails when outputs are still queued.
+    pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
+        self.snapshot_with(false)
+    }
+
+    /// [`Gateway::snapshot`] for a file on disk: without the `system/invite` envelopes of
+    /// the polling history, the one place a live token is kept (the member keeps only its
+    /// digest). An inviter who has not yet polled for such a token after a restart asks
+    /// again.
+    pub fn snapshot_at_rest(&self) -> Result<Vec<u8>, SnapshotError> {
+        self.snapshot_with(true)
+    }
+
+    /// A gateway in the state `snapshot` describes, running `config` (the configuration the
+    /// snapshot was taken under) with `seed` for nothing: ids continue from the snapshot.
+    pub fn restore(config: SpaceConfig, snapshot: &[u8]) -> Result<Gateway, SnapshotError> {
+        Gateway::from_snapshot(config, snapshot)
+    }
+
+    /// Audit lines dropped because nobody took them ([`AUDIT_BATCH_MAX`]).
+    pub fn audit_dropped(&self) -> u64 {
+        self.dropped_audit_lines()
+    }
+
+    /// Whether a connection with this many frames and bytes handed to it and not yet
+    /// written is a slow consumer. One frame alone never is, however large.
+    pub fn backlog_exceeded(&self, frames: usize, bytes: usize) -> bool {
+        let g = &self.config.gateway;
+        frames > g.max_queue_frames || (bytes > g.max_queue_bytes && frames > 1)
+    }
+
     /// Members of the space (kicked ones excluded), in configuration order then join order.
     pub fn participants(&self) -> Vec<ParticipantInfo> {
         self.members

@@ -140,20 +140,7 @@ fn hash(hex: &str) -> Result<TokenHash, SnapshotError> {
 }
 
 impl Gateway {
-    /// The space's state as bytes (JSON). Fails when outputs are still queued.
-    pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
-        self.snapshot_with(false)
-    }
-
-    /// [`Gateway::snapshot`] for a file on disk: without the `system/invite` envelopes of
-    /// the polling history, the one place a live token is kept (the member keeps only its
-    /// digest). An inviter who has not yet polled for such a token after a restart asks
-    /// again.
-    pub fn snapshot_at_rest(&self) -> Result<Vec<u8>, SnapshotError> {
-        self.snapshot_with(true)
-    }
-
-    fn snapshot_with(&self, at_rest: bool) -> Result<Vec<u8>, SnapshotError> {
+    pub(super) fn snapshot_with(&self, at_rest: bool) -> Result<Vec<u8>, SnapshotError> {
         if !self.out.is_empty() || !self.pending_leaves.is_empty() {
             return Err(SnapshotError::NotDrained);
         }
@@ -261,9 +248,11 @@ impl Gateway {
         serde_json::to_vec(&state).map_err(|e| SnapshotError::Malformed(e.to_string()))
     }
 
-    /// A gateway in the state `snapshot` describes, running `config` (the configuration the
-    /// snapshot was taken under) with `seed` for nothing: ids continue from the snapshot.
-    pub fn restore(config: SpaceConfig, snapshot: &[u8]) -> Result<Gateway, SnapshotError> {
+    /// [`Gateway::restore`]'s work.
+    pub(super) fn from_snapshot(
+        config: SpaceConfig,
+        snapshot: &[u8],
+    ) -> Result<Gateway, SnapshotError> {
         let s: State = serde_json::from_slice(snapshot)
             .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         if s.config != fingerprint(&config) {

@@ -313,8 +313,8 @@ impl Gateway {
         self.audit.take(file, spare)
     }
 
-    /// Audit lines dropped because nobody took them ([`AUDIT_BATCH_MAX`]).
-    pub fn audit_dropped(&self) -> u64 {
+    /// [`Gateway::audit_dropped`]'s work.
+    pub(super) fn dropped_audit_lines(&self) -> u64 {
         self.audit.dropped
     }
 }
