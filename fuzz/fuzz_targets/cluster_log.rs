@@ -76,7 +76,7 @@ fn apply_all(reps: &mut [(Replica, Gateway)], seq: u64, rec: &Record, conns: &mu
     for (r, g) in reps.iter_mut() {
         // A gap cannot arise here (sequence numbers are consecutive); anything else a log
         // holds must be taken without a panic.
-        r.apply(g, seq, rec.clone()).expect("consecutive entries apply");
+        r.handle_record(g, seq, rec.clone()).expect("consecutive entries apply");
         while let Some(ev) = r.poll_output() {
             if let ReplicaEvent::Connected { conn, .. } = ev
                 && conns.len() < 64

@@ -363,7 +363,7 @@ impl Node {
                     self.oversize.swap_remove(i);
                     self.oversize_done.push(conn);
                 }
-                if let Err(e) = self.replica.apply(g, seq, rec) {
+                if let Err(e) = self.replica.handle_record(g, seq, rec) {
                     self.out.push_back(NodeOutput::Broken(format!(
                         "{e}; this node must restart from the latest snapshot"
                     )));
@@ -374,7 +374,7 @@ impl Node {
                 self.out.push_back(NodeOutput::Warning(format!(
                     "unreadable log entry {seq} skipped: {e}"
                 )));
-                self.replica.skip(seq);
+                self.replica.handle_unreadable(seq);
             }
         }
         while let Some(ev) = self.replica.poll_output() {

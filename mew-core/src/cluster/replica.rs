@@ -71,6 +71,13 @@ struct NodeState {
 /// nodes from the log. The [`Gateway`] stays with the node's host (which drains its
 /// outputs); every call takes it, and it must be the one [`Replica::new`] or
 /// [`Replica::restore`] returned.
+///
+/// | input | what it may queue |
+/// |---|---|
+/// | [`handle_record`](Self::handle_record) (entry `seq` of the log, decoded) | the gateway's outputs for the entry; `Connected`, `Posted` (this node's inputs applied), `NodeGone`, `Evicted`; `Err` on a gap |
+/// | [`handle_unreadable`](Self::handle_unreadable) (entry `seq` could not be decoded) | nothing: it counts as applied on every replica alike |
+///
+/// Neither takes `now`: an entry takes effect at the time it carries.
 pub struct Replica {
     node: String,
     now: Time,
@@ -140,7 +147,7 @@ impl Replica {
 
     /// The one way a node's replica starts, whether its log is a cluster's stream or a
     /// single node's files: from the latest snapshot when there is one, else empty. The
-    /// entries after it are then applied with [`Replica::apply`] (through
+    /// entries after it are then applied with [`Replica::handle_record`] (through
     /// [`super::Node::handle_entry`]).
     pub fn open(
         node: &str,
@@ -218,7 +225,12 @@ impl Replica {
 
     /// Applies entry `seq` of the log. Entries already applied are ignored; a gap is an
     /// error (the replica must be rebuilt from a snapshot).
-    pub fn apply(&mut self, g: &mut Gateway, seq: u64, rec: Record) -> Result<(), ApplyError> {
+    pub fn handle_record(
+        &mut self,
+        g: &mut Gateway,
+        seq: u64,
+        rec: Record,
+    ) -> Result<(), ApplyError> {
         if seq <= self.applied {
             return Ok(());
         }
@@ -317,7 +329,7 @@ impl Replica {
 
     /// Passes over entry `seq`, which could not be read (it counts as applied, and changes
     /// nothing, on every replica alike).
-    pub fn skip(&mut self, seq: u64) {
+    pub fn handle_unreadable(&mut self, seq: u64) {
         self.applied = self.applied.max(seq);
     }
 

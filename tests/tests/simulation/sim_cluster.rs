@@ -88,7 +88,7 @@ fn materialise(ops: &[Op]) -> (Vec<Record>, Vec<(Replica, Gateway)>) {
             let seq = records.len() as u64 + 1;
             records.push(rec.clone());
             for (i, (r, g)) in reps.iter_mut().enumerate() {
-                r.apply(g, seq, rec.clone()).unwrap();
+                r.handle_record(g, seq, rec.clone()).unwrap();
                 while g.poll_output().is_some() {}
                 while let Some(e) = r.poll_output() {
                     if let ReplicaEvent::Connected { conn, .. } = e {
@@ -209,7 +209,9 @@ fn check(ops: &[Op], cut: usize) -> Result<(), TestCaseError> {
     let (mut first, mut g1) = Replica::new("b", config.clone());
     let mut expected = Vec::new();
     for (i, rec) in records.iter().enumerate() {
-        first.apply(&mut g1, i as u64 + 1, rec.clone()).unwrap();
+        first
+            .handle_record(&mut g1, i as u64 + 1, rec.clone())
+            .unwrap();
         let f = frames(&mut g1);
         if i >= cut {
             expected.push(f);
@@ -220,14 +222,18 @@ fn check(ops: &[Op], cut: usize) -> Result<(), TestCaseError> {
             prop_assert_eq!(restored.applied(), cut as u64);
             let mut got = Vec::new();
             for (j, rec) in records.iter().enumerate().skip(cut) {
-                restored.apply(&mut g2, j as u64 + 1, rec.clone()).unwrap();
+                restored
+                    .handle_record(&mut g2, j as u64 + 1, rec.clone())
+                    .unwrap();
                 got.push(frames(&mut g2));
             }
             // The restored replica sends what the original sends, and ends in its state.
             let mut rest_expected = Vec::new();
             let (mut again, mut g3) = Replica::restore("a", config.clone(), &snap).unwrap();
             for (j, rec) in records.iter().enumerate().skip(cut) {
-                again.apply(&mut g3, j as u64 + 1, rec.clone()).unwrap();
+                again
+                    .handle_record(&mut g3, j as u64 + 1, rec.clone())
+                    .unwrap();
                 rest_expected.push(frames(&mut g3));
             }
             prop_assert_eq!(&got, &rest_expected);
@@ -241,7 +247,9 @@ fn check(ops: &[Op], cut: usize) -> Result<(), TestCaseError> {
     let (mut restored, mut g2) = Replica::restore("c", config, &snap).unwrap();
     let mut got = Vec::new();
     for (j, rec) in records.iter().enumerate() {
-        restored.apply(&mut g2, j as u64 + 1, rec.clone()).unwrap();
+        restored
+            .handle_record(&mut g2, j as u64 + 1, rec.clone())
+            .unwrap();
         got.push(frames(&mut g2));
     }
     prop_assert_eq!(&got, &expected);
@@ -272,7 +280,7 @@ fn a_silent_node_is_declared_gone_once_and_its_participants_leave() {
     let mut gone = Vec::new();
     let mut leaves = 0;
     for (i, rec) in records.into_iter().enumerate() {
-        r.apply(&mut g, i as u64 + 1, rec).unwrap();
+        r.handle_record(&mut g, i as u64 + 1, rec).unwrap();
         for (_, f) in frames(&mut g) {
             let v: serde_json::Value = serde_json::from_slice(&f).unwrap();
             if v["kind"] == "system/presence" && v["payload"]["event"] == "leave" {
