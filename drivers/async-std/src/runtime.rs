@@ -22,6 +22,7 @@ use futures_util::{AsyncReadExt, AsyncWriteExt};
 use mew_core::participant::Event;
 use mew_driver_common::client_tls;
 use mew_driver_common::clock::Sleep;
+use mew_driver_common::frames::{Control, RawSocket};
 use mew_driver_common::participant::{Runtime, url_target};
 use mew_driver_common::process::{ProcessRuntime, Spawned};
 use mew_driver_common::server::ServerRuntime;
@@ -100,10 +101,62 @@ impl AsyncWrite for ServerSock {
     }
 }
 
+/// The socket under a server WebSocket: tungstenite reads from the connection, and what it
+/// writes by itself (pongs, close replies) waits in the control bytes for the connection's
+/// writer, which writes every frame straight to the connection
+/// ([`mew_driver_common::frames`]).
+pub struct WsSock {
+    sock: ServerSock,
+    control: Control,
+}
+
+impl AsyncRead for WsSock {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().sock).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WsSock {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Ok(self.get_mut().control.accept(buf)))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl RawSocket for WsSock {
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.sock).poll_write_vectored(cx, bufs)
+    }
+
+    fn control(&mut self) -> &mut Control {
+        &mut self.control
+    }
+}
+
 impl ServerRuntime for AsyncStd {
     type Listener = TcpListener;
     type Sock = ServerSock;
-    type Ws = WebSocketStream<ServerSock>;
+    type Ws = WebSocketStream<WsSock>;
+    type Raw = WsSock;
 
     fn spawn(fut: impl Future<Output = ()> + Send + 'static) {
         spawn(fut);
@@ -167,6 +220,10 @@ impl ServerRuntime for AsyncStd {
         }
     }
 
+    fn raw(ws: &mut Self::Ws) -> &mut WsSock {
+        ws.get_mut()
+    }
+
     fn websocket(
         s: ServerSock,
         leftover: Vec<u8>,
@@ -175,6 +232,10 @@ impl ServerRuntime for AsyncStd {
         // With nothing left over, `from_raw_socket` keeps tungstenite's full read buffer;
         // `from_partially_read` would size every later read to the bytes next needed (two
         // small reads per frame), which costs a third of the fan-out throughput.
+        let s = WsSock {
+            sock: s,
+            control: Control::default(),
+        };
         if leftover.is_empty() {
             futures_util::future::Either::Left(WebSocketStream::from_raw_socket(
                 s,

@@ -14,14 +14,11 @@ use futures_util::future::{Either, select};
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use mew_core::gateway::ConnId;
 use tungstenite::error::CapacityError;
-use tungstenite::protocol::CloseFrame;
-use tungstenite::protocol::frame::Frame;
-use tungstenite::protocol::frame::coding::CloseCode;
-use tungstenite::protocol::frame::coding::{Data, OpCode};
 use tungstenite::{Error as WsError, Message};
 
 use crate::Response;
 use crate::clock::{self, Sleep};
+use crate::frames::{Batch, Out, RawSocket, push_text};
 use crate::host::{CLOSE_GRACE, ConnLink, Input, WRITE_BATCH, WriterCmd};
 
 /// The answer channel for a connection id.
@@ -85,20 +82,37 @@ async fn close_deadline<S: Sleep>(closing: async_channel::Receiver<()>) {
     S::sleep(CLOSE_GRACE).await;
 }
 
+/// A server WebSocket shared by its connection's reader and writer: each locks it only
+/// within one poll (never across an await), the reader to read, the writer to write frames
+/// straight to the socket under it.
+type Shared<W> = std::sync::Arc<std::sync::Mutex<W>>;
+
+fn lock<W>(ws: &Shared<W>) -> std::sync::MutexGuard<'_, W> {
+    // A panic while locked leaves nothing half-done that matters here: carry on.
+    ws.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Runs a server-side WebSocket connection to its end: registers it with the core task,
 /// spawns the writer with `spawn`, reads until the peer or the core ends it, then reports
-/// it closed. `bearer` is the upgrade request's token.
-pub async fn serve_websocket<S, W>(
+/// it closed. `bearer` is the upgrade request's token; `raw` finds the socket under the
+/// WebSocket, which the writer writes to (see [`crate::frames`]).
+pub async fn serve_websocket<S, W, X>(
     ws: W,
+    raw: fn(&mut W) -> &mut X,
     bearer: Option<String>,
     core: async_channel::Sender<CoreInput>,
     report_every: (usize, usize),
     spawn: impl FnOnce(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>),
 ) where
     S: Sleep,
-    W: Stream<Item = Result<Message, WsError>> + Sink<Message, Error = WsError> + Send + 'static,
+    W: Stream<Item = Result<Message, WsError>>
+        + Sink<Message, Error = WsError>
+        + Send
+        + Unpin
+        + 'static,
+    X: RawSocket + 'static,
 {
-    let (sink, stream) = ws.split();
+    let ws: Shared<W> = std::sync::Arc::new(std::sync::Mutex::new(ws));
     let (link, halves) = link();
     let (reply_tx, reply_rx) = oneshot::channel();
     let connect = Input::Connect {
@@ -112,32 +126,67 @@ pub async fn serve_websocket<S, W>(
     let Ok(id) = reply_rx.await else { return };
     let (done_tx, done_rx) = oneshot::channel::<()>();
     let closing = halves.closing.clone();
-    spawn(Box::pin(writer::<S, _>(
-        sink,
+    // The reader tells the writer when the WebSocket layer queued a frame of its own.
+    let (nudge_tx, nudge_rx) = async_channel::bounded::<()>(1);
+    spawn(Box::pin(writer::<S, _, _>(
+        ws.clone(),
+        raw,
         halves,
         WriterCtx {
             core: core.clone(),
             report_every,
             id,
+            nudge: nudge_rx,
             _done: done_tx,
         },
     )));
-    reader::<S, _>(stream, &core, id, closing, done_rx).await;
+    let ends = ReaderEnds {
+        core: &core,
+        id,
+        closing,
+        writer_done: done_rx,
+        nudge: nudge_tx,
+    };
+    reader::<S, _, _>(&ws, raw, ends).await;
     let _ = core.send(Input::Closed(id)).await;
 }
 
-async fn reader<S: Sleep, R>(
-    mut stream: R,
-    core: &async_channel::Sender<CoreInput>,
+/// What the reader is connected to besides its socket.
+struct ReaderEnds<'a> {
+    core: &'a async_channel::Sender<CoreInput>,
     id: ConnId,
     closing: async_channel::Receiver<()>,
     writer_done: oneshot::Receiver<()>,
-) where
-    R: Stream<Item = Result<Message, WsError>> + Unpin,
+    nudge: async_channel::Sender<()>,
+}
+
+async fn reader<S: Sleep, W, X>(ws: &Shared<W>, raw: fn(&mut W) -> &mut X, ends: ReaderEnds<'_>)
+where
+    W: Stream<Item = Result<Message, WsError>> + Sink<Message, Error = WsError> + Unpin,
+    X: RawSocket,
 {
+    let ReaderEnds {
+        core,
+        id,
+        closing,
+        writer_done,
+        nudge,
+    } = ends;
     let mut deadline = std::pin::pin!(close_deadline::<S>(closing));
+    // Reads one message; wakes the writer when the WebSocket layer wrote a frame of its own
+    // (a pong, a close reply) into the control bytes meanwhile.
+    let next = || {
+        std::future::poll_fn(|cx| {
+            let mut g = lock(ws);
+            let r = g.poll_next_unpin(cx);
+            if !raw(&mut g).control().is_empty() {
+                let _ = nudge.try_send(());
+            }
+            r
+        })
+    };
     loop {
-        let msg = match select(stream.next(), deadline.as_mut()).await {
+        let msg = match select(std::pin::pin!(next()), deadline.as_mut()).await {
             Either::Left((m, _)) => m,
             Either::Right(_) => return,
         };
@@ -147,7 +196,12 @@ async fn reader<S: Sleep, R>(
             // A client's ping is activity too; tungstenite answers it.
             Some(Ok(Message::Pong(_) | Message::Ping(_))) => Input::Pong(id),
             Some(Ok(Message::Frame(_))) => continue,
-            Some(Ok(Message::Close(_))) | None => return,
+            Some(Ok(Message::Close(_))) | None => {
+                // The reply to a client's close goes to the control bytes, which the writer
+                // sends before it stops.
+                let _ = std::future::poll_fn(|cx| lock(ws).poll_flush_unpin(cx)).await;
+                return;
+            }
             Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, .. }))) => {
                 let _ = core.send(Input::Oversize(id, size)).await;
                 // Let the writer deliver the error and the close frame first.
@@ -165,17 +219,34 @@ async fn reader<S: Sleep, R>(
     }
 }
 
+/// Writes all of `batch` to the socket under `ws`.
+fn write<'a, W, X: RawSocket + 'a>(
+    ws: &'a Shared<W>,
+    raw: fn(&mut W) -> &mut X,
+    batch: &'a mut Batch,
+) -> impl Future<Output = std::io::Result<()>> + 'a {
+    std::future::poll_fn(move |cx| batch.poll_write(cx, raw(&mut lock(ws))))
+}
+
 struct WriterCtx {
     core: async_channel::Sender<CoreInput>,
     report_every: (usize, usize),
     id: ConnId,
+    /// Signalled when the WebSocket layer has frames of its own to send.
+    nudge: async_channel::Receiver<()>,
     /// Dropped when the writer ends (the reader waits on it after an oversize frame).
     _done: oneshot::Sender<()>,
 }
 
-async fn writer<S: Sleep, K>(mut sink: K, halves: Halves, ctx: WriterCtx)
-where
-    K: Sink<Message, Error = WsError> + Unpin,
+/// Carries out the core's commands for one connection: frames each message once (header
+/// and shared payload) and writes everything one pass queued with vectored writes.
+async fn writer<S: Sleep, W, X>(
+    ws: Shared<W>,
+    raw: fn(&mut W) -> &mut X,
+    halves: Halves,
+    ctx: WriterCtx,
+) where
+    X: RawSocket,
 {
     let Halves {
         commands,
@@ -186,22 +257,36 @@ where
         core,
         report_every,
         id,
+        nudge,
         _done,
     } = ctx;
     let mut deadline = std::pin::pin!(close_deadline::<S>(closing));
-    // Every socket operation races the close deadline, so a peer that stopped reading
-    // cannot keep this task (and its socket) alive after the core closed it.
-    macro_rules! guarded {
-        ($op:expr) => {
-            match select(std::pin::pin!($op), deadline.as_mut()).await {
-                Either::Left((r, _)) => r.is_ok(),
-                Either::Right(_) => false,
+    let mut batch = Batch::default();
+    let (mut frames, mut bytes) = (0usize, 0usize);
+    let (mut stop, mut reading) = (false, true);
+    loop {
+        let mut next = if reading {
+            match select(
+                std::pin::pin!(commands.recv()),
+                std::pin::pin!(nudge.recv()),
+            )
+            .await
+            {
+                Either::Left((Ok(cmd), _)) => Some(cmd),
+                Either::Left((Err(_), _)) => break,
+                Either::Right((r, _)) => {
+                    // Closed: the reader is gone, and will nudge no more.
+                    reading = r.is_ok();
+                    None
+                }
+            }
+        } else {
+            match commands.recv().await {
+                Ok(cmd) => Some(cmd),
+                Err(_) => break,
             }
         };
-    }
-    let (mut frames, mut bytes) = (0usize, 0usize);
-    'run: while let Ok(cmd) = commands.recv().await {
-        let mut next = Some(cmd);
+        batch.take_control(raw(&mut lock(&ws)).control());
         let mut n = 0;
         while let Some(cmd) = next.take() {
             match cmd {
@@ -209,34 +294,23 @@ where
                     for t in list {
                         frames += 1;
                         bytes += t.len();
-                        if t.len() <= FRAGMENT {
-                            if !guarded!(sink.feed(Message::Text(t))) {
-                                break 'run;
-                            }
-                            continue;
-                        }
-                        for f in fragments(t) {
-                            if !guarded!(sink.feed(Message::Frame(f))) {
-                                break 'run;
-                            }
+                        if !batch.closes {
+                            push_text(batch.frames(), Bytes::from(t));
                         }
                     }
                 }
                 WriterCmd::Ping => {
-                    if !guarded!(sink.feed(Message::Ping(Bytes::new()))) {
-                        break 'run;
+                    if !batch.closes {
+                        batch.frames().push(Out::ping());
                     }
                 }
                 WriterCmd::Close(code, reason) => {
-                    let frame = CloseFrame {
-                        code: CloseCode::from(code),
-                        reason: reason.into(),
-                    };
-                    let _ = guarded!(sink.send(Message::Close(Some(frame))));
-                    if frames > 0 {
-                        let _ = core.send(Input::Sent(id, frames, bytes)).await;
+                    if !batch.closes {
+                        batch.frames().push(Out::close(code, &reason));
+                        batch.closes = true;
                     }
-                    break 'run;
+                    stop = true;
+                    break;
                 }
             }
             n += 1;
@@ -244,7 +318,24 @@ where
                 next = commands.try_recv().ok();
             }
         }
-        if !guarded!(sink.flush()) {
+        // Every socket operation races the close deadline, so a peer that stopped reading
+        // cannot keep this task (and its socket) alive after the core closed it.
+        let written = match select(
+            std::pin::pin!(write(&ws, raw, &mut batch)),
+            deadline.as_mut(),
+        )
+        .await
+        {
+            Either::Left((r, _)) => r.is_ok(),
+            Either::Right(_) => false,
+        };
+        if stop {
+            if frames > 0 {
+                let _ = core.send(Input::Sent(id, frames, bytes)).await;
+            }
+            break;
+        }
+        if !written {
             break;
         }
         if frames >= report_every.0 || bytes >= report_every.1 {
@@ -255,25 +346,18 @@ where
         }
     }
     closing_tx.close();
-    let _ = clock::timeout::<S, _>(Duration::from_millis(200), sink.close()).await;
-}
-
-/// Text messages longer than this go out in fragments of this size. tungstenite copies each
-/// frame whole into its write buffer, which keeps the largest size it ever reached: one
-/// large welcome (a space of thousands lists them all) would otherwise stay with the
-/// connection for its lifetime.
-pub const FRAGMENT: usize = 4 * 1024;
-
-/// A long text message as a text frame and continuation frames of [`FRAGMENT`] bytes
-/// (shared slices of it, not copies); the message as a whole is still valid UTF-8.
-fn fragments(t: tungstenite::Utf8Bytes) -> impl Iterator<Item = Frame> {
-    let b = Bytes::from(t);
-    let n = b.len().div_ceil(FRAGMENT);
-    (0..n).map(move |i| {
-        let chunk = b.slice(i * FRAGMENT..((i + 1) * FRAGMENT).min(b.len()));
-        let op = if i == 0 { Data::Text } else { Data::Continue };
-        Frame::message(chunk, OpCode::Data(op), i + 1 == n)
-    })
+    // As tungstenite's own close would: the reply to a client's close if the WebSocket layer
+    // made one, else a close frame of our own, unless one went out already.
+    // Not after a frame cut short by an error or the deadline: that connection is beyond
+    // saving.
+    if !batch.closes && batch.is_empty() {
+        batch.take_control(raw(&mut lock(&ws)).control());
+        if !batch.closes {
+            batch.frames().push(Out::close_empty());
+        }
+        let _ =
+            clock::timeout::<S, _>(Duration::from_millis(200), write(&ws, raw, &mut batch)).await;
+    }
 }
 
 /// Runs the core task: applies inputs in batches, arms the core's timer, carries out its
@@ -338,27 +422,4 @@ async fn yield_now() {
         }
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_messages_go_out_in_fragments_that_add_up_to_them() {
-        // Multi-byte characters straddle the fragment boundaries.
-        let text: String = "é-ü-€-".repeat(FRAGMENT);
-        let frames: Vec<Frame> = fragments(tungstenite::Utf8Bytes::from(text.clone())).collect();
-        assert_eq!(frames.len(), text.len().div_ceil(FRAGMENT));
-        let mut joined = Vec::new();
-        for (i, f) in frames.iter().enumerate() {
-            let h = f.header();
-            let want = if i == 0 { Data::Text } else { Data::Continue };
-            assert_eq!(h.opcode, OpCode::Data(want), "frame {i}");
-            assert_eq!(h.is_final, i + 1 == frames.len(), "frame {i}");
-            assert!(f.payload().len() <= FRAGMENT);
-            joined.extend_from_slice(f.payload());
-        }
-        assert_eq!(joined, text.as_bytes());
-    }
 }

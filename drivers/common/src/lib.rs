@@ -17,6 +17,7 @@ pub mod conn;
 pub mod durable;
 pub mod exit;
 pub mod files;
+pub mod frames;
 pub mod host;
 pub mod http;
 pub mod jwt;

@@ -36,11 +36,16 @@ pub trait ServerRuntime: Sleep + Send + Sync + Sized {
     type Listener: Send + Sync + 'static;
     /// An accepted connection.
     type Sock: Send + 'static;
-    /// A server-side WebSocket over [`ServerRuntime::Sock`].
+    /// A server-side WebSocket over [`ServerRuntime::Raw`].
     type Ws: Stream<Item = Result<Message, WsError>>
         + Sink<Message, Error = WsError>
         + Send
+        + Unpin
         + 'static;
+    /// The socket under [`ServerRuntime::Ws`]: reads from [`ServerRuntime::Sock`], and keeps
+    /// what the WebSocket layer writes in a [`crate::frames::Control`] for the connection's
+    /// writer, which writes its frames straight to the socket (see [`crate::frames`]).
+    type Raw: crate::frames::RawSocket + 'static;
 
     /// Runs `fut` in the background.
     fn spawn(fut: impl Future<Output = ()> + Send + 'static);
@@ -80,6 +85,8 @@ pub trait ServerRuntime: Sleep + Send + Sync + Sized {
         config: Arc<rustls::ServerConfig>,
         s: Self::Sock,
     ) -> impl Future<Output = io::Result<Self::Sock>> + Send;
+    /// The socket under a WebSocket made by [`ServerRuntime::websocket`].
+    fn raw(ws: &mut Self::Ws) -> &mut Self::Raw;
     /// Wraps a socket whose handshake is done; `leftover` are bytes already read past the
     /// request head.
     fn websocket(
@@ -583,20 +590,20 @@ async fn tls_handshake<R: ServerRuntime>(
     }
 }
 
-/// The gateway's WebSocket settings: frames and messages over `max` bytes refused, and
-/// small buffers, since an idle connection holds both for its lifetime (tungstenite
-/// allocates the read buffer up front and keeps its write buffer at the largest size it
-/// reached; long messages are written in fragments, see [`conn::FRAGMENT`]).
+/// The gateway's WebSocket settings: frames and messages over `max` bytes refused, and a
+/// small read buffer, since an idle connection holds it for its lifetime (tungstenite
+/// allocates it up front). tungstenite writes only its pongs and close replies (the
+/// connection's writer writes the frames, see [`crate::frames`]): its write buffer stays
+/// as small as they are.
 fn server_ws_config(max: usize) -> WebSocketConfig {
     ws_config(max)
         .read_buffer_size(SERVER_READ_BUFFER)
-        .write_buffer_size(SERVER_WRITE_BUFFER)
+        // Its own frames go on to the control bytes at once.
+        .write_buffer_size(0)
 }
 
 /// Bytes read from a client's socket at a time.
 const SERVER_READ_BUFFER: usize = 4 * 1024;
-/// Bytes of frames gathered before they are written to a client's socket.
-const SERVER_WRITE_BUFFER: usize = 8 * 1024;
 
 /// Bytes asked of the socket per read of a request head.
 const HEAD_READ: usize = 2048;
@@ -716,8 +723,9 @@ async fn websocket<R: ServerRuntime>(
     }
     let config = server_ws_config(shared.limits.max_frame_bytes);
     let ws = R::websocket(sock, leftover, config).await;
-    conn::serve_websocket::<R, _>(
+    conn::serve_websocket::<R, _, _>(
         ws,
+        R::raw,
         head.bearer().map(str::to_owned),
         shared.core.clone(),
         shared.report_every,

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use mew_driver_common::frames::{Control, RawSocket};
 use mew_driver_common::server::ServerRuntime;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -88,10 +89,62 @@ impl AsyncWrite for ServerSock {
     }
 }
 
+/// The socket under a server WebSocket: tungstenite reads from the connection, and what it
+/// writes by itself (pongs, close replies) waits in the control bytes for the connection's
+/// writer, which writes every frame straight to the connection
+/// ([`mew_driver_common::frames`]).
+pub struct WsSock {
+    sock: ServerSock,
+    control: Control,
+}
+
+impl AsyncRead for WsSock {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().sock).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WsSock {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Ok(self.get_mut().control.accept(buf)))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl RawSocket for WsSock {
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.sock).poll_write_vectored(cx, bufs)
+    }
+
+    fn control(&mut self) -> &mut Control {
+        &mut self.control
+    }
+}
+
 impl ServerRuntime for Tokio {
     type Listener = TcpListener;
     type Sock = ServerSock;
-    type Ws = WebSocketStream<ServerSock>;
+    type Ws = WebSocketStream<WsSock>;
+    type Raw = WsSock;
 
     fn spawn(fut: impl Future<Output = ()> + Send + 'static) {
         tokio::spawn(fut);
@@ -150,6 +203,10 @@ impl ServerRuntime for Tokio {
         }
     }
 
+    fn raw(ws: &mut Self::Ws) -> &mut WsSock {
+        ws.get_mut()
+    }
+
     fn websocket(
         s: ServerSock,
         leftover: Vec<u8>,
@@ -158,6 +215,10 @@ impl ServerRuntime for Tokio {
         // With nothing left over, `from_raw_socket` keeps tungstenite's full read buffer;
         // `from_partially_read` would size every later read to the bytes next needed (two
         // small reads per frame), which costs a third of the fan-out throughput.
+        let s = WsSock {
+            sock: s,
+            control: Control::default(),
+        };
         if leftover.is_empty() {
             futures_util::future::Either::Left(WebSocketStream::from_raw_socket(
                 s,

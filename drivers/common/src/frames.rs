@@ -1,0 +1,426 @@
+//! Server-to-client WebSocket frames written straight to the socket.
+//!
+//! A server's frames are not masked, so the frame of a broadcast is the same bytes for every
+//! recipient: a connection's writer sends each one as a few header bytes of its own and the
+//! shared payload, gathered with vectored writes, instead of having the WebSocket layer copy
+//! (and buffer) every payload once per recipient. The WebSocket layer (tungstenite) still
+//! reads each connection; what it writes by itself (pong answers to a client's pings, the
+//! reply to a client's close) goes to the connection's [`Control`] bytes, which the writer
+//! sends between two whole frames.
+
+use std::io::{self, IoSlice};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+
+/// The socket under a server WebSocket, as the connection's writer uses it. A driver wraps
+/// its socket in a type that reads from the socket and writes into a [`Control`] (the
+/// WebSocket layer's own frames), and gives the writer the socket's vectored write.
+pub trait RawSocket: Send + Unpin {
+    /// Writes some of `bufs` to the socket.
+    fn poll_write_vectored(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>>;
+    /// The frames the WebSocket layer wrote, waiting for the writer.
+    fn control(&mut self) -> &mut Control;
+}
+
+/// Frames the WebSocket layer wrote by itself (pongs, a close reply), held until the
+/// connection's writer sends them.
+#[derive(Debug, Default)]
+pub struct Control {
+    bytes: Vec<u8>,
+    /// Whether they hold a close frame.
+    close: bool,
+}
+
+/// Most bytes of frames the WebSocket layer may have waiting: a peer that sends pings and
+/// reads nothing cannot grow them further (later pongs are dropped; it is soon closed as a
+/// slow consumer anyway).
+const CONTROL_MAX: usize = 4 * 1024;
+
+impl Control {
+    /// Takes one write of the WebSocket layer, which is always whole frames (its buffer,
+    /// flushed); returns how many bytes it took (all of them: they are never refused).
+    pub fn accept(&mut self, buf: &[u8]) -> usize {
+        if self.bytes.len() + buf.len() <= CONTROL_MAX {
+            self.close |= holds_close(buf);
+            self.bytes.extend_from_slice(buf);
+        }
+        buf.len()
+    }
+
+    /// The waiting frames, and whether a close frame is among them.
+    fn take(&mut self) -> Option<(Bytes, bool)> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        let close = std::mem::take(&mut self.close);
+        Some((Bytes::from(std::mem::take(&mut self.bytes)), close))
+    }
+
+    /// Whether frames are waiting.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// Whether unmasked frames `buf` hold a close frame (opcode 8).
+fn holds_close(mut buf: &[u8]) -> bool {
+    while buf.len() >= 2 {
+        if buf[0] & 0x0f == 0x8 {
+            return true;
+        }
+        let (len, at): (usize, usize) = match buf[1] & 0x7f {
+            126 if buf.len() >= 4 => (usize::from(u16::from_be_bytes([buf[2], buf[3]])), 4),
+            127 if buf.len() >= 10 => {
+                let mut n = [0u8; 8];
+                n.copy_from_slice(&buf[2..10]);
+                (
+                    usize::try_from(u64::from_be_bytes(n)).unwrap_or(usize::MAX),
+                    10,
+                )
+            }
+            126 | 127 => return false,
+            n => (usize::from(n), 2),
+        };
+        let masked = if buf[1] & 0x80 != 0 { 4 } else { 0 };
+        buf = buf
+            .get(at.saturating_add(masked).saturating_add(len)..)
+            .unwrap_or(&[]);
+    }
+    false
+}
+
+/// Text messages longer than this go out in fragments of this size: a client that limits
+/// its frame size (as the participant runtime does, to the largest message) still takes
+/// long messages, and the frames of a long one are shared slices of it, not copies.
+pub const FRAGMENT: usize = 4 * 1024;
+
+/// One frame on its way out: its header and its payload (shared, not copied).
+#[derive(Debug, Clone)]
+pub(crate) struct Out {
+    head: [u8; 10],
+    head_len: u8,
+    payload: Bytes,
+}
+
+impl Out {
+    /// A frame with this first header byte (FIN and opcode) and payload.
+    fn frame(first: u8, payload: Bytes) -> Out {
+        let mut head = [0u8; 10];
+        head[0] = first;
+        let n = payload.len();
+        let head_len = if n < 126 {
+            head[1] = n as u8;
+            2
+        } else if let Ok(n) = u16::try_from(n) {
+            head[1] = 126;
+            head[2..4].copy_from_slice(&n.to_be_bytes());
+            4
+        } else {
+            head[1] = 127;
+            head[2..10].copy_from_slice(&(n as u64).to_be_bytes());
+            10
+        };
+        Out {
+            head,
+            head_len,
+            payload,
+        }
+    }
+
+    /// Bytes written as they are (the WebSocket layer's own frames).
+    fn raw(bytes: Bytes) -> Out {
+        Out {
+            head: [0; 10],
+            head_len: 0,
+            payload: bytes,
+        }
+    }
+
+    /// A ping with no payload.
+    pub(crate) fn ping() -> Out {
+        Out::frame(0x89, Bytes::new())
+    }
+
+    /// A close frame with a status code and a reason (cut to what a control frame holds).
+    pub(crate) fn close(code: u16, reason: &str) -> Out {
+        let mut end = reason.len().min(123);
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut payload = Vec::with_capacity(2 + end);
+        payload.extend_from_slice(&code.to_be_bytes());
+        payload.extend_from_slice(&reason.as_bytes()[..end]);
+        Out::frame(0x88, Bytes::from(payload))
+    }
+
+    /// A close frame without a status code (what a WebSocket layer sends when it ends a
+    /// connection with nothing to say).
+    pub(crate) fn close_empty() -> Out {
+        Out::frame(0x88, Bytes::new())
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.head_len) + self.payload.len()
+    }
+
+    /// The bytes from `offset` on, as at most two slices.
+    fn slices(&self, offset: usize) -> [&[u8]; 2] {
+        let h = usize::from(self.head_len);
+        if offset < h {
+            [&self.head[offset..h], &self.payload]
+        } else {
+            [&[], &self.payload[offset - h..]]
+        }
+    }
+}
+
+/// Appends a text message's frames: one, or [`FRAGMENT`]-sized fragments of a long one.
+pub(crate) fn push_text(out: &mut Vec<Out>, text: Bytes) {
+    if text.len() <= FRAGMENT {
+        return out.push(Out::frame(0x81, text));
+    }
+    let n = text.len().div_ceil(FRAGMENT);
+    for i in 0..n {
+        let chunk = text.slice(i * FRAGMENT..((i + 1) * FRAGMENT).min(text.len()));
+        let opcode = if i == 0 { 0x1 } else { 0x0 };
+        let fin = if i + 1 == n { 0x80 } else { 0 };
+        out.push(Out::frame(fin | opcode, chunk));
+    }
+}
+
+/// Frames for one vectored write, and how far they are written.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    frames: Vec<Out>,
+    /// The first frame not yet written whole, and how many of its bytes are.
+    next: usize,
+    offset: usize,
+    /// Whether a close frame is in the batch (nothing may follow it on the wire).
+    pub(crate) closes: bool,
+}
+
+/// Slices gathered per write call (the kernel takes up to 1024).
+const SLICES: usize = 64;
+
+impl Batch {
+    /// The frames to fill before the next write.
+    pub(crate) fn frames(&mut self) -> &mut Vec<Out> {
+        &mut self.frames
+    }
+
+    /// Puts the WebSocket layer's waiting frames next, unless a close frame was already
+    /// sent or queued (nothing may follow it).
+    pub(crate) fn take_control(&mut self, control: &mut Control) {
+        if let Some((bytes, close)) = control.take()
+            && !self.closes
+        {
+            self.frames.push(Out::raw(bytes));
+            self.closes = close;
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.next >= self.frames.len()
+    }
+
+    /// Writes some of the batch; `Ready(Ok(()))` once all of it is written.
+    pub(crate) fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        sock: &mut impl RawSocket,
+    ) -> Poll<io::Result<()>> {
+        while !self.is_empty() {
+            let mut slices = [IoSlice::new(&[]); SLICES];
+            let mut k = 0;
+            let mut offset = self.offset;
+            for f in &self.frames[self.next..] {
+                if k + 2 > SLICES {
+                    break;
+                }
+                for s in f.slices(offset) {
+                    if !s.is_empty() {
+                        slices[k] = IoSlice::new(s);
+                        k += 1;
+                    }
+                }
+                offset = 0;
+            }
+            let n = match sock.poll_write_vectored(cx, &slices[..k]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            self.advance(n);
+        }
+        self.frames.clear();
+        (self.next, self.offset) = (0, 0);
+        Poll::Ready(Ok(()))
+    }
+
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 && self.next < self.frames.len() {
+            let left = self.frames[self.next].len() - self.offset;
+            if n < left {
+                self.offset += n;
+                return;
+            }
+            n -= left;
+            self.next += 1;
+            self.offset = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tungstenite::protocol::frame::coding::{Data, OpCode};
+    use tungstenite::protocol::frame::{Frame, FrameHeader};
+
+    /// A socket that takes at most `chunk` bytes per write, into `written`.
+    struct Trickle {
+        written: Vec<u8>,
+        chunk: usize,
+        control: Control,
+    }
+
+    impl RawSocket for Trickle {
+        fn poll_write_vectored(
+            &mut self,
+            _: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(self.chunk - n);
+                self.written.extend_from_slice(&b[..take]);
+                n += take;
+                if n == self.chunk {
+                    break;
+                }
+            }
+            Poll::Ready(Ok(n))
+        }
+        fn control(&mut self) -> &mut Control {
+            &mut self.control
+        }
+    }
+
+    /// Parses `bytes` back into frames with tungstenite's own parser.
+    fn parse(mut bytes: &[u8]) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        while !bytes.is_empty() {
+            let mut cur = std::io::Cursor::new(bytes);
+            let (header, len) = FrameHeader::parse(&mut cur)
+                .expect("header")
+                .expect("complete header");
+            let at = cur.position() as usize;
+            let len = len as usize;
+            let payload = bytes[at..at + len].to_vec();
+            frames.push(Frame::from_payload(header, payload.into()));
+            bytes = &bytes[at + len..];
+        }
+        frames
+    }
+
+    fn write_all(batch: &mut Batch, sock: &mut Trickle) {
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        match batch.poll_write(&mut cx, sock) {
+            Poll::Ready(Ok(())) => {}
+            other => panic!("not written: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn frames_of_every_length_survive_partial_writes_and_parse_back() {
+        let texts: Vec<String> = [0usize, 1, 125, 126, 127, 300, 65535, 65536, 70_000]
+            .iter()
+            .map(|&n| "x".repeat(n))
+            .collect();
+        for chunk in [1, 7, 1000, 1 << 20] {
+            let mut batch = Batch::default();
+            for t in &texts {
+                batch
+                    .frames()
+                    .push(Out::frame(0x81, Bytes::from(t.clone())));
+            }
+            batch.frames().push(Out::ping());
+            batch.frames().push(Out::close(1013, "slow consumer"));
+            let mut sock = Trickle {
+                written: Vec::new(),
+                chunk,
+                control: Control::default(),
+            };
+            write_all(&mut batch, &mut sock);
+            assert!(batch.is_empty());
+            let frames = parse(&sock.written);
+            assert_eq!(frames.len(), texts.len() + 2, "chunk {chunk}");
+            for (f, t) in frames.iter().zip(&texts) {
+                assert_eq!(f.header().opcode, OpCode::Data(Data::Text));
+                assert!(f.header().is_final);
+                assert!(f.header().mask.is_none());
+                assert_eq!(f.payload().as_ref(), t.as_bytes(), "chunk {chunk}");
+            }
+            let close = &frames[texts.len() + 1];
+            assert_eq!(&close.payload()[..2], &1013u16.to_be_bytes());
+            assert_eq!(&close.payload()[2..], b"slow consumer");
+            assert!(holds_close(&sock.written));
+        }
+    }
+
+    #[test]
+    fn long_messages_go_out_in_fragments_that_add_up_to_them() {
+        // Multi-byte characters straddle the fragment boundaries.
+        let text: String = "é-ü-€-".repeat(FRAGMENT);
+        let mut batch = Batch::default();
+        push_text(batch.frames(), Bytes::from(text.clone()));
+        let mut sock = Trickle {
+            written: Vec::new(),
+            chunk: 5000,
+            control: Control::default(),
+        };
+        write_all(&mut batch, &mut sock);
+        let frames = parse(&sock.written);
+        assert_eq!(frames.len(), text.len().div_ceil(FRAGMENT));
+        let mut joined = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
+            let h = f.header();
+            let want = if i == 0 { Data::Text } else { Data::Continue };
+            assert_eq!(h.opcode, OpCode::Data(want), "frame {i}");
+            assert_eq!(h.is_final, i + 1 == frames.len(), "frame {i}");
+            assert!(f.payload().len() <= FRAGMENT);
+            joined.extend_from_slice(f.payload());
+        }
+        assert_eq!(joined, text.as_bytes());
+    }
+
+    #[test]
+    fn nothing_follows_a_close_and_waiting_pongs_stay_bounded() {
+        let mut control = Control::default();
+        let pong = [0x8a, 0x00];
+        for _ in 0..10_000 {
+            control.accept(&pong);
+        }
+        assert_eq!(control.bytes.len(), CONTROL_MAX);
+        assert!(!control.close);
+        let mut batch = Batch::default();
+        batch.frames().push(Out::close(1000, ""));
+        batch.closes = true;
+        batch.take_control(&mut control);
+        assert_eq!(batch.frames.len(), 1, "pongs after a close are not sent");
+
+        let mut control = Control::default();
+        control.accept(&[0x8a, 0x01, b'x', 0x88, 0x02, 0x03, 0xe8]);
+        assert!(control.close, "a close reply after a pong is seen");
+        let mut batch = Batch::default();
+        batch.take_control(&mut control);
+        assert!(batch.closes);
+    }
+}
