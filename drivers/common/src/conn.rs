@@ -295,7 +295,7 @@ async fn writer<S: Sleep, W, X>(
                         frames += 1;
                         bytes += t.len();
                         if !batch.closes {
-                            push_text(batch.frames(), Bytes::from(t));
+                            push_text(batch.frames(), t);
                         }
                     }
                 }

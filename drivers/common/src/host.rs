@@ -23,7 +23,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output};
-use tungstenite::Utf8Bytes;
 
 use crate::Response;
 use crate::logs::LogHandle;
@@ -32,9 +31,10 @@ use crate::route::Route;
 /// What a connection's writer is asked to do.
 #[derive(Debug)]
 pub enum WriterCmd {
-    /// Send text frames in order: everything one pass over the core's outputs had for this
-    /// connection, so a busy connection's writer is woken once per pass, not once per frame.
-    Frames(Vec<Utf8Bytes>),
+    /// Send text frames (valid UTF-8) in order: everything one pass over the core's outputs
+    /// had for this connection, so a busy connection's writer is woken once per pass, not
+    /// once per frame.
+    Frames(Vec<Bytes>),
     /// Send a ping.
     Ping,
     /// Send a close frame with this code and reason, then stop.
@@ -135,7 +135,7 @@ impl std::hash::Hasher for IdHasher {
 struct Conn<L> {
     link: L,
     /// Frames collected during one pass over the core's outputs.
-    pending: Vec<Utf8Bytes>,
+    pending: Vec<Bytes>,
     /// Frames and bytes handed to the writer and not yet reported written (counted here
     /// only for a replicated space, whose core leaves backlogs to the node).
     queued: (usize, usize),
@@ -153,7 +153,7 @@ pub struct GatewayHost<L> {
     shutdown_deadline: Option<Time>,
     /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
     /// every recipient, so it is checked as UTF-8 once, not once per recipient.
-    last_frame: Option<(Bytes, Utf8Bytes)>,
+    last_frame: Option<Bytes>,
     /// Sampled time of the core per inbound frame, for `GET /metrics`.
     timing: crate::metrics::CoreTiming,
     /// Whether backlogs are counted here (see [`GatewayHost::track_backlogs`]).
@@ -275,7 +275,7 @@ impl<L: ConnLink> GatewayHost<L> {
     ) {
         self.flush_pending(conn);
         if let Some(c) = self.conns.get(&conn) {
-            if let Some(f) = frame.and_then(|f| Utf8Bytes::try_from(f).ok()) {
+            if let Some(f) = frame.filter(|f| std::str::from_utf8(f).is_ok()) {
                 c.link.send(WriterCmd::Frames(vec![f]));
             }
             if let Some((code, reason)) = close {
@@ -450,28 +450,27 @@ impl<L: ConnLink> GatewayHost<L> {
             match out {
                 Output::Transmit { conn, frame } => {
                     let len = frame.len();
-                    match (self.conns.get_mut(&conn), utf8(&mut self.last_frame, frame)) {
-                        (Some(c), Some(text)) => {
-                            if c.pending.is_empty() {
-                                self.dirty.push(conn);
-                            }
-                            c.pending.push(text);
-                            if self.track_backlog {
-                                c.queued.0 += 1;
-                                c.queued.1 += len;
-                                if self.gateway.backlog_exceeded(c.queued.0, c.queued.1)
-                                    && !self.slow.contains(&conn)
-                                {
-                                    self.slow.push(conn);
-                                }
-                            }
+                    let Some(c) = self.conns.get_mut(&conn) else {
+                        continue;
+                    };
+                    // A frame that is not text is never written: release what the core
+                    // counted for it, or the connection's backlog would only grow.
+                    if !is_text(&mut self.last_frame, &frame) {
+                        self.gateway.handle_sent(crate::clock::now(), conn, 1, len);
+                        continue;
+                    }
+                    if c.pending.is_empty() {
+                        self.dirty.push(conn);
+                    }
+                    c.pending.push(frame);
+                    if self.track_backlog {
+                        c.queued.0 += 1;
+                        c.queued.1 += len;
+                        if self.gateway.backlog_exceeded(c.queued.0, c.queued.1)
+                            && !self.slow.contains(&conn)
+                        {
+                            self.slow.push(conn);
                         }
-                        // A frame that is not text is never written: release what the core
-                        // counted for it, or the connection's backlog would only grow.
-                        (Some(_), None) => {
-                            self.gateway.handle_sent(crate::clock::now(), conn, 1, len)
-                        }
-                        (None, _) => {}
                     }
                 }
                 Output::Ping { conn } => {
@@ -547,25 +546,22 @@ impl<L: ConnLink> GatewayHost<L> {
     }
 }
 
-/// The frame as tungstenite text, reusing the previous conversion when the core hands out
-/// the same `Bytes` again (every recipient of a broadcast).
-fn utf8(last: &mut Option<(Bytes, Utf8Bytes)>, frame: Bytes) -> Option<Utf8Bytes> {
-    if let Some((b, u)) = last
+/// Whether the frame is text (UTF-8), remembering the last frame found to be so: the core
+/// hands out the same `Bytes` to every recipient of a broadcast, checked once. The frame
+/// itself goes to the writers (no second reference count per recipient).
+fn is_text(last: &mut Option<Bytes>, frame: &Bytes) -> bool {
+    if let Some(b) = last
         && b.as_ptr() == frame.as_ptr()
         && b.len() == frame.len()
     {
-        return Some(u.clone());
+        return true;
     }
-    match Utf8Bytes::try_from(frame.clone()) {
-        Ok(u) => {
-            *last = Some((frame, u.clone()));
-            Some(u)
-        }
-        Err(_) => {
-            tracing::error!("the core produced a frame that is not UTF-8; dropped");
-            None
-        }
+    if std::str::from_utf8(frame).is_ok() {
+        *last = Some(frame.clone());
+        return true;
     }
+    tracing::error!("the core produced a frame that is not UTF-8; dropped");
+    false
 }
 
 fn log_event(e: &GatewayEvent) {
@@ -598,7 +594,11 @@ mod tests {
     impl ConnLink for Link {
         fn send(&self, cmd: WriterCmd) {
             let s = match cmd {
-                WriterCmd::Frames(f) => f.iter().map(|t| t.as_str()).collect::<Vec<_>>().join("\n"),
+                WriterCmd::Frames(f) => f
+                    .iter()
+                    .map(|t| std::str::from_utf8(t).unwrap())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 WriterCmd::Ping => "<ping>".into(),
                 WriterCmd::Close(c, r) => format!("<close {c} {r}>"),
             };
