@@ -366,7 +366,7 @@ mod tests {
                 assert_eq!(f.header().opcode, OpCode::Data(Data::Text));
                 assert!(f.header().is_final);
                 assert!(f.header().mask.is_none());
-                assert_eq!(f.payload().as_ref(), t.as_bytes(), "chunk {chunk}");
+                assert_eq!(f.payload(), t.as_bytes(), "chunk {chunk}");
             }
             let close = &frames[texts.len() + 1];
             assert_eq!(&close.payload()[..2], &1013u16.to_be_bytes());

@@ -364,6 +364,7 @@ macro_rules! e2e_all {
             slow_consumer_is_closed,
             oversize_frame,
             garbage_frames,
+            pings_answered_and_close_replied,
             graceful_shutdown,
             audit_and_virtual_logs,
             runtime_reconnects,

@@ -10,7 +10,7 @@ use mew_driver_common::participant::Runtime;
 
 /// The participant runtime of the driver under test.
 type ParticipantRuntime<D> = mew_driver_common::participant::ParticipantRuntime<<D as Driver>::Rt>;
-use futures_util::SinkExt;
+use futures_util::{SinkExt, StreamExt};
 
 fn start<D: Driver>(extra: &str) -> super::RunningGateway {
     D::start(space(extra), &temp_dir("gw"))
@@ -537,6 +537,55 @@ pub async fn garbage_frames<D: Driver>() {
     let ok = a.send("chat", &[], json!({"text":"fine"})).await;
     let t = s.expect_id(&ok).await;
     assert!(t.contains("fine"));
+}
+
+/// The gateway writes its frames itself (not through the WebSocket library, which still
+/// reads): a client's pings are answered with their payload between whole frames of a
+/// busy stream, and a client's close is answered with a close frame.
+pub async fn pings_answered_and_close_replied<D: Driver>() {
+    let gw = start::<D>("");
+    let (mut a, _) = RawClient::join(&gw, "agent-token").await;
+    let (mut s, _) = RawClient::join(&gw, "service-token").await;
+    let mut ids = Vec::new();
+    for i in 0..50u8 {
+        ids.push(
+            a.send(
+                "chat",
+                &[],
+                json!({"text": "x".repeat(300 * usize::from(i))}),
+            )
+            .await,
+        );
+        s.ws.send(Message::Ping(vec![i; 3].into())).await.unwrap();
+    }
+    let (mut pongs, mut seen) = (Vec::new(), 0);
+    while pongs.len() < 50 || seen < ids.len() {
+        match tokio::time::timeout(WAIT, s.ws.next()).await {
+            Ok(Some(Ok(Message::Pong(p)))) => pongs.push(p.to_vec()),
+            Ok(Some(Ok(Message::Text(t)))) => {
+                let v: Value = serde_json::from_str(t.as_str()).expect("whole JSON frames");
+                if v["id"] == ids[seen] {
+                    seen += 1;
+                }
+            }
+            Ok(Some(Ok(_))) => {}
+            other => panic!("pongs {}, chats {seen}: {other:?}", pongs.len()),
+        }
+    }
+    let want: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; 3]).collect();
+    assert_eq!(pongs, want);
+    s.ws.close(None).await.unwrap();
+    loop {
+        match tokio::time::timeout(WAIT, s.ws.next()).await {
+            Ok(Some(Ok(Message::Close(_)))) => break,
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("no close reply: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        tokio::time::timeout(WAIT, s.ws.next()).await,
+        Ok(None | Some(Err(_)))
+    ));
 }
 
 pub async fn graceful_shutdown<D: Driver>() {
