@@ -18,7 +18,7 @@ use tungstenite::{Error as WsError, Message};
 
 use crate::Response;
 use crate::clock::{self, Sleep};
-use crate::frames::{Batch, Out, RawSocket, push_text};
+use crate::frames::{Batch, RawSocket};
 use crate::host::{CLOSE_GRACE, ConnLink, Input, WRITE_BATCH, WriterCmd};
 
 /// The answer channel for a connection id.
@@ -291,24 +291,16 @@ async fn writer<S: Sleep, W, X>(
         while let Some(cmd) = next.take() {
             match cmd {
                 WriterCmd::Frames(list) => {
+                    batch.reserve(&list);
                     for t in list {
                         frames += 1;
                         bytes += t.len();
-                        if !batch.closes {
-                            push_text(batch.frames(), t);
-                        }
+                        batch.push_text(t);
                     }
                 }
-                WriterCmd::Ping => {
-                    if !batch.closes {
-                        batch.frames().push(Out::ping());
-                    }
-                }
+                WriterCmd::Ping => batch.push_ping(),
                 WriterCmd::Close(code, reason) => {
-                    if !batch.closes {
-                        batch.frames().push(Out::close(code, &reason));
-                        batch.closes = true;
-                    }
+                    batch.push_close(code, &reason);
                     stop = true;
                     break;
                 }
@@ -350,11 +342,9 @@ async fn writer<S: Sleep, W, X>(
     // made one, else a close frame of our own, unless one went out already.
     // Not after a frame cut short by an error or the deadline: that connection is beyond
     // saving.
-    if !batch.closes && batch.is_empty() {
+    if !batch.closes() && batch.is_empty() {
         batch.take_control(raw(&mut lock(&ws)).control());
-        if !batch.closes {
-            batch.frames().push(Out::close_empty());
-        }
+        batch.push_close_empty();
         let _ =
             clock::timeout::<S, _>(Duration::from_millis(200), write(&ws, raw, &mut batch)).await;
     }

@@ -99,71 +99,39 @@ fn holds_close(mut buf: &[u8]) -> bool {
 /// long messages, and the frames of a long one are shared slices of it, not copies.
 pub const FRAGMENT: usize = 4 * 1024;
 
-/// One frame on its way out: its header and its payload (shared, not copied).
+/// Payloads up to this size are copied into the batch's own bytes, so that many small
+/// frames go to the kernel as one contiguous buffer (gathering two slices per frame costs
+/// the kernel more than the copy); longer ones are written from the shared payload.
+const COPY_MAX: usize = 1024;
+
+/// A frame header: the first byte (FIN and opcode), the payload length, no mask.
+fn header(first: u8, len: usize) -> ([u8; 10], u8) {
+    let mut head = [0u8; 10];
+    head[0] = first;
+    let head_len = if len < 126 {
+        head[1] = len as u8;
+        2
+    } else if let Ok(n) = u16::try_from(len) {
+        head[1] = 126;
+        head[2..4].copy_from_slice(&n.to_be_bytes());
+        4
+    } else {
+        head[1] = 127;
+        head[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+        10
+    };
+    (head, head_len)
+}
+
+/// Bytes on their way out: a header of their own (possibly empty) and a shared payload.
 #[derive(Debug, Clone)]
-pub(crate) struct Out {
+struct Out {
     head: [u8; 10],
     head_len: u8,
     payload: Bytes,
 }
 
 impl Out {
-    /// A frame with this first header byte (FIN and opcode) and payload.
-    fn frame(first: u8, payload: Bytes) -> Out {
-        let mut head = [0u8; 10];
-        head[0] = first;
-        let n = payload.len();
-        let head_len = if n < 126 {
-            head[1] = n as u8;
-            2
-        } else if let Ok(n) = u16::try_from(n) {
-            head[1] = 126;
-            head[2..4].copy_from_slice(&n.to_be_bytes());
-            4
-        } else {
-            head[1] = 127;
-            head[2..10].copy_from_slice(&(n as u64).to_be_bytes());
-            10
-        };
-        Out {
-            head,
-            head_len,
-            payload,
-        }
-    }
-
-    /// Bytes written as they are (the WebSocket layer's own frames).
-    fn raw(bytes: Bytes) -> Out {
-        Out {
-            head: [0; 10],
-            head_len: 0,
-            payload: bytes,
-        }
-    }
-
-    /// A ping with no payload.
-    pub(crate) fn ping() -> Out {
-        Out::frame(0x89, Bytes::new())
-    }
-
-    /// A close frame with a status code and a reason (cut to what a control frame holds).
-    pub(crate) fn close(code: u16, reason: &str) -> Out {
-        let mut end = reason.len().min(123);
-        while !reason.is_char_boundary(end) {
-            end -= 1;
-        }
-        let mut payload = Vec::with_capacity(2 + end);
-        payload.extend_from_slice(&code.to_be_bytes());
-        payload.extend_from_slice(&reason.as_bytes()[..end]);
-        Out::frame(0x88, Bytes::from(payload))
-    }
-
-    /// A close frame without a status code (what a WebSocket layer sends when it ends a
-    /// connection with nothing to say).
-    pub(crate) fn close_empty() -> Out {
-        Out::frame(0x88, Bytes::new())
-    }
-
     fn len(&self) -> usize {
         usize::from(self.head_len) + self.payload.len()
     }
@@ -179,53 +147,134 @@ impl Out {
     }
 }
 
-/// Appends a text message's frames: one, or [`FRAGMENT`]-sized fragments of a long one.
-pub(crate) fn push_text(out: &mut Vec<Out>, text: Bytes) {
-    if text.len() <= FRAGMENT {
-        return out.push(Out::frame(0x81, text));
-    }
-    let n = text.len().div_ceil(FRAGMENT);
-    for i in 0..n {
-        let chunk = text.slice(i * FRAGMENT..((i + 1) * FRAGMENT).min(text.len()));
-        let opcode = if i == 0 { 0x1 } else { 0x0 };
-        let fin = if i + 1 == n { 0x80 } else { 0 };
-        out.push(Out::frame(fin | opcode, chunk));
-    }
-}
-
-/// Frames for one vectored write, and how far they are written.
+/// The frames of one write to a connection, and how far they are written.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
-    frames: Vec<Out>,
-    /// The first frame not yet written whole, and how many of its bytes are.
+    out: Vec<Out>,
+    /// Small frames not yet sealed into `out`.
+    inline: Vec<u8>,
+    /// The first entry of `out` not yet written whole, and how many of its bytes are.
     next: usize,
     offset: usize,
-    /// Whether a close frame is in the batch (nothing may follow it on the wire).
-    pub(crate) closes: bool,
+    /// Whether a close frame was queued (nothing may follow it on the wire).
+    closes: bool,
 }
 
 /// Slices gathered per write call (the kernel takes up to 1024).
 const SLICES: usize = 64;
 
 impl Batch {
-    /// The frames to fill before the next write.
-    pub(crate) fn frames(&mut self) -> &mut Vec<Out> {
-        &mut self.frames
+    /// Whether a close frame was queued: everything after it is dropped.
+    pub(crate) fn closes(&self) -> bool {
+        self.closes
     }
 
-    /// Puts the WebSocket layer's waiting frames next, unless a close frame was already
-    /// sent or queued (nothing may follow it).
+    /// Queues a frame whose payload is copied.
+    fn copy(&mut self, first: u8, payload: &[u8]) {
+        let (head, n) = header(first, payload.len());
+        self.inline.extend_from_slice(&head[..usize::from(n)]);
+        self.inline.extend_from_slice(payload);
+    }
+
+    /// Queues a frame whose payload is shared.
+    fn share(&mut self, first: u8, payload: Bytes) {
+        self.seal();
+        let (head, head_len) = header(first, payload.len());
+        self.out.push(Out {
+            head,
+            head_len,
+            payload,
+        });
+    }
+
+    /// Moves the copied frames into `out`, keeping the order.
+    fn seal(&mut self) {
+        if !self.inline.is_empty() {
+            self.out.push(Out {
+                head: [0; 10],
+                head_len: 0,
+                payload: Bytes::from(std::mem::take(&mut self.inline)),
+            });
+        }
+    }
+
+    /// Makes room for the copied frames of these messages at once.
+    pub(crate) fn reserve(&mut self, texts: &[Bytes]) {
+        let n: usize = texts
+            .iter()
+            .filter(|t| t.len() <= COPY_MAX)
+            .map(|t| t.len() + 4)
+            .sum();
+        self.inline.reserve(n);
+    }
+
+    /// Queues a text message: one frame, or [`FRAGMENT`]-sized fragments of a long one.
+    pub(crate) fn push_text(&mut self, text: Bytes) {
+        if self.closes {
+            return;
+        }
+        if text.len() <= COPY_MAX {
+            return self.copy(0x81, &text);
+        }
+        if text.len() <= FRAGMENT {
+            return self.share(0x81, text);
+        }
+        let n = text.len().div_ceil(FRAGMENT);
+        for i in 0..n {
+            let chunk = text.slice(i * FRAGMENT..((i + 1) * FRAGMENT).min(text.len()));
+            let opcode = if i == 0 { 0x1 } else { 0x0 };
+            let fin = if i + 1 == n { 0x80 } else { 0 };
+            self.share(fin | opcode, chunk);
+        }
+    }
+
+    /// Queues a ping with no payload.
+    pub(crate) fn push_ping(&mut self) {
+        if !self.closes {
+            self.copy(0x89, &[]);
+        }
+    }
+
+    /// Queues a close frame with a status code and a reason (cut to what a control frame
+    /// holds); nothing after it is sent.
+    pub(crate) fn push_close(&mut self, code: u16, reason: &str) {
+        if self.closes {
+            return;
+        }
+        let mut end = reason.len().min(123);
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut payload = [0u8; 125];
+        payload[..2].copy_from_slice(&code.to_be_bytes());
+        payload[2..2 + end].copy_from_slice(&reason.as_bytes()[..end]);
+        self.copy(0x88, &payload[..2 + end]);
+        self.closes = true;
+    }
+
+    /// Queues a close frame without a status code (what a WebSocket layer sends when it
+    /// ends a connection with nothing to say).
+    pub(crate) fn push_close_empty(&mut self) {
+        if !self.closes {
+            self.copy(0x88, &[]);
+            self.closes = true;
+        }
+    }
+
+    /// Queues the WebSocket layer's waiting frames, unless a close frame was already
+    /// queued (nothing may follow it).
     pub(crate) fn take_control(&mut self, control: &mut Control) {
         if let Some((bytes, close)) = control.take()
             && !self.closes
         {
-            self.frames.push(Out::raw(bytes));
+            self.inline.extend_from_slice(&bytes);
             self.closes = close;
         }
     }
 
+    /// Whether everything queued is written.
     pub(crate) fn is_empty(&self) -> bool {
-        self.next >= self.frames.len()
+        self.next >= self.out.len() && self.inline.is_empty()
     }
 
     /// Writes some of the batch; `Ready(Ok(()))` once all of it is written.
@@ -234,11 +283,12 @@ impl Batch {
         cx: &mut Context<'_>,
         sock: &mut impl RawSocket,
     ) -> Poll<io::Result<()>> {
+        self.seal();
         while !self.is_empty() {
             let mut slices = [IoSlice::new(&[]); SLICES];
             let mut k = 0;
             let mut offset = self.offset;
-            for f in &self.frames[self.next..] {
+            for f in &self.out[self.next..] {
                 if k + 2 > SLICES {
                     break;
                 }
@@ -258,14 +308,18 @@ impl Batch {
             };
             self.advance(n);
         }
-        self.frames.clear();
+        // An idle connection keeps no more than a few entries.
+        if self.out.capacity() > 16 {
+            self.out = Vec::new();
+        }
+        self.out.clear();
         (self.next, self.offset) = (0, 0);
         Poll::Ready(Ok(()))
     }
 
     fn advance(&mut self, mut n: usize) {
-        while n > 0 && self.next < self.frames.len() {
-            let left = self.frames[self.next].len() - self.offset;
+        while n > 0 && self.next < self.out.len() {
+            let left = self.out[self.next].len() - self.offset;
             if n < left {
                 self.offset += n;
                 return;
@@ -340,19 +394,25 @@ mod tests {
 
     #[test]
     fn frames_of_every_length_survive_partial_writes_and_parse_back() {
-        let texts: Vec<String> = [0usize, 1, 125, 126, 127, 300, 65535, 65536, 70_000]
-            .iter()
-            .map(|&n| "x".repeat(n))
-            .collect();
+        // Copied, shared, and shared with 16- and 64-bit lengths.
+        let texts: Vec<String> = [
+            0usize, 1, 125, 126, 127, 300, 1024, 1025, 4096, 65535, 65536, 70_000,
+        ]
+        .iter()
+        .map(|&n| "x".repeat(n))
+        .collect();
         for chunk in [1, 7, 1000, 1 << 20] {
             let mut batch = Batch::default();
             for t in &texts {
-                batch
-                    .frames()
-                    .push(Out::frame(0x81, Bytes::from(t.clone())));
+                if t.len() <= FRAGMENT {
+                    batch.push_text(Bytes::from(t.clone()));
+                } else {
+                    batch.share(0x81, Bytes::from(t.clone()));
+                }
             }
-            batch.frames().push(Out::ping());
-            batch.frames().push(Out::close(1013, "slow consumer"));
+            batch.push_ping();
+            batch.push_close(1013, "slow consumer");
+            batch.push_text(Bytes::from_static(b"after the close"));
             let mut sock = Trickle {
                 written: Vec::new(),
                 chunk,
@@ -380,7 +440,7 @@ mod tests {
         // Multi-byte characters straddle the fragment boundaries.
         let text: String = "é-ü-€-".repeat(FRAGMENT);
         let mut batch = Batch::default();
-        push_text(batch.frames(), Bytes::from(text.clone()));
+        batch.push_text(Bytes::from(text.clone()));
         let mut sock = Trickle {
             written: Vec::new(),
             chunk: 5000,
@@ -411,10 +471,9 @@ mod tests {
         assert_eq!(control.bytes.len(), CONTROL_MAX);
         assert!(!control.close);
         let mut batch = Batch::default();
-        batch.frames().push(Out::close(1000, ""));
-        batch.closes = true;
+        batch.push_close(1000, "");
         batch.take_control(&mut control);
-        assert_eq!(batch.frames.len(), 1, "pongs after a close are not sent");
+        assert_eq!(batch.inline.len(), 4, "pongs after a close are not sent");
 
         let mut control = Control::default();
         control.accept(&[0x8a, 0x01, b'x', 0x88, 0x02, 0x03, 0xe8]);
