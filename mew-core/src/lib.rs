@@ -9,7 +9,7 @@
 //!
 //! | call | what it is |
 //! |---|---|
-//! | `new(config, seed)` | builds the machine; nothing happens until an input |
+//! | `new(config, ..)` | builds the machine (with a `seed` where it draws ids or jitter); nothing happens until an input or `start` |
 //! | `start(now)` / `close(now, ..)` | commands: begin, and end for good |
 //! | `handle_*(now, ..)` | inputs: something happened (`handle_connected`, `handle_frame`, `handle_pong`, `handle_disconnected`, `handle_exited`, ...) |
 //! | other `&mut self` methods taking `now` | commands of the application (`send`, `run`, `call`, ...) |
@@ -17,9 +17,10 @@
 //! | `poll_timeout()` + `handle_timeout(now)` | when the machine next needs a tick, and the tick |
 //!
 //! `now` comes first, after `&mut self`, wherever time could matter. Inputs without it are
-//! those of machines that keep no clock ([`mcp::McpServer`]) or whose time is the log's
-//! (a [`cluster::Node`] applying entries).
-//! Each machine's type lists its inputs and the outputs each may cause.
+//! those of a machine that keeps no clock ([`mcp::McpServer`]) and those whose time is the
+//! log's: a [`cluster::Replica`] applying an entry, and the [`cluster::Node`] around it
+//! (`handle_entry`, `handle_drained`). Each machine's type has a table of its inputs and the
+//! outputs each may queue.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
