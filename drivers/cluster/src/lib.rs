@@ -301,12 +301,6 @@ impl ClusterNode {
     }
 }
 
-fn entropy() -> [u8; 16] {
-    let mut e = [0u8; 16];
-    getrandom::fill(&mut e).expect("the OS random source works");
-    e
-}
-
 impl Running {
     fn connected(&self) -> bool {
         self.nats.client.connection_state() == async_nats::connection::State::Connected
@@ -478,7 +472,7 @@ async fn run(
         },
         replica,
         log_last,
-        Box::new(entropy),
+        mew_driver_common::secret::EntropyPool::source(),
     );
     let mut run = Running {
         nats,

@@ -58,6 +58,14 @@ pub struct Halves {
     closing: async_channel::Receiver<()>,
 }
 
+impl Halves {
+    /// The next command queued for the writer, if any (tests of core tasks).
+    #[cfg(test)]
+    pub(crate) fn try_next(&self) -> Option<WriterCmd> {
+        self.commands.try_recv().ok()
+    }
+}
+
 /// A new link and the connection's side of it.
 pub fn link() -> (SocketLink, Halves) {
     let (writer, commands) = async_channel::unbounded();

@@ -37,6 +37,14 @@ pub const LOCAL_NODE: &str = "local";
 pub const SNAPSHOT_EVERY: u64 = 10_000;
 /// Bytes of log after which a snapshot is taken before the cadence's next.
 pub const LOG_MAX_BYTES: u64 = 64 << 20;
+/// Zeroed bytes the log is extended by ahead of its entries: a flush of blocks the file
+/// already has writes them, while a flush that grows the file also waits for the file
+/// system's journal (on ext4 under load, about 0.1 ms against several ms).
+pub const LOG_AHEAD: u64 = 2 << 20;
+/// With `fsync: always`, how long written entries that no output waits for (chats) may
+/// stay unflushed: what a power loss may take of them. Changes of the space are flushed
+/// before anything after them leaves.
+pub const MESSAGE_FLUSH: Duration = Duration::from_millis(10);
 
 const LOG: &str = "log";
 const SNAPSHOT: &str = "snapshot";
@@ -125,13 +133,45 @@ pub struct StateDir {
     dir: PathBuf,
     log: File,
     log_bytes: u64,
+    /// The log file's length: its entries, then zeros allocated ahead ([`LOG_AHEAD`]).
+    allocated: u64,
     /// Entries encoded and not yet written.
     pending: Vec<u8>,
     fsync: Fsync,
     /// Written but not flushed to the disk since then.
     unsynced: bool,
     last_sync: std::time::Instant,
+    /// Bytes written to the log since the files were opened, across snapshots: the mark a
+    /// flush reports covering.
+    written: u64,
+    syncer: Option<Syncer>,
 }
+
+/// The thread that flushes the log to the disk while the core goes on (see
+/// [`StateDir::start_syncer`]).
+struct Syncer {
+    shared: std::sync::Arc<SyncShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct SyncShared {
+    state: std::sync::Mutex<SyncState>,
+    wake: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct SyncState {
+    /// Bytes written ([`StateDir::written`]).
+    written: u64,
+    /// A mark that outputs wait for: flushed at once, not at the period's end.
+    urgent: u64,
+    /// The thread waits for bytes to flush (a write must wake it).
+    idle: bool,
+    stop: bool,
+}
+
+/// What the flushing thread reports: every byte up to this mark is on the disk.
+pub type Synced = io::Result<u64>;
 
 /// A space restored from its state folder, ready to serve.
 pub struct Restored {
@@ -150,12 +190,6 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
         path: path.to_owned(),
         source,
     }
-}
-
-fn entropy() -> [u8; 16] {
-    let mut e = [0u8; 16];
-    getrandom::fill(&mut e).expect("the OS random source is available");
-    e
 }
 
 /// Opens (creating it if needed) the state folder `dir` and restores the space from it.
@@ -246,6 +280,8 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
     } else if scan.torn.is_some() {
         log.set_len(good_len).map_err(io_err(&log_path))?;
     }
+    // Whatever follows the entries is zeros allocated ahead (a torn tail was cut).
+    let allocated = log.metadata().map_err(io_err(&log_path))?.len();
     log.sync_all().map_err(io_err(&log_path))?;
     log.seek(SeekFrom::Start(good_len))
         .map_err(io_err(&log_path))?;
@@ -254,7 +290,7 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
     options.heartbeat = Duration::from_secs(3600);
     options.snapshot_every = SNAPSHOT_EVERY;
     options.snapshot_at_rest = true;
-    let mut node = Node::new(options, replica, 0, Box::new(entropy));
+    let mut node = Node::new(options, replica, 0, crate::secret::EntropyPool::source());
     for (seq, rec) in scan.entries {
         if seq <= node.applied() {
             continue;
@@ -278,10 +314,13 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
             dir: dir.to_owned(),
             log,
             log_bytes: good_len,
+            allocated,
             pending: Vec::new(),
             fsync,
             unsynced: false,
             last_sync: std::time::Instant::now(),
+            written: 0,
+            syncer: None,
         },
         node,
         gateway,
@@ -307,15 +346,117 @@ impl StateDir {
         journal::push_framed(&mut self.pending, seq, record);
     }
 
+    /// Queues entry `seq`, encoded in place, for the next write.
+    pub fn append_record(&mut self, seq: u64, record: &Record) {
+        journal::push_with(&mut self.pending, seq, |out| record.encode_into(out));
+    }
+
+    /// Whether entries wait to be written.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Bytes written to the log since the files were opened (see [`Synced`]).
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The flush policy.
+    pub fn fsync(&self) -> Fsync {
+        self.fsync
+    }
+
+    /// Writes what was appended, in one `write`, without flushing it: a process killed
+    /// after this loses none of it (the kernel has it).
+    pub fn write(&mut self) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            let end = self.log_bytes + self.pending.len() as u64;
+            if end > self.allocated {
+                self.allocate(end + LOG_AHEAD)?;
+            }
+            self.log.write_all(&self.pending)?;
+            self.log_bytes += self.pending.len() as u64;
+            self.written += self.pending.len() as u64;
+            self.pending.clear();
+            self.unsynced = true;
+            if let Some(s) = &self.syncer {
+                let mut st = s.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.written = self.written;
+                if st.idle {
+                    s.shared.wake.notify_one();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Extends the log with zeros up to `to` bytes (written, not a sparse hole: the blocks
+    /// must exist for later flushes to skip the file system's journal). The next flush
+    /// carries the new length to the disk.
+    fn allocate(&mut self, to: u64) -> io::Result<()> {
+        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        let mut at = self.allocated.max(self.log_bytes);
+        self.log.seek(SeekFrom::Start(at))?;
+        while at < to {
+            let n = (to - at).min(ZEROS.len() as u64) as usize;
+            self.log.write_all(&ZEROS[..n])?;
+            at += n as u64;
+        }
+        self.log.seek(SeekFrom::Start(self.log_bytes))?;
+        self.allocated = to;
+        Ok(())
+    }
+
+    /// Outputs wait for the flush of the log up to `mark`: the flushing thread does it at
+    /// once rather than at its period's end.
+    pub fn want_flush(&self, mark: u64) {
+        if let Some(s) = &self.syncer {
+            let mut st = s.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            if st.urgent < mark {
+                st.urgent = mark;
+                s.shared.wake.notify_one();
+            }
+        }
+    }
+
+    /// Starts flushing the log on a thread of its own: with `fsync: always`, at once when
+    /// outputs wait for it ([`StateDir::want_flush`]) and else at most every
+    /// [`MESSAGE_FLUSH`]; with `{every_ms: N}`, at most every N ms. Each flush is reported
+    /// on the channel returned with the mark it covers (`Err`, then nothing more, when the
+    /// disk refused it). Flushes group what was written while the previous one ran, so the
+    /// core writes pass N+1 while pass N is flushed.
+    pub fn start_syncer(&mut self) -> io::Result<async_channel::Receiver<Synced>> {
+        let file = self.log.try_clone()?;
+        let shared = std::sync::Arc::new(SyncShared {
+            state: std::sync::Mutex::new(SyncState {
+                written: self.written,
+                ..SyncState::default()
+            }),
+            wake: std::sync::Condvar::new(),
+        });
+        let (tx, rx) = async_channel::unbounded();
+        let every = match self.fsync {
+            Fsync::Always => MESSAGE_FLUSH,
+            Fsync::EveryMs(ms) => Duration::from_millis(ms),
+        };
+        let from = self.written;
+        let thread = std::thread::Builder::new()
+            .name("mew-state-sync".into())
+            .spawn({
+                let shared = shared.clone();
+                move || sync_loop(&file, every, &shared, from, &tx)
+            })?;
+        self.syncer = Some(Syncer {
+            shared,
+            thread: Some(thread),
+        });
+        Ok(rx)
+    }
+
     /// Writes what was appended, and flushes it to the disk as the policy says. Outputs of
     /// the entries may leave once this returns.
     pub fn commit(&mut self) -> io::Result<()> {
-        if !self.pending.is_empty() {
-            self.log.write_all(&self.pending)?;
-            self.log_bytes += self.pending.len() as u64;
-            self.pending.clear();
-            self.unsynced = true;
-        }
+        self.write()?;
         match self.fsync {
             Fsync::Always => self.sync(),
             Fsync::EveryMs(ms) => {
@@ -338,16 +479,6 @@ impl StateDir {
         Ok(())
     }
 
-    /// When the policy wants written entries flushed next (`None`: nothing waits).
-    pub fn sync_due(&self) -> Option<Duration> {
-        match self.fsync {
-            Fsync::EveryMs(ms) if self.unsynced => {
-                Some(Duration::from_millis(ms).saturating_sub(self.last_sync.elapsed()))
-            }
-            _ => None,
-        }
-    }
-
     /// Whether the log has grown past [`LOG_MAX_BYTES`].
     pub fn log_large(&self) -> bool {
         self.log_bytes > LOG_MAX_BYTES
@@ -356,7 +487,9 @@ impl StateDir {
     /// Stores a snapshot ending at entry `applied` (written whole, flushed, renamed into
     /// place), then empties the log, whose entries it holds.
     pub fn write_snapshot(&mut self, applied: u64, snapshot: &[u8]) -> io::Result<()> {
-        self.commit()?;
+        // Not flushed: the snapshot holds these entries once it is in place, and until
+        // then the entries acknowledged before it were flushed already.
+        self.write()?;
         let tmp = self.dir.join("snapshot.tmp");
         {
             let mut o = OpenOptions::new();
@@ -375,8 +508,68 @@ impl StateDir {
         self.log.seek(SeekFrom::Start(header))?;
         self.log.sync_all()?;
         self.log_bytes = header;
+        self.allocated = header;
         self.unsynced = false;
         Ok(())
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stop = true;
+        self.shared.wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The flushing thread: waits for bytes written since its last flush, then for the period
+/// since that flush to pass unless outputs wait for it, flushes, reports.
+fn sync_loop(
+    file: &File,
+    every: Duration,
+    shared: &SyncShared,
+    mut synced: u64,
+    tx: &async_channel::Sender<Synced>,
+) {
+    let mut last = std::time::Instant::now();
+    loop {
+        let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        while st.written == synced && !st.stop {
+            st.idle = true;
+            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.idle = false;
+        while !st.stop && st.urgent <= synced {
+            let left = every.saturating_sub(last.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            st = shared
+                .wake
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let (target, stop) = (st.written, st.stop);
+        drop(st);
+        if target != synced {
+            if let Err(e) = file.sync_data() {
+                let _ = tx.try_send(Err(e));
+                return;
+            }
+            last = std::time::Instant::now();
+            synced = target;
+            let _ = tx.try_send(Ok(target));
+        }
+        if stop {
+            return;
+        }
     }
 }
 
@@ -399,15 +592,33 @@ struct Running {
     state: StateDir,
     node: Node,
     inputs: NodeInputs,
-    /// Answers that wait for the pass's entries to be written.
-    answers: Vec<Answer>,
+    /// What the pass in progress will carry out once its entries are kept.
+    pass: Vec<Held>,
+    /// Earlier passes' outputs waiting for the flush that covers them, with its mark
+    /// ([`StateDir::written`]), in order.
+    held: std::collections::VecDeque<(u64, Held)>,
+    /// Every byte of the log up to this mark is on the disk.
+    durable: u64,
+    /// The pass in progress holds a record that changes the space (not only a message):
+    /// with `fsync: always` its outputs wait for the flush.
+    pass_changes: bool,
     broken: bool,
     stopping: bool,
 }
 
-enum Answer {
+/// Something a pass of the core carries out once its entries are kept.
+enum Held {
     Conn(ConnReply, mew_core::gateway::ConnId),
     Http(HttpReply, Response),
+    /// The core's outputs, taken with [`GatewayHost::hold`].
+    Outputs(Vec<mew_core::gateway::Output>),
+    /// A frame of the node's own and/or a close; `true`: the space has let it go.
+    Direct(
+        mew_core::gateway::ConnId,
+        Option<Bytes>,
+        Option<(u16, String)>,
+        bool,
+    ),
 }
 
 impl Running {
@@ -427,22 +638,34 @@ impl Running {
                 self.node.request_snapshot();
             }
             Some(Unhandled::Shutdown) => {
+                // What was held leaves first, flushed: the shutdown's closes follow it.
+                self.settle(host, now);
+                if let Err(e) = self.state.commit().and_then(|()| self.state.sync()) {
+                    self.fail(&e);
+                    return;
+                }
+                self.durable = self.state.written();
+                self.release(host, now);
                 self.stopping = true;
                 host.apply::<ConnReply, HttpReply>(now, Input::Shutdown);
             }
         }
+        if let Some(reads) = &mut self.inputs.reads {
+            self.pass
+                .extend(reads.drain(..).map(|(reply, resp)| Held::Http(reply, resp)));
+        }
     }
 
     /// Carries out the node's outputs: each record is applied at once and queued for the
-    /// file; answers wait for [`Running::settle`].
+    /// file; what answers or sends waits for the pass's end ([`Running::settle`]).
     fn pump(&mut self, host: &mut GatewayHost<SocketLink>) {
         while let Some(o) = self.node.poll_output() {
             match o {
-                NodeOutput::Publish { record, .. } => self.publish(host, &record),
+                NodeOutput::Publish { record, .. } => self.publish(host, record),
                 NodeOutput::Connected { local, conn } => {
                     if let Some((link, reply)) = self.inputs.conns.remove(&local) {
                         host.register(conn, link);
-                        self.answers.push(Answer::Conn(reply, conn));
+                        self.pass.push(Held::Conn(reply, conn));
                     }
                 }
                 NodeOutput::Abandon { local } => {
@@ -454,30 +677,33 @@ impl Running {
                             Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
                             Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
                         };
-                        self.answers.push(Answer::Http(reply, resp));
+                        self.pass.push(Held::Http(reply, resp));
                     }
                 }
                 NodeOutput::PostRefused { local, message } => {
                     if let Some(reply) = self.inputs.posts.remove(&local) {
                         let resp = Response::error(503, "state_unavailable", &message);
-                        self.answers.push(Answer::Http(reply, resp));
+                        self.pass.push(Held::Http(reply, resp));
                     }
                 }
-                NodeOutput::Direct { conn, frame } => host.send_direct(conn, Some(frame), None),
+                NodeOutput::Direct { conn, frame } => {
+                    self.pass.push(Held::Direct(conn, Some(frame), None, false));
+                }
                 NodeOutput::Close {
                     conn,
                     code,
                     reason,
                     forget,
-                } => {
-                    host.send_direct(conn, None, Some((code, reason)));
-                    if forget {
-                        host.unregister(conn);
-                    }
-                }
+                } => self
+                    .pass
+                    .push(Held::Direct(conn, None, Some((code, reason)), forget)),
                 NodeOutput::Snapshot { applied, bytes } => {
                     match self.state.write_snapshot(applied, &bytes) {
-                        Ok(()) => tracing::debug!(entry = applied, "state snapshot written"),
+                        Ok(()) => {
+                            tracing::debug!(entry = applied, "state snapshot written");
+                            // The snapshot and the emptied log are flushed.
+                            self.durable = self.state.written();
+                        }
                         Err(e) => tracing::warn!(
                             "writing the space's snapshot in {} failed: {e}",
                             self.state.dir().display()
@@ -494,11 +720,13 @@ impl Running {
         }
     }
 
-    fn publish(&mut self, host: &mut GatewayHost<SocketLink>, record: &Record) {
+    fn publish(&mut self, host: &mut GatewayHost<SocketLink>, record: Record) {
         let seq = self.node.applied() + 1;
-        let bytes = Bytes::from(record.encode());
-        self.state.append(seq, &bytes);
-        self.node.handle_entry(host.gateway_mut(), seq, bytes);
+        // Encoded once, into the pass's write; applied as it is, not read back.
+        self.state.append_record(seq, &record);
+        if !self.node.handle_own_record(host.gateway_mut(), seq, record) {
+            self.pass_changes = true;
+        }
         if self.node.replica().used_entropy() || self.state.log_large() {
             // The entropy is an invitation's token: the snapshot right after this pass
             // keeps only its digest, and the log holding it is cut.
@@ -506,49 +734,110 @@ impl Running {
         }
     }
 
-    /// Ends a pass: entries to the file (and the disk, as the policy says), then the
-    /// answers and the core's outputs, then a snapshot if one is due.
+    fn fail(&mut self, e: &io::Error) {
+        // Nothing of this pass may be acknowledged as kept: stop serving.
+        tracing::error!(
+            "cannot write the space's state in {}: {e}; the gateway stops",
+            self.state.dir().display()
+        );
+        self.broken = true;
+    }
+
+    /// Ends a pass: its entries are written (one `write`), then what it produced is
+    /// carried out at once when nothing needs flushing first, else held for the flush that
+    /// covers them (`fsync: always`), which the syncing thread does while the core goes on
+    /// with the next pass. A snapshot follows when one is due.
     fn settle(&mut self, host: &mut GatewayHost<SocketLink>, now: Time) {
         loop {
             self.pump(host);
-            if let Err(e) = self.state.commit() {
-                // Nothing of this pass may be acknowledged as kept: stop serving.
-                tracing::error!(
-                    "cannot write the space's state in {}: {e}; the gateway stops",
-                    self.state.dir().display()
-                );
-                self.broken = true;
+            if let Err(e) = self.state.write() {
+                self.fail(&e);
                 return;
             }
-            for a in std::mem::take(&mut self.answers) {
-                match a {
-                    Answer::Conn(reply, conn) => {
-                        if reply.reply(conn).is_err() {
-                            // Gone while waiting: its close goes into the log.
-                            host.unregister(conn);
-                            self.node.handle_disconnected(now, conn);
-                        }
-                    }
-                    Answer::Http(reply, resp) => {
-                        let _ = reply.reply(resp);
-                    }
+            // A killed process loses nothing written. What a power loss may take: with
+            // `always`, messages (chats) of the flush in progress, never a change of the
+            // space acknowledged (nor anything after one, which leaves behind it); with
+            // `every_ms`, up to N ms of anything.
+            let changes = std::mem::take(&mut self.pass_changes);
+            let need = match self.state.fsync() {
+                Fsync::Always if changes => self.state.written(),
+                _ => 0,
+            };
+            if need <= self.durable && self.held.is_empty() {
+                let pass = std::mem::take(&mut self.pass);
+                self.carry_out(host, now, pass);
+                host.drain();
+            } else {
+                let mut outputs = Vec::new();
+                host.hold(&mut outputs);
+                if need > self.durable {
+                    self.state.want_flush(need);
+                }
+                for h in self.pass.drain(..) {
+                    self.held.push_back((need, h));
+                }
+                if !outputs.is_empty() {
+                    self.held.push_back((need, Held::Outputs(outputs)));
                 }
             }
-            host.drain();
             for conn in host.take_slow() {
                 self.node.handle_slow(now, conn);
             }
             self.node.handle_drained(host.gateway());
             self.node.handle_timeout(now, host.gateway());
             self.pump(host);
-            if self.pending_is_empty() || self.broken {
+            if self.broken || (!self.state.has_pending() && self.pass.is_empty()) {
                 return;
             }
         }
     }
 
-    fn pending_is_empty(&self) -> bool {
-        self.state.pending.is_empty() && self.answers.is_empty()
+    /// A flush covers the log up to `mark`: what waited for it is carried out.
+    fn synced(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, mark: u64) {
+        self.durable = self.durable.max(mark);
+        self.release(host, now);
+        self.settle(host, now);
+    }
+
+    fn release(&mut self, host: &mut GatewayHost<SocketLink>, now: Time) {
+        let mut ready = Vec::new();
+        while let Some((need, _)) = self.held.front()
+            && *need <= self.durable
+        {
+            if let Some((_, h)) = self.held.pop_front() {
+                ready.push(h);
+            }
+        }
+        if !ready.is_empty() {
+            self.carry_out(host, now, ready);
+            for conn in host.take_slow() {
+                self.node.handle_slow(now, conn);
+            }
+        }
+    }
+
+    fn carry_out(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, items: Vec<Held>) {
+        for h in items {
+            match h {
+                Held::Conn(reply, conn) => {
+                    if reply.reply(conn).is_err() {
+                        // Gone while waiting: its close goes into the log.
+                        host.unregister(conn);
+                        self.node.handle_disconnected(now, conn);
+                    }
+                }
+                Held::Http(reply, resp) => {
+                    let _ = reply.reply(resp);
+                }
+                Held::Outputs(outputs) => host.release(outputs),
+                Held::Direct(conn, frame, close, forget) => {
+                    host.send_direct(conn, frame, close);
+                    if forget {
+                        host.unregister(conn);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -559,11 +848,19 @@ async fn run<S: Sleep + Send>(
 ) {
     use futures_util::future::{Either, select};
     let Restored {
-        state,
+        mut state,
         node,
         gateway,
         report,
     } = restored;
+    let synced = match state.start_syncer() {
+        Ok(rx) => rx,
+        Err(e) => {
+            tracing::error!("cannot start flushing the space's state: {e}; the gateway stops");
+            host.cut_all();
+            return;
+        }
+    };
     let built = host.replace_gateway(gateway);
     host.gateway_mut().adopt_host_settings(&built);
     // One node is the only writer of the held participants' logs: a start, restored or not,
@@ -571,25 +868,38 @@ async fn run<S: Sleep + Send>(
     host.gateway_mut().welcome_held(clock::now());
     host.track_backlogs();
     host.set_restored(report.to_json());
+    let hold_reads = state.fsync() == Fsync::Always;
     let mut run = Running {
+        durable: state.written(),
         state,
         node,
-        inputs: NodeInputs::default(),
-        answers: Vec::new(),
+        inputs: NodeInputs {
+            reads: hold_reads.then(Vec::new),
+            ..NodeInputs::default()
+        },
+        pass: Vec::new(),
+        held: std::collections::VecDeque::new(),
+        pass_changes: false,
         broken: false,
         stopping: false,
     };
     run.node.start(clock::now());
     run.settle(&mut host, clock::now());
     while !run.broken {
+        // Flushes done meanwhile first: inputs never starve what waits for them.
+        while let Ok(r) = synced.try_recv() {
+            match r {
+                Ok(mark) => run.synced(&mut host, clock::now(), mark),
+                Err(e) => run.fail(&e),
+            }
+        }
+        if run.broken {
+            break;
+        }
         let wake = if run.stopping {
             host.next_wake().map(clock::until)
         } else {
-            let node = run.node.poll_timeout(host.gateway()).map(clock::until);
-            match (node, run.state.sync_due()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            }
+            run.node.poll_timeout(host.gateway()).map(clock::until)
         };
         let timer = async {
             match wake {
@@ -597,19 +907,39 @@ async fn run<S: Sleep + Send>(
                 None => std::future::pending().await,
             }
         };
-        let input = match select(std::pin::pin!(rx.recv()), std::pin::pin!(timer)).await {
-            Either::Left((input, _)) => input,
-            Either::Right(_) => {
+        let flushed = async {
+            match synced.recv().await {
+                Ok(r) => r,
+                // The thread is gone only once the state is dropped.
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let woke = match select(
+            std::pin::pin!(rx.recv()),
+            select(std::pin::pin!(flushed), std::pin::pin!(timer)),
+        )
+        .await
+        {
+            Either::Left((input, _)) => Ok(input),
+            Either::Right((Either::Left((flush, _)), _)) => Err(Some(flush)),
+            Either::Right((Either::Right(_), _)) => Err(None),
+        };
+        let input = match woke {
+            Ok(input) => input,
+            Err(Some(flush)) => {
+                match flush {
+                    Ok(mark) => run.synced(&mut host, clock::now(), mark),
+                    Err(e) => run.fail(&e),
+                }
+                continue;
+            }
+            Err(None) => {
                 let now = clock::now();
                 if run.stopping {
                     if host.handle_wake(now) == Flow::Stop {
                         break;
                     }
                 } else {
-                    if let Err(e) = run.state.sync() {
-                        tracing::error!("cannot flush the space's state: {e}; the gateway stops");
-                        break;
-                    }
                     run.node.handle_timeout(now, host.gateway());
                     run.settle(&mut host, now);
                 }
@@ -814,6 +1144,154 @@ participants:
             let _ = fs::remove_dir_all(&dir);
         }
         let _ = fs::remove_dir_all(&base);
+    }
+
+    fn has(hay: &[u8], needle: &[u8]) -> bool {
+        hay.windows(needle.len()).any(|w| w == needle)
+    }
+
+    /// Frames queued for a connection's writer so far.
+    fn frames(h: &crate::conn::Halves) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(cmd) = h.try_next() {
+            if let crate::host::WriterCmd::Frames(f) = cmd {
+                out.extend(f.iter().map(|t| String::from_utf8_lossy(t).into_owned()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn with_fsync_always_a_change_and_all_after_it_wait_for_its_flush_and_chats_do_not() {
+        use futures_channel::oneshot;
+        let config = SpaceConfig::from_yaml(SPACE).unwrap();
+        let dir = std::env::temp_dir().join(format!("mew-durable-hold-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let Restored {
+            state,
+            node,
+            gateway,
+            ..
+        } = open(&dir, config.clone(), Fsync::Always).unwrap();
+        let mut host = GatewayHost::new(gateway, None, dir.clone(), Duration::from_secs(1));
+        host.track_backlogs();
+        // No flushing thread: the test flushes, and reports the flush, itself.
+        let mut run = Running {
+            durable: state.written(),
+            state,
+            node,
+            inputs: NodeInputs {
+                reads: Some(Vec::new()),
+                ..NodeInputs::default()
+            },
+            pass: Vec::new(),
+            held: std::collections::VecDeque::new(),
+            pass_changes: false,
+            broken: false,
+            stopping: false,
+        };
+        let now = Time::from_unix_millis(1_000_000);
+        let flush = |run: &mut Running, host: &mut GatewayHost<SocketLink>| {
+            run.state.sync().unwrap();
+            let mark = run.state.written();
+            run.synced(host, now, mark);
+        };
+        run.node.start(now);
+        run.settle(&mut host, now);
+        flush(&mut run, &mut host);
+        let join = |run: &mut Running, host: &mut GatewayHost<SocketLink>, token: &str| {
+            let (link, halves) = crate::conn::link();
+            let (tx, mut rx) = oneshot::channel();
+            let input = Input::Connect {
+                bearer: Some(token.into()),
+                link,
+                reply: tx,
+            };
+            run.input(host, now, input);
+            run.settle(host, now);
+            assert_eq!(rx.try_recv(), Ok(None), "the id waits for the flush");
+            assert!(
+                frames(&halves).is_empty(),
+                "the welcome waits for the flush"
+            );
+            flush(run, host);
+            let conn = rx.try_recv().unwrap().expect("answered once flushed");
+            assert!(frames(&halves)[0].contains("system/welcome"));
+            (conn, halves)
+        };
+        let (human, _human_rx) = join(&mut run, &mut host, "human-token");
+        let (_, agent_rx) = join(&mut run, &mut host, "agent-token");
+        frames(&agent_rx);
+        let envelope = |id: &str, body: &str| {
+            Bytes::from(format!(r#"{{"protocol":"mew/v0.4","id":"{id}",{body}}}"#))
+        };
+        let chat = r#""kind":"chat","payload":{"text":"hi"}"#;
+        let grant = r#""kind":"capability/grant","to":["agent"],"payload":{"recipient":"agent","capabilities":[{"kind":"x-1"}]}"#;
+        // A chat leaves once written: a killed process keeps it.
+        run.input(
+            &mut host,
+            now,
+            Input::Frame(human, envelope("first-chat", chat)),
+        );
+        run.settle(&mut host, now);
+        assert!(has(&fs::read(dir.join(LOG)).unwrap(), b"first-chat"));
+        assert!(frames(&agent_rx).iter().any(|f| f.contains("first-chat")));
+        // A grant waits for the flush, and what follows it waits behind it: a chat, a read.
+        run.input(
+            &mut host,
+            now,
+            Input::Frame(human, envelope("held-grant", grant)),
+        );
+        run.settle(&mut host, now);
+        run.input(
+            &mut host,
+            now,
+            Input::Frame(human, envelope("after-grant", chat)),
+        );
+        run.settle(&mut host, now);
+        let log = fs::read(dir.join(LOG)).unwrap();
+        assert!(has(&log, b"held-grant") && has(&log, b"after-grant"));
+        assert!(
+            frames(&agent_rx).is_empty(),
+            "nothing leaves before the flush"
+        );
+        let (tx, mut read) = oneshot::channel();
+        let req = crate::host::HttpRequest {
+            route: crate::route::Route::GetMessages {
+                participant: "agent".into(),
+                since: None,
+            },
+            bearer: Some("agent-token".into()),
+            body: Bytes::new(),
+        };
+        run.input(&mut host, now, Input::Http(req, tx));
+        run.settle(&mut host, now);
+        assert_eq!(read.try_recv().map(|r| r.is_some()), Ok(false));
+        flush(&mut run, &mut host);
+        let got = frames(&agent_rx);
+        let at = |id: &str| got.iter().position(|f| f.contains(id));
+        assert!(at("held-grant").is_some(), "{got:?}");
+        assert!(at("held-grant") < at("after-grant"), "in order: {got:?}");
+        let resp = read
+            .try_recv()
+            .unwrap()
+            .expect("the read is answered once flushed");
+        assert!(has(&resp.body, b"held-grant"));
+        // Killed after writing a pass and before its flush: the restart has the pass.
+        run.input(
+            &mut host,
+            now,
+            Input::Frame(human, envelope("unflushed-grant", grant)),
+        );
+        run.settle(&mut host, now);
+        drop(run);
+        let r = open(&dir, config, Fsync::Always).unwrap();
+        let history = r
+            .gateway
+            .http_messages("agent", Some("agent-token"), None)
+            .unwrap();
+        assert!(history.iter().any(|b| has(b, b"unflushed-grant")));
+        let _ = fs::remove_dir_all(&dir);
     }
 
     fn first_conn(r: &Restored) -> ConnId {

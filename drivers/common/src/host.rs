@@ -447,17 +447,42 @@ impl<L: ConnLink> GatewayHost<L> {
     /// Carries out every queued output of the core.
     pub fn drain(&mut self) {
         while let Some(out) = self.gateway.poll_output() {
+            self.carry(out);
+        }
+        self.end_pass();
+    }
+
+    /// Takes the core's queued outputs without carrying them out, for
+    /// [`GatewayHost::release`] later: a durable space holds what a pass of its core
+    /// produced until the pass's entries are on the disk.
+    pub fn hold(&mut self, held: &mut Vec<Output>) {
+        while let Some(out) = self.gateway.poll_output() {
+            held.push(out);
+        }
+    }
+
+    /// Carries out outputs taken with [`GatewayHost::hold`], as [`GatewayHost::drain`]
+    /// would have.
+    pub fn release(&mut self, held: impl IntoIterator<Item = Output>) {
+        for out in held {
+            self.carry(out);
+        }
+        self.end_pass();
+    }
+
+    fn carry(&mut self, out: Output) {
+        {
             match out {
                 Output::Transmit { conn, frame } => {
                     let len = frame.len();
                     let Some(c) = self.conns.get_mut(&conn) else {
-                        continue;
+                        return;
                     };
                     // A frame that is not text is never written: release what the core
                     // counted for it, or the connection's backlog would only grow.
                     if !is_text(&mut self.last_frame, &frame) {
                         self.gateway.handle_sent(crate::clock::now(), conn, 1, len);
-                        continue;
+                        return;
                     }
                     if c.pending.is_empty() {
                         self.dirty.push(conn);
@@ -512,6 +537,11 @@ impl<L: ConnLink> GatewayHost<L> {
                 Output::Event(e) => log_event(&e),
             }
         }
+    }
+
+    /// The end of a pass over the core's outputs: audit batches and collected frames go to
+    /// their writers.
+    fn end_pass(&mut self) {
         // One queue entry per file and pass: the writer's channel is not touched per record.
         // Without a writer the batches are taken all the same, so that they never grow.
         let logs = &self.logs;

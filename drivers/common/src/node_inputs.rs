@@ -21,6 +21,10 @@ pub struct NodeInputs {
     pub conns: HashMap<u64, (SocketLink, ConnReply)>,
     /// HTTP posts waiting for their entry to be applied (`Posted`, `PostRefused`).
     pub posts: HashMap<u64, HttpReply>,
+    /// Answers to reads, when the host holds them (`None`: they leave at once). A durable
+    /// space whose entries are flushed after the core went on must not show a read what a
+    /// power loss could still take.
+    pub reads: Option<Vec<(HttpReply, crate::Response)>>,
 }
 
 /// An input the node does not take: its host decides what it means.
@@ -72,7 +76,13 @@ impl NodeInputs {
                         bearer: req.bearer,
                         body: req.body,
                     };
-                    let _ = reply.reply(host.http(now, req));
+                    let resp = host.http(now, req);
+                    match &mut self.reads {
+                        Some(held) => held.push((reply, resp)),
+                        None => {
+                            let _ = reply.reply(resp);
+                        }
+                    }
                 }
             },
             Input::Shutdown => return Some(Unhandled::Shutdown),

@@ -10,6 +10,12 @@
 //! written: [`scan_log`] stops at the first entry that is incomplete or fails its checksum
 //! and says how many bytes are good, so the driver cuts the rest. A header naming another
 //! version is an error, never guessed at.
+//!
+//! A log may end in zero bytes: space its writer allocated ahead (a flush of a file whose
+//! blocks exist costs the disk a write, while one that grows the file also commits the
+//! file system's journal). No entry begins with a zero head (sequence numbers start at
+//! 1), so zeros to the end of the file are its clean end; zeros followed by anything else
+//! are a torn tail like any other.
 
 use bytes::Bytes;
 
@@ -70,6 +76,20 @@ pub fn push_framed(out: &mut Vec<u8>, seq: u64, body: &[u8]) {
     out.extend_from_slice(body);
 }
 
+/// Appends one log entry to `out` whose record `write` appends (a record encoded in place,
+/// not copied from a buffer of its own).
+pub fn push_with(out: &mut Vec<u8>, seq: u64, write: impl FnOnce(&mut Vec<u8>)) {
+    let at = out.len();
+    out.extend_from_slice(&[0; ENTRY_HEAD]);
+    write(out);
+    let body = &out[at + ENTRY_HEAD..];
+    let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+    let crc = checksum(seq, body);
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    out[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+    out[at + 8..at + ENTRY_HEAD].copy_from_slice(&seq.to_le_bytes());
+}
+
 fn checksum(seq: u64, body: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&seq.to_le_bytes());
@@ -119,6 +139,10 @@ pub fn scan_log(bytes: &Bytes) -> Result<LogScan, FormatError> {
     let mut torn = None;
     while at < bytes.len() {
         let rest = &bytes[at..];
+        if rest.iter().all(|&b| b == 0) {
+            // Space allocated ahead, never written.
+            break;
+        }
         if rest.len() < ENTRY_HEAD {
             torn = Some(format!("{} bytes of an entry's head", rest.len()));
             break;
@@ -217,8 +241,49 @@ mod tests {
             let scan = scan_log(&Bytes::from(bytes[..cut].to_vec())).unwrap();
             let whole = ends.iter().rev().find(|e| **e <= cut).copied().unwrap();
             assert_eq!(scan.good_len, whole, "cut at {cut}");
-            assert_eq!(scan.torn.is_some(), cut != whole, "cut at {cut}");
+            // Zeros are space allocated ahead (the first bytes of an empty record's head).
+            let zeros = bytes[whole..cut].iter().all(|b| *b == 0);
+            assert_eq!(scan.torn.is_some(), !zeros, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn an_entry_written_in_place_is_the_entry_framed_from_a_buffer() {
+        let mut a = b"x".to_vec();
+        push_with(&mut a, 9, |o| o.extend_from_slice(b"record"));
+        let mut b = b"x".to_vec();
+        push_framed(&mut b, 9, b"record");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn zeros_to_the_end_are_the_clean_end_and_zeros_before_data_are_torn() {
+        let mut bytes = log(&[(1, b"one"), (2, b"two")]);
+        let end = bytes.len();
+        for zeros in [1, 15, 16, 100] {
+            let mut b = bytes.clone();
+            b.extend_from_slice(&vec![0; zeros]);
+            let scan = scan_log(&Bytes::from(b)).unwrap();
+            assert_eq!(
+                (scan.good_len, scan.torn, scan.entries.len()),
+                (end, None, 2)
+            );
+        }
+        bytes.extend_from_slice(&[0; 100]);
+        // A later page written before an earlier one, then a crash.
+        bytes[end + 60] = 1;
+        let scan = scan_log(&Bytes::from(bytes.clone())).unwrap();
+        assert_eq!((scan.good_len, scan.entries.len()), (end, 2));
+        assert!(scan.torn.is_some());
+        // A half-written entry in the allocated space.
+        let mut bytes = log(&[(1, b"one")]);
+        let end = bytes.len();
+        let next = encode_entry(2, b"two");
+        bytes.extend_from_slice(&next[..10]);
+        bytes.extend_from_slice(&[0; 64]);
+        let scan = scan_log(&Bytes::from(bytes)).unwrap();
+        assert_eq!(scan.good_len, end);
+        assert!(scan.torn.is_some());
     }
 
     #[test]

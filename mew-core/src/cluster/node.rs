@@ -143,6 +143,7 @@ pub enum NodeOutput {
 /// | [`Node::handle_connected`] and the other inputs of a connection or the HTTP API | `Publish` |
 /// | [`Node::handle_refused`]           | `Abandon`, `Direct`, `PostRefused`             |
 /// | [`Node::handle_entry`]             | `Connected`, `Posted`, `Close`, `NodeGone`, `Warning`, `Broken` |
+/// | [`Node::handle_record`], [`Node::handle_own_record`] (an entry not read back from bytes) | the same |
 /// | [`Node::handle_drained`]           | `Close` (oversize), `Snapshot`, `Warning`      |
 /// | [`Node::handle_timeout`]           | `Publish` (`Beat`, `Tick`)                     |
 /// | [`Node::handle_log_state`]         | nothing: beats and ticks wait while the log is down |
@@ -355,28 +356,55 @@ impl Node {
     /// the driver drains afterwards).
     pub fn handle_entry(&mut self, g: &mut Gateway, seq: u64, bytes: Bytes) {
         match Record::decode(bytes) {
-            Ok(rec) => {
-                if rec.node == self.opts.node_id
-                    && let Entry::Oversize { conn, .. } = rec.entry
-                    && let Some(i) = self.oversize.iter().position(|c| *c == conn)
-                {
-                    self.oversize.swap_remove(i);
-                    self.oversize_done.push(conn);
-                }
-                if let Err(e) = self.replica.handle_record(g, seq, rec) {
-                    self.out.push_back(NodeOutput::Broken(format!(
-                        "{e}; this node must restart from the latest snapshot"
-                    )));
-                    return;
-                }
-            }
+            Ok(rec) => self.handle_record(g, seq, rec),
             Err(e) => {
                 self.out.push_back(NodeOutput::Warning(format!(
                     "unreadable log entry {seq} skipped: {e}"
                 )));
                 self.replica.handle_unreadable(seq);
+                self.replica_events();
             }
         }
+    }
+
+    /// [`Node::handle_entry`] for a record this node holds whole: a single node whose log
+    /// is its own file applies what it publishes without reading its bytes back.
+    pub fn handle_record(&mut self, g: &mut Gateway, seq: u64, rec: Record) {
+        if let Entry::Oversize { conn, .. } = rec.entry
+            && rec.node == self.opts.node_id
+            && let Some(i) = self.oversize.iter().position(|c| *c == conn)
+        {
+            self.oversize.swap_remove(i);
+            self.oversize_done.push(conn);
+        }
+        if let Err(e) = self.replica.handle_record(g, seq, rec) {
+            self.out.push_back(NodeOutput::Broken(format!(
+                "{e}; this node must restart from the latest snapshot"
+            )));
+            return;
+        }
+        self.replica_events();
+    }
+
+    /// [`Node::handle_record`] for a record this node published, telling whether it only
+    /// carried a message: a `chat` the space accepted, a stream's data, a pong or a beat,
+    /// which change nothing a space keeps but its history. A node whose log is a local file
+    /// may let such a record's effects out once the record is written, before it is
+    /// flushed to the disk; anything else (a grant, a revocation, an invitation, a join, a
+    /// post, a refused frame, ...) is flushed first.
+    pub fn handle_own_record(&mut self, g: &mut Gateway, seq: u64, rec: Record) -> bool {
+        let message = match &rec.entry {
+            Entry::Beat | Entry::Pong { .. } => Some(true),
+            Entry::Frame { frame, .. } if frame.first() == Some(&b'#') => Some(true),
+            Entry::Frame { .. } => None,
+            _ => Some(false),
+        };
+        let chats = g.stats().received_of("chat");
+        self.handle_record(g, seq, rec);
+        message.unwrap_or_else(|| g.stats().received_of("chat") == chats + 1)
+    }
+
+    fn replica_events(&mut self) {
         while let Some(ev) = self.replica.poll_output() {
             let o = match ev {
                 ReplicaEvent::Connected { local, conn } => NodeOutput::Connected { local, conn },

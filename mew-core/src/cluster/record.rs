@@ -140,83 +140,98 @@ struct Head {
 impl Record {
     /// The record's bytes: the head line, then the body.
     pub fn encode(&self) -> Vec<u8> {
-        let mut h = Head {
-            n: self.node.clone(),
-            at: self.at.as_unix_millis(),
-            e: self.entropy.as_ref().map(|e| secret::hex(e)),
-            ..Head::default()
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Appends the record's bytes to `out` (the same bytes as [`Record::encode`]). The head
+    /// is written field by field, in the order and form `serde_json` gives [`Head`]: this
+    /// runs once per input of a durable space, where building and serialising a struct
+    /// costs more than the rest of the record.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let (tag, body): (&[u8], &[u8]) = match &self.entry {
+            Entry::NodeUp { .. } => (b"node_up", &[]),
+            Entry::Beat => (b"beat", &[]),
+            Entry::Tick => (b"tick", &[]),
+            Entry::Connect { .. } => (b"connect", &[]),
+            Entry::Frame { frame, .. } => (b"frame", frame),
+            Entry::SealedJoin { frame, .. } => (b"sealed_join", frame),
+            Entry::Oversize { .. } => (b"oversize", &[]),
+            Entry::Pong { .. } => (b"pong", &[]),
+            Entry::Closed { .. } => (b"closed", &[]),
+            Entry::Slow { .. } => (b"slow", &[]),
+            Entry::Post { body, .. } => (b"post", body),
         };
-        let body: &[u8] = match &self.entry {
+        out.reserve(64 + self.node.len() + body.len());
+        out.extend_from_slice(b"{\"t\":\"");
+        out.extend_from_slice(tag);
+        out.extend_from_slice(b"\",\"n\":");
+        json_str(out, &self.node);
+        out.extend_from_slice(b",\"at\":");
+        json_u64(out, self.at.as_unix_millis());
+        if let Some(e) = &self.entropy {
+            out.extend_from_slice(b",\"e\":\"");
+            out.extend_from_slice(secret::hex(e).as_bytes());
+            out.push(b'"');
+        }
+        let (mut c, mut l, mut k, mut p, mut s) = (None, None, None, None, None);
+        match &self.entry {
             Entry::NodeUp { timeout } => {
-                h.t = Some(Tag::NodeUp);
-                h.s = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-                &[]
+                s = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
             }
-            Entry::Beat => {
-                h.t = Some(Tag::Beat);
-                &[]
-            }
-            Entry::Tick => {
-                h.t = Some(Tag::Tick);
-                &[]
-            }
+            Entry::Beat | Entry::Tick => {}
             Entry::Connect { local, token } => {
-                h.t = Some(Tag::Connect);
-                h.l = Some(*local);
-                h.k = token.as_ref().map(TokenHash::to_hex);
-                &[]
+                l = Some(*local);
+                k = token.as_ref();
             }
-            Entry::Frame { conn, frame } => {
-                h.t = Some(Tag::Frame);
-                h.c = Some(conn.as_u64());
-                frame
-            }
-            Entry::SealedJoin { conn, frame, token } => {
-                h.t = Some(Tag::SealedJoin);
-                h.c = Some(conn.as_u64());
-                h.k = Some(token.to_hex());
-                frame
+            Entry::Frame { conn, .. }
+            | Entry::Pong { conn }
+            | Entry::Closed { conn }
+            | Entry::Slow { conn } => c = Some(conn.as_u64()),
+            Entry::SealedJoin { conn, token, .. } => {
+                c = Some(conn.as_u64());
+                k = Some(token);
             }
             Entry::Oversize { conn, size } => {
-                h.t = Some(Tag::Oversize);
-                h.c = Some(conn.as_u64());
-                h.s = Some(*size as u64);
-                &[]
-            }
-            Entry::Pong { conn } => {
-                h.t = Some(Tag::Pong);
-                h.c = Some(conn.as_u64());
-                &[]
-            }
-            Entry::Closed { conn } => {
-                h.t = Some(Tag::Closed);
-                h.c = Some(conn.as_u64());
-                &[]
-            }
-            Entry::Slow { conn } => {
-                h.t = Some(Tag::Slow);
-                h.c = Some(conn.as_u64());
-                &[]
+                c = Some(conn.as_u64());
+                s = Some(*size as u64);
             }
             Entry::Post {
                 local,
                 participant,
                 token,
-                body,
+                ..
             } => {
-                h.t = Some(Tag::Post);
-                h.l = Some(*local);
-                h.p = Some(participant.clone());
-                h.k = token.as_ref().map(TokenHash::to_hex);
-                body
+                l = Some(*local);
+                p = Some(participant.as_str());
+                k = token.as_ref();
             }
-        };
-        // The head is JSON without raw newlines (serde_json escapes them in strings).
-        let mut out = serde_json::to_vec(&h).expect("a record head serialises");
-        out.reserve(body.len() + 1);
-        out.push(b'\n');
+        }
+        if let Some(c) = c {
+            out.extend_from_slice(b",\"c\":");
+            json_u64(out, c);
+        }
+        if let Some(l) = l {
+            out.extend_from_slice(b",\"l\":");
+            json_u64(out, l);
+        }
+        if let Some(k) = k {
+            out.extend_from_slice(b",\"k\":\"");
+            out.extend_from_slice(k.to_hex().as_bytes());
+            out.push(b'"');
+        }
+        if let Some(p) = p {
+            out.extend_from_slice(b",\"p\":");
+            json_str(out, p);
+        }
+        if let Some(s) = s {
+            out.extend_from_slice(b",\"s\":");
+            json_u64(out, s);
+        }
+        // The head is JSON without raw newlines (strings are escaped).
+        out.extend_from_slice(b"}\n");
         out.extend_from_slice(body);
-        out
     }
 
     /// Reads a record from its bytes; the body shares `bytes`.
@@ -281,6 +296,33 @@ impl Record {
     }
 }
 
+fn json_u64(out: &mut Vec<u8>, n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// A JSON string: as is when nothing in it needs escaping (a node id, a participant id),
+/// else through `serde_json`.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, s).expect("a string serialises");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,12 +349,41 @@ mod tests {
                 token: None,
                 body: body.clone(),
             },
+            Entry::Post {
+                local: u64::MAX,
+                participant: "é \"q\" \\".into(),
+                token: Some(TokenHash::of("t")),
+                body: Bytes::new(),
+            },
+            Entry::Tick,
+            Entry::SealedJoin {
+                conn: ConnId::from_u64(9),
+                frame: body.clone(),
+                token: TokenHash::of("u"),
+            },
+            Entry::Oversize {
+                conn: ConnId::from_u64(0),
+                size: 1 << 40,
+            },
+            Entry::Pong {
+                conn: ConnId::from_u64(3),
+            },
+            Entry::Closed {
+                conn: ConnId::from_u64(4),
+            },
+            Entry::Slow {
+                conn: ConnId::from_u64(5),
+            },
         ];
-        for entry in recs {
+        for (i, entry) in recs.into_iter().enumerate() {
             let r = Record {
-                node: "a".into(),
-                at: Time::from_unix_millis(5),
-                entropy: Some([7; 16]),
+                node: if i % 2 == 0 {
+                    "a".into()
+                } else {
+                    "n\"1\u{1}".into()
+                },
+                at: Time::from_unix_millis(5 + i as u64 * 1_000_003),
+                entropy: (i % 3 != 0).then_some([7; 16]),
                 entry,
             };
             let bytes = r.encode();
@@ -323,6 +394,11 @@ mod tests {
                     .map(|p| bytes[..p].contains(&b'\n')),
                 Some(false)
             );
+            // The head is exactly what serde_json writes for it (the format of the logs
+            // written before the head was written by hand).
+            let nl = bytes.iter().position(|&b| b == b'\n').unwrap();
+            let head: Head = serde_json::from_slice(&bytes[..nl]).unwrap();
+            assert_eq!(serde_json::to_vec(&head).unwrap(), &bytes[..nl]);
             assert_eq!(Record::decode(Bytes::from(bytes)).unwrap(), r);
         }
         assert!(Record::decode(Bytes::from_static(b"{\"n\":\"a\",\"at\":1}\n")).is_err());

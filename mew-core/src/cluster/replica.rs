@@ -256,13 +256,22 @@ impl Replica {
                 .get(&node)
                 .map_or(DEFAULT_NODE_TIMEOUT.as_millis() as u64, |n| n.timeout_ms),
         };
-        self.nodes.insert(
-            node.clone(),
-            NodeState {
-                last: now,
-                timeout_ms,
-            },
-        );
+        // Looked up before inserting: the node's id is not copied for every entry.
+        match self.nodes.get_mut(&node) {
+            Some(n) => {
+                n.last = now;
+                n.timeout_ms = timeout_ms;
+            }
+            None => {
+                self.nodes.insert(
+                    node.clone(),
+                    NodeState {
+                        last: now,
+                        timeout_ms,
+                    },
+                );
+            }
+        }
         let had_entropy = rec.entropy.is_some();
         if let Some(e) = rec.entropy {
             g.provide_entropy(e);
@@ -335,6 +344,10 @@ impl Replica {
 
     /// Declares gone every node silent for longer than its timeout.
     fn expire_nodes(&mut self, g: &mut Gateway, now: Time) {
+        let silent = |s: &NodeState| now.saturating_since(s.last).as_millis() as u64 > s.timeout_ms;
+        if !self.nodes.values().any(silent) {
+            return;
+        }
         let gone: Vec<String> = self
             .nodes
             .iter()

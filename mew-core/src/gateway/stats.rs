@@ -59,6 +59,11 @@ impl Stats {
         self.delivered[i] += frames;
     }
 
+    /// Envelopes of `kind` accepted so far (kinds the spec does not name share one count).
+    pub fn received_of(&self, kind: &str) -> u64 {
+        self.received[slot(kind)]
+    }
+
     /// Counts a refusal.
     pub(super) fn refusal(&mut self, code: &'static str) {
         *self.refused.entry(code).or_insert(0) += 1;
