@@ -298,13 +298,10 @@ async fn writer<S: Sleep, W, X>(
         let mut n = 0;
         while let Some(cmd) = next.take() {
             match cmd {
-                WriterCmd::Frames(list) => {
-                    batch.reserve(&list);
-                    for t in list {
-                        frames += 1;
-                        bytes += t.len();
-                        batch.push_text(t);
-                    }
+                WriterCmd::Frames(f) => {
+                    frames += f.messages();
+                    bytes += f.bytes();
+                    batch.push_frames(f);
                 }
                 WriterCmd::Ping => batch.push_ping(),
                 WriterCmd::Close(code, reason) => {

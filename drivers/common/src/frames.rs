@@ -99,10 +99,131 @@ fn holds_close(mut buf: &[u8]) -> bool {
 /// long messages, and the frames of a long one are shared slices of it, not copies.
 pub const FRAGMENT: usize = 4 * 1024;
 
-/// Payloads up to this size are copied into the batch's own bytes, so that many small
-/// frames go to the kernel as one contiguous buffer (gathering two slices per frame costs
-/// the kernel more than the copy); longer ones are written from the shared payload.
-const COPY_MAX: usize = 1024;
+/// What one pass over the core's outputs has for one connection: pieces of the pass's
+/// frames, framed once for every recipient in one buffer the connections share.
+#[derive(Debug)]
+pub struct Frames {
+    arena: Bytes,
+    pieces: Vec<Piece>,
+    /// Messages and their payload bytes (what the writer reports written).
+    messages: usize,
+    bytes: usize,
+}
+
+/// One message of a [`Frames`].
+#[derive(Debug, Clone)]
+pub(crate) enum Piece {
+    /// A whole frame, header included, at this range of the pass's buffer.
+    Framed(u32, u32),
+    /// A long message, written from its own bytes in fragments.
+    Long(Bytes),
+}
+
+impl Frames {
+    /// How many messages.
+    pub fn messages(&self) -> usize {
+        self.messages
+    }
+
+    /// Their payload bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The messages' texts (for tests and diagnostics).
+    pub fn texts(&self) -> Vec<Bytes> {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Framed(s, e) => {
+                    let f = self.arena.slice(*s as usize..*e as usize);
+                    let head = match f[1] & 0x7f {
+                        126 => 4,
+                        127 => 10,
+                        _ => 2,
+                    };
+                    f.slice(head..)
+                }
+                Piece::Long(b) => b.clone(),
+            })
+            .collect()
+    }
+}
+
+/// The frames of one pass over the core's outputs, framed once: a broadcast's frame is
+/// written to the pass's buffer once, and each recipient gets its place in the buffer.
+#[derive(Debug, Default)]
+pub struct PassFrames {
+    buf: Vec<u8>,
+    /// The last frame seen (pinned, so its address is not reused) and its piece.
+    last: Option<(Bytes, Piece)>,
+}
+
+/// A connection's pieces of the current pass.
+#[derive(Debug, Default)]
+pub struct Pending {
+    pieces: Vec<Piece>,
+    bytes: usize,
+}
+
+impl Pending {
+    /// Whether nothing is pending.
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+}
+
+impl PassFrames {
+    /// Adds a text message for a connection; false (and nothing added) when it is not
+    /// UTF-8. The core hands the same `Bytes` to every recipient of a broadcast: it is
+    /// checked and framed once.
+    pub fn push(&mut self, to: &mut Pending, frame: &Bytes) -> bool {
+        let piece = match &self.last {
+            Some((b, piece)) if b.as_ptr() == frame.as_ptr() && b.len() == frame.len() => {
+                piece.clone()
+            }
+            _ => {
+                if std::str::from_utf8(frame).is_err() {
+                    return false;
+                }
+                let piece = match u32::try_from(self.buf.len() + frame.len() + 10) {
+                    Ok(_) if frame.len() <= FRAGMENT => {
+                        let start = self.buf.len();
+                        let (head, n) = header(0x81, frame.len());
+                        self.buf.extend_from_slice(&head[..usize::from(n)]);
+                        self.buf.extend_from_slice(frame);
+                        // In range: checked above.
+                        Piece::Framed(start as u32, self.buf.len() as u32)
+                    }
+                    _ => Piece::Long(frame.clone()),
+                };
+                self.last = Some((frame.clone(), piece.clone()));
+                piece
+            }
+        };
+        to.pieces.push(piece);
+        to.bytes += frame.len();
+        true
+    }
+
+    /// The pass's buffer, shared from now on: every connection's pending pieces must be
+    /// taken with [`PassFrames::take`] before the next [`PassFrames::push`].
+    pub fn seal(&mut self) -> Bytes {
+        self.last = None;
+        Bytes::from(std::mem::take(&mut self.buf))
+    }
+
+    /// A connection's pending pieces, over the sealed buffer `arena`.
+    pub fn take(arena: &Bytes, pending: &mut Pending) -> Frames {
+        let pieces = std::mem::take(&mut pending.pieces);
+        Frames {
+            arena: arena.clone(),
+            messages: pieces.len(),
+            bytes: std::mem::take(&mut pending.bytes),
+            pieces,
+        }
+    }
+}
 
 /// A frame header: the first byte (FIN and opcode), the payload length, no mask.
 fn header(first: u8, len: usize) -> ([u8; 10], u8) {
@@ -151,7 +272,7 @@ impl Out {
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
     out: Vec<Out>,
-    /// Small frames not yet sealed into `out`.
+    /// Small frames (pings, closes, the WebSocket layer's own) not yet sealed into `out`.
     inline: Vec<u8>,
     /// The first entry of `out` not yet written whole, and how many of its bytes are.
     next: usize,
@@ -198,23 +319,10 @@ impl Batch {
         }
     }
 
-    /// Makes room for the copied frames of these messages at once.
-    pub(crate) fn reserve(&mut self, texts: &[Bytes]) {
-        let n: usize = texts
-            .iter()
-            .filter(|t| t.len() <= COPY_MAX)
-            .map(|t| t.len() + 4)
-            .sum();
-        self.inline.reserve(n);
-    }
-
     /// Queues a text message: one frame, or [`FRAGMENT`]-sized fragments of a long one.
     pub(crate) fn push_text(&mut self, text: Bytes) {
         if self.closes {
             return;
-        }
-        if text.len() <= COPY_MAX {
-            return self.copy(0x81, &text);
         }
         if text.len() <= FRAGMENT {
             return self.share(0x81, text);
@@ -226,6 +334,46 @@ impl Batch {
             let fin = if i + 1 == n { 0x80 } else { 0 };
             self.share(fin | opcode, chunk);
         }
+    }
+
+    /// Queues one pass's frames for the connection: runs of whole frames that follow each
+    /// other in the pass's buffer (a broadcast's) go out as one slice of it.
+    pub(crate) fn push_frames(&mut self, f: Frames) {
+        if self.closes {
+            return;
+        }
+        let mut run: Option<(u32, u32)> = None;
+        for p in f.pieces {
+            match p {
+                Piece::Framed(s, e) => match &mut run {
+                    Some((_, end)) if *end == s => *end = e,
+                    _ => {
+                        if let Some((a, b)) = run.replace((s, e)) {
+                            self.share_raw(f.arena.slice(a as usize..b as usize));
+                        }
+                    }
+                },
+                Piece::Long(b) => {
+                    if let Some((a, e)) = run.take() {
+                        self.share_raw(f.arena.slice(a as usize..e as usize));
+                    }
+                    self.push_text(b);
+                }
+            }
+        }
+        if let Some((a, b)) = run {
+            self.share_raw(f.arena.slice(a as usize..b as usize));
+        }
+    }
+
+    /// Queues bytes that are whole frames already.
+    fn share_raw(&mut self, bytes: Bytes) {
+        self.seal();
+        self.out.push(Out {
+            head: [0; 10],
+            head_len: 0,
+            payload: bytes,
+        });
     }
 
     /// Queues a ping with no payload.
@@ -459,6 +607,78 @@ mod tests {
             joined.extend_from_slice(f.payload());
         }
         assert_eq!(joined, text.as_bytes());
+    }
+
+    #[test]
+    fn a_pass_frames_each_message_once_and_every_recipient_gets_its_own_in_order() {
+        let mut pass = PassFrames::default();
+        let mut to = [Pending::default(), Pending::default()];
+        let m1 = Bytes::from_static(b"one");
+        let m2 = Bytes::from("two ".repeat(100));
+        let long = Bytes::from("x".repeat(FRAGMENT * 2 + 5));
+        let direct = Bytes::from_static(b"just b");
+        for (i, m) in [
+            (0, &m1),
+            (1, &m1),
+            (0, &m2),
+            (1, &m2),
+            (1, &direct),
+            (0, &long),
+            (1, &long),
+            (0, &m1),
+        ] {
+            assert!(pass.push(&mut to[i], m));
+        }
+        let [mut a, mut b] = to;
+        assert!(!pass.push(&mut a, &Bytes::from_static(b"\xff\xfe")));
+        let arena = pass.seal();
+        // Each short message once in the buffer; the long one written from its own bytes.
+        assert_eq!(
+            arena.len(),
+            (2 + 3) + (4 + 400) + (2 + 6) + (2 + 3),
+            "m1 again after the long one is framed again, nothing else"
+        );
+        let (fa, fb) = (
+            PassFrames::take(&arena, &mut a),
+            PassFrames::take(&arena, &mut b),
+        );
+        assert!(a.is_empty() && b.is_empty());
+        assert_eq!(fa.messages(), 4);
+        assert_eq!(fa.bytes(), 3 + 400 + long.len() + 3);
+        assert_eq!(
+            fa.texts(),
+            vec![m1.clone(), m2.clone(), long.clone(), m1.clone()]
+        );
+        assert_eq!(
+            fb.texts(),
+            vec![m1.clone(), m2.clone(), direct.clone(), long.clone()]
+        );
+        for (f, want) in [
+            (fa, vec![&m1, &m2, &long, &m1]),
+            (fb, vec![&m1, &m2, &direct, &long]),
+        ] {
+            let mut batch = Batch::default();
+            batch.push_frames(f);
+            // m1 and m2 follow each other in the buffer: one slice for both.
+            assert!(batch.out.len() <= 2 + long.len().div_ceil(FRAGMENT));
+            let mut sock = Trickle {
+                written: Vec::new(),
+                chunk: 333,
+                control: Control::default(),
+            };
+            write_all(&mut batch, &mut sock);
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            for fr in parse(&sock.written) {
+                match fr.header().opcode {
+                    OpCode::Data(Data::Continue) => {
+                        got.last_mut().unwrap().extend_from_slice(fr.payload())
+                    }
+                    _ => got.push(fr.payload().to_vec()),
+                }
+            }
+            let want: Vec<Vec<u8>> = want.iter().map(|m| m.to_vec()).collect();
+            assert_eq!(got, want);
+        }
     }
 
     #[test]

@@ -25,16 +25,17 @@ use mew_core::Time;
 use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output};
 
 use crate::Response;
+use crate::frames::{Frames, PassFrames, Pending};
 use crate::logs::LogHandle;
 use crate::route::Route;
 
 /// What a connection's writer is asked to do.
 #[derive(Debug)]
 pub enum WriterCmd {
-    /// Send text frames (valid UTF-8) in order: everything one pass over the core's outputs
-    /// had for this connection, so a busy connection's writer is woken once per pass, not
-    /// once per frame.
-    Frames(Vec<Bytes>),
+    /// Send text frames in order: everything one pass over the core's outputs had for this
+    /// connection, so a busy connection's writer is woken once per pass, not once per frame
+    /// (framed once per pass for all recipients, see [`crate::frames`]).
+    Frames(Frames),
     /// Send a ping.
     Ping,
     /// Send a close frame with this code and reason, then stop.
@@ -135,7 +136,7 @@ impl std::hash::Hasher for IdHasher {
 struct Conn<L> {
     link: L,
     /// Frames collected during one pass over the core's outputs.
-    pending: Vec<Bytes>,
+    pending: Pending,
     /// Frames and bytes handed to the writer and not yet reported written (counted here
     /// only for a replicated space, whose core leaves backlogs to the node).
     queued: (usize, usize),
@@ -151,9 +152,8 @@ pub struct GatewayHost<L> {
     log_dir: std::sync::Arc<std::path::Path>,
     grace: Duration,
     shutdown_deadline: Option<Time>,
-    /// The last frame converted for the socket layer: a broadcast hands the same `Bytes` to
-    /// every recipient, so it is checked as UTF-8 once, not once per recipient.
-    last_frame: Option<Bytes>,
+    /// The frames of the current pass, framed once for all their recipients.
+    pass: PassFrames,
     /// Sampled time of the core per inbound frame, for `GET /metrics`.
     timing: crate::metrics::CoreTiming,
     /// Whether backlogs are counted here (see [`GatewayHost::track_backlogs`]).
@@ -183,7 +183,7 @@ impl<L: ConnLink> GatewayHost<L> {
             log_dir: std::sync::Arc::from(log_dir.as_path()),
             grace,
             shutdown_deadline: None,
-            last_frame: None,
+            pass: PassFrames::default(),
             timing: crate::metrics::CoreTiming::default(),
             track_backlog: false,
             slow: Vec::new(),
@@ -230,7 +230,7 @@ impl<L: ConnLink> GatewayHost<L> {
             conn,
             Conn {
                 link,
-                pending: Vec::new(),
+                pending: Pending::default(),
                 queued: (0, 0),
             },
         );
@@ -273,15 +273,19 @@ impl<L: ConnLink> GatewayHost<L> {
         frame: Option<Bytes>,
         close: Option<(u16, String)>,
     ) {
-        self.flush_pending(conn);
-        if let Some(c) = self.conns.get(&conn) {
-            if let Some(f) = frame.filter(|f| std::str::from_utf8(f).is_ok()) {
-                c.link.send(WriterCmd::Frames(vec![f]));
-            }
-            if let Some((code, reason)) = close {
-                c.link.send(WriterCmd::Close(code, reason));
-                c.link.closing();
-            }
+        self.flush_dirty();
+        if let Some(f) = frame
+            && let Some(c) = self.conns.get_mut(&conn)
+            && self.pass.push(&mut c.pending, &f)
+        {
+            self.dirty.push(conn);
+            self.flush_dirty();
+        }
+        if let Some(c) = self.conns.get(&conn)
+            && let Some((code, reason)) = close
+        {
+            c.link.send(WriterCmd::Close(code, reason));
+            c.link.closing();
         }
     }
 
@@ -478,16 +482,17 @@ impl<L: ConnLink> GatewayHost<L> {
                     let Some(c) = self.conns.get_mut(&conn) else {
                         return;
                     };
+                    let first = c.pending.is_empty();
                     // A frame that is not text is never written: release what the core
                     // counted for it, or the connection's backlog would only grow.
-                    if !is_text(&mut self.last_frame, &frame) {
+                    if !self.pass.push(&mut c.pending, &frame) {
+                        tracing::error!("the core produced a frame that is not UTF-8; dropped");
                         self.gateway.handle_sent(crate::clock::now(), conn, 1, len);
                         return;
                     }
-                    if c.pending.is_empty() {
+                    if first {
                         self.dirty.push(conn);
                     }
-                    c.pending.push(frame);
                     if self.track_backlog {
                         c.queued.0 += 1;
                         c.queued.1 += len;
@@ -499,13 +504,13 @@ impl<L: ConnLink> GatewayHost<L> {
                     }
                 }
                 Output::Ping { conn } => {
-                    self.flush_pending(conn);
+                    self.flush_dirty();
                     if let Some(c) = self.conns.get(&conn) {
                         c.link.send(WriterCmd::Ping);
                     }
                 }
                 Output::Close { conn, code, reason } => {
-                    self.flush_pending(conn);
+                    self.flush_dirty();
                     if let Some(c) = self.conns.get(&conn) {
                         c.link.send(WriterCmd::Close(code, reason));
                         c.link.closing();
@@ -553,12 +558,7 @@ impl<L: ConnLink> GatewayHost<L> {
                 l.append_audit(&self.log_dir, batch);
             }
         }
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for conn in dirty.drain(..) {
-            self.flush_pending(conn);
-        }
-        self.dirty = dirty;
-        self.last_frame = None;
+        self.flush_dirty();
     }
 
     /// Audit lines lost, by the writer's full queue or the core's untaken batch.
@@ -566,32 +566,22 @@ impl<L: ConnLink> GatewayHost<L> {
         self.logs.as_ref().map_or(0, LogHandle::dropped) + self.gateway.audit_dropped()
     }
 
-    fn flush_pending(&mut self, conn: ConnId) {
-        if let Some(c) = self.conns.get_mut(&conn)
-            && !c.pending.is_empty()
-        {
-            let frames = std::mem::take(&mut c.pending);
-            c.link.send(WriterCmd::Frames(frames));
+    /// Hands every connection its frames of the pass so far (before a ping or a close,
+    /// which must follow them, and at the end of the pass).
+    fn flush_dirty(&mut self) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let arena = self.pass.seal();
+        for conn in self.dirty.drain(..) {
+            if let Some(c) = self.conns.get_mut(&conn)
+                && !c.pending.is_empty()
+            {
+                c.link
+                    .send(WriterCmd::Frames(PassFrames::take(&arena, &mut c.pending)));
+            }
         }
     }
-}
-
-/// Whether the frame is text (UTF-8), remembering the last frame found to be so: the core
-/// hands out the same `Bytes` to every recipient of a broadcast, checked once. The frame
-/// itself goes to the writers (no second reference count per recipient).
-fn is_text(last: &mut Option<Bytes>, frame: &Bytes) -> bool {
-    if let Some(b) = last
-        && b.as_ptr() == frame.as_ptr()
-        && b.len() == frame.len()
-    {
-        return true;
-    }
-    if std::str::from_utf8(frame).is_ok() {
-        *last = Some(frame.clone());
-        return true;
-    }
-    tracing::error!("the core produced a frame that is not UTF-8; dropped");
-    false
 }
 
 fn log_event(e: &GatewayEvent) {
@@ -625,8 +615,9 @@ mod tests {
         fn send(&self, cmd: WriterCmd) {
             let s = match cmd {
                 WriterCmd::Frames(f) => f
+                    .texts()
                     .iter()
-                    .map(|t| std::str::from_utf8(t).unwrap())
+                    .map(|t| std::str::from_utf8(t).unwrap().to_owned())
                     .collect::<Vec<_>>()
                     .join("\n"),
                 WriterCmd::Ping => "<ping>".into(),

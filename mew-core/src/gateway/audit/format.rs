@@ -181,18 +181,24 @@ pub(super) fn is_secret(key: &str) -> bool {
     SECRET_KEYS.contains(&key)
 }
 
-/// Whether raw JSON text may hold a secret key (a cheap scan before any parsing): every
-/// secret key contains one of these, quotes included. A vectorised search per key beats one
-/// automaton for all here: in JSON every quote would be a candidate for the automaton.
+/// Whether raw JSON text may hold a secret key (a cheap scan before any parsing): some
+/// `"key"` of [`SECRET_KEYS`], quotes included. One pass over the quotes (a key starts
+/// right after one), which costs a fraction of one vectorised search per key on the short
+/// texts envelopes are.
 pub(super) fn may_hold_secret(text: &[u8]) -> bool {
-    static NEEDLES: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
-        std::sync::LazyLock::new(|| {
-            SECRET_KEYS
+    let mut at = 0;
+    while let Some(i) = memchr::memchr(b'"', &text[at..]) {
+        let rest = &text[at + i + 1..];
+        if matches!(rest.first(), Some(b't' | b'a' | b'p' | b's'))
+            && SECRET_KEYS
                 .iter()
-                .map(|k| memchr::memmem::Finder::new(format!("\"{k}\"").as_bytes()).into_owned())
-                .collect()
-        });
-    NEEDLES.iter().any(|f| f.find(text).is_some())
+                .any(|k| rest.starts_with(k.as_bytes()) && rest.get(k.len()) == Some(&b'"'))
+        {
+            return true;
+        }
+        at += i + 1;
+    }
+    false
 }
 
 pub(super) fn redact(v: &mut Value) {

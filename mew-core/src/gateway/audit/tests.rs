@@ -84,7 +84,13 @@ fn every_secret_key_is_found_and_only_those() {
         assert!(!line.contains("hush"), "{k}: {line}");
         assert!(may_hold_secret(env.as_bytes()), "{k}");
     }
-    for harmless in [r#"{"tokenizer":1}"#, r#"{"secrets_seen":0}"#] {
+    for harmless in [
+        r#"{"tokenizer":1}"#,
+        r#"{"secrets_seen":0}"#,
+        r#"{"text":"say \"token\" here"}"#,
+        r#"{"text":"a""#,
+        "\"",
+    ] {
         assert!(!may_hold_secret(harmless.as_bytes()), "{harmless}");
     }
     // A value that looks like a key is parsed, and nothing in it is redacted.
