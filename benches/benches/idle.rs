@@ -347,14 +347,15 @@ fn worker(first: usize, n: usize) {
                 let mut i = first + w;
                 while i < first + n {
                     let gw = gws[i % gws.len()];
-                    match open(
-                        gw,
-                        source(i, per_address),
-                        &space,
-                        &format!("idle-{tag}-{i}"),
+                    let id = format!("idle-{tag}-{i}");
+                    // A join the space never answers (a node declared gone) counts as failed.
+                    let joined = tokio::time::timeout(
+                        Duration::from_secs(60),
+                        open(gw, source(i, per_address), &space, &id),
                     )
                     .await
-                    {
+                    .unwrap_or_else(|_| Err("no welcome within 60 s".into()));
+                    match joined {
                         Ok(s) => {
                             tokio::spawn(drain(s, marker.clone(), seen.clone()));
                         }

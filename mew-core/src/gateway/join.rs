@@ -357,11 +357,11 @@ impl Gateway {
                 new: conn,
                 participant: id.clone(),
             });
-            self.rebuild_audience();
+            self.update_audience(member);
             self.send_welcome(now, member);
             return;
         }
-        self.rebuild_audience();
+        self.update_audience(member);
         self.push_event(GatewayEvent::Joined {
             conn,
             participant: id,

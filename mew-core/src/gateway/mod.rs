@@ -346,6 +346,8 @@ pub struct Gateway {
     streams: streams::Streams,
     history: History,
     out: VecDeque<Output>,
+    /// Whether a member may be paused until a time (never false when one is).
+    timed_pauses: bool,
     /// Joins and leaves of a crowd waiting for their batch.
     gathered: crowd::Gathered,
     /// No connection has a timer due before this (a lower bound: activity only moves
@@ -397,6 +399,7 @@ impl Gateway {
             streams: streams::Streams::default(),
             history: History::new(config.gateway.history_size, config.gateway.history_bytes),
             out: VecDeque::new(),
+            timed_pauses: false,
             gathered: Default::default(),
             conn_timer: None,
             pending_leaves: Vec::new(),

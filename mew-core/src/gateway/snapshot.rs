@@ -435,6 +435,7 @@ impl Gateway {
             };
         }
         g.rebuild_audience();
+        g.timed_pauses = g.any_timed_pause();
         g.conn_timer = s.conn_timer.or_else(|| g.earliest_conn_timer());
         Ok(g)
     }
