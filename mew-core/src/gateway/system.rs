@@ -117,7 +117,7 @@ pub(super) fn write<P: Serialize>(
 impl Gateway {
     /// Sends `system/welcome` to a member that is online: on its connection, or into its
     /// `output_log` when the gateway holds it. A crowd's welcome lists at most `crowd.size`
-    /// others and is not kept for polling (see `crowd.rs`).
+    /// others (see `crowd.rs`).
     pub(super) fn send_welcome(&mut self, now: Time, member: usize) {
         if !self.members.get(member).is_online() {
             return;
@@ -149,13 +149,14 @@ impl Gateway {
         };
         let frame = write(&id, now, Some(&m.id), "system/welcome", None, payload);
         match m.conn {
-            // Thousands of joins would otherwise fill the polling history with welcomes,
-            // each listing a crowd, and push out every envelope worth polling for.
-            Some(conn) if crowded => {
+            // A welcome describes the join of the connection it goes to, and is not kept
+            // for polling: a storm of joins would otherwise fill the history with welcomes
+            // (each listing everyone) and push out every envelope worth polling for.
+            Some(conn) => {
                 let who = m.id.clone();
                 self.gateway_send_one(now, conn, member, frame, Some(&id), who, false);
             }
-            _ => self.gateway_to_member(now, member, frame, &id),
+            None => self.gateway_to_member(now, member, frame, &id),
         }
     }
 

@@ -291,6 +291,7 @@ fn a_crowd_gets_bounded_welcomes_and_presence_in_batches() {
     assert!(w[0]["payload"].get("participants_omitted").is_none());
 
     // Beyond it: nothing announced at once; the welcome lists at most 3 others.
+    let kept = sim.gw.health().history_len;
     let a2 = anon(&mut sim, "a2");
     let a3 = anon(&mut sim, "a3");
     let a4 = anon(&mut sim, "a4");
@@ -312,8 +313,9 @@ fn a_crowd_gets_bounded_welcomes_and_presence_in_batches() {
         w4[0]["payload"]["participants"][0]["id"], "human",
         "configured participants are listed first"
     );
-    // A crowd's welcomes are not kept for polling.
+    // Welcomes are not kept for polling (and nothing was announced yet).
     let history = sim.gw.health().history_len;
+    assert_eq!(history, kept);
 
     // One batch a second, to everyone: the first two changes listed, the third counted.
     sim.advance(Duration::from_millis(1000));
