@@ -5,6 +5,12 @@
 //! process's resident memory per connection. Then one more participant sends a chat and the
 //! program checks that every idle connection received it.
 //!
+//! Several gateways (the nodes of a cluster serving one space) take a comma-separated
+//! `MEW_IDLE_GATEWAY`: connection `i` goes to gateway `i mod k`, and the memory reported is
+//! the growth of all their processes together. The connections are held by child processes
+//! of this program (`MEW_IDLE_PROCESSES`, by default one per 15,000 connections), since one
+//! process may hold only so many open files.
+//!
 //! The space must allow anonymous joins by at least N + 1 participants, with `chat` among the
 //! default capabilities, and the server must accept N + 1 connections:
 //!
@@ -14,12 +20,15 @@
 //! MEW_IDLE_GATEWAY=127.0.0.1:8090 MEW_IDLE_N=9999 cargo bench -p mew-benches --bench idle
 //! ```
 //!
-//! Environment: `MEW_IDLE_GATEWAY` (`127.0.0.1:8080`), `MEW_IDLE_SPACE` (`idle`),
-//! `MEW_IDLE_N` (1000), `MEW_IDLE_PID` (the gateway's process; found from its listening port
-//! when unset), `MEW_IDLE_JOINERS` (connections joining at a time, each waiting for its welcome, 2),
+//! Environment: `MEW_IDLE_GATEWAY` (`127.0.0.1:8080`, or several separated by commas),
+//! `MEW_IDLE_SPACE` (`idle`), `MEW_IDLE_N` (1000), `MEW_IDLE_PID` (the gateways' processes,
+//! separated by commas; found from their listening ports when unset), `MEW_IDLE_PROCESSES`
+//! (client processes), `MEW_IDLE_JOINERS` (connections joining at a time in each client
+//! process, each waiting for its welcome, 2),
 //! `MEW_IDLE_PER_ADDRESS` (connections per loopback source address 127.0.x.y, 900: under
 //! the gateway's per-address limit), `MEW_IDLE_HOLD` (seconds to keep the connections open
-//! after the report, 0).
+//! after the report, 0), `MEW_IDLE_QUIET` (percent of a core under which a gateway process
+//! counts as quiet, 2).
 //!
 //! The idle connections read what they are sent at the TCP level and only look for the
 //! probe chat's marker in it, so that the clients' cost stays small beside the gateway's.
@@ -251,15 +260,15 @@ fn cpu_ticks(pid: u32) -> u64 {
     n(11) + n(12)
 }
 
-/// Waits until the process used under 2% of a core over a second (at most `limit`).
-async fn until_quiet(pid: u32, limit: Duration) {
-    let start = Instant::now();
+/// Waits until the process used at most `percent` of a core over a second (at most until
+/// `deadline`).
+async fn until_quiet(pid: u32, percent: u64, deadline: Instant) {
     let mut last = cpu_ticks(pid);
-    while start.elapsed() < limit {
+    while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let now = cpu_ticks(pid);
         // Ticks are 1/100 s: 2 ticks in a second is 2% of a core.
-        if now.saturating_sub(last) <= 2 {
+        if now.saturating_sub(last) <= percent {
             return;
         }
         last = now;
@@ -287,48 +296,67 @@ fn raise_fd_limit(want: u64) {
     }
 }
 
-fn main() {
-    // `cargo bench` passes `--bench`; this program takes its settings from the environment.
-    let gw: SocketAddr = std::env::var("MEW_IDLE_GATEWAY")
+/// The gateways' addresses (`MEW_IDLE_GATEWAY`, separated by commas).
+fn gateways() -> Vec<SocketAddr> {
+    std::env::var("MEW_IDLE_GATEWAY")
         .unwrap_or_else(|_| "127.0.0.1:8080".into())
-        .trim_start_matches("ws://")
-        .trim_end_matches('/')
-        .parse()
-        .expect("MEW_IDLE_GATEWAY is host:port");
+        .split(',')
+        .map(|a| {
+            a.trim()
+                .trim_start_matches("ws://")
+                .trim_end_matches('/')
+                .parse()
+                .expect("MEW_IDLE_GATEWAY is host:port[,host:port...]")
+        })
+        .collect()
+}
+
+/// A worker: joins connections `first..first + n` and holds them until its standard input
+/// closes; prints `joined OK FAILED [ERROR]` once, then `seen K` whenever more of its
+/// connections have seen the marker.
+fn worker(first: usize, n: usize) {
+    let gws = gateways();
     let space = std::env::var("MEW_IDLE_SPACE").unwrap_or_else(|_| "idle".into());
-    let n = env_usize("MEW_IDLE_N", 1000);
     let joiners = env_usize("MEW_IDLE_JOINERS", 2).max(1);
     let per_address = env_usize("MEW_IDLE_PER_ADDRESS", 900);
-    let hold = env_usize("MEW_IDLE_HOLD", 0);
-    let pid = std::env::var("MEW_IDLE_PID")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .or_else(|| listener_pid(gw.port()))
-        .expect("the gateway's process (MEW_IDLE_PID) or a gateway listening on that port");
-    raise_fd_limit(n as u64 + 1024);
-    // Ids unique to this run, so that a gateway can be measured again without a restart.
-    let tag = std::process::id();
+    let tag = std::env::var("MEW_IDLE_TAG").unwrap_or_default();
+    let marker = Arc::new(
+        std::env::var("MEW_IDLE_MARKER")
+            .unwrap_or_default()
+            .into_bytes(),
+    );
+    raise_fd_limit(n as u64 + 256);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .expect("a runtime");
     rt.block_on(async move {
-        let before = rss_kib(pid);
-        let marker = Arc::new(format!("probe-{tag}-marker").into_bytes());
         let seen = Arc::new(AtomicUsize::new(0));
         let failed = Arc::new(AtomicUsize::new(0));
         let first_error = Arc::new(std::sync::Mutex::new(None::<String>));
-        let t = Instant::now();
         let mut tasks = Vec::new();
         for w in 0..joiners {
-            let (marker, seen, failed, first_error) =
-                (marker.clone(), seen.clone(), failed.clone(), first_error.clone());
-            let space = space.clone();
+            let (marker, seen, failed, first_error) = (
+                marker.clone(),
+                seen.clone(),
+                failed.clone(),
+                first_error.clone(),
+            );
+            let (space, gws, tag) = (space.clone(), gws.clone(), tag.clone());
             tasks.push(tokio::spawn(async move {
-                let mut i = w;
-                while i < n {
-                    match open(gw, source(i, per_address), &space, &format!("idle-{tag}-{i}")).await {
+                let mut i = first + w;
+                while i < first + n {
+                    let gw = gws[i % gws.len()];
+                    let id = format!("idle-{tag}-{i}");
+                    // A join the space never answers (a node declared gone) counts as failed.
+                    let joined = tokio::time::timeout(
+                        Duration::from_secs(60),
+                        open(gw, source(i, per_address), &space, &id),
+                    )
+                    .await
+                    .unwrap_or_else(|_| Err("no welcome within 60 s".into()));
+                    match joined {
                         Ok(s) => {
                             tokio::spawn(drain(s, marker.clone(), seen.clone()));
                         }
@@ -344,26 +372,165 @@ fn main() {
         for t in tasks {
             let _ = t.await;
         }
-        let join_time = t.elapsed();
-        // The storm of presence announcements drains; then the gateway goes quiet.
-        until_quiet(pid, Duration::from_secs(600)).await;
-        let settled = t.elapsed();
-        let h = health(gw);
-        let after = rss_kib(pid);
-        let joined = n - failed.load(Ordering::Relaxed);
+        let f = failed.load(Ordering::Relaxed);
+        let e = first_error.lock().unwrap().take().unwrap_or_default();
         println!(
-            "{joined} of {n} joined in {:.1} s, quiet after {:.1} s; gateway (pid {pid}) reports {} connections, {} online",
-            join_time.as_secs_f64(),
-            settled.as_secs_f64(),
-            h["connections"],
-            h["participants_online"],
+            "joined {} {f} {}",
+            n - f,
+            e.lines().next().unwrap_or_default()
         );
-        if let Some(e) = first_error.lock().unwrap().take() {
-            println!("first failure: {}", e.lines().next().unwrap_or_default());
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d = done.clone();
+        // Until the coordinator closes this process's standard input.
+        std::thread::spawn(move || {
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+            d.store(true, Ordering::Relaxed);
+        });
+        let mut told = 0;
+        while !done.load(Ordering::Relaxed) {
+            let k = seen.load(Ordering::Relaxed);
+            if k != told {
+                println!("seen {k}");
+                told = k;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        // Per connection the gateway still holds (a join storm may close some as slow
-        // consumers).
-        let held = h["connections"].as_u64().map_or(joined, |c| c as usize);
+    });
+}
+
+/// What the coordinator hears from its workers.
+#[derive(Default)]
+struct Reports {
+    joined: Vec<Option<(usize, usize, String)>>,
+    seen: Vec<usize>,
+}
+
+fn main() {
+    if let Ok(w) = std::env::var("MEW_IDLE_WORKER") {
+        let (first, n) = w.split_once(':').expect("MEW_IDLE_WORKER is FIRST:N");
+        worker(
+            first.parse().expect("a number"),
+            n.parse().expect("a number"),
+        );
+        return;
+    }
+    // `cargo bench` passes `--bench`; this program takes its settings from the environment.
+    let gws = gateways();
+    let space = std::env::var("MEW_IDLE_SPACE").unwrap_or_else(|_| "idle".into());
+    let n = env_usize("MEW_IDLE_N", 1000);
+    let per_address = env_usize("MEW_IDLE_PER_ADDRESS", 900);
+    let hold = env_usize("MEW_IDLE_HOLD", 0);
+    // A cluster's nodes share every pong through the log: busier at rest than one gateway.
+    let quiet = env_usize("MEW_IDLE_QUIET", 2) as u64;
+    let procs = env_usize("MEW_IDLE_PROCESSES", n.div_ceil(15_000)).clamp(1, n.max(1));
+    let pids: Vec<u32> = match std::env::var("MEW_IDLE_PID") {
+        Ok(p) => p
+            .split(',')
+            .map(|p| {
+                p.trim()
+                    .parse()
+                    .expect("MEW_IDLE_PID is a list of process ids")
+            })
+            .collect(),
+        Err(_) => gws
+            .iter()
+            .map(|g| {
+                listener_pid(g.port())
+                    .expect("a gateway listening on each MEW_IDLE_GATEWAY port (or MEW_IDLE_PID)")
+            })
+            .collect(),
+    };
+    let rss = |pids: &[u32]| pids.iter().map(|p| rss_kib(*p)).sum::<u64>();
+    // Ids unique to this run, so that a gateway can be measured again without a restart.
+    let tag = std::process::id();
+    let marker = format!("probe-{tag}-marker");
+    let before = rss(&pids);
+    let t = Instant::now();
+    let reports = Arc::new(std::sync::Mutex::new(Reports {
+        joined: vec![None; procs],
+        seen: vec![0; procs],
+    }));
+    let exe = std::env::current_exe().expect("this program's path");
+    let mut children = Vec::new();
+    for k in 0..procs {
+        let first = n * k / procs;
+        let count = n * (k + 1) / procs - first;
+        let mut child = std::process::Command::new(&exe)
+            .env("MEW_IDLE_WORKER", format!("{first}:{count}"))
+            .env("MEW_IDLE_TAG", tag.to_string())
+            .env("MEW_IDLE_MARKER", &marker)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("a worker process");
+        let out = child.stdout.take().expect("piped");
+        let reports = reports.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok)
+            {
+                let mut r = reports.lock().unwrap();
+                let mut f = line.splitn(4, ' ');
+                match f.next() {
+                    Some("joined") => {
+                        let ok = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+                        let failed = f.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+                        r.joined[k] = Some((ok, failed, f.next().unwrap_or_default().to_owned()));
+                    }
+                    Some("seen") => r.seen[k] = f.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+                    _ => {}
+                }
+            }
+        });
+        children.push(child);
+    }
+    while reports.lock().unwrap().joined.iter().any(Option::is_none) {
+        if children
+            .iter_mut()
+            .any(|c| c.try_wait().ok().flatten().is_some())
+        {
+            panic!("a worker process ended before its connections joined");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let join_time = t.elapsed();
+    let (joined, failed, first_error) = {
+        let r = reports.lock().unwrap();
+        let list: Vec<_> = r.joined.iter().flatten().collect();
+        (
+            list.iter().map(|j| j.0).sum::<usize>(),
+            list.iter().map(|j| j.1).sum::<usize>(),
+            list.iter().map(|j| j.2.clone()).find(|e| !e.is_empty()),
+        )
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async move {
+        // The storm of announcements drains; then every gateway goes quiet.
+        let deadline = Instant::now() + Duration::from_secs(600);
+        for p in &pids {
+            until_quiet(*p, quiet, deadline).await;
+        }
+        let settled = t.elapsed();
+        let hs: Vec<_> = gws.iter().map(|g| health(*g)).collect();
+        let after = rss(&pids);
+        // A replicated space's nodes each count every connection of the space.
+        let conns = hs.iter().filter_map(|h| h["connections"].as_u64()).max();
+        let online = hs.iter().filter_map(|h| h["participants_online"].as_u64()).max();
+        println!(
+            "{joined} of {n} joined in {:.1} s ({procs} client processes, {} gateway processes), quiet after {:.1} s; the space reports {} connections, {} online",
+            join_time.as_secs_f64(),
+            pids.len(),
+            settled.as_secs_f64(),
+            conns.map_or("?".into(), |c| c.to_string()),
+            online.map_or("?".into(), |c| c.to_string()),
+        );
+        if failed > 0 {
+            println!("{failed} failed; first failure: {}", first_error.unwrap_or_default());
+        }
+        // Per connection the gateways still hold (a join storm may close some).
+        let held = conns.map_or(joined, |c| c as usize);
         println!(
             "gateway RSS {:.1} MiB -> {:.1} MiB: {:.1} KiB per idle joined connection ({held} held)",
             before as f64 / 1024.0,
@@ -371,29 +538,33 @@ fn main() {
             after.saturating_sub(before) as f64 / held.max(1) as f64
         );
         // A chat from one more participant must reach every idle connection.
-        let probe_from = source(n, per_address);
-        match open(gw, probe_from, &space, &format!("idle-{tag}-sender")).await {
+        let seen = || reports.lock().unwrap().seen.iter().sum::<usize>();
+        match open(gws[0], source(n, per_address), &space, &format!("idle-{tag}-sender")).await {
             Ok((mut s, _)) => {
                 let chat = serde_json::json!({"protocol": "mew/v0.4", "id": format!("probe-{tag}"),
-                    "kind": "chat", "payload": {"text": String::from_utf8_lossy(&marker)}});
+                    "kind": "chat", "payload": {"text": marker}});
                 let sent = Instant::now();
                 let _ = s.write_all(&client_text(chat.to_string().as_bytes())).await;
                 let deadline = Instant::now() + Duration::from_secs(120);
-                while seen.load(Ordering::Relaxed) < held && Instant::now() < deadline {
+                while seen() < held && Instant::now() < deadline {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 println!(
                     "a chat reached {} of {held} idle connections in {:.0} ms",
-                    seen.load(Ordering::Relaxed),
+                    seen(),
                     sent.elapsed().as_secs_f64() * 1000.0
                 );
+                if hold > 0 {
+                    tokio::time::sleep(Duration::from_secs(hold as u64)).await;
+                }
                 drop(s);
             }
             Err(e) => println!("the sender could not join: {e}"),
         }
-        if hold > 0 {
-            tokio::time::sleep(Duration::from_secs(hold as u64)).await;
-        }
     });
-    // Dropping the runtime closes every connection.
+    // Closing their standard input ends the workers, which closes every connection.
+    for mut c in children {
+        drop(c.stdin.take());
+        let _ = c.wait();
+    }
 }

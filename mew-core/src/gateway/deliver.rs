@@ -21,6 +21,14 @@ pub(super) enum Recipient {
     Virtual { member: usize },
 }
 
+impl Recipient {
+    fn member(&self) -> usize {
+        match *self {
+            Recipient::Conn { member, .. } | Recipient::Virtual { member } => member,
+        }
+    }
+}
+
 /// Who may see an envelope kept for polling.
 #[derive(Debug, Clone)]
 pub(super) enum Seen {
@@ -31,17 +39,53 @@ pub(super) enum Seen {
 impl Gateway {
     /// Recomputes the broadcast list after a membership change.
     pub(super) fn rebuild_audience(&mut self) {
-        self.audience.clear();
+        self.audience = self.full_audience();
+    }
+
+    /// Everyone online, in member order.
+    fn full_audience(&self) -> Vec<Recipient> {
+        let mut audience = Vec::with_capacity(self.audience.len() + 1);
         for (i, m) in self.members.iter() {
             if m.removed {
                 continue;
             }
             if let Some(conn) = m.conn {
-                self.audience.push(Recipient::Conn { conn, member: i });
+                audience.push(Recipient::Conn { conn, member: i });
             } else if m.virtual_log.is_some() {
-                self.audience.push(Recipient::Virtual { member: i });
+                audience.push(Recipient::Virtual { member: i });
             }
         }
+        audience
+    }
+
+    /// Brings one member's place in the broadcast list up to date (kept in member order, as
+    /// [`rebuild_audience`](Self::rebuild_audience) makes it): a join or a leave in a
+    /// space of thousands moves part of the list instead of walking every member.
+    pub(super) fn update_audience(&mut self, member: usize) {
+        let want = self.members.try_get(member).and_then(|m| {
+            if m.removed {
+                None
+            } else if let Some(conn) = m.conn {
+                Some(Recipient::Conn { conn, member })
+            } else if m.virtual_log.is_some() {
+                Some(Recipient::Virtual { member })
+            } else {
+                None
+            }
+        });
+        match (
+            self.audience
+                .binary_search_by_key(&member, Recipient::member),
+            want,
+        ) {
+            (Ok(i), Some(r)) => self.audience[i] = r,
+            (Ok(i), None) => {
+                self.audience.remove(i);
+            }
+            (Err(i), Some(r)) => self.audience.insert(i, r),
+            (Err(_), None) => {}
+        }
+        debug_assert_eq!(self.audience, self.full_audience(), "member {member}");
     }
 
     /// Hands a frame to a connection, closing it as a slow consumer when its unwritten
@@ -314,7 +358,7 @@ impl Gateway {
         m.conn = None;
         let id = m.id.clone();
         let anonymous = m.origin == super::member::Origin::Anonymous;
-        self.rebuild_audience();
+        self.update_audience(member);
         self.push_event(GatewayEvent::Left {
             conn,
             participant: id.to_string(),

@@ -1,4 +1,4 @@
-//! Timers: join deadlines, pings, idle timeouts, token expiry, pause expiry.
+//! Timers: join deadlines, pings, idle timeouts, token expiry, pause expiry, presence batches.
 
 use super::conn::Phase;
 use super::system::ErrorPayload;
@@ -6,10 +6,40 @@ use super::{Gateway, Output};
 use crate::Time;
 
 impl Gateway {
+    /// Lowers the bound under every connection's timers to `at`.
+    pub(super) fn arm_conn_timer(&mut self, at: Time) {
+        self.conn_timer = Some(self.conn_timer.map_or(at, |t| t.min(at)));
+    }
+
+    /// The earliest timer of any connection (a walk over all of them).
+    pub(super) fn earliest_conn_timer(&self) -> Option<Time> {
+        let idle = self.config.gateway.idle_timeout;
+        self.conns
+            .iter()
+            .filter_map(|(_, c)| match c.phase {
+                Phase::Pending { deadline } => Some(deadline.min(c.next_ping)),
+                Phase::Joined { .. } => {
+                    let t = (c.last_activity + idle).min(c.next_ping);
+                    Some(c.expires.map_or(t, |e| e.min(t)))
+                }
+                Phase::Closed => None,
+            })
+            .min()
+    }
+
     /// [`Gateway::handle_timeout`]'s work.
     pub(super) fn on_timeout(&mut self, now: Time) {
         let idle = self.config.gateway.idle_timeout;
         let interval = self.config.gateway.heartbeat_interval;
+        // Pings due soon go out with those due now: thousands of connections that joined
+        // one after another then wake the gateway a few times per interval, not once each.
+        // Only when one is due: a wake-up with nothing due changes nothing (replicas of a
+        // space wake at different times and must stay alike).
+        let ping_due = self
+            .conns
+            .iter()
+            .any(|(_, c)| c.phase != Phase::Closed && c.next_ping <= now);
+        let ping_by = if ping_due { now + interval / 8 } else { now };
         let mut expired = Vec::new();
         let mut idle_out = Vec::new();
         for (id, c) in self.conns.iter() {
@@ -62,28 +92,29 @@ impl Gateway {
             let Some(c) = self.conns.get_mut(id) else {
                 continue;
             };
-            if c.phase != Phase::Closed && c.next_ping <= now {
+            if c.phase != Phase::Closed && c.next_ping <= ping_by {
                 c.next_ping = now + interval;
                 self.out.push_back(Output::Ping { conn: id });
             }
         }
+        if self.presence_due().is_some_and(|d| d <= now) {
+            self.flush_presence(now);
+        }
         self.expire_pauses(now);
         self.flush_refusals(now);
         self.finish_closes(now);
+        self.conn_timer = self.earliest_conn_timer();
     }
 
-    /// [`Gateway::poll_timeout`]'s work.
+    /// When `handle_timeout` next has work, if ever.
+    ///
+    /// A connection's timers count from the bound `handle_timeout` last computed (or an
+    /// earlier one), so the answer may be early, never late: a wake-up with nothing due
+    /// does nothing.
     pub(super) fn next_timeout(&self) -> Option<Time> {
-        let idle = self.config.gateway.idle_timeout;
-        let conns = self.conns.iter().filter_map(|(_, c)| match c.phase {
-            Phase::Pending { deadline } => Some(deadline.min(c.next_ping)),
-            Phase::Joined { .. } => {
-                let t = (c.last_activity + idle).min(c.next_ping);
-                Some(c.expires.map_or(t, |e| e.min(t)))
-            }
-            Phase::Closed => None,
-        });
-        conns
+        self.conn_timer
+            .into_iter()
+            .chain(self.presence_due())
             .chain(self.next_pause_expiry())
             .chain(self.next_refusal_flush())
             .min()

@@ -113,17 +113,19 @@ impl Gateway {
 
     fn new_conn(&mut self, now: Time) -> ConnId {
         let opts = &self.config.gateway;
-        self.conns.insert(Conn {
-            phase: Phase::Pending {
-                deadline: now + opts.join_timeout,
-            },
+        let deadline = now + opts.join_timeout;
+        let next_ping = now + opts.heartbeat_interval;
+        let id = self.conns.insert(Conn {
+            phase: Phase::Pending { deadline },
             last_activity: now,
-            next_ping: now + opts.heartbeat_interval,
+            next_ping,
             queued_frames: 0,
             queued_bytes: 0,
             expires: None,
             joined_with: None,
-        })
+        });
+        self.arm_conn_timer(deadline.min(next_ping));
+        id
     }
 
     /// [`Gateway::handle_connected_hashed`]'s work.
@@ -329,6 +331,9 @@ impl Gateway {
     pub(super) fn join_member(&mut self, now: Time, conn: ConnId, member: usize) {
         if let Some(c) = self.conns.get_mut(conn) {
             c.phase = Phase::Joined { member };
+            let idle = c.last_activity + self.config.gateway.idle_timeout;
+            let at = c.expires.map_or(idle, |e| e.min(idle));
+            self.arm_conn_timer(at);
         }
         let m = self.members.get_mut(member);
         let old = m.conn.replace(conn);
@@ -352,11 +357,11 @@ impl Gateway {
                 new: conn,
                 participant: id.clone(),
             });
-            self.rebuild_audience();
+            self.update_audience(member);
             self.send_welcome(now, member);
             return;
         }
-        self.rebuild_audience();
+        self.update_audience(member);
         self.push_event(GatewayEvent::Joined {
             conn,
             participant: id,

@@ -195,6 +195,10 @@ impl Members {
             .expect("member index refers to a live member")
     }
 
+    pub(super) fn try_get(&self, idx: usize) -> Option<&Member> {
+        self.slots.get(idx).and_then(Option::as_ref)
+    }
+
     pub(super) fn try_get_mut(&mut self, idx: usize) -> Option<&mut Member> {
         self.slots.get_mut(idx).and_then(Option::as_mut)
     }

@@ -29,6 +29,7 @@
 mod audit;
 mod config;
 mod conn;
+mod crowd;
 mod deliver;
 mod enforce;
 mod grants;
@@ -53,8 +54,8 @@ pub use audit::{
     Transport, audit_dropped_line,
 };
 pub use config::{
-    BridgeSettings, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, DeliveryMode,
-    Fsync, GatewayOptions, GeneratedToken, JwtConfig, LoggingConfig, McpServerConfig,
+    BridgeSettings, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, Crowd,
+    DeliveryMode, Fsync, GatewayOptions, GeneratedToken, JwtConfig, LoggingConfig, McpServerConfig,
     ParticipantEntry, ParticipantType, RestartPolicy, SpaceConfig, TOKEN_LEN, TlsConfig,
     substitute, token_env_var,
 };
@@ -345,6 +346,14 @@ pub struct Gateway {
     streams: streams::Streams,
     history: History,
     out: VecDeque<Output>,
+    /// Whether a member may be paused until a time (never false when one is).
+    timed_pauses: bool,
+    /// Joins and leaves of a crowd waiting for their batch.
+    gathered: crowd::Gathered,
+    /// No connection has a timer due before this (a lower bound: activity only moves
+    /// timers later); `handle_timeout` recomputes it. Keeps `poll_timeout` from walking
+    /// every connection after every input.
+    conn_timer: Option<Time>,
     /// Connections closed mid fan-out whose leave is still to be announced.
     pending_leaves: Vec<(ConnId, usize, String)>,
     /// Proposal routing under `addressed` delivery.
@@ -390,6 +399,9 @@ impl Gateway {
             streams: streams::Streams::default(),
             history: History::new(config.gateway.history_size, config.gateway.history_bytes),
             out: VecDeque::new(),
+            timed_pauses: false,
+            gathered: Default::default(),
+            conn_timer: None,
             pending_leaves: Vec::new(),
             workflow: workflow::Workflow::default(),
             audit_envelopes: logging.enabled && logging.envelope_history,
@@ -467,10 +479,18 @@ impl Gateway {
     }
 
     /// The driver wrote `frames`/`bytes` of this connection's Transmits to the socket.
-    pub fn handle_sent(&mut self, _now: Time, conn: ConnId, frames: usize, bytes: usize) {
+    ///
+    /// Written frames count as a sign of life, as a pong does: the peer's TCP stack took
+    /// them (a dead peer's socket buffer fills and the writes stop), and a ping queued
+    /// behind a long backlog cannot be answered before the backlog is written, so a peer
+    /// reading a burst should not be closed as idle while the burst is still going out.
+    pub fn handle_sent(&mut self, now: Time, conn: ConnId, frames: usize, bytes: usize) {
         if let Some(c) = self.conns.get_mut(conn) {
             c.queued_frames = c.queued_frames.saturating_sub(frames);
             c.queued_bytes = c.queued_bytes.saturating_sub(bytes);
+            if frames > 0 {
+                c.last_activity = c.last_activity.max(now);
+            }
         }
     }
 

@@ -72,6 +72,7 @@ impl Gateway {
                         .map(|s| now + Duration::from_millis((s * 1000.0).min(1e15) as u64));
                     if m.hold != Hold::ShutDown {
                         m.hold = Hold::Paused(until);
+                        self.timed_pauses |= until.is_some();
                         self.push_event(GatewayEvent::Paused { participant, until });
                     }
                 }
@@ -102,10 +103,22 @@ impl Gateway {
                 self.push_event(GatewayEvent::Resumed { participant });
             }
         }
+        self.timed_pauses = self.any_timed_pause();
+    }
+
+    /// Whether a member is paused until a time (a walk over all of them).
+    pub(super) fn any_timed_pause(&self) -> bool {
+        self.members
+            .iter()
+            .any(|(_, m)| matches!(m.hold, Hold::Paused(Some(_))))
     }
 
     /// The earliest pause expiry.
     pub(super) fn next_pause_expiry(&self) -> Option<Time> {
+        // Not a walk over every member after every input when nobody is paused.
+        if !self.timed_pauses {
+            return None;
+        }
         self.members
             .iter()
             .filter_map(|(_, m)| match m.hold {

@@ -309,6 +309,8 @@ impl Gateway {
         self.audit_capabilities = logging.enabled && logging.capability_decisions;
         self.config = new;
         self.rebuild_audience();
+        // A shorter idle timeout may bring connections' timers forward.
+        self.conn_timer = self.earliest_conn_timer();
         for (c, reason) in to_close {
             if let Some(conn) = self.conns.get_mut(c)
                 && conn.phase != Phase::Closed

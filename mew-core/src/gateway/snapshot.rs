@@ -10,6 +10,7 @@
 //! under another configuration is refused by the fingerprint it carries.
 
 use super::conn::{Conn, Phase, Slot};
+use super::crowd::{Change, Gathered};
 use super::deliver::Seen;
 use super::member::{Grant, Hold, Member, Origin};
 use super::rate::Bucket;
@@ -54,6 +55,21 @@ pub(crate) struct State {
     proposals: Vec<(String, String)>,
     fulfilments: Vec<(String, String)>,
     refusals: Vec<(String, SRefusal)>,
+    /// A crowd's joins and leaves waiting for their batch (absent from older snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    presence: Option<SGathered>,
+    /// The bound under connections' timers: part of the state, since it decides when the
+    /// space's timers run (absent from older snapshots: computed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    conn_timer: Option<Time>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SGathered {
+    /// Each change: the participant and, for a join, its capabilities.
+    changes: Vec<(String, Option<Value>)>,
+    omitted: usize,
+    due: Time,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -244,6 +260,20 @@ impl Gateway {
                     )
                 })
                 .collect(),
+            presence: self.gathered.due.map(|due| SGathered {
+                changes: self
+                    .gathered
+                    .changes
+                    .iter()
+                    .map(|c| match c {
+                        Change::Join { id, caps } => (id.to_string(), Some(caps.to_json())),
+                        Change::Leave { id } => (id.to_string(), None),
+                    })
+                    .collect(),
+                omitted: self.gathered.omitted,
+                due,
+            }),
+            conn_timer: self.conn_timer,
         };
         serde_json::to_vec(&state).map_err(|e| SnapshotError::Malformed(e.to_string()))
     }
@@ -386,7 +416,27 @@ impl Gateway {
                 },
             );
         }
+        if let Some(p) = s.presence {
+            let mut changes = Vec::with_capacity(p.changes.len());
+            for (id, caps) in p.changes {
+                let id = Arc::from(id);
+                changes.push(match caps {
+                    Some(c) => Change::Join {
+                        id,
+                        caps: Arc::new(caps_from(&c)?),
+                    },
+                    None => Change::Leave { id },
+                });
+            }
+            g.gathered = Gathered {
+                changes,
+                omitted: p.omitted,
+                due: Some(p.due),
+            };
+        }
         g.rebuild_audience();
+        g.timed_pauses = g.any_timed_pause();
+        g.conn_timer = s.conn_timer.or_else(|| g.earliest_conn_timer());
         Ok(g)
     }
 }

@@ -34,24 +34,27 @@ pub(super) struct PInfo<'a> {
 struct Welcome<'a> {
     you: PInfo<'a>,
     participants: Vec<PInfo<'a>>,
+    /// Others online the welcome of a crowd leaves out (see `crowd.rs`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    participants_omitted: Option<usize>,
     active_streams: Vec<Value>,
 }
 
 #[derive(Serialize)]
-struct PresenceJoin<'a> {
-    event: &'static str,
-    participant: PInfo<'a>,
+pub(super) struct PresenceJoin<'a> {
+    pub(super) event: &'static str,
+    pub(super) participant: PInfo<'a>,
 }
 
 #[derive(Serialize)]
-struct LeftId<'a> {
-    id: &'a str,
+pub(super) struct LeftId<'a> {
+    pub(super) id: &'a str,
 }
 
 #[derive(Serialize)]
-struct PresenceLeave<'a> {
-    event: &'static str,
-    participant: LeftId<'a>,
+pub(super) struct PresenceLeave<'a> {
+    pub(super) event: &'static str,
+    pub(super) participant: LeftId<'a>,
 }
 
 /// A refusal's `system/error` payload.
@@ -113,36 +116,61 @@ pub(super) fn write<P: Serialize>(
 
 impl Gateway {
     /// Sends `system/welcome` to a member that is online: on its connection, or into its
-    /// `output_log` when the gateway holds it.
+    /// `output_log` when the gateway holds it. A crowd's welcome lists at most `crowd.size`
+    /// others (see `crowd.rs`).
     pub(super) fn send_welcome(&mut self, now: Time, member: usize) {
         if !self.members.get(member).is_online() {
             return;
         }
         let id = self.envelope_id();
         let m = self.members.get(member);
-        let participants = self
+        let limit = self.config.gateway.crowd.size;
+        let participants: Vec<PInfo<'_>> = self
             .members
             .iter()
             .filter(|(i, o)| *i != member && o.is_online())
+            .take(limit)
             .map(|(_, o)| PInfo {
                 id: &o.id,
                 capabilities: &o.caps,
             })
             .collect();
+        // The member is online, so among the audience.
+        let others = self.audience.len().saturating_sub(1);
+        let crowded = others > participants.len();
         let payload = Welcome {
             you: PInfo {
                 id: &m.id,
                 capabilities: &m.caps,
             },
+            participants_omitted: crowded.then(|| others - participants.len()),
             participants,
             active_streams: self.streams.active_json(),
         };
         let frame = write(&id, now, Some(&m.id), "system/welcome", None, payload);
-        self.gateway_to_member(now, member, frame, &id);
+        match m.conn {
+            // A welcome describes the join of the connection it goes to, and is not kept
+            // for polling: a storm of joins would otherwise fill the history with welcomes
+            // (each listing everyone) and push out every envelope worth polling for.
+            Some(conn) => {
+                let who = m.id.clone();
+                self.gateway_send_one(now, conn, member, frame, Some(&id), who, false);
+            }
+            None => self.gateway_to_member(now, member, frame, &id),
+        }
     }
 
-    /// `system/presence` join for `member`, to every other online member.
+    /// `system/presence` join for `member`, to every other online member (gathered for a
+    /// batch in a crowd).
     pub(super) fn send_presence_join(&mut self, now: Time, member: usize) {
+        let m = self.members.get(member);
+        let change = super::crowd::Change::Join {
+            id: m.id.clone(),
+            caps: m.caps.clone(),
+        };
+        if self.gather_presence(now, change, 0) {
+            return;
+        }
         let id = self.envelope_id();
         let m = self.members.get(member);
         let payload = PresenceJoin {
@@ -156,8 +184,15 @@ impl Gateway {
         self.gateway_broadcast(now, frame, &id, Some(member));
     }
 
-    /// `system/presence` leave for `participant`, to every online member.
+    /// `system/presence` leave for `participant`, to every online member (gathered for a
+    /// batch in a crowd).
     pub(super) fn send_presence_leave(&mut self, now: Time, participant: &str) {
+        let change = super::crowd::Change::Leave {
+            id: Arc::from(participant),
+        };
+        if self.gather_presence(now, change, 1) {
+            return;
+        }
         let id = self.envelope_id();
         let payload = PresenceLeave {
             event: "leave",
@@ -186,7 +221,9 @@ impl Gateway {
         let m = self.members.get(member);
         let who = m.id.clone();
         match (m.conn, m.virtual_log.clone()) {
-            (Some(conn), _) => self.gateway_send_one(now, conn, member, frame, Some(id), who),
+            (Some(conn), _) => {
+                self.gateway_send_one(now, conn, member, frame, Some(id), who, true);
+            }
             (None, Some(path)) if !m.removed => {
                 self.history.push(
                     now,
@@ -215,7 +252,9 @@ impl Gateway {
         }
     }
 
-    /// Sends a gateway frame to one member's connection and records it for polling.
+    /// Sends a gateway frame to one member's connection and, with `keep`, records it for
+    /// polling.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn gateway_send_one(
         &mut self,
         now: Time,
@@ -224,13 +263,16 @@ impl Gateway {
         frame: Bytes,
         id: Option<&str>,
         who: Arc<str>,
+        keep: bool,
     ) {
         let _ = member;
-        self.history.push(
-            now,
-            frame.clone(),
-            Seen::Only(smallvec::smallvec![who.clone()]),
-        );
+        if keep {
+            self.history.push(
+                now,
+                frame.clone(),
+                Seen::Only(smallvec::smallvec![who.clone()]),
+            );
+        }
         if self.audit_envelopes {
             // The gateway's own envelope has no `received` record: this one carries it
             // (secrets such as an invite's token redacted by the formatter).

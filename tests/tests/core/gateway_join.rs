@@ -251,3 +251,144 @@ fn anonymous_joins_when_enabled() {
     sim.send_and_settle(again, &json!({"type": "join", "participantId": "guest"}));
     assert_eq!(sim.received(again)[0]["kind"], "system/welcome");
 }
+
+/// Ids of a presence batch's changes, as `join:id` / `leave:id`.
+fn batch_changes(p: &serde_json::Value) -> Vec<String> {
+    p["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{}:{}",
+                c["event"].as_str().unwrap(),
+                c["participant"]["id"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_crowd_gets_bounded_welcomes_and_presence_in_batches() {
+    // `log` (virtual) is online from the start; beyond 3 online the space is a crowd.
+    let mut sim = Sim::from_yaml(&space_with(
+        "  anonymous_joins: true\n  crowd: {size: 3, batch_ms: 1000, batch_max: 2}",
+    ));
+    let human = sim.join("human-token");
+    sim.take(human);
+    let anon = |sim: &mut Sim, id: &str| {
+        let c = sim.connect(None);
+        sim.send_and_settle(c, &json!({"type": "join", "participantId": id}));
+        c
+    };
+    // Up to the crowd's size, as ever: one announcement per join, welcomes list everyone.
+    let a1 = anon(&mut sim, "a1");
+    let seen = sim.take(human);
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0]["payload"]["event"], "join");
+    let w = sim.take(a1);
+    assert_eq!(w[0]["payload"]["participants"].as_array().unwrap().len(), 2);
+    assert!(w[0]["payload"].get("participants_omitted").is_none());
+
+    // Beyond it: nothing announced at once; the welcome lists at most 3 others.
+    let kept = sim.gw.health().history_len;
+    let a2 = anon(&mut sim, "a2");
+    let a3 = anon(&mut sim, "a3");
+    let a4 = anon(&mut sim, "a4");
+    assert!(
+        sim.take(human).is_empty(),
+        "joins of a crowd wait for their batch"
+    );
+    let w3 = sim.take(a3);
+    assert_eq!(w3[0]["kind"], "system/welcome");
+    assert_eq!(
+        w3[0]["payload"]["participants"].as_array().unwrap().len(),
+        3
+    );
+    assert_eq!(w3[0]["payload"]["participants_omitted"], 1);
+    assert_eq!(w3[0]["payload"]["you"]["id"], "a3");
+    let w4 = sim.take(a4);
+    assert_eq!(w4[0]["payload"]["participants_omitted"], 2);
+    assert_eq!(
+        w4[0]["payload"]["participants"][0]["id"], "human",
+        "configured participants are listed first"
+    );
+    // Welcomes are not kept for polling (and nothing was announced yet).
+    let history = sim.gw.health().history_len;
+    assert_eq!(history, kept);
+
+    // One batch a second, to everyone: the first two changes listed, the third counted.
+    sim.advance(Duration::from_millis(1000));
+    let batch = sim.take(human);
+    assert_eq!(batch.len(), 1, "{batch:?}");
+    assert_eq!(batch[0]["kind"], "system/presence");
+    assert!(batch[0].get("to").is_none());
+    let p = &batch[0]["payload"];
+    assert_eq!(p["event"], "batch");
+    assert_eq!(batch_changes(p), ["join:a2", "join:a3"]);
+    assert_eq!(
+        p["changes"][0],
+        json!({"event": "join", "participant": {"id": "a2", "capabilities": [{"kind": "chat"}]}}),
+        "each change is what a single announcement would carry"
+    );
+    assert_eq!(p["omitted"], 1);
+    assert_eq!(p["online"], 6);
+    let a2_got = sim.take(a2);
+    assert_eq!(a2_got.len(), 2, "its welcome, then the batch: {a2_got:?}");
+    assert_eq!(
+        a2_got[1]["payload"]["event"], "batch",
+        "the joiners get the batch too"
+    );
+    assert_eq!(sim.gw.health().history_len, history + 1);
+
+    // Leaves are gathered the same way until the space is no longer a crowd: then what is
+    // gathered goes out first, and the next leave on its own after it.
+    for c in [a4, a1, a2, a3] {
+        sim.gw.handle_disconnected(sim.now(), c);
+        sim.pump();
+    }
+    let seen = sim.take(human);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0]["payload"]["event"], "batch");
+    assert_eq!(batch_changes(&seen[0]["payload"]), ["leave:a4", "leave:a1"]);
+    assert_eq!(seen[0]["payload"]["omitted"], 1);
+    assert_eq!(seen[0]["payload"]["online"], 2);
+    assert_eq!(
+        seen[1]["payload"],
+        json!({"event": "leave", "participant": {"id": "a3"}})
+    );
+    sim.advance(Duration::from_secs(2));
+    assert!(sim.take(human).is_empty(), "nothing left to announce");
+}
+
+#[test]
+fn a_gathered_batch_survives_a_snapshot() {
+    let yaml =
+        space_with("  anonymous_joins: true\n  crowd: {size: 2, batch_ms: 1000, batch_max: 10}");
+    let mut sim = Sim::from_yaml(&yaml);
+    let human = sim.join("human-token");
+    for id in ["b1", "b2"] {
+        let c = sim.connect(None);
+        sim.send_and_settle(c, &json!({"type": "join", "participantId": id}));
+    }
+    sim.take(human);
+    let snap = sim.gw.snapshot().unwrap();
+    let config = mew_core::gateway::SpaceConfig::from_yaml(&yaml).unwrap();
+    let mut restored = mew_core::gateway::Gateway::restore(config, &snap).unwrap();
+    let due = restored.poll_timeout().unwrap();
+    assert!(due <= sim.now() + Duration::from_millis(1000));
+    restored.handle_timeout(sim.now() + Duration::from_millis(1000));
+    let mut batches = Vec::new();
+    while let Some(o) = restored.poll_output() {
+        if let mew_core::gateway::Output::Transmit { conn, frame } = o
+            && conn == human
+        {
+            batches.push(serde_json::from_slice::<serde_json::Value>(&frame).unwrap());
+        }
+    }
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    assert_eq!(
+        batch_changes(&batches[0]["payload"]),
+        ["join:b1", "join:b2"]
+    );
+}

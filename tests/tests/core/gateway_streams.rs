@@ -740,3 +740,23 @@ fn a_snapshot_keeps_writers_targets_and_owners() {
     assert_eq!(st["authorized_writers"], json!(["owner", "writer"]));
     assert_eq!(st["target"], json!(["verifier"]));
 }
+
+#[test]
+fn frames_written_to_a_connection_count_as_a_sign_of_life() {
+    // A ping queued behind a long burst is answered late; the burst going out shows the
+    // peer is reading all the same.
+    let mut sim = Sim::from_yaml(SPACE);
+    let (h, a, _s) = joined(&mut sim);
+    sim.set_draining(a, false);
+    for step in 0..12 {
+        sim.advance(Duration::from_secs(10));
+        let now = sim.now();
+        sim.gw.handle_pong(now, h);
+        // `a` never answers a ping, but its socket keeps taking frames.
+        sim.gw.handle_sent(now, a, 1, 100);
+        assert!(sim.closed(a).is_none(), "closed at step {step}");
+    }
+    // Once nothing more is written, the idle timeout applies.
+    sim.advance(Duration::from_secs(91));
+    assert_eq!(sim.closed(a).unwrap().0, 1001);
+}

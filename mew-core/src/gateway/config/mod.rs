@@ -23,6 +23,8 @@
 //!   max_streams: 1024           # open streams in the space
 //!   max_grants_per_participant: 256
 //!   max_participants: 10000     # members at most, invited and anonymous included
+//!   crowd: {size: 1000, batch_ms: 1000, batch_max: 20}   # beyond `size` online: bounded
+//!                               # welcomes, joins and leaves announced in batches
 //!   rate_limit: {per_second: 1000, burst: 2000, bytes_per_second: 8388608,
 //!                burst_bytes: 16777216}   # per participant; `rate_limit: off` disables
 //!   tls: {cert: tls/cert.pem, key: tls/key.pem}   # relative to this file; wss:// and https://
@@ -278,6 +280,9 @@ pub struct GatewayOptions {
     /// Members the space holds at most (configured ones always fit; invites and anonymous
     /// joins beyond it are refused).
     pub max_participants: usize,
+    /// Participants online above which the space is a crowd: a welcome lists at most this
+    /// many others, and joins and leaves are announced in batches (see [`Crowd`]).
+    pub crowd: Crowd,
     /// Envelopes and bytes per second per participant (`None`: unlimited).
     pub rate_limit: Option<super::rate::RateLimit>,
     /// `tls`: the certificate and key the driver serves TLS with (paths as written).
@@ -292,6 +297,37 @@ pub struct GatewayOptions {
     /// Whether and how a single-node gateway keeps the space's state on disk (`None`: it
     /// keeps none). Not part of the space's state: changing it never invalidates a snapshot.
     pub durability: Option<Fsync>,
+}
+
+/// `gateway.crowd`: how a large space announces who is there. Up to `size` participants
+/// online, every join and leave is one `system/presence` to everyone and a welcome lists
+/// everyone (as the protocol describes); beyond it, what a join costs the others would grow
+/// with the space (a storm of N joins writes N² announcements), so:
+/// - a welcome lists at most `size` other participants (configured ones first, then in join
+///   order) and says how many it left out (`participants_omitted`); `GET /participants`
+///   lists them all;
+/// - joins and leaves are gathered for `batch_ms` and go out as one `system/presence`
+///   `{event: "batch", changes: [...], omitted, online}` to everyone, listing at most
+///   `batch_max` changes (each exactly the payload a single announcement would have).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crowd {
+    /// Participants online (the one joining or leaving counted) beyond which the space is
+    /// a crowd.
+    pub size: usize,
+    /// How long joins and leaves of a crowd are gathered before they are announced.
+    pub batch: Duration,
+    /// Changes one batch lists at most (the others are counted in `omitted`).
+    pub batch_max: usize,
+}
+
+impl Default for Crowd {
+    fn default() -> Self {
+        Crowd {
+            size: 1000,
+            batch: Duration::from_secs(1),
+            batch_max: 20,
+        }
+    }
 }
 
 /// `gateway.tls`: paths as written in `space.yaml` (the driver resolves them against the
@@ -368,6 +404,7 @@ impl Default for GatewayOptions {
             max_streams: 1024,
             max_grants_per_participant: 256,
             max_participants: 10_000,
+            crowd: Crowd::default(),
             rate_limit: Some(super::rate::RateLimit::default()),
             tls: None,
             connections: ConnectionLimits::default(),

@@ -651,6 +651,21 @@ impl Cx {
             d.max_grants_per_participant as u64,
             0,
         ) as usize;
+        if let Some(v) = m.get("crowd")
+            && let Some(cm) = self.map(v, &l("crowd"))
+        {
+            let cm = cm.clone();
+            self.unknown_keys(&cm, &["size", "batch_ms", "batch_max"], &l("crowd"));
+            let d = Crowd::default();
+            let mut num = |k: &str, default: u64| {
+                self.uint(cm.get(k), &format!("{loc}.crowd.{k}"), default, 1)
+            };
+            o.crowd = Crowd {
+                size: num("size", d.size as u64) as usize,
+                batch: Duration::from_millis(num("batch_ms", d.batch.as_millis() as u64)),
+                batch_max: num("batch_max", d.batch_max as u64) as usize,
+            };
+        }
         if let Some(t) = m.get("tls") {
             o.tls = self.tls(t, &l("tls"));
         }
