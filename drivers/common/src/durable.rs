@@ -1155,7 +1155,11 @@ participants:
         let mut out = Vec::new();
         while let Some(cmd) = h.try_next() {
             if let crate::host::WriterCmd::Frames(f) = cmd {
-                out.extend(f.iter().map(|t| String::from_utf8_lossy(t).into_owned()));
+                out.extend(
+                    f.texts()
+                        .iter()
+                        .map(|t| String::from_utf8_lossy(t).into_owned()),
+                );
             }
         }
         out
