@@ -22,7 +22,7 @@ use futures_util::{AsyncReadExt, AsyncWriteExt};
 use mew_core::participant::Event;
 use mew_driver_common::client_tls;
 use mew_driver_common::clock::Sleep;
-use mew_driver_common::frames::{Control, RawSocket};
+use mew_driver_common::frames::{ControlFrames, RawSocket};
 use mew_driver_common::participant::{Runtime, url_target};
 use mew_driver_common::process::{ProcessRuntime, Spawned};
 use mew_driver_common::server::ServerRuntime;
@@ -107,7 +107,7 @@ impl AsyncWrite for ServerSock {
 /// ([`mew_driver_common::frames`]).
 pub struct WsSock {
     sock: ServerSock,
-    control: Control,
+    control: ControlFrames,
 }
 
 impl AsyncRead for WsSock {
@@ -147,7 +147,7 @@ impl RawSocket for WsSock {
         Pin::new(&mut self.sock).poll_write_vectored(cx, bufs)
     }
 
-    fn control(&mut self) -> &mut Control {
+    fn control(&mut self) -> &mut ControlFrames {
         &mut self.control
     }
 }
@@ -234,7 +234,7 @@ impl ServerRuntime for AsyncStd {
         // small reads per frame), which costs a third of the fan-out throughput.
         let s = WsSock {
             sock: s,
-            control: Control::default(),
+            control: ControlFrames::default(),
         };
         if leftover.is_empty() {
             futures_util::future::Either::Left(WebSocketStream::from_raw_socket(

@@ -5,7 +5,7 @@
 //! shared payload, gathered with vectored writes, instead of having the WebSocket layer copy
 //! (and buffer) every payload once per recipient. The WebSocket layer (tungstenite) still
 //! reads each connection; what it writes by itself (pong answers to a client's pings, the
-//! reply to a client's close) goes to the connection's [`Control`] bytes, which the writer
+//! reply to a client's close) goes to the connection's [`ControlFrames`] bytes, which the writer
 //! sends between two whole frames.
 
 use std::io::{self, IoSlice};
@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 
 /// The socket under a server WebSocket, as the connection's writer uses it. A driver wraps
-/// its socket in a type that reads from the socket and writes into a [`Control`] (the
+/// its socket in a type that reads from the socket and writes into a [`ControlFrames`] (the
 /// WebSocket layer's own frames), and gives the writer the socket's vectored write.
 pub trait RawSocket: Send + Unpin {
     /// Writes some of `bufs` to the socket.
@@ -24,13 +24,13 @@ pub trait RawSocket: Send + Unpin {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>>;
     /// The frames the WebSocket layer wrote, waiting for the writer.
-    fn control(&mut self) -> &mut Control;
+    fn control(&mut self) -> &mut ControlFrames;
 }
 
 /// Frames the WebSocket layer wrote by itself (pongs, a close reply), held until the
 /// connection's writer sends them.
 #[derive(Debug, Default)]
-pub struct Control {
+pub struct ControlFrames {
     bytes: Vec<u8>,
     /// Whether they hold a close frame.
     close: bool,
@@ -41,7 +41,7 @@ pub struct Control {
 /// slow consumer anyway).
 const CONTROL_MAX: usize = 4 * 1024;
 
-impl Control {
+impl ControlFrames {
     /// Takes one write of the WebSocket layer, which is always whole frames (its buffer,
     /// flushed); returns how many bytes it took (all of them: they are never refused).
     pub fn accept(&mut self, buf: &[u8]) -> usize {
@@ -411,7 +411,7 @@ impl Batch {
 
     /// Queues the WebSocket layer's waiting frames, unless a close frame was already
     /// queued (nothing may follow it).
-    pub(crate) fn take_control(&mut self, control: &mut Control) {
+    pub(crate) fn take_control(&mut self, control: &mut ControlFrames) {
         if let Some((bytes, close)) = control.take()
             && !self.closes
         {
@@ -489,7 +489,7 @@ mod tests {
     struct Trickle {
         written: Vec<u8>,
         chunk: usize,
-        control: Control,
+        control: ControlFrames,
     }
 
     impl RawSocket for Trickle {
@@ -509,7 +509,7 @@ mod tests {
             }
             Poll::Ready(Ok(n))
         }
-        fn control(&mut self) -> &mut Control {
+        fn control(&mut self) -> &mut ControlFrames {
             &mut self.control
         }
     }
@@ -564,7 +564,7 @@ mod tests {
             let mut sock = Trickle {
                 written: Vec::new(),
                 chunk,
-                control: Control::default(),
+                control: ControlFrames::default(),
             };
             write_all(&mut batch, &mut sock);
             assert!(batch.is_empty());
@@ -592,7 +592,7 @@ mod tests {
         let mut sock = Trickle {
             written: Vec::new(),
             chunk: 5000,
-            control: Control::default(),
+            control: ControlFrames::default(),
         };
         write_all(&mut batch, &mut sock);
         let frames = parse(&sock.written);
@@ -664,7 +664,7 @@ mod tests {
             let mut sock = Trickle {
                 written: Vec::new(),
                 chunk: 333,
-                control: Control::default(),
+                control: ControlFrames::default(),
             };
             write_all(&mut batch, &mut sock);
             let mut got: Vec<Vec<u8>> = Vec::new();
@@ -683,7 +683,7 @@ mod tests {
 
     #[test]
     fn nothing_follows_a_close_and_waiting_pongs_stay_bounded() {
-        let mut control = Control::default();
+        let mut control = ControlFrames::default();
         let pong = [0x8a, 0x00];
         for _ in 0..10_000 {
             control.accept(&pong);
@@ -695,7 +695,7 @@ mod tests {
         batch.take_control(&mut control);
         assert_eq!(batch.inline.len(), 4, "pongs after a close are not sent");
 
-        let mut control = Control::default();
+        let mut control = ControlFrames::default();
         control.accept(&[0x8a, 0x01, b'x', 0x88, 0x02, 0x03, 0xe8]);
         assert!(control.close, "a close reply after a pong is seen");
         let mut batch = Batch::default();

@@ -43,7 +43,7 @@ pub trait ServerRuntime: Sleep + Send + Sync + Sized {
         + Unpin
         + 'static;
     /// The socket under [`ServerRuntime::Ws`]: reads from [`ServerRuntime::Sock`], and keeps
-    /// what the WebSocket layer writes in a [`crate::frames::Control`] for the connection's
+    /// what the WebSocket layer writes in a [`crate::frames::ControlFrames`] for the connection's
     /// writer, which writes its frames straight to the socket (see [`crate::frames`]).
     type Raw: crate::frames::RawSocket + 'static;
 

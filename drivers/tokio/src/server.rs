@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use mew_driver_common::frames::{Control, RawSocket};
+use mew_driver_common::frames::{ControlFrames, RawSocket};
 use mew_driver_common::server::ServerRuntime;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -95,7 +95,7 @@ impl AsyncWrite for ServerSock {
 /// ([`mew_driver_common::frames`]).
 pub struct WsSock {
     sock: ServerSock,
-    control: Control,
+    control: ControlFrames,
 }
 
 impl AsyncRead for WsSock {
@@ -135,7 +135,7 @@ impl RawSocket for WsSock {
         Pin::new(&mut self.sock).poll_write_vectored(cx, bufs)
     }
 
-    fn control(&mut self) -> &mut Control {
+    fn control(&mut self) -> &mut ControlFrames {
         &mut self.control
     }
 }
@@ -217,7 +217,7 @@ impl ServerRuntime for Tokio {
         // small reads per frame), which costs a third of the fan-out throughput.
         let s = WsSock {
             sock: s,
-            control: Control::default(),
+            control: ControlFrames::default(),
         };
         if leftover.is_empty() {
             futures_util::future::Either::Left(WebSocketStream::from_raw_socket(
