@@ -146,7 +146,7 @@ impl Record {
     }
 
     /// Appends the record's bytes to `out` (the same bytes as [`Record::encode`]). The head
-    /// is written field by field, in the order and form `serde_json` gives [`Head`]: this
+    /// is written field by field, in the order and form `serde_json` gives `Head`: this
     /// runs once per input of a durable space, where building and serialising a struct
     /// costs more than the rest of the record.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
