@@ -15,10 +15,12 @@
 //! default capabilities, and the server must accept N + 1 connections:
 //!
 //! ```text
-//! printf 'space: {id: idle}\nlogging: {enabled: false}\ndefaults: {capabilities: [{kind: chat}]}\ngateway: {anonymous_joins: true, max_participants: 60000}\n' > /tmp/idle.yaml
+//! printf 'space: {id: idle}\nlogging: {enabled: false}\ndefaults: {capabilities: [{kind: chat}]}\ngateway: {anonymous_joins: true, max_participants: 60000, limits: {max_connections: 20000}}\n' > /tmp/idle.yaml
 //! mew gateway --config /tmp/idle.yaml --port 8090 &
-//! MEW_IDLE_GATEWAY=127.0.0.1:8090 MEW_IDLE_N=9999 cargo bench -p mew-benches --bench idle
+//! MEW_IDLE_GATEWAY=127.0.0.1:8090 MEW_IDLE_N=10000 cargo bench -p mew-benches --bench idle
 //! ```
+//!
+//! (docs/benchmarks.md has the cluster of three nodes that holds 50,000.)
 //!
 //! Environment: `MEW_IDLE_GATEWAY` (`127.0.0.1:8080`, or several separated by commas),
 //! `MEW_IDLE_SPACE` (`idle`), `MEW_IDLE_N` (1000), `MEW_IDLE_PID` (the gateways' processes,
