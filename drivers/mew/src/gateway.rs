@@ -89,6 +89,9 @@ pub struct Args {
     pub tls_key: Option<PathBuf>,
 }
 
+/// How long a stopping gateway may take to close its connections and flush its logs.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// A gateway serving its space, with the processes it started.
 pub struct Running {
     /// Where it listens.
@@ -180,7 +183,18 @@ impl Running {
         tracing::info!("shutting down");
         self.processes.stop().await;
         self.handle.shutdown();
-        match self.serve.await {
+        // Bounded: a cluster node whose NATS server went down with it, or a log writer stuck
+        // on a dead disk, must not keep a stopped gateway alive.
+        let Ok(served) = tokio::time::timeout(STOP_GRACE, self.serve).await else {
+            return Err(Failure::new(
+                exit::RUNTIME,
+                format!(
+                    "did not stop within {} s (logs may be incomplete)",
+                    STOP_GRACE.as_secs()
+                ),
+            ));
+        };
+        match served {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(Failure::new(
                 exit::RUNTIME,
