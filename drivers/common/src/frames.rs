@@ -23,6 +23,8 @@ pub trait RawSocket: Send + Unpin {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>>;
+    /// Flushes what the socket itself buffers (a TLS layer's records).
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
     /// The frames the WebSocket layer wrote, waiting for the writer.
     fn control(&mut self) -> &mut ControlFrames;
 }
@@ -456,6 +458,11 @@ impl Batch {
             };
             self.advance(n);
         }
+        // A TLS layer may keep the last records when the socket was full: they must go too.
+        match sock.poll_flush(cx) {
+            Poll::Ready(Ok(())) => {}
+            other => return other,
+        }
         // An idle connection keeps no more than a few entries.
         if self.out.capacity() > 16 {
             self.out = Vec::new();
@@ -508,6 +515,9 @@ mod tests {
                 }
             }
             Poll::Ready(Ok(n))
+        }
+        fn poll_flush(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
         }
         fn control(&mut self) -> &mut ControlFrames {
             &mut self.control

@@ -135,6 +135,10 @@ impl RawSocket for WsSock {
         Pin::new(&mut self.sock).poll_write_vectored(cx, bufs)
     }
 
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.sock).poll_flush(cx)
+    }
+
     fn control(&mut self) -> &mut ControlFrames {
         &mut self.control
     }
