@@ -157,6 +157,8 @@ impl Frames {
 #[derive(Debug, Default)]
 pub struct PassFrames {
     buf: Vec<u8>,
+    /// The last pass's size: the next buffer starts at it rather than growing to it.
+    last_len: usize,
     /// The last frame seen (pinned, so its address is not reused) and its piece.
     last: Option<(Bytes, Piece)>,
 }
@@ -188,6 +190,9 @@ impl PassFrames {
                 if std::str::from_utf8(frame).is_err() {
                     return false;
                 }
+                if self.buf.capacity() == 0 {
+                    self.buf.reserve(self.last_len.clamp(1024, 1 << 20));
+                }
                 let piece = match u32::try_from(self.buf.len() + frame.len() + 10) {
                     Ok(_) if frame.len() <= FRAGMENT => {
                         let start = self.buf.len();
@@ -212,12 +217,15 @@ impl PassFrames {
     /// taken with [`PassFrames::take`] before the next [`PassFrames::push`].
     pub fn seal(&mut self) -> Bytes {
         self.last = None;
+        self.last_len = self.buf.len();
         Bytes::from(std::mem::take(&mut self.buf))
     }
 
     /// A connection's pending pieces, over the sealed buffer `arena`.
     pub fn take(arena: &Bytes, pending: &mut Pending) -> Frames {
-        let pieces = std::mem::take(&mut pending.pieces);
+        // The next pass likely has about as many (a few kept: idle connections stay small).
+        let next = Vec::with_capacity(pending.pieces.len().min(16));
+        let pieces = std::mem::replace(&mut pending.pieces, next);
         Frames {
             arena: arena.clone(),
             messages: pieces.len(),
