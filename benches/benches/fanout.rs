@@ -470,6 +470,30 @@ fn main() {
             outcomes[i].push(rt.block_on(run_once(server, k, m, window, rate)));
         }
     }
+    // Per round (runs of every kind side by side), each kind's time and server CPU against
+    // the ceiling's in the same round: their spread over the rounds.
+    let ceiling_runs = kinds.iter().position(|k| *k == "ceiling").map(|i| {
+        outcomes[i]
+            .iter()
+            .map(|o| (o.elapsed, o.server_cpu))
+            .collect::<Vec<_>>()
+    });
+    let spreads: Vec<Option<String>> = outcomes
+        .iter()
+        .map(|runs| {
+            let c = ceiling_runs.as_ref()?;
+            let ratios = |f: &dyn Fn(&Outcome, &(Duration, Duration)) -> f64| {
+                let mut v: Vec<f64> = runs.iter().zip(c).map(|(o, c)| f(o, c)).collect();
+                v.sort_by(f64::total_cmp);
+                format!("{:.2}-{:.2}x", v[0], v[v.len() - 1])
+            };
+            Some(format!(
+                "time {}, server CPU {}",
+                ratios(&|o, c| o.elapsed.as_secs_f64() / c.0.as_secs_f64()),
+                ratios(&|o, c| o.server_cpu.as_secs_f64() / c.1.as_secs_f64().max(1e-9)),
+            ))
+        })
+        .collect();
     let mut ceiling_rate = None;
     let mut rates = Vec::new();
     for (kind, mut runs) in kinds.iter().zip(outcomes) {
@@ -493,6 +517,16 @@ fn main() {
             o.cpu / m as u32,
             o.server_cpu / m as u32
         );
+    }
+    if runs > 1 {
+        println!("spread over the {runs} rounds, against the ceiling's run of the same round:");
+        for (kind, spread) in kinds.iter().zip(&spreads) {
+            if let Some(s) = spread
+                && *kind != "ceiling"
+            {
+                println!("  {kind:<12} {s}");
+            }
+        }
     }
     let rate_of = |k: &str| rates.iter().find(|(n, _)| *n == k).map(|(_, r)| *r);
     if let (Some(t), Some(a)) = (rate_of("gateway"), rate_of("async-std")) {
