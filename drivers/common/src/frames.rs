@@ -221,6 +221,29 @@ impl PassFrames {
         Bytes::from(std::mem::take(&mut self.buf))
     }
 
+    /// A connection's pending pieces before the pass is over (a ping or a close must follow
+    /// them): its frames copied out, the pass's buffer going on for everyone else.
+    pub fn take_now(&self, pending: &mut Pending) -> Frames {
+        let mut buf = Vec::new();
+        let mut pieces = Vec::with_capacity(pending.pieces.len());
+        for p in pending.pieces.drain(..) {
+            pieces.push(match p {
+                Piece::Framed(s, e) => {
+                    let start = buf.len() as u32;
+                    buf.extend_from_slice(&self.buf[s as usize..e as usize]);
+                    Piece::Framed(start, buf.len() as u32)
+                }
+                long @ Piece::Long(_) => long,
+            });
+        }
+        Frames {
+            arena: Bytes::from(buf),
+            messages: pieces.len(),
+            bytes: std::mem::take(&mut pending.bytes),
+            pieces,
+        }
+    }
+
     /// A connection's pending pieces, over the sealed buffer `arena`.
     pub fn take(arena: &Bytes, pending: &mut Pending) -> Frames {
         // The next pass likely has about as many (a few kept: idle connections stay small).
@@ -649,6 +672,12 @@ mod tests {
         }
         let [mut a, mut b] = to;
         assert!(!pass.push(&mut a, &Bytes::from_static(b"\xff\xfe")));
+        // One connection's frames taken before the pass is over (a close follows them).
+        let mut c = Pending::default();
+        assert!(pass.push(&mut c, &m1) && pass.push(&mut c, &long));
+        let early = pass.take_now(&mut c);
+        assert!(c.is_empty());
+        assert_eq!(early.texts(), vec![m1.clone(), long.clone()]);
         let arena = pass.seal();
         // Each short message once in the buffer; the long one written from its own bytes.
         assert_eq!(

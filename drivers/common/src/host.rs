@@ -273,13 +273,12 @@ impl<L: ConnLink> GatewayHost<L> {
         frame: Option<Bytes>,
         close: Option<(u16, String)>,
     ) {
-        self.flush_dirty();
+        self.flush_pending(conn);
         if let Some(f) = frame
             && let Some(c) = self.conns.get_mut(&conn)
             && self.pass.push(&mut c.pending, &f)
         {
-            self.dirty.push(conn);
-            self.flush_dirty();
+            self.flush_pending(conn);
         }
         if let Some(c) = self.conns.get(&conn)
             && let Some((code, reason)) = close
@@ -504,13 +503,13 @@ impl<L: ConnLink> GatewayHost<L> {
                     }
                 }
                 Output::Ping { conn } => {
-                    self.flush_dirty();
+                    self.flush_pending(conn);
                     if let Some(c) = self.conns.get(&conn) {
                         c.link.send(WriterCmd::Ping);
                     }
                 }
                 Output::Close { conn, code, reason } => {
-                    self.flush_dirty();
+                    self.flush_pending(conn);
                     if let Some(c) = self.conns.get(&conn) {
                         c.link.send(WriterCmd::Close(code, reason));
                         c.link.closing();
@@ -566,8 +565,18 @@ impl<L: ConnLink> GatewayHost<L> {
         self.logs.as_ref().map_or(0, LogHandle::dropped) + self.gateway.audit_dropped()
     }
 
-    /// Hands every connection its frames of the pass so far (before a ping or a close,
-    /// which must follow them, and at the end of the pass).
+    /// Hands one connection its frames of the pass so far (before a ping or a close, which
+    /// must follow them), the pass going on for the others.
+    fn flush_pending(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn)
+            && !c.pending.is_empty()
+        {
+            c.link
+                .send(WriterCmd::Frames(self.pass.take_now(&mut c.pending)));
+        }
+    }
+
+    /// Hands every connection its frames of the pass (at its end).
     fn flush_dirty(&mut self) {
         if self.dirty.is_empty() {
             return;
