@@ -117,7 +117,7 @@ pub struct Frames {
 pub(crate) enum Piece {
     /// A whole frame, header included, at this range of the pass's buffer.
     Framed(u32, u32),
-    /// A long message, written from its own bytes in fragments.
+    /// A longer message, written from its own bytes (in fragments if very long).
     Long(Bytes),
 }
 
@@ -151,6 +151,11 @@ impl Frames {
             .collect()
     }
 }
+
+/// Messages up to this size are framed into the pass's shared buffer; longer ones (a
+/// joiner's welcome, a large result) are written from their own bytes, so that a connection
+/// that is behind does not keep other connections' large frames alive with the buffer.
+const SHARED_MAX: usize = 1024;
 
 /// The frames of one pass over the core's outputs, framed once: a broadcast's frame is
 /// written to the pass's buffer once, and each recipient gets its place in the buffer.
@@ -194,7 +199,7 @@ impl PassFrames {
                     self.buf.reserve(self.last_len.clamp(1024, 1 << 20));
                 }
                 let piece = match u32::try_from(self.buf.len() + frame.len() + 10) {
-                    Ok(_) if frame.len() <= FRAGMENT => {
+                    Ok(_) if frame.len() <= SHARED_MAX => {
                         let start = self.buf.len();
                         let (head, n) = header(0x81, frame.len());
                         self.buf.extend_from_slice(&head[..usize::from(n)]);
