@@ -381,8 +381,9 @@ pub struct JwtConfig {
 /// policy decides what a power loss or a kernel crash may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fsync {
-    /// Each batch of inputs is on the disk before any of its outputs (acknowledgements
-    /// included) leave.
+    /// A change of the space (a grant, a revocation, an invitation, a join, a post, ...)
+    /// is on the disk before anything after it leaves (its acknowledgement included);
+    /// chats are flushed in groups, at most 10 ms after they were delivered.
     Always,
     /// At most this many milliseconds of acknowledged changes may be lost to a power loss.
     EveryMs(u64),
