@@ -8,9 +8,12 @@
 //!
 //! Crash consistency: each pass of the core task writes its entries to the file before any
 //! of its outputs (acknowledgements included) leave, so a killed process loses nothing it
-//! acknowledged. [`Fsync`] decides what a power loss may take: `always` flushes each pass
-//! to the disk before its outputs; `every_ms` at most that often. A torn last entry is cut
-//! with a warning; a file of another format version is an error.
+//! acknowledged. Flushing to the disk is done by a thread of its own while the core goes
+//! on. [`Fsync`] decides what a power loss may take: with `always`, a pass that changes the
+//! space (anything but chats, stream data, pongs and beats) and every output after it wait
+//! for the flush that covers it, and chats are flushed within [`MESSAGE_FLUSH`]; with
+//! `every_ms`, the file is flushed at most that often. A torn last entry is cut with a
+//! warning; a file of another format version is an error.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
