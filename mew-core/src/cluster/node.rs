@@ -399,9 +399,9 @@ impl Node {
             Entry::Frame { .. } => None,
             _ => Some(false),
         };
-        let chats = g.stats().received_of("chat");
+        let chats = g.stats().chats_received();
         self.handle_record(g, seq, rec);
-        message.unwrap_or_else(|| g.stats().received_of("chat") == chats + 1)
+        message.unwrap_or_else(|| g.stats().chats_received() == chats + 1)
     }
 
     fn replica_events(&mut self) {

@@ -172,7 +172,11 @@ impl Record {
         json_u64(out, self.at.as_unix_millis());
         if let Some(e) = &self.entropy {
             out.extend_from_slice(b",\"e\":\"");
-            out.extend_from_slice(secret::hex(e).as_bytes());
+            const DIGITS: &[u8; 16] = b"0123456789abcdef";
+            for b in e {
+                out.push(DIGITS[usize::from(b >> 4)]);
+                out.push(DIGITS[usize::from(b & 15)]);
+            }
             out.push(b'"');
         }
         let (mut c, mut l, mut k, mut p, mut s) = (None, None, None, None, None);

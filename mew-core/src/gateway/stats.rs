@@ -59,9 +59,10 @@ impl Stats {
         self.delivered[i] += frames;
     }
 
-    /// Envelopes of `kind` accepted so far (kinds the spec does not name share one count).
-    pub fn received_of(&self, kind: &str) -> u64 {
-        self.received[slot(kind)]
+    /// `chat` envelopes accepted so far (a durable node asks after every frame).
+    pub fn chats_received(&self) -> u64 {
+        static CHAT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        self.received[*CHAT.get_or_init(|| slot("chat"))]
     }
 
     /// Counts a refusal.
