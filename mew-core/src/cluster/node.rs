@@ -387,14 +387,16 @@ impl Node {
     }
 
     /// [`Node::handle_record`] for a record this node published, telling whether it only
-    /// carried a message: a `chat` the space accepted, a stream's data, a pong or a beat,
-    /// which change nothing a space keeps but its history. A node whose log is a local file
+    /// carried a message: a `chat` the space accepted, a stream's data, a pong, a beat or a
+    /// tick, which change nothing a space keeps but its history (or what time redoes). A node whose log is a local file
     /// may let such a record's effects out once the record is written, before it is
     /// flushed to the disk; anything else (a grant, a revocation, an invitation, a join, a
     /// post, a refused frame, ...) is flushed first.
     pub fn handle_own_record(&mut self, g: &mut Gateway, seq: u64, rec: Record) -> bool {
         let message = match &rec.entry {
-            Entry::Beat | Entry::Pong { .. } => Some(true),
+            // A tick's effects (timers: pings, expiries) follow from the time alone: a
+            // restart that lost it does the same at its first tick.
+            Entry::Beat | Entry::Pong { .. } | Entry::Tick => Some(true),
             Entry::Frame { frame, .. } if frame.first() == Some(&b'#') => Some(true),
             Entry::Frame { .. } => None,
             _ => Some(false),
