@@ -10,7 +10,7 @@
 //! of its outputs (acknowledgements included) leave, so a killed process loses nothing it
 //! acknowledged. Flushing to the disk is done by a thread of its own while the core goes
 //! on. [`Fsync`] decides what a power loss may take: with `always`, a pass that changes the
-//! space (anything but chats, stream data, pongs and beats) and every output after it wait
+//! space (anything but chats, stream data, pongs, beats and ticks) and every output after it wait
 //! for the flush that covers it, and chats are flushed within [`MESSAGE_FLUSH`]; with
 //! `every_ms`, the file is flushed at most that often. A torn last entry is cut with a
 //! warning; a file of another format version is an error.
