@@ -153,6 +153,29 @@ function capLabel(c) {
 }
 
 /**
+ * Applies one join or leave (an announcement's payload, or a change of a batch).
+ * @param {State} s
+ * @param {any} c
+ * @returns {"join" | "leave" | null}
+ */
+function presence(s, c) {
+  const p = c?.participant ?? {};
+  if (typeof p.id !== "string") return null;
+  if (c.event === "join") {
+    const m = memberOf(p);
+    m.tools = s.members.get(p.id)?.tools ?? [];
+    s.members.set(p.id, m);
+    return "join";
+  }
+  if (c.event === "leave") {
+    const m = s.members.get(p.id);
+    if (m) m.online = false;
+    return "leave";
+  }
+  return null;
+}
+
+/**
  * @param {any} p  a participant entry of a welcome or presence
  * @returns {Member}
  */
@@ -241,17 +264,21 @@ export function apply(s, env) {
       break;
     }
     case "system/presence": {
-      const p = payload.participant ?? {};
-      const pid = typeof p.id === "string" ? p.id : "";
-      if (payload.event === "join") {
-        const m = memberOf(p);
-        m.tools = s.members.get(pid)?.tools ?? [];
-        s.members.set(pid, m);
-        note(s, `${pid} joined`);
-      } else if (payload.event === "leave") {
-        const m = s.members.get(pid);
-        if (m) m.online = false;
-        note(s, `${pid} left`);
+      if (payload.event === "batch") {
+        // A crowded space's joins and leaves, gathered: one line for all of them.
+        const changes = Array.isArray(payload.changes) ? payload.changes : [];
+        let joined = 0;
+        let left = 0;
+        for (const c of changes) {
+          const r = presence(s, c);
+          if (r === "join") joined += 1;
+          if (r === "leave") left += 1;
+        }
+        const omitted = typeof payload.omitted === "number" ? payload.omitted : 0;
+        note(s, `${joined} joined, ${left} left (${omitted} more not listed; ${payload.online} online)`);
+      } else {
+        const r = presence(s, payload);
+        if (r) note(s, `${payload.participant.id} ${r === "join" ? "joined" : "left"}`);
       }
       break;
     }

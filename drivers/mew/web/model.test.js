@@ -47,6 +47,28 @@ test("a welcome lists the members with their capabilities", () => {
   assert.deepEqual(s.members.get("fs")?.tools, ["read_file", "write_file"]);
 });
 
+test("a crowded space's batched presence updates the members in one line", () => {
+  const s = M.newState("");
+  M.apply(s, welcome);
+  M.apply(s, {
+    kind: "system/presence",
+    payload: {
+      event: "batch",
+      online: 1204,
+      omitted: 7,
+      changes: [
+        { event: "join", participant: { id: "newcomer", capabilities: [{ kind: "chat" }] } },
+        { event: "leave", participant: { id: "fs" } },
+        { event: "join" },
+      ],
+    },
+  });
+  assert.equal(s.members.get("newcomer")?.online, true);
+  assert.deepEqual(s.members.get("newcomer")?.capabilities, ["chat"]);
+  assert.equal(s.members.get("fs")?.online, false);
+  assert.equal(s.items.at(-1)?.text, "1 joined, 1 left (7 more not listed; 1204 online)");
+});
+
 test("proposals of others wait for review until settled anywhere", () => {
   const s = M.newState("");
   M.apply(s, welcome);

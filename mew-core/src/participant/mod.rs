@@ -569,9 +569,27 @@ impl Participant {
     }
 
     fn on_presence(&mut self, now: Time, env: &Envelope) {
-        let p = env.payload.as_ref();
-        let event = p.and_then(|p| p.get("event")).and_then(Value::as_str);
-        let part = p.and_then(|p| p.get("participant"));
+        let Some(p) = env.payload.as_ref() else {
+            return self.invalid(env, "presence without payload");
+        };
+        if p.get("event").and_then(Value::as_str) == Some("batch") {
+            // A crowded space (more online than the gateway's crowd size) announces joins and
+            // leaves in batches, each change shaped as a single announcement's payload.
+            let Some(changes) = p.get("changes").and_then(Value::as_array) else {
+                return self.invalid(env, "presence batch without changes");
+            };
+            for change in changes {
+                self.presence_change(now, env, change);
+            }
+            return;
+        }
+        self.presence_change(now, env, p);
+    }
+
+    /// One join or leave, from an announcement or a batch of them.
+    fn presence_change(&mut self, now: Time, env: &Envelope, p: &Value) {
+        let event = p.get("event").and_then(Value::as_str);
+        let part = p.get("participant");
         let Some(id) = part.and_then(|x| x.get("id")).and_then(Value::as_str) else {
             return self.invalid(env, "presence without participant.id");
         };
@@ -580,16 +598,20 @@ impl Participant {
         }
         match event {
             Some("join") => {
-                if self.others.len() >= self.config.bounds.max_participants
-                    && !self.others.contains_key(id)
-                {
-                    return self.invalid(env, "too many participants tracked");
-                }
                 let caps = part
                     .and_then(|x| x.get("capabilities"))
                     .and_then(Value::as_array)
                     .and_then(|a| CapabilitySet::compile(a).ok())
                     .unwrap_or_default();
+                if let Some(known) = self.others.get_mut(id) {
+                    // A batch may repeat a join already seen (in the welcome, or an earlier
+                    // batch): its capabilities are taken, nothing is announced again.
+                    *known = caps;
+                    return;
+                }
+                if self.others.len() >= self.config.bounds.max_participants {
+                    return self.invalid(env, "too many participants tracked");
+                }
                 self.others.insert(id.to_owned(), caps);
                 self.client
                     .emit(Event::ParticipantJoined { id: id.to_owned() });
@@ -599,7 +621,7 @@ impl Participant {
                 let id = id.to_owned();
                 self.remove_participant(&id);
             }
-            _ => self.invalid(env, "presence event must be join or leave"),
+            _ => self.invalid(env, "presence event must be join, leave or batch"),
         }
     }
 

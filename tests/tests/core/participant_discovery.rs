@@ -164,3 +164,63 @@ fn no_tools_leave_refresh_and_call_by_name() {
     assert!(s.p.discovery_status("calc").is_none());
     assert!(s.p.available_tools().is_empty());
 }
+
+#[test]
+fn a_crowded_space_announces_joins_and_leaves_in_batches() {
+    let mut s = Script::joined(
+        discovering(),
+        all_caps(),
+        &[("calc", json!([{"kind": "mcp/response"}]))],
+    );
+    s.advance(0);
+    answer_lists(&mut s, |_| Some(json!({"result": tools_of(&["add"])})));
+    let joins_before = s
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::ParticipantJoined { .. }))
+        .count();
+    // One batch: a new tool holder, a repeat of one already known, this participant's own
+    // join, and a leave.
+    s.send_from(
+        "system:gateway",
+        &[],
+        "system/presence",
+        None,
+        json!({"event": "batch", "online": 1500, "omitted": 0, "changes": [
+            {"event": "join", "participant": {"id": "search", "capabilities": [{"kind": "mcp/response"}]}},
+            {"event": "join", "participant": {"id": "calc", "capabilities": [{"kind": "mcp/response"}]}},
+            {"event": "join", "participant": {"id": ME, "capabilities": []}},
+            {"event": "leave", "participant": {"id": "calc"}}
+        ]}),
+    );
+    let joined: Vec<&str> = s.events[..]
+        .iter()
+        .filter_map(|e| match e {
+            Event::ParticipantJoined { id } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(joined.len(), joins_before + 1, "{joined:?}");
+    assert_eq!(joined.last(), Some(&"search"));
+    assert!(s.p.discovery_status("calc").is_none(), "the leave applied");
+    assert!(s.p.available_tools().is_empty());
+    // The newcomer is discovered like any joiner.
+    s.advance(1000);
+    let asked = answer_lists(&mut s, |_| Some(json!({"result": tools_of(&["find"])})));
+    assert_eq!(asked, ["search"]);
+    let names: Vec<String> = s.p.available_tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["search/find"]);
+    // A batch without its list of changes is refused as a peer fault, not a panic.
+    s.send_from(
+        "system:gateway",
+        &[],
+        "system/presence",
+        None,
+        json!({"event": "batch"}),
+    );
+    assert!(
+        matches!(s.events.last(), Some(Event::Invalid { reason, .. }) if reason == "presence batch without changes"),
+        "{:?}",
+        s.events.last()
+    );
+}

@@ -291,6 +291,26 @@ impl Screen {
         ))
     }
 
+    /// Applies one join or leave (an announcement's payload, or a change of a batch):
+    /// `Some(true)` for a join, `Some(false)` for a leave.
+    fn presence(&mut self, p: &Value) -> Option<bool> {
+        let who = &p["participant"];
+        let pid = who["id"].as_str()?.to_owned();
+        match p["event"].as_str()? {
+            "join" => {
+                self.members.insert(pid, member_of(who));
+                Some(true)
+            }
+            "leave" => {
+                if let Some(m) = self.members.get_mut(&pid) {
+                    m.online = false;
+                }
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+
     /// Adds a note from the program (a result, an error).
     pub fn note(&mut self, text: impl Into<String>) {
         let t: String = text.into();
@@ -325,20 +345,26 @@ impl Screen {
                 self.status = format!("joined as {}", self.me);
             }
             "system/presence" => {
-                let p = &payload["participant"];
-                let pid = p["id"].as_str().unwrap_or_default().to_owned();
-                match payload["event"].as_str() {
-                    Some("join") => {
-                        self.members.insert(pid.clone(), member_of(p));
-                        self.note(format!("{pid} joined"));
-                    }
-                    Some("leave") => {
-                        if let Some(m) = self.members.get_mut(&pid) {
-                            m.online = false;
+                if payload["event"] == "batch" {
+                    // A crowded space's joins and leaves, gathered: one line for all of them.
+                    let changes = payload["changes"].as_array().map(Vec::as_slice);
+                    let (mut joined, mut left) = (0, 0);
+                    for c in changes.unwrap_or_default() {
+                        match self.presence(c) {
+                            Some(true) => joined += 1,
+                            Some(false) => left += 1,
+                            None => {}
                         }
-                        self.note(format!("{pid} left"));
                     }
-                    _ => {}
+                    let omitted = payload["omitted"].as_u64().unwrap_or(0);
+                    self.note(format!(
+                        "{joined} joined, {left} left ({omitted} more not listed; {} online)",
+                        payload["online"]
+                    ));
+                } else if let Some(joined) = self.presence(payload) {
+                    let pid = payload["participant"]["id"].as_str().unwrap_or_default();
+                    let what = if joined { "joined" } else { "left" };
+                    self.note(format!("{pid} {what}"));
                 }
             }
             "chat" => {

@@ -336,3 +336,20 @@ fn discovery_is_folded_away_and_long_texts_are_summarised() {
     );
     assert!(frame(&s, 100, 40).contains("agent calls tools/list on files"));
 }
+
+#[test]
+fn a_crowds_batched_presence_updates_the_members_in_one_line() {
+    let mut s = space();
+    s.on_envelope(&json!({"kind": "system/presence", "from": "system:gateway", "payload": {
+        "event": "batch", "online": 1204, "omitted": 7, "changes": [
+            {"event": "join", "participant": {"id": "newcomer", "capabilities": [{"kind": "chat"}]}},
+            {"event": "leave", "participant": {"id": "files"}}]}}));
+    assert!(s.members["newcomer"].online);
+    assert!(!s.members["files"].online);
+    let f = frame(&s, 100, 30);
+    assert!(
+        f.contains("1 joined, 1 left (7 more not listed; 1204 online)"),
+        "{f}"
+    );
+    assert!(f.contains("newcomer"), "{f}");
+}
