@@ -361,11 +361,7 @@ impl Running {
                 }
                 NodeOutput::Posted { local, result } => {
                     if let Some(reply) = self.inputs.posts.remove(&local) {
-                        let resp = match result {
-                            Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
-                            Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
-                        };
-                        let _ = reply.reply(resp);
+                        let _ = reply.reply(Response::posted(result));
                     }
                 }
                 NodeOutput::PostRefused { local, message } => {

@@ -680,11 +680,7 @@ impl Running {
                 }
                 NodeOutput::Posted { local, result } => {
                     if let Some(reply) = self.inputs.posts.remove(&local) {
-                        let resp = match result {
-                            Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
-                            Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
-                        };
-                        self.pass.push(Held::Http(reply, resp));
+                        self.pass.push(Held::Http(reply, Response::posted(result)));
                     }
                 }
                 NodeOutput::PostRefused { local, message } => {

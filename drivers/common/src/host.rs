@@ -399,15 +399,12 @@ impl<L: ConnLink> GatewayHost<L> {
     /// Answers an HTTP API request from the core.
     pub fn http(&mut self, now: Time, req: HttpRequest) -> Response {
         match req.route {
-            Route::PostMessages { participant } => {
-                match self
-                    .gateway
-                    .handle_post(now, &participant, req.bearer.as_deref(), &req.body)
-                {
-                    Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
-                    Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
-                }
-            }
+            Route::PostMessages { participant } => Response::posted(self.gateway.handle_post(
+                now,
+                &participant,
+                req.bearer.as_deref(),
+                &req.body,
+            )),
             Route::GetMessages { participant, since } => {
                 match self.gateway.http_messages(
                     &participant,

@@ -26,6 +26,17 @@ impl Response {
         }
     }
 
+    /// The answer to `POST /participants/{id}/messages`, as the core decided it (a single
+    /// gateway, a durable one and a cluster node answer alike).
+    pub fn posted(
+        result: Result<mew_core::gateway::HttpAccepted, mew_core::gateway::HttpError>,
+    ) -> Response {
+        match result {
+            Ok(ok) => Response::json_bytes(200, ok.body_json().into_bytes()),
+            Err(e) => Response::json_bytes(e.status, e.body_json.into_bytes()),
+        }
+    }
+
     /// A JSON body already serialised.
     pub fn json_bytes(status: u16, body: Vec<u8>) -> Response {
         Response {

@@ -102,10 +102,11 @@ pub fn route(head: &RequestHead) -> Route {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn head(method: &str, target: &str, headers: &[(&str, &str)]) -> RequestHead {
+    /// A request head for `method target` (a query after `?`) with these headers.
+    pub(crate) fn head(method: &str, target: &str, headers: &[(&str, &str)]) -> RequestHead {
         let (path, query) = match target.split_once('?') {
             Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
             None => (target.to_owned(), None),

@@ -183,21 +183,7 @@ mod tests {
         },
     ];
 
-    fn head(method: &str, path: &str, headers: &[(&str, &str)]) -> RequestHead {
-        let (path, query) = match path.split_once('?') {
-            Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
-            None => (path.to_owned(), None),
-        };
-        RequestHead {
-            method: method.into(),
-            path,
-            query,
-            headers: headers
-                .iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect(),
-        }
-    }
+    use crate::route::tests::head;
 
     fn header<'a>(r: &'a Response, name: &str) -> Option<&'a str> {
         r.headers

@@ -229,11 +229,11 @@ impl Gateway {
             code: r.code,
         });
         if logged || !self.audit_envelopes {
-            self.gateway_send_one(now, conn, member, f, Some(&id), who, true);
+            self.gateway_send_one(now, conn, f, Some(&id), who, true);
         } else {
             // The refusal was counted, not logged: its error reply is not logged either.
             self.audit_envelopes = false;
-            self.gateway_send_one(now, conn, member, f, Some(&id), who, true);
+            self.gateway_send_one(now, conn, f, Some(&id), who, true);
             self.audit_envelopes = true;
         }
     }

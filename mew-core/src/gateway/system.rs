@@ -154,7 +154,7 @@ impl Gateway {
             // (each listing everyone) and push out every envelope worth polling for.
             Some(conn) => {
                 let who = m.id.clone();
-                self.gateway_send_one(now, conn, member, frame, Some(&id), who, false);
+                self.gateway_send_one(now, conn, frame, Some(&id), who, false);
             }
             None => self.gateway_to_member(now, member, frame, &id),
         }
@@ -222,7 +222,7 @@ impl Gateway {
         let who = m.id.clone();
         match (m.conn, m.virtual_log.clone()) {
             (Some(conn), _) => {
-                self.gateway_send_one(now, conn, member, frame, Some(id), who, true);
+                self.gateway_send_one(now, conn, frame, Some(id), who, true);
             }
             (None, Some(path)) if !m.removed => {
                 self.history.push(
@@ -254,18 +254,15 @@ impl Gateway {
 
     /// Sends a gateway frame to one member's connection and, with `keep`, records it for
     /// polling.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn gateway_send_one(
         &mut self,
         now: Time,
         conn: super::ConnId,
-        member: usize,
         frame: Bytes,
         id: Option<&str>,
         who: Arc<str>,
         keep: bool,
     ) {
-        let _ = member;
         if keep {
             self.history.push(
                 now,
