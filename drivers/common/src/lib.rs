@@ -14,6 +14,7 @@ pub mod bridge;
 pub mod client_tls;
 pub mod clock;
 pub mod conn;
+pub mod direct;
 pub mod durable;
 pub mod exit;
 pub mod files;

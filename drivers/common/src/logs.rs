@@ -11,6 +11,9 @@
 //!   flushed whenever the queue runs empty.
 //! - Every file rotates by size: `name` becomes `name.1` (and `name.1` becomes `name.2`, up
 //!   to the retention count; the oldest is deleted).
+//! - Audit files are written around the page cache ([`crate::direct`]), a megabyte at a
+//!   time: a record reaches its file within [`SETTLE_EVERY`] while records keep coming,
+//!   within [`IDLE`] of the last one, and at once on a flush or a stop.
 //! - Files are created 0600 in folders created 0700: the logs say who did what.
 
 use std::fs::{File, OpenOptions};
@@ -23,6 +26,8 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use mew_core::gateway::{AuditBatch, AuditFile};
+
+use crate::direct::DirectAppend;
 
 /// When files rotate and how many old ones are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,8 +71,12 @@ pub struct LogWriter {
 pub const LOG_QUEUE: usize = 65_536;
 /// How long a busy writer waits before it looks for more lines.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
-/// How long without lines before the writer sleeps until the next one.
-const IDLE: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long without lines before the writer settles its files and sleeps until the next
+/// line.
+pub const IDLE: std::time::Duration = std::time::Duration::from_millis(20);
+/// How often a busy writer settles its audit files (see [`crate::direct`]): how long a
+/// record may wait in memory while records keep coming.
+pub const SETTLE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// How many files the writer keeps open at once.
 const MAX_OPEN: usize = 64;
 
@@ -225,9 +234,43 @@ impl LogHandle {
     }
 }
 
-struct Open {
-    w: BufWriter<File>,
-    size: u64,
+/// An open file: audit files, large and busy, bypass the page cache ([`DirectAppend`]);
+/// virtual participants' logs, which scripts read as they grow, are written through it.
+enum Open {
+    Lines { w: BufWriter<File>, size: u64 },
+    Audit(DirectAppend),
+}
+
+impl Open {
+    fn size(&self) -> u64 {
+        match self {
+            Open::Lines { size, .. } => *size,
+            Open::Audit(f) => f.size(),
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Open::Lines { w, size } => {
+                w.write_all(bytes)?;
+                *size += bytes.len() as u64;
+                Ok(())
+            }
+            Open::Audit(f) => f.append(bytes),
+        }
+    }
+
+    /// Writes what is buffered; an audit file only with `settle` (see
+    /// [`DirectAppend::settle`]).
+    fn flush(&mut self, settle: bool) -> io::Result<()> {
+        match self {
+            Open::Lines { w, .. } => w.flush(),
+            Open::Audit(f) if settle => f.settle(),
+            // Written when its buffer fills: one large write costs far less than many
+            // small ones.
+            Open::Audit(_) => Ok(()),
+        }
+    }
 }
 
 struct Writer {
@@ -263,10 +306,12 @@ impl Writer {
         self.first_err.get_or_insert(e);
     }
 
-    fn flush_all(&mut self) {
+    /// Writes what every file buffers; with `settle`, audit files' partial last blocks
+    /// too.
+    fn flush_all(&mut self, settle: bool) {
         let mut err = None;
         for (_, f) in &mut self.files {
-            if let Err(e) = f.w.flush() {
+            if let Err(e) = f.flush(settle) {
                 err.get_or_insert(e);
             }
         }
@@ -281,6 +326,7 @@ impl Writer {
         // context switch per pass of a space's task, which cost more than the records).
         // After `IDLE` without any, it blocks until the next one.
         let mut last_work = std::time::Instant::now();
+        let mut last_settle = last_work;
         'outer: loop {
             let first = match rx.try_recv() {
                 Ok(cmd) => cmd,
@@ -289,10 +335,15 @@ impl Writer {
                     std::thread::sleep(LINGER);
                     continue;
                 }
-                Err(TryRecvError::Empty) => match rx.recv() {
-                    Ok(cmd) => cmd,
-                    Err(_) => break,
-                },
+                Err(TryRecvError::Empty) => {
+                    // Idle: whatever audit files still hold reaches them before the wait.
+                    self.flush_all(true);
+                    last_settle = std::time::Instant::now();
+                    match rx.recv() {
+                        Ok(cmd) => cmd,
+                        Err(_) => break,
+                    }
+                }
             };
             let mut next = Some(first);
             while let Some(cmd) = next.take() {
@@ -304,17 +355,17 @@ impl Writer {
                             v.push(b'\n');
                             line = Bytes::from(v);
                         }
-                        self.write(&path, &line);
+                        self.write(&path, &line, false);
                     }
                     Cmd::Audit(dir, file, batch) => {
                         let path = self.audit_path(&dir, file);
-                        self.write(&path, &batch);
+                        self.write(&path, &batch, true);
                         self.spares.put(batch);
                         self.audit_dir = Some(dir);
                     }
                     Cmd::Flush(ack) => {
                         self.report_drops();
-                        self.flush_all();
+                        self.flush_all(true);
                         let _ = ack.send(());
                     }
                     Cmd::Stop => break 'outer,
@@ -327,11 +378,15 @@ impl Writer {
                 next = rx.try_recv().ok();
             }
             self.report_drops();
-            self.flush_all();
             last_work = std::time::Instant::now();
+            let settle = last_work.duration_since(last_settle) >= SETTLE_EVERY;
+            self.flush_all(settle);
+            if settle {
+                last_settle = last_work;
+            }
         }
         self.report_drops();
-        self.flush_all();
+        self.flush_all(true);
         match self.first_err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -352,7 +407,7 @@ impl Writer {
         };
         let line = mew_core::gateway::audit_dropped_line(crate::clock::now(), count, total);
         let path = dir.join(AuditFile::EnvelopeHistory.file_name());
-        self.write(&path, &line);
+        self.write(&path, &line, true);
     }
 
     fn audit_path(&mut self, dir: &Arc<Path>, file: AuditFile) -> Arc<Path> {
@@ -378,12 +433,13 @@ impl Writer {
             .position(|(p, _)| p.as_os_str().as_encoded_bytes() == want)
     }
 
-    fn write(&mut self, path: &Path, bytes: &[u8]) {
+    /// Appends `bytes` to `path`, an audit file (written around the page cache) or not.
+    fn write(&mut self, path: &Path, bytes: &[u8], audit: bool) {
         // Rotating before the write that would overflow keeps the newest line in `path`.
         let mut slot = self.slot(path);
         if let Some(i) = slot {
-            let f = &self.files[i].1;
-            if f.size > 0 && f.size + bytes.len() as u64 > self.rotation.max_bytes {
+            let size = self.files[i].1.size();
+            if size > 0 && size + bytes.len() as u64 > self.rotation.max_bytes {
                 self.rotate(path);
                 slot = None;
             }
@@ -392,10 +448,10 @@ impl Writer {
             Some(i) => i,
             None => {
                 if self.files.len() >= MAX_OPEN {
-                    self.flush_all();
+                    self.flush_all(true);
                     self.files.clear();
                 }
-                match open_append(path) {
+                match open_append(path, audit) {
                     Ok(f) => {
                         self.files.push((path.to_owned(), f));
                         self.files.len() - 1
@@ -404,17 +460,15 @@ impl Writer {
                 }
             }
         };
-        let f = &mut self.files[i].1;
-        if let Err(e) = f.w.write_all(bytes) {
-            return self.note(e);
+        if let Err(e) = self.files[i].1.write(bytes) {
+            self.note(e);
         }
-        f.size += bytes.len() as u64;
     }
 
     fn rotate(&mut self, path: &Path) {
         if let Some(i) = self.slot(path) {
             let (_, mut f) = self.files.swap_remove(i);
-            if let Err(e) = f.w.flush() {
+            if let Err(e) = f.flush(true) {
                 self.note(e);
             }
         }
@@ -451,9 +505,15 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     b.create(dir)
 }
 
-fn open_append(path: &Path) -> io::Result<Open> {
+fn open_append(path: &Path, audit: bool) -> io::Result<Open> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         create_private_dir(dir)?;
+    }
+    // Not around the page cache: something other than a file (a FIFO, a terminal), which
+    // takes plain appends only.
+    let special = std::fs::metadata(path).is_ok_and(|m| !m.is_file());
+    if audit && !special {
+        return DirectAppend::open(path).map(Open::Audit);
     }
     let mut o = OpenOptions::new();
     o.create(true).append(true);
@@ -464,7 +524,7 @@ fn open_append(path: &Path) -> io::Result<Open> {
     }
     let f = o.open(path)?;
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
-    Ok(Open {
+    Ok(Open::Lines {
         w: BufWriter::with_capacity(64 * 1024, f),
         size,
     })
@@ -588,6 +648,88 @@ mod tests {
             }
         }
         assert_eq!(last, 99, "the newest line is in the current file");
+    }
+
+    fn audit_batch(from: usize, n: usize) -> AuditBatch {
+        let mut bytes = Vec::new();
+        for i in from..from + n {
+            bytes.extend_from_slice(
+                format!("{{\"n\":{i:05},\"pad\":\"{}\"}}\n", "x".repeat(90)).as_bytes(),
+            );
+        }
+        AuditBatch {
+            file: AuditFile::EnvelopeHistory,
+            bytes,
+            lines: n as u64,
+        }
+    }
+
+    #[test]
+    fn audit_lines_reach_their_file_without_a_flush_once_the_writer_idles() {
+        let d = tempdir("audit-idle");
+        let w = LogWriter::start(Rotation::default()).unwrap();
+        let h = w.handle().unwrap();
+        let dir: Arc<Path> = Arc::from(d.as_path());
+        // More than one direct write's worth, then a partial block.
+        for b in 0..100 {
+            assert!(h.append_audit(&dir, audit_batch(b * 100, 100)));
+        }
+        let path = d.join("envelope-history.jsonl");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let text = loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.lines().count() == 10_000 || std::time::Instant::now() > deadline {
+                break text;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 10_000, "every line, without a flush");
+        for (i, l) in lines.iter().enumerate() {
+            assert_eq!(&l[5..10], format!("{i:05}"), "in order, none torn");
+        }
+        assert!(text.ends_with('\n'));
+        w.finish().unwrap();
+    }
+
+    #[test]
+    fn audit_files_rotate_by_size_and_resume_after_a_restart() {
+        let d = tempdir("audit-rotate");
+        let rotation = Rotation {
+            max_bytes: 50_000,
+            keep: 3,
+        };
+        let dir: Arc<Path> = Arc::from(d.as_path());
+        for (from, to) in [(0, 1500), (1500, 2000)] {
+            // The second writer appends to the file the first left mid-block.
+            let w = LogWriter::start(rotation).unwrap();
+            let h = w.handle().unwrap();
+            for b in (from..to).step_by(10) {
+                h.append_audit(&dir, audit_batch(b, 10));
+            }
+            w.finish().unwrap();
+        }
+        let path = d.join("envelope-history.jsonl");
+        let files = rotated_files(&path);
+        assert_eq!(files.len(), 4, "three rotated and the current: {files:?}");
+        let mut next = None;
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            assert!(
+                text.len() <= 50_000,
+                "{} is {} bytes",
+                f.display(),
+                text.len()
+            );
+            for l in text.lines() {
+                let n: usize = l[5..10].parse().unwrap();
+                if let Some(want) = next {
+                    assert_eq!(n, want, "oldest first, none lost between files");
+                }
+                next = Some(n + 1);
+            }
+        }
+        assert_eq!(next, Some(2000), "the newest line is in the current file");
     }
 
     #[test]

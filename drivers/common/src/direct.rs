@@ -1,0 +1,230 @@
+//! Appending to a large, busy file without the page cache.
+//!
+//! The audit trail of a busy space writes a few kilobytes per envelope. Through the page
+//! cache that costs the writing thread more than formatting them did: every page is
+//! allocated, zeroed, copied into and accounted for, and freed again when a rotated file is
+//! deleted. Written with `O_DIRECT` (Linux), whole blocks go from this file's buffer to the
+//! disk: about a quarter of the CPU time per byte on ext4, and nothing left to evict.
+//!
+//! Direct writes must start and end on block boundaries, so the last partial block stays
+//! in memory while bytes keep coming ([`DirectAppend::write_blocks`]) and goes to the file
+//! through an ordinary descriptor when the writer settles ([`DirectAppend::settle`]); the
+//! next direct write covers that block again. A file system that refuses direct I/O (tmpfs
+//! on older kernels, some network file systems) gets the same buffer written through the
+//! ordinary descriptor instead.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// The alignment of offsets, lengths and memory that direct I/O asks for (4 KiB covers
+/// devices with 512-byte and 4 KiB logical blocks).
+const BLOCK: usize = 4096;
+/// Bytes held before they are written. A direct write costs mostly per request (on a
+/// virtio disk, 1 GiB took 0.45 s of system time in 64 KiB writes, 0.21 s in 256 KiB,
+/// 0.08 s in 1 MiB, 0.05 s in 4 MiB; through the page cache, 0.25-0.3 s); the buffer is
+/// the memory an open audit file costs.
+pub const CAPACITY: usize = 1024 * 1024;
+
+/// A file appended to from one thread, in whole blocks with `O_DIRECT` where the file
+/// system allows it.
+pub struct DirectAppend {
+    /// The direct descriptor, `None` where the file system refused it.
+    direct: Option<File>,
+    /// An ordinary descriptor: the partial last block, and everything when `direct` is
+    /// `None`.
+    plain: File,
+    /// [`CAPACITY`] bytes at a block-aligned address, at `buf[base..]`.
+    buf: Box<[u8]>,
+    base: usize,
+    /// Bytes held, from `buf[base]`, which is at file offset `at` (a block boundary).
+    len: usize,
+    at: u64,
+    /// Whether the held bytes are all in the file already (written by [`Self::settle`]).
+    settled: bool,
+}
+
+impl DirectAppend {
+    /// Opens (creating, mode 0600) `path` for appending.
+    pub fn open(path: &Path) -> io::Result<DirectAppend> {
+        let mut o = OpenOptions::new();
+        o.read(true).write(true).create(true);
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        let plain = o.open(path)?;
+        let direct = open_direct(path);
+        let buf = vec![0u8; CAPACITY + BLOCK].into_boxed_slice();
+        let base = buf.as_ptr().align_offset(BLOCK);
+        let size = plain.metadata()?.len();
+        let mut f = DirectAppend {
+            direct,
+            plain,
+            buf,
+            base,
+            len: 0,
+            at: size,
+            settled: true,
+        };
+        if f.direct.is_some() {
+            // The partial last block is held, to be written again whole.
+            let partial = (size % BLOCK as u64) as usize;
+            f.at = size - partial as u64;
+            f.plain
+                .read_exact_at(&mut f.buf[base..base + partial], f.at)?;
+            f.len = partial;
+        }
+        Ok(f)
+    }
+
+    /// Whether writes bypass the page cache.
+    pub fn is_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// The file's length once everything appended is written.
+    pub fn size(&self) -> u64 {
+        self.at + self.len as u64
+    }
+
+    /// Appends `bytes`, writing whole blocks whenever the buffer fills.
+    pub fn append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let n = bytes.len().min(CAPACITY - self.len);
+            let from = self.base + self.len;
+            self.buf[from..from + n].copy_from_slice(&bytes[..n]);
+            self.len += n;
+            self.settled = false;
+            bytes = &bytes[n..];
+            if self.len == CAPACITY {
+                self.write_blocks()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every whole block held; the partial last one stays (all of it without direct
+    /// I/O).
+    pub fn write_blocks(&mut self) -> io::Result<()> {
+        let whole = match self.direct {
+            Some(_) => self.len - self.len % BLOCK,
+            None => self.len,
+        };
+        if whole == 0 {
+            return Ok(());
+        }
+        let data = &self.buf[self.base..self.base + whole];
+        let r = match &self.direct {
+            Some(d) => d.write_all_at(data, self.at),
+            None => self.plain.write_all_at(data, self.at),
+        };
+        if let Err(e) = r {
+            if self.direct.is_some() && e.raw_os_error() == Some(libc::EINVAL) {
+                // Opened, then refused (some file systems only check at the write).
+                self.direct = None;
+                return self.write_blocks();
+            }
+            return Err(e);
+        }
+        self.buf
+            .copy_within(self.base + whole..self.base + self.len, self.base);
+        self.len -= whole;
+        self.at += whole as u64;
+        Ok(())
+    }
+
+    /// Writes everything held, the partial last block through the page cache, so that a
+    /// reader of the file sees every byte appended.
+    pub fn settle(&mut self) -> io::Result<()> {
+        self.write_blocks()?;
+        if self.len > 0 && !self.settled {
+            self.plain
+                .write_all_at(&self.buf[self.base..self.base + self.len], self.at)?;
+        }
+        self.settled = true;
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn open_direct(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_direct(_: &Path) -> Option<File> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("mew-direct-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn line(i: usize) -> Vec<u8> {
+        format!("{{\"n\":{i},\"pad\":\"{}\"}}\n", "x".repeat(i % 300)).into_bytes()
+    }
+
+    #[test]
+    fn appends_across_blocks_and_reopens_a_partial_block() {
+        let d = tempdir("append");
+        let p = d.join("a.jsonl");
+        let mut want = Vec::new();
+        let mut f = DirectAppend::open(&p).unwrap();
+        for i in 0..5000 {
+            let l = line(i);
+            f.append(&l).unwrap();
+            want.extend_from_slice(&l);
+            if i % 997 == 0 {
+                // Settling midway puts the partial block in the file; later direct writes
+                // cover it again.
+                f.settle().unwrap();
+                assert_eq!(std::fs::read(&p).unwrap(), want);
+            }
+        }
+        assert_eq!(f.size(), want.len() as u64);
+        f.settle().unwrap();
+        drop(f);
+        assert_eq!(std::fs::read(&p).unwrap(), want);
+        // A file that ends mid-block is appended to after its last byte.
+        let mut f = DirectAppend::open(&p).unwrap();
+        assert_eq!(f.size(), want.len() as u64);
+        f.append(b"tail\n").unwrap();
+        want.extend_from_slice(b"tail\n");
+        f.settle().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), want);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn whole_blocks_reach_the_file_before_settling_and_the_rest_after() {
+        let d = tempdir("blocks");
+        let p = d.join("b.jsonl");
+        let mut f = DirectAppend::open(&p).unwrap();
+        let bytes = vec![b'y'; BLOCK * 2 + 100];
+        f.append(&bytes).unwrap();
+        f.write_blocks().unwrap();
+        let on_disk = std::fs::read(&p).unwrap().len();
+        if f.is_direct() {
+            assert_eq!(on_disk, BLOCK * 2, "the partial block waits");
+        } else {
+            assert_eq!(on_disk, bytes.len());
+        }
+        f.settle().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), bytes);
+    }
+}
