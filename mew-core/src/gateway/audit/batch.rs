@@ -1,6 +1,6 @@
 //! The audit lines of a space, one buffer per file, until a writer takes them.
 
-use super::format::{ByteSink, Timestamps, delivered_head, delivered_tail, push_str};
+use super::format::{ByteSink, Timestamps, delivered_head, delivered_segment};
 use super::*;
 
 /// The space's audit lines, formatted as records happen into one buffer per file, for a
@@ -13,25 +13,34 @@ pub(crate) struct AuditLines {
     pub(super) files: [(Vec<u8>, u64); 2],
     /// Lines dropped because their file's batch was not taken in time.
     pub(super) dropped: u64,
-    delivered: DeliveredParts,
+    head: DeliveredHead,
+    /// Per member slot, the end of its `delivered` lines.
+    segments: Vec<Option<Segment>>,
 }
 
 /// How large a batch may grow when nobody takes it: beyond it, lines are dropped and
 /// counted.
 pub const AUDIT_BATCH_MAX: usize = 16 * 1024 * 1024;
 
-/// What the `delivered` lines of one envelope share: formatted once per envelope rather
-/// than once per recipient (by the same two functions as [`Record::write_line`]).
+/// What the `delivered` lines of one envelope share, formatted once per envelope rather
+/// than once per recipient: everything before the participant.
 #[derive(Debug, Default)]
-struct DeliveredParts {
-    /// The time, id and space the parts are for.
+struct DeliveredHead {
+    /// The time and id it is for.
     at: Option<Time>,
     id: Option<Vec<u8>>,
-    space_id: Vec<u8>,
-    transport: Option<Transport>,
-    /// Everything before the participant, and everything after it.
-    head: Vec<u8>,
-    tail: Vec<u8>,
+    bytes: Vec<u8>,
+}
+
+/// The rest of a member's `delivered` lines, from its participant on: formatted once per
+/// member rather than once per line. The `Arc`s it holds name what it was made for (held,
+/// so that their addresses identify them).
+#[derive(Debug)]
+struct Segment {
+    who: Arc<str>,
+    space: Arc<str>,
+    transport: Transport,
+    bytes: Box<[u8]>,
 }
 
 impl AuditLines {
@@ -42,22 +51,32 @@ impl AuditLines {
             return;
         }
         *lines += 1;
-        let Record::Delivered {
-            at,
-            id,
-            participant,
-            space_id,
-            transport,
-        } = record
-        else {
-            return record.write_line(buf, &mut self.ts);
-        };
-        let d = &mut self.delivered;
-        if d.at != Some(at) || d.id.as_deref() != id.map(str::as_bytes) {
-            d.head.clear();
-            delivered_head(&mut d.head, self.ts.get(at), id);
-            d.at = Some(at);
-            match (&mut d.id, id) {
+        record.write_line(buf, &mut self.ts);
+    }
+
+    /// A `delivered` line for member slot `member` (participant `who` of space `space`): one
+    /// per recipient of an envelope, so two copies of parts formatted earlier.
+    pub(super) fn push_delivered(
+        &mut self,
+        at: Time,
+        id: Option<&str>,
+        member: usize,
+        who: &Arc<str>,
+        space: &Arc<str>,
+        transport: Transport,
+    ) {
+        let (buf, lines) = &mut self.files[AuditFile::EnvelopeHistory as usize];
+        if buf.len() >= AUDIT_BATCH_MAX {
+            self.dropped += 1;
+            return;
+        }
+        *lines += 1;
+        let h = &mut self.head;
+        if h.at != Some(at) || h.id.as_deref() != id.map(str::as_bytes) {
+            h.bytes.clear();
+            delivered_head(&mut h.bytes, self.ts.get(at), id);
+            h.at = Some(at);
+            match (&mut h.id, id) {
                 (Some(v), Some(id)) => {
                     v.clear();
                     v.extend_from_slice(id.as_bytes());
@@ -65,16 +84,32 @@ impl AuditLines {
                 (slot, id) => *slot = id.map(|i| i.as_bytes().to_vec()),
             }
         }
-        if d.transport != Some(transport) || d.space_id != space_id.as_bytes() {
-            d.tail.clear();
-            delivered_tail(&mut d.tail, space_id, transport);
-            d.transport = Some(transport);
-            d.space_id.clear();
-            d.space_id.extend_from_slice(space_id.as_bytes());
+        if self.segments.len() <= member {
+            self.segments.resize_with(member + 1, || None);
         }
-        buf.extend_from_slice(&d.head);
-        push_str(buf, participant);
-        buf.extend_from_slice(&d.tail);
+        let slot = &mut self.segments[member];
+        let seg = match slot {
+            Some(s)
+                if Arc::ptr_eq(&s.who, who)
+                    && Arc::ptr_eq(&s.space, space)
+                    && s.transport == transport =>
+            {
+                s
+            }
+            _ => {
+                let mut bytes = Vec::new();
+                delivered_segment(&mut bytes, who, space, transport);
+                slot.insert(Segment {
+                    who: who.clone(),
+                    space: space.clone(),
+                    transport,
+                    bytes: bytes.into_boxed_slice(),
+                })
+            }
+        };
+        buf.reserve(h.bytes.len() + seg.bytes.len());
+        buf.extend_from_slice(&h.bytes);
+        buf.extend_from_slice(&seg.bytes);
     }
 
     pub(super) fn take(

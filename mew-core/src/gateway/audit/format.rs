@@ -8,7 +8,7 @@ impl Record<'_> {
     /// The file the record goes to.
     pub(super) fn file(&self) -> AuditFile {
         match self {
-            Record::Envelope { .. } | Record::Delivered { .. } => AuditFile::EnvelopeHistory,
+            Record::Envelope { .. } => AuditFile::EnvelopeHistory,
             Record::Capability { .. } => AuditFile::CapabilityDecisions,
         }
     }
@@ -21,17 +21,6 @@ impl Record<'_> {
     /// replaced by `"[redacted]"`.
     pub(super) fn write_line(&self, out: &mut Vec<u8>, ts: &mut Timestamps) {
         match *self {
-            Record::Delivered {
-                at,
-                id,
-                participant,
-                space_id,
-                transport,
-            } => {
-                delivered_head(out, ts.get(at), id);
-                push_str(out, participant);
-                return delivered_tail(out, space_id, transport);
-            }
             Record::Envelope {
                 at,
                 event,
@@ -135,8 +124,14 @@ pub(super) fn delivered_head(out: &mut Vec<u8>, timestamp: &[u8], id: Option<&st
     out.extend_from_slice(b",\"participant\":");
 }
 
-/// A `delivered` line after its participant's value, newline included.
-pub(super) fn delivered_tail(out: &mut Vec<u8>, space_id: &str, transport: Transport) {
+/// A `delivered` line from its participant's value on, newline included.
+pub(super) fn delivered_segment(
+    out: &mut Vec<u8>,
+    participant: &str,
+    space_id: &str,
+    transport: Transport,
+) {
+    push_str(out, participant);
     out.extend_from_slice(b",\"space_id\":");
     push_str(out, space_id);
     out.extend_from_slice(b",\"direction\":\"outbound\",\"transport\":\"");

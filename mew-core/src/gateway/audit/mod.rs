@@ -94,14 +94,6 @@ pub(super) enum Record<'a> {
         transport: Transport,
         metadata: Option<&'a Value>,
     },
-    /// One recipient of an envelope (the `received` record holds the envelope once).
-    Delivered {
-        at: Time,
-        id: Option<&'a str>,
-        participant: &'a str,
-        space_id: &'a str,
-        transport: Transport,
-    },
     Capability {
         at: Time,
         envelope_id: Option<&'a str>,
@@ -271,13 +263,9 @@ impl Gateway {
                 None,
             );
         }
-        self.audit.push(Record::Delivered {
-            at,
-            id,
-            participant: &self.members.get(member).id,
-            space_id: &self.space_id,
-            transport,
-        });
+        let who = &self.members.get(member).id;
+        self.audit
+            .push_delivered(at, id, member, who, &self.space_id, transport);
     }
 
     #[allow(clippy::too_many_arguments)]

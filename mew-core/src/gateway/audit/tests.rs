@@ -226,35 +226,44 @@ mod batches {
     }
 
     #[test]
-    fn delivered_lines_from_shared_parts_are_the_records_own_bytes() {
+    fn delivered_lines_from_shared_parts_are_each_lines_own_bytes() {
         let mut lines = AuditLines::default();
-        let mut want = Vec::new();
-        let mut ts = Timestamps::default();
+        let mut want = String::new();
         let ids = [Some("m1"), Some("m1"), Some("m\"2\n"), None, Some("m1")];
-        let who = ["a", "b\u{1}", "c"];
+        let who: [Arc<str>; 3] = ["a".into(), "b\u{1}".into(), "c".into()];
+        let (s, other): (Arc<str>, Arc<str>) = ("s".into(), "other\t".into());
+        // Slot 0 is taken over by another participant of the same name halfway.
+        let again: Arc<str> = "a".into();
         for (n, id) in ids.iter().enumerate() {
             for (i, p) in who.iter().enumerate() {
-                let r = Record::Delivered {
-                    at: Time::from_unix_millis(1_000 + (n as u64 / 2)),
-                    id: *id,
-                    participant: p,
-                    space_id: if n == 4 { "other\t" } else { "s" },
-                    transport: if i == 2 {
-                        Transport::Virtual
-                    } else {
-                        Transport::WebSocket
-                    },
+                let p = if i == 0 && n >= 3 { &again } else { p };
+                let at = Time::from_unix_millis(1_000 + (n as u64 / 2));
+                let space = if n == 4 { &other } else { &s };
+                let transport = if i == 2 && n != 1 {
+                    Transport::Virtual
+                } else {
+                    Transport::WebSocket
                 };
-                r.write_line(&mut want, &mut ts);
-                lines.push(r);
+                lines.push_delivered(at, *id, i, p, space, transport);
+                let id = id.map_or(String::new(), |id| {
+                    format!(",\"id\":{}", serde_json::to_string(id).unwrap())
+                });
+                want.push_str(&format!(
+                    "{{\"timestamp\":\"{at}\",\"event\":\"delivered\"{id},\"participant\":{},\"space_id\":{},\"direction\":\"outbound\",\"transport\":\"{}\"}}\n",
+                    serde_json::to_string(&**p).unwrap(),
+                    serde_json::to_string(&**space).unwrap(),
+                    transport.as_str(),
+                ));
             }
         }
         let batch = lines.take(AuditFile::EnvelopeHistory, Vec::new).unwrap();
         assert_eq!(batch.lines, 15);
-        assert_eq!(
-            String::from_utf8(batch.bytes).unwrap(),
-            String::from_utf8(want).unwrap()
-        );
+        let got = String::from_utf8(batch.bytes).unwrap();
+        assert_eq!(got, want);
+        for l in got.lines() {
+            let v: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["event"], "delivered");
+        }
     }
 
     #[test]
