@@ -6,11 +6,14 @@
 //! Without hardware counters (virtual machines), count instructions with callgrind, and
 //! subtract a run with `<iters>` 0 to leave out the setup:
 //! `valgrind --tool=callgrind target/release/examples/gateway_cycles 10 20000`
+//!
+//! A third argument `audit` turns the audit trail on: its lines are formatted and taken in
+//! batches of 64 envelopes, as the driver does (without the file I/O).
 
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::capability::{Capability, CapabilitySet};
-use mew_core::gateway::{Gateway, LoggingConfig, ParticipantEntry, SpaceConfig};
+use mew_core::gateway::{AuditFile, Gateway, LoggingConfig, ParticipantEntry, SpaceConfig};
 use mew_core::ids::IdGen;
 use std::hint::black_box;
 
@@ -21,6 +24,7 @@ fn main() {
         .collect();
     let n = args.first().copied().unwrap_or(10);
     let iters = args.get(1).copied().unwrap_or(1_000_000);
+    let audit = std::env::args().any(|a| a == "audit");
     let now = Time::from_unix_millis(1_736_416_800_000);
     let mut cfg = SpaceConfig::default_space(&mut IdGen::new(1));
     let chat = CapabilitySet::from_capabilities(vec![
@@ -29,7 +33,11 @@ fn main() {
     cfg.participants = (0..n)
         .map(|i| ParticipantEntry::new(&format!("p{i}"), vec![format!("t{i}")], chat.clone()))
         .collect();
-    cfg.logging = LoggingConfig::OFF;
+    cfg.logging = if audit {
+        LoggingConfig::default()
+    } else {
+        LoggingConfig::OFF
+    };
     cfg.gateway.max_queue_frames = usize::MAX;
     cfg.gateway.max_queue_bytes = usize::MAX;
     cfg.gateway.rate_limit = None;
@@ -43,11 +51,20 @@ fn main() {
     );
     let start = std::time::Instant::now();
     let mut delivered = 0usize;
-    for _ in 0..iters {
+    let mut spares: Vec<Vec<u8>> = Vec::new();
+    for i in 0..iters {
         gw.handle_frame(now, conns[0], frame.clone());
         while let Some(o) = gw.poll_output() {
             black_box(&o);
             delivered += 1;
+        }
+        if audit && i % 64 == 63 {
+            for file in AuditFile::ALL {
+                if let Some(batch) = gw.take_audit(file, || spares.pop().unwrap_or_default()) {
+                    black_box(&batch.bytes);
+                    spares.push(batch.bytes);
+                }
+            }
         }
     }
     let el = start.elapsed();

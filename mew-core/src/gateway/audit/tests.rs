@@ -76,6 +76,27 @@ fn secrets_are_redacted_and_the_record_kept() {
     assert!(!super::tests::line(r).contains("s3cret"));
 }
 
+proptest::proptest! {
+    /// The vectorised search finds what the scan from quote to quote finds.
+    #[test]
+    fn the_secret_search_agrees_with_the_quote_scan(
+        parts in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "\"", "token", "tokens", "api_key", "apiKey", "password", "secret", "\\",
+                ":", "{", "}", "x", "tok", "\"sec", "é", " ",
+            ]),
+            0..24,
+        )
+    ) {
+        let text = parts.concat();
+        proptest::prop_assert_eq!(
+            may_hold_secret(text.as_bytes()),
+            super::format::quote_scan(text.as_bytes()),
+            "{}", text
+        );
+    }
+}
+
 #[test]
 fn every_secret_key_is_found_and_only_those() {
     for k in SECRET_KEYS {
