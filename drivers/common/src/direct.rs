@@ -48,11 +48,14 @@ pub struct DirectAppend {
 impl DirectAppend {
     /// Opens (creating, mode 0600) `path` for appending.
     pub fn open(path: &Path) -> io::Result<DirectAppend> {
+        Self::open_with(path, open_direct(path))
+    }
+
+    fn open_with(path: &Path, direct: Option<File>) -> io::Result<DirectAppend> {
         let mut o = OpenOptions::new();
         o.read(true).write(true).create(true);
         std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
         let plain = o.open(path)?;
-        let direct = open_direct(path);
         let buf = vec![0u8; CAPACITY + BLOCK].into_boxed_slice();
         let base = buf.as_ptr().align_offset(BLOCK);
         let size = plain.metadata()?.len();
@@ -208,6 +211,32 @@ mod tests {
             std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o600
         );
+    }
+
+    #[test]
+    fn without_direct_io_the_same_bytes_go_through_the_page_cache() {
+        let d = tempdir("plain");
+        let p = d.join("c.jsonl");
+        std::fs::write(&p, b"earlier\n").unwrap();
+        let mut f = DirectAppend::open_with(&p, None).unwrap();
+        assert!(!f.is_direct());
+        assert_eq!(f.size(), 8);
+        let mut want = b"earlier\n".to_vec();
+        for i in 0..3000 {
+            let l = line(i);
+            f.append(&l).unwrap();
+            want.extend_from_slice(&l);
+        }
+        f.write_blocks().unwrap();
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            want,
+            "everything, not whole blocks only"
+        );
+        f.append(b"last\n").unwrap();
+        want.extend_from_slice(b"last\n");
+        f.settle().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), want);
     }
 
     #[test]
