@@ -46,7 +46,7 @@ pub fn client_config(opts: &ClientTlsOptions) -> Result<Arc<ClientConfig>, Strin
     if opts.insecure_skip_verify {
         let config = builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider())))
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider(), None)))
             .with_no_client_auth();
         return Ok(Arc::new(config));
     }
@@ -122,21 +122,50 @@ pub fn certificate_failure(e: &(dyn std::error::Error + 'static)) -> Option<Stri
     None
 }
 
-/// Accepts any certificate: [`ClientTlsOptions::insecure_skip_verify`]. Signatures are
-/// still checked, so the session is at least with the holder of the presented key.
+/// A configuration that trusts exactly the first certificate of the PEM file `cert`,
+/// whatever names it carries: for a space's own tools (`mew space status`), which read the
+/// certificate the gateway serves from the space's folder and talk to it on loopback.
+pub fn pinned_config(cert: &std::path::Path) -> Result<Arc<ClientConfig>, String> {
+    let pinned = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("certificate {}: {e}", cert.display()))?
+        .next()
+        .ok_or_else(|| format!("certificate {}: no PEM certificate in it", cert.display()))?
+        .map_err(|e| format!("certificate {}: {e}", cert.display()))?;
+    let config = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider(), Some(pinned))))
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// Accepts any certificate ([`ClientTlsOptions::insecure_skip_verify`]), or only the one it
+/// pins ([`pinned_config`]). Signatures are still checked, so the session is at least with
+/// the holder of the presented key.
 #[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+struct AnyCertificate(
+    Arc<rustls::crypto::CryptoProvider>,
+    Option<CertificateDer<'static>>,
+);
 
 impl ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
+        end_entity: &CertificateDer<'_>,
         _intermediates: &[CertificateDer<'_>],
         _server_name: &ServerName<'_>,
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        match &self.1 {
+            Some(pinned) if pinned.as_ref() != end_entity.as_ref() => {
+                Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::ApplicationVerificationFailure,
+                ))
+            }
+            _ => Ok(ServerCertVerified::assertion()),
+        }
     }
 
     fn verify_tls12_signature(
@@ -194,6 +223,29 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("no PEM certificate"), "{e}");
         let _ = std::fs::remove_file(empty);
+    }
+
+    #[test]
+    fn a_pinned_certificate_is_the_only_one_accepted() {
+        let pinned = CertificateDer::from(vec![0x30, 1, 2, 3]);
+        let other = CertificateDer::from(vec![0x30, 1, 2, 4]);
+        let v = AnyCertificate(provider(), Some(pinned.clone()));
+        let name = server_name("localhost").unwrap();
+        let now = UnixTime::now();
+        assert!(v.verify_server_cert(&pinned, &[], &name, &[], now).is_ok());
+        let refused = v
+            .verify_server_cert(&other, &[], &name, &[], now)
+            .unwrap_err();
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, refused);
+        assert!(
+            certificate_failure(&io).is_some(),
+            "told apart as a certificate failure"
+        );
+        let missing = pinned_config(std::path::Path::new("/nonexistent/cert.pem")).unwrap_err();
+        assert!(
+            missing.starts_with("certificate /nonexistent/cert.pem"),
+            "{missing}"
+        );
     }
 
     #[test]

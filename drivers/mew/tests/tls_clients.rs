@@ -180,3 +180,54 @@ fn clients_trust_the_ca_file_and_refuse_an_unverified_certificate_at_once() {
         started.elapsed()
     );
 }
+
+/// `mew space status` of a space served over TLS asks it over HTTPS, trusting the certificate
+/// the space's own folder names (whatever names it carries: here only `localhost`, while the
+/// status asks 127.0.0.1), and shows the gateway's figures and members.
+#[test]
+fn space_status_reads_a_tls_space_over_https() {
+    let dir = scratch().join("space");
+    std::fs::create_dir_all(dir.join(".mew")).unwrap();
+    make_pki(&dir);
+    std::fs::write(
+        dir.join(".mew/space.yaml"),
+        "space: {id: tls-status}\ngateway: {tls: {cert: ../cert.pem, key: ../key.pem}}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n",
+    )
+    .unwrap();
+    let mew = |args: &[&str]| {
+        Command::new(MEW)
+            .args(args)
+            .arg("--space-dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let up = mew(&["space", "up", "--detach", "--port", "0"]);
+    assert!(up.status.success(), "{up:?}");
+    assert!(
+        String::from_utf8_lossy(&up.stdout).contains("wss://"),
+        "{up:?}"
+    );
+    let out = mew(&["space", "status", "--json"]);
+    let down = mew(&["space", "down"]);
+    assert!(down.status.success(), "{down:?}");
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("status --json ({e}): {out:?}"));
+    assert_eq!(st["running"], true, "{st}");
+    assert!(
+        st["gateway"].as_str().unwrap().starts_with("wss://"),
+        "{st}"
+    );
+    assert!(
+        st["health"]["connections"].is_u64(),
+        "the gateway's figures, over HTTPS: {st}"
+    );
+    let ids: Vec<&str> = st["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["human"], "{st}");
+}
