@@ -2,8 +2,8 @@
 //! log is a local file. Every input becomes a [`Record`] appended to `.mew/state/log` and
 //! applied at once, through the same [`Node`] and [`Replica`] a cluster member uses; the
 //! replica's snapshot goes to `.mew/state/snapshot` every [`SNAPSHOT_EVERY`] entries (and at
-//! once after an invitation, so its token's entropy leaves the log), and the log is cut
-//! after it. Starting restores the snapshot and applies the log after it: the same path as
+//! once after an invitation, so its token's entropy leaves the log), and a new, empty log
+//! replaces the one it holds. Starting restores the snapshot and applies the log after it: the same path as
 //! a cluster member joining (`Replica::open`, then `Node::handle_entry`).
 //!
 //! Crash consistency: each pass of the core task writes its entries to the file before any
@@ -44,7 +44,8 @@ pub const SNAPSHOT_EVERY: u64 = 100_000;
 pub const LOG_MAX_BYTES: u64 = 64 << 20;
 /// Zeroed bytes the log is extended by ahead of its entries: a flush of blocks the file
 /// already has writes them, while a flush that grows the file also waits for the file
-/// system's journal (on ext4 under load, about 0.1 ms against several ms).
+/// system's journal (on ext4 under load, about 0.1 ms against several ms). The flushing
+/// thread writes them, topping them up when half are used.
 pub const LOG_AHEAD: u64 = 2 << 20;
 /// With `fsync: always`, how long written entries that no output waits for (chats) may
 /// stay unflushed: what a power loss may take of them. Changes of the space are flushed
@@ -52,6 +53,10 @@ pub const LOG_AHEAD: u64 = 2 << 20;
 pub const MESSAGE_FLUSH: Duration = Duration::from_millis(10);
 
 const LOG: &str = "log";
+/// A new log being created to replace the log after a snapshot (renamed into place).
+const LOG_NEXT: &str = "log.next";
+/// Zeros the flushing thread writes ahead at a time.
+const ZERO_CHUNK: u64 = 256 << 10;
 const SNAPSHOT: &str = "snapshot";
 /// Where the state of an earlier `space.yaml` is moved (beside `state/`).
 const SET_ASIDE: &str = "state.previous";
@@ -161,7 +166,16 @@ struct Syncer {
 
 struct SyncShared {
     state: std::sync::Mutex<SyncState>,
+    /// Wakes the thread.
     wake: std::sync::Condvar,
+    /// Wakes a core waiting for zeros in progress ([`SyncState::zeroing`]).
+    zeroed: std::sync::Condvar,
+}
+
+impl SyncShared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SyncState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[derive(Default)]
@@ -173,6 +187,20 @@ struct SyncState {
     /// The thread waits for bytes to flush (a write must wake it).
     idle: bool,
     stop: bool,
+    /// The current log file's length as far as zeros were written ahead (offset in it).
+    allocated: u64,
+    /// Where the core's entries end, its write in progress included: zeros go after it.
+    data_end: u64,
+    /// Zeros are being written from this offset on (the core's write must not reach it).
+    zeroing: Option<u64>,
+    /// Less than half of [`LOG_AHEAD`] is left: the thread tops the zeros up.
+    zeros_wanted: bool,
+    /// Writing zeros failed (a full disk): the log grows by its entries alone.
+    zeros_failed: bool,
+    /// A snapshot replaced the log by a new file: the thread flushes and extends the new
+    /// one, and closes the old one (the core's handle of it included), whose blocks are
+    /// freed then, on the thread rather than in the core.
+    switch: Option<(File, File)>,
 }
 
 /// What the flushing thread reports: every byte up to this mark is on the disk.
@@ -250,11 +278,10 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
             },
         )?;
     let log_path = dir.join(LOG);
-    let mut opts = OpenOptions::new();
-    opts.read(true).write(true).create(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    let mut log = opts.open(&log_path).map_err(io_err(&log_path))?;
+    // A log being created when the process stopped (the snapshot before it holds
+    // everything): never renamed into place, never read.
+    let _ = fs::remove_file(dir.join(LOG_NEXT));
+    let mut log = open_rw(&log_path, false).map_err(io_err(&log_path))?;
     let mut bytes = Vec::new();
     log.read_to_end(&mut bytes).map_err(io_err(&log_path))?;
     let bytes = Bytes::from(bytes);
@@ -333,6 +360,16 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
     })
 }
 
+/// Opens a state file for reading and writing, created `0600` if missing (emptied with
+/// `truncate`).
+fn open_rw(path: &Path, truncate: bool) -> io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(truncate);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    opts.open(path)
+}
+
 fn discard_outputs(g: &mut Gateway) {
     while g.poll_output().is_some() {}
     for f in AuditFile::ALL {
@@ -374,22 +411,41 @@ impl StateDir {
     /// Writes what was appended, in one `write`, without flushing it: a process killed
     /// after this loses none of it (the kernel has it).
     pub fn write(&mut self) -> io::Result<()> {
-        if !self.pending.is_empty() {
-            let end = self.log_bytes + self.pending.len() as u64;
-            if end > self.allocated {
-                self.allocate(end + LOG_AHEAD)?;
-            }
-            self.log.write_all(&self.pending)?;
-            self.log_bytes += self.pending.len() as u64;
-            self.written += self.pending.len() as u64;
-            self.pending.clear();
-            self.unsynced = true;
-            if let Some(s) = &self.syncer {
-                let mut st = s.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-                st.written = self.written;
-                if st.idle {
-                    s.shared.wake.notify_one();
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let end = self.log_bytes + self.pending.len() as u64;
+        match &self.syncer {
+            // The flushing thread writes the zeros ahead (see `sync_loop`): the core's
+            // write only copies its entries. The thread writes zeros past `data_end` only,
+            // so a write reaching zeros in progress waits for them (the thread fell half
+            // of LOG_AHEAD behind: rare).
+            Some(s) => {
+                let mut st = s.shared.lock();
+                while st.zeroing.is_some_and(|from| end > from) {
+                    st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
                 }
+                st.data_end = end;
+            }
+            None => {
+                if end > self.allocated {
+                    self.allocate(end + LOG_AHEAD)?;
+                }
+            }
+        }
+        self.log.write_all(&self.pending)?;
+        self.log_bytes = end;
+        self.written += self.pending.len() as u64;
+        self.pending.clear();
+        self.unsynced = true;
+        if let Some(s) = &self.syncer {
+            let mut st = s.shared.lock();
+            st.written = self.written;
+            let low = !st.zeros_failed && st.allocated < end + LOG_AHEAD / 2;
+            let wake = st.idle || (low && !st.zeros_wanted);
+            st.zeros_wanted |= low;
+            if wake {
+                s.shared.wake.notify_one();
             }
         }
         Ok(())
@@ -399,15 +455,7 @@ impl StateDir {
     /// must exist for later flushes to skip the file system's journal). The next flush
     /// carries the new length to the disk.
     fn allocate(&mut self, to: u64) -> io::Result<()> {
-        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-        let mut at = self.allocated.max(self.log_bytes);
-        self.log.seek(SeekFrom::Start(at))?;
-        while at < to {
-            let n = (to - at).min(ZEROS.len() as u64) as usize;
-            self.log.write_all(&ZEROS[..n])?;
-            at += n as u64;
-        }
-        self.log.seek(SeekFrom::Start(self.log_bytes))?;
+        write_zeros(&self.log, self.allocated.max(self.log_bytes), to)?;
         self.allocated = to;
         Ok(())
     }
@@ -416,7 +464,7 @@ impl StateDir {
     /// once rather than at its period's end.
     pub fn want_flush(&self, mark: u64) {
         if let Some(s) = &self.syncer {
-            let mut st = s.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = s.shared.lock();
             if st.urgent < mark {
                 st.urgent = mark;
                 s.shared.wake.notify_one();
@@ -429,15 +477,21 @@ impl StateDir {
     /// [`MESSAGE_FLUSH`]; with `{every_ms: N}`, at most every N ms. Each flush is reported
     /// on the channel returned with the mark it covers (`Err`, then nothing more, when the
     /// disk refused it). Flushes group what was written while the previous one ran, so the
-    /// core writes pass N+1 while pass N is flushed.
+    /// core writes pass N+1 while pass N is flushed. The thread also writes the zeros the
+    /// log is extended by ([`LOG_AHEAD`]) and closes the log a snapshot replaced, so that
+    /// the core's time goes to its entries alone.
     pub fn start_syncer(&mut self) -> io::Result<async_channel::Receiver<Synced>> {
         let file = self.log.try_clone()?;
         let shared = std::sync::Arc::new(SyncShared {
             state: std::sync::Mutex::new(SyncState {
                 written: self.written,
+                allocated: self.allocated,
+                data_end: self.log_bytes,
+                zeros_wanted: self.allocated < self.log_bytes + LOG_AHEAD / 2,
                 ..SyncState::default()
             }),
             wake: std::sync::Condvar::new(),
+            zeroed: std::sync::Condvar::new(),
         });
         let (tx, rx) = async_channel::unbounded();
         let every = match self.fsync {
@@ -449,7 +503,7 @@ impl StateDir {
             .name("mew-state-sync".into())
             .spawn({
                 let shared = shared.clone();
-                move || sync_loop(&file, every, &shared, from, &tx)
+                move || sync_loop(file, every, &shared, from, &tx)
             })?;
         self.syncer = Some(Syncer {
             shared,
@@ -490,7 +544,7 @@ impl StateDir {
     }
 
     /// Stores a snapshot ending at entry `applied` (written whole, flushed, renamed into
-    /// place), then empties the log, whose entries it holds.
+    /// place), then puts a new, empty log in the place of the one whose entries it holds.
     pub fn write_snapshot(&mut self, applied: u64, snapshot: &[u8]) -> io::Result<()> {
         // Not flushed: the snapshot holds these entries once it is in place, and until
         // then the entries acknowledged before it were flushed already.
@@ -507,27 +561,48 @@ impl StateDir {
         }
         fs::rename(&tmp, self.dir.join(SNAPSHOT))?;
         File::open(&self.dir)?.sync_all()?;
-        // A crash before this leaves entries the snapshot holds: they are passed over. The
-        // cut is not flushed here: the next flush carries it, and until then a crash leaves
-        // either the old entries (passed over) or new ones followed by old ones, which are
-        // out of order and cut as a torn tail.
+        // The log's entries are all in the snapshot now: a new, empty log replaces it. A
+        // crash before the rename leaves the old log, whose entries the snapshot holds
+        // (passed over); after it, the new one. (Emptying the old file in place would free
+        // its blocks here, tens of milliseconds for a large log while the space waits;
+        // the flushing thread closes it instead.)
+        let fresh = self.dir.join(LOG_NEXT);
+        let mut new = open_rw(&fresh, true)?;
+        new.write_all(journal::LOG_HEADER)?;
+        let for_syncer = match &self.syncer {
+            Some(_) => Some(new.try_clone()?),
+            None => None,
+        };
+        fs::rename(&fresh, self.dir.join(LOG))?;
+        // From here on the old file is unlinked: entries go to the new one whatever
+        // happens next.
+        let old = std::mem::replace(&mut self.log, new);
         let header = journal::LOG_HEADER.len() as u64;
-        self.log.set_len(header)?;
-        self.log.seek(SeekFrom::Start(header))?;
         self.log_bytes = header;
         self.allocated = header;
         self.unsynced = true;
+        if let (Some(s), Some(new)) = (&self.syncer, for_syncer) {
+            let mut st = s.shared.lock();
+            while st.zeroing.is_some() {
+                st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.switch = Some((new, old));
+            st.allocated = header;
+            st.data_end = header;
+            st.zeros_wanted = true;
+            st.zeros_failed = false;
+            s.shared.wake.notify_one();
+        }
+        // The new name must be on the disk before entries flushed into the file count as
+        // kept.
+        File::open(&self.dir)?.sync_all()?;
         Ok(())
     }
 }
 
 impl Drop for Syncer {
     fn drop(&mut self) {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .stop = true;
+        self.shared.lock().stop = true;
         self.shared.wake.notify_one();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -535,37 +610,34 @@ impl Drop for Syncer {
     }
 }
 
-/// The flushing thread: waits for bytes written since its last flush, then for the period
-/// since that flush to pass unless outputs wait for it, flushes, reports.
+/// The flushing thread: flushes the bytes written since its last flush once outputs wait
+/// for them or the period since that flush passed, reports each flush; in between, keeps
+/// [`LOG_AHEAD`] of zeros written past the core's entries (in [`ZERO_CHUNK`]s, so that a
+/// flush outputs wait for is never behind more than one), and takes over the log file a
+/// snapshot replaced.
 fn sync_loop(
-    file: &File,
+    mut file: File,
     every: Duration,
     shared: &SyncShared,
     mut synced: u64,
     tx: &async_channel::Sender<Synced>,
 ) {
     let mut last = std::time::Instant::now();
+    let mut st = shared.lock();
     loop {
-        let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        while st.written == synced && !st.stop {
-            st.idle = true;
-            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        if let Some((new, old_core)) = st.switch.take() {
+            drop(st);
+            let old = std::mem::replace(&mut file, new);
+            // The last handles of an unlinked file: closing them frees its blocks.
+            drop(old);
+            drop(old_core);
+            st = shared.lock();
+            continue;
         }
-        st.idle = false;
-        while !st.stop && st.urgent <= synced {
-            let left = every.saturating_sub(last.elapsed());
-            if left.is_zero() {
-                break;
-            }
-            st = shared
-                .wake
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        let (target, stop) = (st.written, st.stop);
-        drop(st);
-        if target != synced {
+        let unflushed = st.written != synced;
+        if unflushed && (st.stop || st.urgent > synced || last.elapsed() >= every) {
+            let target = st.written;
+            drop(st);
             if let Err(e) = file.sync_data() {
                 let _ = tx.try_send(Err(e));
                 return;
@@ -573,11 +645,67 @@ fn sync_loop(
             last = std::time::Instant::now();
             synced = target;
             let _ = tx.try_send(Ok(target));
+            st = shared.lock();
+            continue;
         }
-        if stop {
+        if st.stop {
             return;
         }
+        if st.zeros_wanted && !st.zeros_failed {
+            let from = st.allocated.max(st.data_end);
+            let to = (from + ZERO_CHUNK).min(st.data_end + LOG_AHEAD);
+            if from >= to {
+                st.zeros_wanted = false;
+                continue;
+            }
+            st.zeroing = Some(from);
+            drop(st);
+            let done = write_zeros(&file, from, to);
+            st = shared.lock();
+            st.zeroing = None;
+            match done {
+                Ok(()) => st.allocated = to,
+                Err(e) => {
+                    // Entries still go in, growing the file; flushes take longer.
+                    tracing::warn!("extending the space's state log failed: {e}");
+                    st.zeros_failed = true;
+                }
+            }
+            shared.zeroed.notify_all();
+            continue;
+        }
+        if unflushed {
+            let left = every.saturating_sub(last.elapsed());
+            st = shared
+                .wake
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        } else {
+            st.idle = true;
+            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.idle = false;
+        }
     }
+}
+
+/// Writes zeros to `file` from offset `from` up to `to` (written, not a sparse hole: the
+/// blocks must exist for later flushes to skip the file system's journal), leaving its
+/// position where it was.
+fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(ZEROS.len() as u64) as usize;
+        #[cfg(unix)]
+        std::os::unix::fs::FileExt::write_all_at(file, &ZEROS[..n], at)?;
+        // Elsewhere the zeros are left out (a positioned write there moves the file's
+        // position, which the core's writes use): the log grows by its entries.
+        #[cfg(not(unix))]
+        let _ = (file, &ZEROS);
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// Removes a space's state folder (for `mew space reset`); whether there was one.
@@ -1304,6 +1432,85 @@ participants:
             .http_messages("agent", Some("agent-token"), None)
             .unwrap();
         assert!(history.iter().any(|b| has(b, b"unflushed-grant")));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn the_flushing_thread_keeps_zeros_ahead_and_a_snapshot_starts_a_new_log_file() {
+        use std::os::unix::fs::MetadataExt;
+        let config = SpaceConfig::from_yaml(SPACE).unwrap();
+        let dir = std::env::temp_dir().join(format!("mew-durable-ahead-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut rng = Rng(7);
+        let mut r = open(&dir, config.clone(), Fsync::Always).unwrap();
+        let synced = r.state.start_syncer().unwrap();
+        let now = Time::from_unix_millis(1_000_000);
+        r.node.start(now);
+        r.node
+            .handle_connected(now, Some(TokenHash::of("human-token")));
+        pass(&mut r, None, &mut rng).unwrap();
+        let conn = first_conn(&r);
+        let mut chat = |r: &mut Restored, id: &str| {
+            let frame = format!(
+                r#"{{"protocol":"mew/v0.4","id":"{id}","kind":"chat","payload":{{"text":"hi"}}}}"#
+            );
+            r.node
+                .handle_frame(now, &mut r.gateway, conn, Bytes::from(frame));
+            pass(r, None, &mut rng).unwrap();
+        };
+        for i in 0..20 {
+            chat(&mut r, &format!("before-{i}"));
+        }
+        let path = dir.join(LOG);
+        // The thread, not the core, extends the log with zeros past the entries.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while fs::metadata(&path).unwrap().len() < r.state.log_bytes + LOG_AHEAD / 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no zeros written ahead"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let bytes = fs::read(&path).unwrap();
+        let entries_end = r.state.log_bytes as usize;
+        assert!(has(&bytes[..entries_end], b"before-19"));
+        assert!(bytes[entries_end..].iter().all(|b| *b == 0));
+        // A snapshot puts a new file in the old one's place, which holds only its header.
+        let before = fs::metadata(&path).unwrap().ino();
+        r.node.request_snapshot();
+        chat(&mut r, "in-snapshot");
+        assert_ne!(fs::metadata(&path).unwrap().ino(), before, "a new log file");
+        assert!(!dir.join(LOG_NEXT).exists());
+        assert_eq!(r.state.log_bytes, journal::LOG_HEADER.len() as u64);
+        for i in 0..5 {
+            chat(&mut r, &format!("after-{i}"));
+        }
+        let bytes = fs::read(&path).unwrap();
+        assert!(bytes.starts_with(journal::LOG_HEADER));
+        assert!(has(&bytes, b"after-4") && !has(&bytes, b"before-19"));
+        // Flushes go to the new file and report its bytes.
+        let want = r.state.written();
+        r.state.want_flush(want);
+        loop {
+            let mark = synced.recv_blocking().unwrap().unwrap();
+            if mark >= want {
+                break;
+            }
+        }
+        discard_outputs(&mut r.gateway);
+        let kept = state(&r);
+        drop(r);
+        let restored = open(&dir, config, Fsync::Always).unwrap();
+        assert_eq!(
+            restored.report.cut, None,
+            "zeros ahead are the log's clean end"
+        );
+        assert_eq!(
+            restored.report.replayed, 5,
+            "the entries after the snapshot"
+        );
+        assert_eq!(state(&restored), kept);
         let _ = fs::remove_dir_all(&dir);
     }
 
