@@ -405,7 +405,7 @@ pub async fn run_core<S: Sleep>(
 }
 
 /// Gives other tasks on the executor a turn.
-async fn yield_now() {
+pub(crate) async fn yield_now() {
     let mut yielded = false;
     std::future::poll_fn(|cx| {
         if yielded {

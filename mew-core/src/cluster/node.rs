@@ -8,7 +8,9 @@
 use super::record::{Entry, Record};
 use super::replica::{Replica, ReplicaEvent};
 use crate::Time;
-use crate::gateway::{ConnId, Gateway, HttpAccepted, HttpError, node_error, seal_join};
+use crate::gateway::{
+    ConnId, Gateway, HttpAccepted, HttpError, may_need_entropy, node_error, seal_join,
+};
 use crate::secret::TokenHash;
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -169,6 +171,8 @@ pub struct Node {
     /// A snapshot was asked for before the cadence's next.
     snapshot_asked: bool,
     out: VecDeque<NodeOutput>,
+    /// `opts.node_id`, shared by the records this node publishes (not copied for each).
+    id: std::sync::Arc<str>,
 }
 
 impl Node {
@@ -182,6 +186,7 @@ impl Node {
     ) -> Node {
         let last_snapshot = replica.applied();
         Node {
+            id: std::sync::Arc::from(opts.node_id.as_str()),
             opts,
             replica,
             entropy,
@@ -244,7 +249,7 @@ impl Node {
     fn publish(&mut self, now: Time, entry: Entry, undo: Undo, entropy: bool) {
         let entropy = entropy.then(|| (self.entropy)());
         let record = Record {
-            node: self.opts.node_id.clone(),
+            node: self.id.clone(),
             at: now,
             entropy,
             entry,
@@ -288,7 +293,13 @@ impl Node {
             Some((frame, token)) => Entry::SealedJoin { conn, frame, token },
             None => Entry::Frame { conn, frame },
         };
-        self.publish(now, entry, Undo::Frame(conn), true);
+        // Drawing entropy for every chat costs a share of a system call each, and the
+        // bytes in every record: only a frame that may mint a token carries it.
+        let entropy = match &entry {
+            Entry::SealedJoin { frame, .. } | Entry::Frame { frame, .. } => may_need_entropy(frame),
+            _ => true,
+        };
+        self.publish(now, entry, Undo::Frame(conn), entropy);
     }
 
     /// A frame over the size limit: the space refuses it, then the socket closes (1009).
@@ -371,7 +382,7 @@ impl Node {
     /// is its own file applies what it publishes without reading its bytes back.
     pub fn handle_record(&mut self, g: &mut Gateway, seq: u64, rec: Record) {
         if let Entry::Oversize { conn, .. } = rec.entry
-            && rec.node == self.opts.node_id
+            && *rec.node == *self.opts.node_id
             && let Some(i) = self.oversize.iter().position(|c| *c == conn)
         {
             self.oversize.swap_remove(i);

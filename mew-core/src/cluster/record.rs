@@ -87,7 +87,7 @@ pub enum Entry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// The publishing node's id.
-    pub node: String,
+    pub node: std::sync::Arc<str>,
     /// The publishing node's clock.
     pub at: Time,
     /// Randomness for the input (tokens it may create), drawn by the publishing node.
@@ -292,7 +292,7 @@ impl Record {
             None => None,
         };
         Ok(Record {
-            node: h.n,
+            node: h.n.into(),
             at: Time::from_unix_millis(h.at),
             entropy,
             entry,

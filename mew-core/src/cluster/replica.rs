@@ -248,23 +248,23 @@ impl Replica {
             }
         }
         self.now = now;
-        let node = rec.node;
+        let node: &str = &rec.node;
         let timeout_ms = match &rec.entry {
             Entry::NodeUp { timeout } => u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             _ => self
                 .nodes
-                .get(&node)
+                .get(node)
                 .map_or(DEFAULT_NODE_TIMEOUT.as_millis() as u64, |n| n.timeout_ms),
         };
         // Looked up before inserting: the node's id is not copied for every entry.
-        match self.nodes.get_mut(&node) {
+        match self.nodes.get_mut(node) {
             Some(n) => {
                 n.last = now;
                 n.timeout_ms = timeout_ms;
             }
             None => {
                 self.nodes.insert(
-                    node.clone(),
+                    node.to_owned(),
                     NodeState {
                         last: now,
                         timeout_ms,
@@ -277,17 +277,17 @@ impl Replica {
             g.provide_entropy(e);
         }
         let owned = |owners: &BTreeMap<ConnId, String>, conn: &ConnId| {
-            owners.get(conn).is_some_and(|n| *n == node)
+            owners.get(conn).is_some_and(|n| n == node)
         };
         match rec.entry {
             Entry::NodeUp { .. } => {
                 // Whatever the node held before it restarted is gone.
-                self.close_node_conns(g, now, &node);
+                self.close_node_conns(g, now, node);
             }
             Entry::Beat | Entry::Tick => {}
             Entry::Connect { local, token } => {
                 let conn = g.handle_connected_hashed(now, token);
-                self.owners.insert(conn, node.clone());
+                self.owners.insert(conn, node.to_owned());
                 if node == self.node {
                     self.events
                         .push_back(ReplicaEvent::Connected { local, conn });

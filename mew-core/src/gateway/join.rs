@@ -59,6 +59,14 @@ pub(super) fn parse_join(v: &Value) -> Option<JoinRequest> {
     None
 }
 
+/// Whether applying this frame may draw randomness (an invitation mints a token): a
+/// replicated space's log carries entropy only with such frames. Conservative, without
+/// parsing: any frame that names `space/invite` or holds an escape (by which a JSON string
+/// could spell it otherwise) may.
+pub fn may_need_entropy(frame: &[u8]) -> bool {
+    memchr::memchr(b'\\', frame).is_some() || memchr::memmem::find(frame, b"space/invite").is_some()
+}
+
 /// Takes the token out of a join message: the message without it and the token's digest,
 /// or `None` when `frame` is not a join carrying a token. A replicated space logs joins this
 /// way (see [`Gateway::handle_sealed_join`]), so its log holds no token.
@@ -379,5 +387,34 @@ impl Gateway {
             self.member_left(now, conn, member, "connection closed");
         }
         self.finish_closes(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_need_entropy;
+
+    #[test]
+    fn entropy_goes_with_every_spelling_of_an_invitation_and_not_with_a_plain_chat() {
+        let chat = br#"{"protocol":"mew/v0.4","id":"c1","kind":"chat","payload":{"text":"hi"}}"#;
+        assert!(!may_need_entropy(chat));
+        for invite in [
+            &br#"{"protocol":"mew/v0.4","id":"i1","kind":"space/invite","payload":{}}"#[..],
+            br#"{"protocol":"mew/v0.4","id":"i1","kind":"space\/invite","payload":{}}"#,
+            br#"{"protocol":"mew/v0.4","id":"i1","kind":"\u0073pace/invite","payload":{}}"#,
+        ] {
+            // Each is an invitation to a JSON reader.
+            let v: serde_json::Value = serde_json::from_slice(invite).unwrap();
+            assert_eq!(v["kind"], "space/invite");
+            assert!(
+                may_need_entropy(invite),
+                "{}",
+                String::from_utf8_lossy(invite)
+            );
+        }
+        // A chat quoting something is given entropy it will not use: harmless.
+        assert!(may_need_entropy(
+            br#"{"kind":"chat","payload":{"text":"say \"hi\""}}"#
+        ));
     }
 }

@@ -61,7 +61,7 @@ pub use config::{
 };
 pub use http::{HttpAccepted, HttpError, check_space};
 pub use identity::{Identity, IdentityVerifier, Verdict};
-pub use join::seal_join;
+pub use join::{may_need_entropy, seal_join};
 pub use reload::ConfigChange;
 pub use snapshot::SnapshotError;
 pub use system::node_error;
