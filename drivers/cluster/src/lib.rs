@@ -455,7 +455,10 @@ async fn run(
         gateway,
         log_last,
     } = node;
-    host.replace_gateway(gateway);
+    // The replica takes over what the server set on the gateway it built (the identity
+    // verifier, which judges JWTs where they arrive).
+    let built = host.replace_gateway(gateway);
+    host.gateway_mut().adopt_host_settings(&built);
     host.track_backlogs();
     let start = replica.applied();
     let core = Node::new(

@@ -50,8 +50,8 @@ impl NodeInputs {
                 link,
                 reply,
             } => {
-                let token = bearer.as_deref().map(TokenHash::of);
-                let local = node.handle_connected(now, token);
+                let local =
+                    node.handle_connected_bearer(now, host.gateway_mut(), bearer.as_deref());
                 self.conns.insert(local, (link, reply));
             }
             Input::Frame(conn, frame) => node.handle_frame(now, host.gateway_mut(), conn, frame),

@@ -297,13 +297,6 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             "--cluster needs --config: every node must serve the same space.yaml",
         ));
     }
-    if args.cluster.is_some() && config.gateway.jwt.is_some() {
-        // A node logs joins by token digest, so no node could check a JWT's signature.
-        return Err(Failure::new(
-            exit::USAGE,
-            "gateway.auth.jwt is not supported with --cluster yet",
-        ));
-    }
     let cluster = match (&args.cluster, &args.node_id) {
         (Some(url), Some(node)) => {
             let mut opts = mew_cluster::ClusterOptions::new(url, node);

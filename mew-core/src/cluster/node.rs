@@ -9,7 +9,7 @@ use super::record::{Entry, Record};
 use super::replica::{Replica, ReplicaEvent};
 use crate::Time;
 use crate::gateway::{
-    ConnId, Gateway, HttpAccepted, HttpError, may_need_entropy, node_error, seal_join,
+    ConnId, Gateway, HttpAccepted, HttpError, may_need_entropy, node_error, take_join_token,
 };
 use crate::secret::TokenHash;
 use bytes::Bytes;
@@ -142,7 +142,7 @@ pub enum NodeOutput {
 /// | input                              | outputs it may cause                          |
 /// |------------------------------------|-----------------------------------------------|
 /// | [`Node::start`]             | `Publish` (`NodeUp`)                           |
-/// | [`Node::handle_connected`] and the other inputs of a connection or the HTTP API | `Publish` |
+/// | [`Node::handle_connected`] (`_bearer`) and the other inputs of a connection or the HTTP API | `Publish` |
 /// | [`Node::handle_refused`]           | `Abandon`, `Direct`, `PostRefused`             |
 /// | [`Node::handle_entry`]             | `Connected`, `Posted`, `Close`, `NodeGone`, `Warning`, `Broken` |
 /// | [`Node::handle_record`], [`Node::handle_own_record`] (an entry not read back from bytes) | the same |
@@ -285,18 +285,51 @@ impl Node {
         local
     }
 
-    /// A frame from a connection this node holds. A join's token is sealed: only its
-    /// digest goes into the log.
+    /// A WebSocket completed its handshake with this bearer token: one the space's identity
+    /// verifier takes (a JWT) is judged here, where it arrived, and its judgement logged
+    /// (no replica could check it again, and the log holds no token); any other goes in by
+    /// digest, as with [`Node::handle_connected`]. Returns the node's number for it.
+    pub fn handle_connected_bearer(&mut self, now: Time, g: &Gateway, bearer: Option<&str>) -> u64 {
+        let Some(judged) = bearer.and_then(|b| g.judge_token(b)) else {
+            return self.handle_connected(now, bearer.map(TokenHash::of));
+        };
+        self.next_local += 1;
+        let local = self.next_local;
+        self.publish(
+            now,
+            Entry::ConnectJudged { local, judged },
+            Undo::Connect(local),
+            false,
+        );
+        local
+    }
+
+    /// A frame from a connection this node holds. A join's token never enters the log: it
+    /// is judged here when the identity verifier takes it, else sealed (only its digest is
+    /// logged).
     pub fn handle_frame(&mut self, now: Time, g: &mut Gateway, conn: ConnId, frame: Bytes) {
         let joined = g.conn_joined(conn);
-        let entry = match (!joined).then(|| seal_join(&frame)).flatten() {
-            Some((frame, token)) => Entry::SealedJoin { conn, frame, token },
+        let entry = match (!joined).then(|| take_join_token(&frame)).flatten() {
+            Some((frame, token)) => match g.judge_token(&token) {
+                Some(judged) => Entry::JudgedJoin {
+                    conn,
+                    frame,
+                    judged,
+                },
+                None => Entry::SealedJoin {
+                    conn,
+                    frame,
+                    token: TokenHash::of(&token),
+                },
+            },
             None => Entry::Frame { conn, frame },
         };
         // Drawing entropy for every chat costs a share of a system call each, and the
         // bytes in every record: only a frame that may mint a token carries it.
         let entropy = match &entry {
-            Entry::SealedJoin { frame, .. } | Entry::Frame { frame, .. } => may_need_entropy(frame),
+            Entry::SealedJoin { frame, .. }
+            | Entry::JudgedJoin { frame, .. }
+            | Entry::Frame { frame, .. } => may_need_entropy(frame),
             _ => true,
         };
         self.publish(now, entry, Undo::Frame(conn), entropy);

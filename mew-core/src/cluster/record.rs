@@ -6,7 +6,7 @@
 //! for inputs that may need it, 16 bytes of entropy drawn by that node.
 
 use crate::Time;
-use crate::gateway::ConnId;
+use crate::gateway::{ConnId, Identity, Judgement};
 use crate::secret::{self, TokenHash};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,14 @@ pub enum Entry {
         /// The digest of the `Authorization: Bearer` token.
         token: Option<TokenHash>,
     },
+    /// A WebSocket completed its handshake at the node with a bearer token the identity
+    /// verifier judged there ([`crate::gateway::Gateway::judge_token`]).
+    ConnectJudged {
+        /// The node's own number for the connection.
+        local: u64,
+        /// The judgement (the token itself never enters the log).
+        judged: Judgement,
+    },
     /// A frame from a connection.
     Frame {
         /// The connection.
@@ -47,6 +55,16 @@ pub enum Entry {
         frame: Bytes,
         /// The token's digest.
         token: TokenHash,
+    },
+    /// A join message whose token the identity verifier judged at the node, the token
+    /// taken out (see [`crate::gateway::take_join_token`]).
+    JudgedJoin {
+        /// The connection.
+        conn: ConnId,
+        /// The message without its token.
+        frame: Bytes,
+        /// The judgement.
+        judged: Judgement,
     },
     /// A frame over the size limit.
     Oversize {
@@ -108,8 +126,10 @@ enum Tag {
     Beat,
     Tick,
     Connect,
+    ConnectJudged,
     Frame,
     SealedJoin,
+    JudgedJoin,
     Oversize,
     Pong,
     Closed,
@@ -135,6 +155,12 @@ struct Head {
     p: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     s: Option<u64>,
+    /// A judged token's expiry (ms), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    x: Option<u64>,
+    /// Why a judged token was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    r: Option<String>,
 }
 
 impl Record {
@@ -155,6 +181,8 @@ impl Record {
             Entry::Beat => (b"beat", &[]),
             Entry::Tick => (b"tick", &[]),
             Entry::Connect { .. } => (b"connect", &[]),
+            Entry::ConnectJudged { .. } => (b"connect_judged", &[]),
+            Entry::JudgedJoin { frame, .. } => (b"judged_join", frame),
             Entry::Frame { frame, .. } => (b"frame", frame),
             Entry::SealedJoin { frame, .. } => (b"sealed_join", frame),
             Entry::Oversize { .. } => (b"oversize", &[]),
@@ -180,6 +208,7 @@ impl Record {
             out.push(b'"');
         }
         let (mut c, mut l, mut k, mut p, mut s) = (None, None, None, None, None);
+        let mut judged: Option<&Judgement> = None;
         match &self.entry {
             Entry::NodeUp { timeout } => {
                 s = Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
@@ -196,6 +225,16 @@ impl Record {
             Entry::SealedJoin { conn, token, .. } => {
                 c = Some(conn.as_u64());
                 k = Some(token);
+            }
+            Entry::ConnectJudged { local, judged: j } => {
+                l = Some(*local);
+                judged = Some(j);
+            }
+            Entry::JudgedJoin {
+                conn, judged: j, ..
+            } => {
+                c = Some(conn.as_u64());
+                judged = Some(j);
             }
             Entry::Oversize { conn, size } => {
                 c = Some(conn.as_u64());
@@ -233,6 +272,21 @@ impl Record {
             out.extend_from_slice(b",\"s\":");
             json_u64(out, s);
         }
+        match judged {
+            Some(Ok(identity)) => {
+                out.extend_from_slice(b",\"p\":");
+                json_str(out, &identity.subject);
+                if let Some(x) = identity.expires_at {
+                    out.extend_from_slice(b",\"x\":");
+                    json_u64(out, x.as_unix_millis());
+                }
+            }
+            Some(Err(why)) => {
+                out.extend_from_slice(b",\"r\":");
+                json_str(out, why);
+            }
+            None => {}
+        }
         // The head is JSON without raw newlines (strings are escaped).
         out.extend_from_slice(b"}\n");
         out.extend_from_slice(body);
@@ -254,6 +308,16 @@ impl Record {
                 .map(|k| TokenHash::from_hex(k).ok_or_else(|| bad("bad token digest")))
                 .transpose()
         };
+        let judged = || -> Result<Judgement, DecodeError> {
+            match (&h.p, &h.r) {
+                (Some(subject), None) => Ok(Ok(Identity {
+                    subject: subject.clone(),
+                    expires_at: h.x.map(Time::from_unix_millis),
+                })),
+                (None, Some(why)) => Ok(Err(why.clone())),
+                _ => Err(bad("a judged token needs a subject or a reason")),
+            }
+        };
         let entry = match h.t.ok_or_else(|| bad("no type"))? {
             Tag::NodeUp => Entry::NodeUp {
                 timeout: Duration::from_millis(h.s.ok_or_else(|| bad("no timeout"))?),
@@ -263,6 +327,15 @@ impl Record {
             Tag::Connect => Entry::Connect {
                 local: h.l.ok_or_else(|| bad("no local id"))?,
                 token: token(&h.k)?,
+            },
+            Tag::ConnectJudged => Entry::ConnectJudged {
+                local: h.l.ok_or_else(|| bad("no local id"))?,
+                judged: judged()?,
+            },
+            Tag::JudgedJoin => Entry::JudgedJoin {
+                conn: conn()?,
+                judged: judged()?,
+                frame: body,
             },
             Tag::Frame => Entry::Frame {
                 conn: conn()?,
@@ -360,6 +433,25 @@ mod tests {
                 body: Bytes::new(),
             },
             Entry::Tick,
+            Entry::ConnectJudged {
+                local: 3,
+                judged: Ok(Identity {
+                    subject: "robot \"1\"".into(),
+                    expires_at: Some(Time::from_unix_millis(1_800_000_000_000)),
+                }),
+            },
+            Entry::ConnectJudged {
+                local: 4,
+                judged: Ok(Identity {
+                    subject: "r".into(),
+                    expires_at: None,
+                }),
+            },
+            Entry::JudgedJoin {
+                conn: ConnId::from_u64(8),
+                frame: body.clone(),
+                judged: Err("the token's signature does not verify\n".into()),
+            },
             Entry::SealedJoin {
                 conn: ConnId::from_u64(9),
                 frame: body.clone(),

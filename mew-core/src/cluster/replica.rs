@@ -287,17 +287,24 @@ impl Replica {
             Entry::Beat | Entry::Tick => {}
             Entry::Connect { local, token } => {
                 let conn = g.handle_connected_hashed(now, token);
-                self.owners.insert(conn, node.to_owned());
-                if node == self.node {
-                    self.events
-                        .push_back(ReplicaEvent::Connected { local, conn });
-                }
+                self.connected(node, local, conn);
+            }
+            Entry::ConnectJudged { local, judged } => {
+                let conn = g.handle_connected_judged(now, judged);
+                self.connected(node, local, conn);
             }
             Entry::Frame { conn, frame } if owned(&self.owners, &conn) => {
                 g.handle_frame(now, conn, frame);
             }
             Entry::SealedJoin { conn, frame, token } if owned(&self.owners, &conn) => {
                 g.handle_sealed_join(now, conn, frame, token);
+            }
+            Entry::JudgedJoin {
+                conn,
+                frame,
+                judged,
+            } if owned(&self.owners, &conn) => {
+                g.handle_judged_join(now, conn, frame, judged);
             }
             Entry::Oversize { conn, size } if owned(&self.owners, &conn) => {
                 g.handle_oversize(now, conn, size);
@@ -311,6 +318,7 @@ impl Replica {
             // A connection of another node, or one already closed: a stale entry.
             Entry::Frame { .. }
             | Entry::SealedJoin { .. }
+            | Entry::JudgedJoin { .. }
             | Entry::Oversize { .. }
             | Entry::Pong { .. }
             | Entry::Slow { .. }
@@ -363,6 +371,16 @@ impl Replica {
     }
 
     /// Closes every connection `node` holds; how many there were.
+    /// A connection of `node` got its id: remembered as that node's, and reported when
+    /// the node is this one.
+    fn connected(&mut self, node: &str, local: u64, conn: ConnId) {
+        self.owners.insert(conn, node.to_owned());
+        if node == self.node {
+            self.events
+                .push_back(ReplicaEvent::Connected { local, conn });
+        }
+    }
+
     fn close_node_conns(&mut self, g: &mut Gateway, now: Time, node: &str) -> usize {
         let conns: Vec<ConnId> = self
             .owners

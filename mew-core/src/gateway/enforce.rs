@@ -5,6 +5,7 @@
 use super::audit::{Direction, Transport};
 use super::config::DeliveryMode;
 use super::conn::Phase;
+use super::join::JoinToken;
 use super::member::Hold;
 use super::system::ErrorPayload;
 use super::workflow;
@@ -101,7 +102,7 @@ impl Gateway {
         c.last_activity = now;
         match c.phase {
             Phase::Closed => {}
-            Phase::Pending { .. } => self.pending_frame(now, conn, &frame, None),
+            Phase::Pending { .. } => self.pending_frame(now, conn, &frame, JoinToken::InFrame),
             Phase::Joined { member } => {
                 if frame.first() == Some(&b'#') {
                     self.stream_data(now, conn, member, frame);
@@ -113,20 +114,20 @@ impl Gateway {
         self.finish_closes(now);
     }
 
-    /// [`Gateway::handle_sealed_join`]'s work.
-    pub(super) fn on_sealed_join(
+    /// [`Gateway::handle_sealed_join`] and [`Gateway::handle_judged_join`]'s work.
+    pub(super) fn on_token_join(
         &mut self,
         now: Time,
         conn: ConnId,
         frame: Bytes,
-        token: crate::secret::TokenHash,
+        token: JoinToken,
     ) {
         let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
         if matches!(c.phase, Phase::Pending { .. }) {
             c.last_activity = now;
-            self.pending_frame(now, conn, &frame, Some(token));
+            self.pending_frame(now, conn, &frame, token);
             self.finish_closes(now);
         } else {
             self.handle_frame(now, conn, frame);

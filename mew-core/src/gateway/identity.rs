@@ -37,6 +37,12 @@ pub enum Verdict {
     Invalid(String),
 }
 
+/// A verifier's answer about a token of its kind: the identity, or why not. A space kept in
+/// a log (durable, or a cluster) has it found where the connection arrives
+/// ([`Gateway::judge_token`]) and logs it in place of the token, which never enters the log
+/// and which no replica could check again.
+pub type Judgement = Result<Identity, String>;
+
 /// Checks bearer tokens issued elsewhere (signatures, issuers, audiences). Supplied by the
 /// driver; the core keeps the rule of what a verified subject becomes.
 pub trait IdentityVerifier: Send + Sync + std::fmt::Debug {
@@ -53,13 +59,30 @@ impl Gateway {
         token: &str,
         claimed: Option<&str>,
     ) -> Option<Result<(usize, Time), JoinRefusal>> {
-        let verdict = self.verifier.as_ref()?.verify(token);
-        let identity = match verdict {
-            Verdict::NotMine => return None,
-            Verdict::Invalid(why) => return Some(Err(refuse("invalid_token", why))),
-            Verdict::Valid(i) => i,
-        };
-        Some(self.identity_member(now, identity, claimed))
+        let judged = self.on_judge_token(token)?;
+        Some(self.judged_member(now, judged, claimed))
+    }
+
+    /// [`Gateway::judge_token`]'s work.
+    pub(super) fn on_judge_token(&self, token: &str) -> Option<Judgement> {
+        match self.verifier.as_ref()?.verify(token) {
+            Verdict::NotMine => None,
+            Verdict::Invalid(why) => Some(Err(why)),
+            Verdict::Valid(i) => Some(Ok(i)),
+        }
+    }
+
+    /// The member a judged token authenticates and until when, or why not.
+    pub(super) fn judged_member(
+        &mut self,
+        now: Time,
+        judged: Judgement,
+        claimed: Option<&str>,
+    ) -> Result<(usize, Time), JoinRefusal> {
+        match judged {
+            Ok(identity) => self.identity_member(now, identity, claimed),
+            Err(why) => Err(refuse("invalid_token", why)),
+        }
     }
 
     fn identity_member(

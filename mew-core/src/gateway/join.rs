@@ -71,14 +71,31 @@ pub fn may_need_entropy(frame: &[u8]) -> bool {
 /// or `None` when `frame` is not a join carrying a token. A replicated space logs joins this
 /// way (see [`Gateway::handle_sealed_join`]), so its log holds no token.
 pub fn seal_join(frame: &[u8]) -> Option<(Bytes, TokenHash)> {
+    take_join_token(frame).map(|(frame, token)| (frame, TokenHash::of(&token)))
+}
+
+/// A join message without its token, and the token; `None` when `frame` is not a join
+/// carrying a token. What [`seal_join`] digests, and what a node has judged
+/// ([`Gateway::judge_token`]) before it logs a join with a token issued elsewhere.
+pub fn take_join_token(frame: &[u8]) -> Option<(Bytes, String)> {
     let mut v: Value = serde_json::from_slice(frame).ok()?;
-    let hash = parse_join(&v)?.token?;
+    let token = parse_join(&v)?.raw_token?;
     let obj = v.as_object_mut()?;
     obj.remove("token");
     if let Some(p) = obj.get_mut("payload").and_then(Value::as_object_mut) {
         p.remove("token");
     }
-    Some((Bytes::from(serde_json::to_vec(&v).ok()?), hash))
+    Some((Bytes::from(serde_json::to_vec(&v).ok()?), token))
+}
+
+/// What a join message's token became on its way to the core.
+pub(super) enum JoinToken {
+    /// Still in the message.
+    InFrame,
+    /// Taken out and digested ([`seal_join`]).
+    Sealed(TokenHash),
+    /// Taken out and judged by the identity verifier where the connection arrived.
+    Judged(super::identity::Judgement),
 }
 
 /// Why a join was refused.
@@ -106,17 +123,26 @@ impl Gateway {
     /// [`Gateway::handle_connected`]'s work.
     pub(super) fn on_connected(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
         if let Some(token) = bearer
-            && let Some(verified) = self.verified_member(now, token, None)
+            && let Some(judged) = self.on_judge_token(token)
         {
-            let conn = self.new_conn(now);
-            match verified {
-                Ok((member, expires)) => self.join_verified(now, conn, member, expires),
-                Err(r) => self.refuse_join(now, conn, None, r),
-            }
-            self.finish_closes(now);
-            return conn;
+            return self.on_connected_judged(now, judged);
         }
         self.handle_connected_hashed(now, bearer.map(TokenHash::of))
+    }
+
+    /// [`Gateway::handle_connected_judged`]'s work.
+    pub(super) fn on_connected_judged(
+        &mut self,
+        now: Time,
+        judged: super::identity::Judgement,
+    ) -> ConnId {
+        let conn = self.new_conn(now);
+        match self.judged_member(now, judged, None) {
+            Ok((member, expires)) => self.join_verified(now, conn, member, expires),
+            Err(r) => self.refuse_join(now, conn, None, r),
+        }
+        self.finish_closes(now);
+        conn
     }
 
     fn new_conn(&mut self, now: Time) -> ConnId {
@@ -168,7 +194,7 @@ impl Gateway {
         now: Time,
         conn: ConnId,
         frame: &Bytes,
-        sealed: Option<TokenHash>,
+        token: JoinToken,
     ) {
         let parsed = self.parse_small_json(frame);
         let Some(mut req) = parsed.as_ref().and_then(parse_join) else {
@@ -183,13 +209,23 @@ impl Gateway {
             );
             return;
         };
-        if sealed.is_some() {
-            req.token = sealed;
-            req.raw_token = None;
-        }
-        if let Some(raw) = req.raw_token.take()
-            && let Some(verified) = self.verified_member(now, &raw, req.participant.as_deref())
-        {
+        let verified = match token {
+            JoinToken::InFrame => req
+                .raw_token
+                .take()
+                .and_then(|raw| self.verified_member(now, &raw, req.participant.as_deref())),
+            JoinToken::Sealed(hash) => {
+                req.token = Some(hash);
+                req.raw_token = None;
+                None
+            }
+            JoinToken::Judged(judged) => {
+                req.token = None;
+                req.raw_token = None;
+                Some(self.judged_member(now, judged, req.participant.as_deref()))
+            }
+        };
+        if let Some(verified) = verified {
             match verified {
                 Ok((member, expires)) => self.join_verified(now, conn, member, expires),
                 Err(r) => self.refuse_join(now, conn, req.envelope_id.as_deref(), r),

@@ -60,8 +60,8 @@ pub use config::{
     substitute, token_env_var,
 };
 pub use http::{HttpAccepted, HttpError, check_space};
-pub use identity::{Identity, IdentityVerifier, Verdict};
-pub use join::{may_need_entropy, seal_join};
+pub use identity::{Identity, IdentityVerifier, Judgement, Verdict};
+pub use join::{may_need_entropy, seal_join, take_join_token};
 pub use reload::ConfigChange;
 pub use snapshot::SnapshotError;
 pub use system::node_error;
@@ -316,8 +316,8 @@ pub struct HealthInfo {
 ///
 /// | input | what it may queue |
 /// |---|---|
-/// | [`handle_connected`](Self::handle_connected) (`_hashed`) | with a bearer token: the join at once, as a join message below; without: nothing until the join message or the join deadline |
-/// | [`handle_frame`](Self::handle_frame), [`handle_sealed_join`](Self::handle_sealed_join) | a join: `Transmit` (welcome, presence), `Close` 1000 (a replaced connection), `AppendLog`, `Event` (`Joined`, `Replaced`); refused: `Transmit` (`system/error`), `Close` 1008, `Event` (`JoinRefused`). An envelope: `Transmit` to its recipients, `AppendLog` (held participants), `TokenIssued` (invite), `Close` (kick, slow consumer 1013), `Event` (`Granted`, `Revoked`, `Invited`, `Kicked`, `Paused`, `Resumed`, `ShutDown`, `StreamOpened`, `StreamClosed`, `Refused`); refused: `Transmit` (`system/error`). Stream data (`#id#...`): `Transmit` to the stream's readers |
+/// | [`handle_connected`](Self::handle_connected) (`_hashed`, `_judged`) | with a bearer token: the join at once, as a join message below; without: nothing until the join message or the join deadline |
+/// | [`handle_frame`](Self::handle_frame), [`handle_sealed_join`](Self::handle_sealed_join), [`handle_judged_join`](Self::handle_judged_join) | a join: `Transmit` (welcome, presence), `Close` 1000 (a replaced connection), `AppendLog`, `Event` (`Joined`, `Replaced`); refused: `Transmit` (`system/error`), `Close` 1008, `Event` (`JoinRefused`). An envelope: `Transmit` to its recipients, `AppendLog` (held participants), `TokenIssued` (invite), `Close` (kick, slow consumer 1013), `Event` (`Granted`, `Revoked`, `Invited`, `Kicked`, `Paused`, `Resumed`, `ShutDown`, `StreamOpened`, `StreamClosed`, `Refused`); refused: `Transmit` (`system/error`). Stream data (`#id#...`): `Transmit` to the stream's readers |
 /// | [`handle_post`](Self::handle_post) (`_hashed`) | as an envelope from that participant, plus the answer it returns |
 /// | [`handle_oversize`](Self::handle_oversize) | `Transmit` (`system/error` `frame_too_large`); the driver closes with 1009 |
 /// | [`handle_pong`](Self::handle_pong), [`handle_sent`](Self::handle_sent) | nothing (liveness; the connection's backlog shrinks) |
@@ -427,6 +427,13 @@ impl Gateway {
         self.on_connected(now, bearer)
     }
 
+    /// [`Gateway::handle_connected`] with a bearer token the identity verifier judged where
+    /// the connection arrived ([`Gateway::judge_token`]): how a space kept in a log takes
+    /// tokens issued elsewhere, whose judgement it logs in place of the token.
+    pub fn handle_connected_judged(&mut self, now: Time, judged: Judgement) -> ConnId {
+        self.on_connected_judged(now, judged)
+    }
+
     /// [`Gateway::handle_connected`] with the bearer token's digest instead of the token.
     pub fn handle_connected_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
         self.on_connected_hashed(now, bearer)
@@ -441,7 +448,14 @@ impl Gateway {
     /// A join message taken apart by [`seal_join`]: `frame` without its
     /// token, `token` the token's digest. On a joined connection it is an ordinary frame.
     pub fn handle_sealed_join(&mut self, now: Time, conn: ConnId, frame: Bytes, token: TokenHash) {
-        self.on_sealed_join(now, conn, frame, token);
+        self.on_token_join(now, conn, frame, join::JoinToken::Sealed(token));
+    }
+
+    /// A join message taken apart by [`take_join_token`] whose token the identity verifier
+    /// judged where the connection arrived ([`Gateway::judge_token`]): `frame` without its
+    /// token. On a joined connection it is an ordinary frame.
+    pub fn handle_judged_join(&mut self, now: Time, conn: ConnId, frame: Bytes, judged: Judgement) {
+        self.on_token_join(now, conn, frame, join::JoinToken::Judged(judged));
     }
 
     /// `POST /participants/{participant}/messages` with a (possibly partial) envelope body.
@@ -553,6 +567,12 @@ impl Gateway {
     }
 
     // ---- settings ----
+
+    /// What the identity verifier makes of `token`: `None` when there is no verifier or the
+    /// token is not of its kind (it is then an ordinary token, looked up by digest).
+    pub fn judge_token(&self, token: &str) -> Option<Judgement> {
+        self.on_judge_token(token)
+    }
 
     /// Installs the verifier of bearer tokens that are not listed in the configuration.
     pub fn set_identity_verifier(&mut self, verifier: Arc<dyn IdentityVerifier>) {

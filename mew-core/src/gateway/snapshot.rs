@@ -83,6 +83,13 @@ struct SConn {
     phase: Phase,
     last_activity: Time,
     next_ping: Time,
+    /// When the verified token it joined with expires: a replica restored from the
+    /// snapshot closes it then, as the others do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires: Option<Time>,
+    /// The digest of the listed token it joined with (a reload removing it closes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    joined_with: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -175,6 +182,8 @@ impl Gateway {
                         phase: c.phase,
                         last_activity: c.last_activity,
                         next_ping: c.next_ping,
+                        expires: c.expires,
+                        joined_with: c.joined_with.as_ref().map(TokenHash::to_hex),
                     }),
                 })
                 .collect(),
@@ -291,22 +300,26 @@ impl Gateway {
         let mut g = Gateway::new(config, 0);
         g.ids = IdGen::new(s.ids);
         g.next_envelope = s.next_envelope;
-        g.conns.slots = s
-            .conns
-            .into_iter()
-            .map(|c| Slot {
-                generation: c.generation,
-                conn: c.conn.map(|c| Conn {
+        let mut conns = Vec::with_capacity(s.conns.len());
+        for c in s.conns {
+            let conn = match c.conn {
+                Some(c) => Some(Conn {
                     phase: c.phase,
                     last_activity: c.last_activity,
                     next_ping: c.next_ping,
                     queued_frames: 0,
                     queued_bytes: 0,
-                    expires: None,
-                    joined_with: None,
+                    expires: c.expires,
+                    joined_with: c.joined_with.as_deref().map(hash).transpose()?,
                 }),
-            })
-            .collect();
+                None => None,
+            };
+            conns.push(Slot {
+                generation: c.generation,
+                conn,
+            });
+        }
+        g.conns.slots = conns;
         g.conns.live = g.conns.slots.iter().filter(|s| s.conn.is_some()).count();
         g.conns.free = s.conn_free;
         let mut slots = Vec::with_capacity(s.members.len());

@@ -385,3 +385,97 @@ async fn the_runtime_reconnects_with_a_fresh_token_from_its_file() {
         .unwrap();
     human.expect_id(&sent).await;
 }
+
+/// A durable gateway over the state folder `dir/.mew/state` (what `mew gateway --config`
+/// runs for a `space.yaml`), with the JWT verifier of `config`.
+async fn start_durable(dir: &Path, config: SpaceConfig) -> RunningGateway {
+    let (verifier, _) = JwtVerifier::new(config.gateway.jwt.as_ref().unwrap(), dir).unwrap();
+    let opts = ServerOptions {
+        log_dir: dir.join(".mew/logs"),
+        identity: Some(Arc::new(verifier)),
+        // The test's clients are left open: the stop does not wait for them.
+        shutdown_grace: std::time::Duration::from_millis(50),
+        ..Default::default()
+    };
+    let restored = mew_driver_common::durable::open(
+        &dir.join(".mew/state"),
+        config.clone(),
+        mew_core::gateway::Fsync::Always,
+    )
+    .unwrap();
+    let server = mew_tokio::GatewayServer::bind_with("127.0.0.1:0".parse().unwrap(), config, opts)
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let shutdown = server.shutdown_handle();
+    let task = tokio::spawn(
+        server.serve_with(Some(mew_driver_common::durable::core_task::<
+            mew_tokio::Tokio,
+        >(restored))),
+    );
+    RunningGateway::new(
+        addr,
+        Box::new(move || {
+            shutdown.shutdown();
+            // The state flushed and closed before the next start reads it.
+            let _ =
+                tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(task));
+        }),
+    )
+}
+
+/// A space that keeps its state on disk (the default for a `space.yaml`) takes JWTs too, in
+/// the `Authorization` header and in a join message: each is checked where the connection
+/// arrives and its verdict, not the token, goes into the log, which a restart replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_identities_on_a_durable_space() {
+    let dir = temp_dir("jwt-durable");
+    let idp = Idp::new();
+    let config = jwt_space(&dir, &idp, "jwks_file: jwks.json", false);
+    let robot = idp.token("robot-1", 60);
+    for round in 0..2 {
+        let mut gw = start_durable(&dir, config.clone()).await;
+        let w = bearer(&gw, &robot)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: a JWT on a durable space: {e:?}"));
+        assert_eq!(w["payload"]["you"]["id"], "robot-1");
+        let caps = w["payload"]["you"]["capabilities"].to_string();
+        assert!(caps.contains("mcp/proposal"), "{caps}");
+        // In a join message.
+        let mut c = RawClient::open(&gw.ws_url("e2e"), None).await;
+        c.send_text(
+            json!({"type": "join", "participantId": "robot-1", "space": "e2e", "token": robot})
+                .to_string(),
+        )
+        .await;
+        let w = outcome(&mut c).await.expect("a JWT in a join message");
+        assert_eq!(w["payload"]["you"]["id"], "robot-1");
+        let mut c = RawClient::open(&gw.ws_url("e2e"), None).await;
+        c.send_text(
+            json!({"type": "join", "participantId": "human", "space": "e2e", "token": robot})
+                .to_string(),
+        )
+        .await;
+        assert_eq!(refusal(outcome(&mut c).await).0, "identity_mismatch");
+        let (code, _) = refusal(bearer(&gw, &idp.token("robot-1", -5)).await);
+        assert_eq!(code, "token_expired");
+        let mut forged = robot.clone();
+        forged.truncate(forged.len() - 4);
+        forged.push_str("AAAA");
+        assert_eq!(refusal(bearer(&gw, &forged).await).0, "invalid_token");
+        // Listed tokens keep working beside JWTs.
+        assert!(bearer(&gw, "human-token").await.is_ok());
+        gw.stop();
+        let log = std::fs::read(dir.join(".mew/state/log")).unwrap();
+        let signature = robot.rsplit('.').next().unwrap();
+        assert!(
+            !log.windows(signature.len())
+                .any(|w| w == signature.as_bytes()),
+            "no token in the log"
+        );
+        assert!(
+            log.windows(7).any(|w| w == b"robot-1"),
+            "the verdicts are in the log"
+        );
+    }
+}

@@ -45,7 +45,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0..3usize, 0..5usize).prop_map(|(node, token)| Op::Connect { node, token }),
+        3 => (0..3usize, 0..8usize).prop_map(|(node, token)| Op::Connect { node, token }),
         8 => (0..8usize, 0..10usize).prop_map(|(conn, what)| Op::Send { conn, what }),
         1 => (0..8usize).prop_map(|conn| Op::Close { conn }),
         1 => (0..8usize).prop_map(|conn| Op::Pong { conn }),
@@ -123,14 +123,26 @@ fn materialise(ops: &[Op]) -> (Vec<Record>, Vec<(Replica, Gateway)>) {
         let r = match op.clone() {
             Op::Connect { node, token } => {
                 locals += 1;
-                rec(
-                    node,
-                    clock,
-                    Entry::Connect {
+                // Beyond the listed tokens: JWTs their node judged (valid for a while, for
+                // an unknown subject, or refused).
+                let entry = match token {
+                    5 | 6 => Entry::ConnectJudged {
+                        local: locals,
+                        judged: Ok(mew_core::gateway::Identity {
+                            subject: if token == 5 { "agent" } else { "stranger" }.into(),
+                            expires_at: Some(Time::from_unix_millis(clock + 2_000)),
+                        }),
+                    },
+                    7 => Entry::ConnectJudged {
+                        local: locals,
+                        judged: Err("the token's signature does not verify".into()),
+                    },
+                    _ => Entry::Connect {
                         local: locals,
                         token: TOKENS[token].map(TokenHash::of),
                     },
-                )
+                };
+                rec(node, clock, entry)
             }
             Op::Send { conn, what } => match on(conn) {
                 Some((node, conn)) => {
