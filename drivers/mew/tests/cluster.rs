@@ -690,3 +690,66 @@ fn drain_refusals(ws: &mut Ws) -> usize {
         .unwrap();
     n
 }
+
+/// A JWT joins a cluster at any node: the node it reaches checks it and logs the verdict,
+/// which every node applies; an expired one is refused there with the reason.
+#[test]
+fn jwts_join_any_node_and_every_node_applies_the_verdict() {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let dir = scratch("jwt");
+    let nats = Nats::start(&dir);
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let point = key.public_key_raw();
+    let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256",
+        "x": b64(&point[1..33]), "y": b64(&point[33..65])}]});
+    let signer = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).unwrap();
+    let token = |sub: &str, secs: i64| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some("k1".into());
+        let claims = json!({"iss": "https://idp.test", "aud": "cluster-e2e", "sub": sub,
+            "iat": now, "exp": now + secs});
+        jsonwebtoken::encode(&header, &claims, &signer).unwrap()
+    };
+    let config = format!(
+        "{}  robot-1: {{capabilities: [{{kind: chat}}]}}\ngateway:\n  auth:\n    jwt: {{issuer: \"https://idp.test\", audience: cluster-e2e, jwks_file: jwks.json}}\n",
+        space(0)
+    );
+    for id in ["a", "b"] {
+        std::fs::create_dir_all(dir.join(id).join(".mew")).unwrap();
+        std::fs::write(dir.join(id).join(".mew/jwks.json"), jwks.to_string()).unwrap();
+    }
+    let a = node(&dir, &nats, "a", &config, 0);
+    let b = node(&dir, &nats, "b", &config, 0);
+    let mut human = join(&a.addr, "human-token");
+    let mut robot = join(&b.addr, &token("robot-1", 60));
+    let presence = read_until(&mut human, |v| {
+        v["kind"] == "system/presence" && v["payload"]["participant"]["id"] == "robot-1"
+    });
+    assert_eq!(presence["payload"]["event"], "join");
+    send(
+        &mut robot,
+        json!({"protocol": "mew/v0.4", "id": "r-1", "kind": "chat", "payload": {"text": "signed in elsewhere"}}),
+    );
+    let chat = read_until(&mut human, kind("chat"));
+    assert_eq!(
+        (chat["from"].as_str(), chat["payload"]["text"].as_str()),
+        (Some("robot-1"), Some("signed in elsewhere"))
+    );
+    // Expired: refused where it arrives, with the reason.
+    let mut req = format!("ws://{}/ws?space=cluster-e2e", a.addr)
+        .into_client_request()
+        .unwrap();
+    req.headers_mut().insert(
+        "Authorization",
+        format!("Bearer {}", token("robot-1", -5)).parse().unwrap(),
+    );
+    let (mut late, _) = tungstenite::connect(req).unwrap();
+    let e = next_json(&mut late);
+    assert_eq!(e["kind"], "system/error", "{e}");
+    assert_eq!(e["payload"]["error"], "token_expired", "{e}");
+}
