@@ -76,7 +76,8 @@ fn apply_all(reps: &mut [(Replica, Gateway)], seq: u64, rec: &Record, conns: &mu
     for (r, g) in reps.iter_mut() {
         // A gap cannot arise here (sequence numbers are consecutive); anything else a log
         // holds must be taken without a panic.
-        r.handle_record(g, seq, rec.clone()).expect("consecutive entries apply");
+        r.handle_record(g, seq, rec.clone())
+            .expect("consecutive entries apply");
         while let Some(ev) = r.poll_output() {
             if let ReplicaEvent::Connected { conn, .. } = ev
                 && conns.len() < 64
@@ -106,7 +107,7 @@ fuzz_target!(|input: &[u8]| {
                 Err(_) => continue,
             }
         } else {
-            let node = NODES[byte(&mut data) as usize % 3].to_owned();
+            let node: std::sync::Arc<str> = NODES[byte(&mut data) as usize % 3].into();
             // Mostly forward, now and then a long silence or a step back.
             let step = byte(&mut data);
             clock = match step {
@@ -162,6 +163,30 @@ fuzz_target!(|input: &[u8]| {
                             .to_owned(),
                         token: Some(token),
                         body: frame(&mut data),
+                    }
+                }
+                11 => {
+                    // A JWT judged where it arrived: an identity until some time, or a
+                    // refusal.
+                    let judged = match byte(&mut data) % 3 {
+                        0 => Err("the token's signature does not verify".to_owned()),
+                        n => Ok(mew_core::gateway::Identity {
+                            subject: ["root", "mid", "low", "ghost"][byte(&mut data) as usize % 4]
+                                .to_owned(),
+                            expires_at: (n == 1).then(|| {
+                                Time::from_unix_millis(clock + u64::from(byte(&mut data)) * 50)
+                            }),
+                        }),
+                    };
+                    if byte(&mut data) % 2 == 0 {
+                        local += 1;
+                        Entry::ConnectJudged { local, judged }
+                    } else {
+                        Entry::JudgedJoin {
+                            conn,
+                            frame: frame(&mut data),
+                            judged,
+                        }
                     }
                 }
                 _ => Entry::Beat,
