@@ -197,10 +197,12 @@ struct SyncState {
     zeros_wanted: bool,
     /// Writing zeros failed (a full disk): the log grows by its entries alone.
     zeros_failed: bool,
-    /// A snapshot replaced the log by a new file: the thread flushes and extends the new
-    /// one, and closes the old one (the core's handle of it included), whose blocks are
-    /// freed then, on the thread rather than in the core.
-    switch: Option<(File, File)>,
+    /// A snapshot replaced the log by a new file (new, old, their folder): the thread
+    /// flushes the folder (the new name) before any flush it reports covers the new file,
+    /// flushes and extends the new one from then on, and closes the old one (the core's
+    /// handle of it included), whose blocks are freed then, on the thread rather than in
+    /// the core.
+    switch: Option<(File, File, File)>,
 }
 
 /// What the flushing thread reports: every byte up to this mark is on the disk.
@@ -573,6 +575,7 @@ impl StateDir {
             Some(_) => Some(new.try_clone()?),
             None => None,
         };
+        let folder = File::open(&self.dir)?;
         fs::rename(&fresh, self.dir.join(LOG))?;
         // From here on the old file is unlinked: entries go to the new one whatever
         // happens next.
@@ -586,16 +589,17 @@ impl StateDir {
             while st.zeroing.is_some() {
                 st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
             }
-            st.switch = Some((new, old));
+            st.switch = Some((new, old, folder));
             st.allocated = header;
             st.data_end = header;
             st.zeros_wanted = true;
             st.zeros_failed = false;
             s.shared.wake.notify_one();
+        } else {
+            // The new name must be on the disk before entries flushed into the file count
+            // as kept (with a flushing thread, it flushes the folder first).
+            folder.sync_all()?;
         }
-        // The new name must be on the disk before entries flushed into the file count as
-        // kept.
-        File::open(&self.dir)?.sync_all()?;
         Ok(())
     }
 }
@@ -625,8 +629,13 @@ fn sync_loop(
     let mut last = std::time::Instant::now();
     let mut st = shared.lock();
     loop {
-        if let Some((new, old_core)) = st.switch.take() {
+        if let Some((new, old_core, folder)) = st.switch.take() {
             drop(st);
+            // Entries in the new file are kept only once its name is.
+            if let Err(e) = folder.sync_all() {
+                let _ = tx.try_send(Err(e));
+                return;
+            }
             let old = std::mem::replace(&mut file, new);
             // The last handles of an unlinked file: closing them frees its blocks.
             drop(old);
