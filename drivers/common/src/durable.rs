@@ -3,8 +3,8 @@
 //! applied at once, through the same [`Node`] and [`Replica`] a cluster member uses; the
 //! replica's snapshot goes to `.mew/state/snapshot` every [`SNAPSHOT_EVERY`] entries (and at
 //! once after an invitation, so its token's entropy leaves the log), and a new, empty log
-//! replaces the one it holds. Starting restores the snapshot and applies the log after it: the same path as
-//! a cluster member joining (`Replica::open`, then `Node::handle_entry`).
+//! replaces the one it holds. Starting restores the snapshot and applies the log after it:
+//! the same path as a cluster member joining (`Replica::open`, then `Node::handle_entry`).
 //!
 //! Crash consistency: each pass of the core task writes its entries to the file before any
 //! of its outputs (acknowledgements included) leave, so a killed process loses nothing it
@@ -203,6 +203,10 @@ struct SyncState {
     /// handle of it included), whose blocks are freed then, on the thread rather than in
     /// the core.
     switch: Option<(File, File, File)>,
+    /// The thread has not flushed a new log's folder yet (see [`StateDir::sync`]).
+    folder_pending: bool,
+    /// The thread stopped (asked to, or the disk refused a flush).
+    gone: bool,
 }
 
 /// What the flushing thread reports: every byte up to this mark is on the disk.
@@ -505,7 +509,11 @@ impl StateDir {
             .name("mew-state-sync".into())
             .spawn({
                 let shared = shared.clone();
-                move || sync_loop(file, every, &shared, from, &tx)
+                move || {
+                    sync_loop(file, every, &shared, from, &tx);
+                    shared.lock().gone = true;
+                    shared.zeroed.notify_all();
+                }
             })?;
         self.syncer = Some(Syncer {
             shared,
@@ -532,6 +540,17 @@ impl StateDir {
 
     /// Flushes written entries to the disk.
     pub fn sync(&mut self) -> io::Result<()> {
+        if let Some(s) = &self.syncer {
+            // After a snapshot the thread flushes the new log's name: entries flushed here
+            // are kept only once it did.
+            let mut st = s.shared.lock();
+            while st.folder_pending && !st.gone {
+                st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if st.folder_pending {
+                return Err(io::Error::other("the state folder could not be flushed"));
+            }
+        }
         if self.unsynced {
             self.log.sync_data()?;
             self.unsynced = false;
@@ -590,6 +609,7 @@ impl StateDir {
                 st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             st.switch = Some((new, old, folder));
+            st.folder_pending = true;
             st.allocated = header;
             st.data_end = header;
             st.zeros_wanted = true;
@@ -641,6 +661,8 @@ fn sync_loop(
             drop(old);
             drop(old_core);
             st = shared.lock();
+            st.folder_pending = false;
+            shared.zeroed.notify_all();
             continue;
         }
         let unflushed = st.written != synced;
