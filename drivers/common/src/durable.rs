@@ -3,8 +3,8 @@
 //! applied at once, through the same [`Node`] and [`Replica`] a cluster member uses; the
 //! replica's snapshot goes to `.mew/state/snapshot` every [`SNAPSHOT_EVERY`] entries (and at
 //! once after an invitation, so its token's entropy leaves the log), and a new, empty log
-//! replaces the one it holds. Starting restores the snapshot and applies the log after it: the same path as
-//! a cluster member joining (`Replica::open`, then `Node::handle_entry`).
+//! replaces the one it holds. Starting restores the snapshot and applies the log after it:
+//! the same path as a cluster member joining (`Replica::open`, then `Node::handle_entry`).
 //!
 //! Crash consistency: each pass of the core task writes its entries to the file before any
 //! of its outputs (acknowledgements included) leave, so a killed process loses nothing it
@@ -197,10 +197,16 @@ struct SyncState {
     zeros_wanted: bool,
     /// Writing zeros failed (a full disk): the log grows by its entries alone.
     zeros_failed: bool,
-    /// A snapshot replaced the log by a new file: the thread flushes and extends the new
-    /// one, and closes the old one (the core's handle of it included), whose blocks are
-    /// freed then, on the thread rather than in the core.
-    switch: Option<(File, File)>,
+    /// A snapshot replaced the log by a new file (new, old, their folder): the thread
+    /// flushes the folder (the new name) before any flush it reports covers the new file,
+    /// flushes and extends the new one from then on, and closes the old one (the core's
+    /// handle of it included), whose blocks are freed then, on the thread rather than in
+    /// the core.
+    switch: Option<(File, File, File)>,
+    /// The thread has not flushed a new log's folder yet (see [`StateDir::sync`]).
+    folder_pending: bool,
+    /// The thread stopped (asked to, or the disk refused a flush).
+    gone: bool,
 }
 
 /// What the flushing thread reports: every byte up to this mark is on the disk.
@@ -503,7 +509,11 @@ impl StateDir {
             .name("mew-state-sync".into())
             .spawn({
                 let shared = shared.clone();
-                move || sync_loop(file, every, &shared, from, &tx)
+                move || {
+                    sync_loop(file, every, &shared, from, &tx);
+                    shared.lock().gone = true;
+                    shared.zeroed.notify_all();
+                }
             })?;
         self.syncer = Some(Syncer {
             shared,
@@ -530,6 +540,17 @@ impl StateDir {
 
     /// Flushes written entries to the disk.
     pub fn sync(&mut self) -> io::Result<()> {
+        if let Some(s) = &self.syncer {
+            // After a snapshot the thread flushes the new log's name: entries flushed here
+            // are kept only once it did.
+            let mut st = s.shared.lock();
+            while st.folder_pending && !st.gone {
+                st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if st.folder_pending {
+                return Err(io::Error::other("the state folder could not be flushed"));
+            }
+        }
         if self.unsynced {
             self.log.sync_data()?;
             self.unsynced = false;
@@ -573,6 +594,7 @@ impl StateDir {
             Some(_) => Some(new.try_clone()?),
             None => None,
         };
+        let folder = File::open(&self.dir)?;
         fs::rename(&fresh, self.dir.join(LOG))?;
         // From here on the old file is unlinked: entries go to the new one whatever
         // happens next.
@@ -586,16 +608,18 @@ impl StateDir {
             while st.zeroing.is_some() {
                 st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
             }
-            st.switch = Some((new, old));
+            st.switch = Some((new, old, folder));
+            st.folder_pending = true;
             st.allocated = header;
             st.data_end = header;
             st.zeros_wanted = true;
             st.zeros_failed = false;
             s.shared.wake.notify_one();
+        } else {
+            // The new name must be on the disk before entries flushed into the file count
+            // as kept (with a flushing thread, it flushes the folder first).
+            folder.sync_all()?;
         }
-        // The new name must be on the disk before entries flushed into the file count as
-        // kept.
-        File::open(&self.dir)?.sync_all()?;
         Ok(())
     }
 }
@@ -625,13 +649,20 @@ fn sync_loop(
     let mut last = std::time::Instant::now();
     let mut st = shared.lock();
     loop {
-        if let Some((new, old_core)) = st.switch.take() {
+        if let Some((new, old_core, folder)) = st.switch.take() {
             drop(st);
+            // Entries in the new file are kept only once its name is.
+            if let Err(e) = folder.sync_all() {
+                let _ = tx.try_send(Err(e));
+                return;
+            }
             let old = std::mem::replace(&mut file, new);
             // The last handles of an unlinked file: closing them frees its blocks.
             drop(old);
             drop(old_core);
             st = shared.lock();
+            st.folder_pending = false;
+            shared.zeroed.notify_all();
             continue;
         }
         let unflushed = st.written != synced;

@@ -64,7 +64,10 @@ pub(super) fn parse_join(v: &Value) -> Option<JoinRequest> {
 /// parsing: any frame that names `space/invite` or holds an escape (by which a JSON string
 /// could spell it otherwise) may.
 pub fn may_need_entropy(frame: &[u8]) -> bool {
-    memchr::memchr(b'\\', frame).is_some() || memchr::memmem::find(frame, b"space/invite").is_some()
+    // Built once: building a finder costs more than searching a chat.
+    static INVITE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"space/invite"));
+    memchr::memchr(b'\\', frame).is_some() || INVITE.find(frame).is_some()
 }
 
 /// Takes the token out of a join message: the message without it and the token's digest,
