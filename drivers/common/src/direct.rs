@@ -53,14 +53,17 @@ pub struct DirectAppend {
 impl DirectAppend {
     /// Opens (creating, mode 0600) `path` for appending.
     pub fn open(path: &Path) -> io::Result<DirectAppend> {
-        Self::open_with(path, open_direct(path))
+        Self::open_with(path, true)
     }
 
-    fn open_with(path: &Path, direct: Option<File>) -> io::Result<DirectAppend> {
+    /// [`DirectAppend::open`], with direct I/O only if `direct` (and the file system lets).
+    fn open_with(path: &Path, direct: bool) -> io::Result<DirectAppend> {
         let mut o = OpenOptions::new();
         o.read(true).write(true).create(true);
         std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        // Created first: the direct descriptor opens the file that exists then.
         let plain = o.open(path)?;
+        let direct = direct.then(|| open_direct(path)).flatten();
         let buf = vec![0u8; CAPACITY + BLOCK].into_boxed_slice();
         let base = buf.as_ptr().align_offset(BLOCK);
         let size = plain.metadata()?.len();
@@ -119,29 +122,34 @@ impl DirectAppend {
             let all = self.len;
             return self.write_plain(all);
         }
+        // The head block first, through the page cache, when it went that way before; the
+        // bytes held move once, after both writes.
+        let mut head = 0;
         if self.cached_head {
             if self.len < BLOCK {
                 return Ok(());
             }
-            self.write_plain(BLOCK)?;
+            self.plain
+                .write_all_at(&self.buf[self.base..self.base + BLOCK], self.at)?;
             self.cached_head = false;
+            head = BLOCK;
         }
-        let whole = self.len - self.len % BLOCK;
-        if whole == 0 {
-            return Ok(());
-        }
-        let Some(d) = &self.direct else {
-            return self.write_plain(whole);
-        };
-        if let Err(e) = d.write_all_at(&self.buf[self.base..self.base + whole], self.at) {
-            if e.raw_os_error() == Some(libc::EINVAL) {
-                // Opened, then refused (some file systems only check at the write).
-                self.direct = None;
-                return self.write_blocks();
+        let whole = (self.len - head) - (self.len - head) % BLOCK;
+        if whole > 0
+            && let Some(d) = &self.direct
+        {
+            let from = self.base + head;
+            if let Err(e) = d.write_all_at(&self.buf[from..from + whole], self.at + head as u64) {
+                self.consume(head);
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    // Opened, then refused (some file systems only check at the write).
+                    self.direct = None;
+                    return self.write_blocks();
+                }
+                return Err(e);
             }
-            return Err(e);
         }
-        self.consume(whole);
+        self.consume(head + whole);
         Ok(())
     }
 
@@ -254,7 +262,7 @@ mod tests {
         let d = tempdir("plain");
         let p = d.join("c.jsonl");
         std::fs::write(&p, b"earlier\n").unwrap();
-        let mut f = DirectAppend::open_with(&p, None).unwrap();
+        let mut f = DirectAppend::open_with(&p, false).unwrap();
         assert!(!f.is_direct());
         assert_eq!(f.size(), 8);
         let mut want = b"earlier\n".to_vec();
@@ -280,6 +288,10 @@ mod tests {
         let d = tempdir("blocks");
         let p = d.join("b.jsonl");
         let mut f = DirectAppend::open(&p).unwrap();
+        // A new file gets direct I/O wherever a file the same folder already holds does.
+        let probe = d.join("probe");
+        std::fs::write(&probe, b"").unwrap();
+        assert_eq!(f.is_direct(), open_direct(&probe).is_some());
         let bytes = vec![b'y'; BLOCK * 2 + 100];
         f.append(&bytes).unwrap();
         f.write_blocks().unwrap();

@@ -7,13 +7,13 @@
 //! - Audit records come formatted by the core, a batch of lines per file and per pass of
 //!   the space's task ([`mew_core::gateway::Gateway::take_audit`]), so a record is never
 //!   allocated, sent or freed on its own; the writer hands each batch's buffer back
-//!   ([`LogHandle::spare`]) so that a busy space allocates none. Writes are buffered and
-//!   flushed whenever the queue runs empty.
+//!   ([`LogHandle::spare`]) so that a busy space allocates none. Writes are buffered.
 //! - Every file rotates by size: `name` becomes `name.1` (and `name.1` becomes `name.2`, up
 //!   to the retention count; the oldest is deleted).
-//! - Audit files are written around the page cache ([`crate::direct`]): each flush sends
-//!   the whole blocks written since the last one around it, and the last few kilobytes
-//!   through it, so records reach the file as promptly as the lines of other files do.
+//! - Files are flushed at most every 2 ms while lines keep coming, and 2 ms after the last.
+//!   Audit files are written around the page cache ([`crate::direct`]): each flush sends
+//!   the whole blocks written since the last one around it and the last few kilobytes
+//!   through it, so a record is in its file within those 2 ms.
 //! - Files are created 0600 in folders created 0700: the logs say who did what.
 
 use std::fs::{File, OpenOptions};
@@ -314,12 +314,27 @@ impl Writer {
         // While records keep coming the writer looks for more every `LINGER` instead of
         // sleeping in `recv`: a sender then never has to wake it (a futex call and a
         // context switch per pass of a space's task, which cost more than the records).
-        // After `IDLE` without any, it blocks until the next one.
+        // After `IDLE` without any, it blocks until the next one. What it wrote reaches
+        // the files at most every `LINGER` while records keep coming, and `LINGER` after the
+        // last: each flush of an audit file is a write of its own (see `crate::direct`).
         let mut last_work = std::time::Instant::now();
+        let mut last_flush = last_work;
+        let mut unflushed = false;
         'outer: loop {
             let first = match rx.try_recv() {
                 Ok(cmd) => cmd,
                 Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) if unflushed => {
+                    let since = last_flush.elapsed();
+                    if since < LINGER {
+                        std::thread::sleep(LINGER - since);
+                    } else {
+                        self.flush_all();
+                        unflushed = false;
+                        last_flush = std::time::Instant::now();
+                    }
+                    continue;
+                }
                 Err(TryRecvError::Empty) if last_work.elapsed() < IDLE => {
                     std::thread::sleep(LINGER);
                     continue;
@@ -362,8 +377,13 @@ impl Writer {
                 next = rx.try_recv().ok();
             }
             self.report_drops();
-            self.flush_all();
             last_work = std::time::Instant::now();
+            unflushed = true;
+            if last_work.duration_since(last_flush) >= LINGER {
+                self.flush_all();
+                unflushed = false;
+                last_flush = last_work;
+            }
         }
         self.report_drops();
         self.flush_all();
