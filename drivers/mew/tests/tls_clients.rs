@@ -163,11 +163,13 @@ fn clients_trust_the_ca_file_and_refuse_an_unverified_certificate_at_once() {
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("/nonexistent/ca.pem"), "{err}");
 
-    // A bridge that cannot verify the gateway exits at once, saying why.
+    // A bridge that cannot verify the gateway exits at once, saying why. Its MCP server
+    // stays silent (`cat` would echo the bridge's `initialize`, and that refusal could
+    // come first).
     let started = Instant::now();
     let out = Command::new(MEW)
         .args(["bridge", "--gateway", &gw.url(), "--space", "default"])
-        .args(["--token", gw.token("human"), "--", "cat"])
+        .args(["--token", gw.token("human"), "--", "sleep", "60"])
         .env_remove("MEW_CA_FILE")
         .output()
         .unwrap();
