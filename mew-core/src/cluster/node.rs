@@ -274,15 +274,7 @@ impl Node {
     /// A WebSocket completed its handshake with this bearer token's digest; returns the
     /// node's number for it, named again by `Connected` or `Abandon`.
     pub fn handle_connected(&mut self, now: Time, token: Option<TokenHash>) -> u64 {
-        self.next_local += 1;
-        let local = self.next_local;
-        self.publish(
-            now,
-            Entry::Connect { local, token },
-            Undo::Connect(local),
-            false,
-        );
-        local
+        self.connect(now, |local| Entry::Connect { local, token })
     }
 
     /// A WebSocket completed its handshake with this bearer token: one the space's identity
@@ -290,17 +282,17 @@ impl Node {
     /// (no replica could check it again, and the log holds no token); any other goes in by
     /// digest, as with [`Node::handle_connected`]. Returns the node's number for it.
     pub fn handle_connected_bearer(&mut self, now: Time, g: &Gateway, bearer: Option<&str>) -> u64 {
-        let Some(judged) = bearer.and_then(|b| g.judge_token(b)) else {
-            return self.handle_connected(now, bearer.map(TokenHash::of));
-        };
+        match bearer.and_then(|b| g.judge_token(b)) {
+            Some(judged) => self.connect(now, |local| Entry::ConnectJudged { local, judged }),
+            None => self.handle_connected(now, bearer.map(TokenHash::of)),
+        }
+    }
+
+    /// Publishes a connection's entry under the node's next number for it.
+    fn connect(&mut self, now: Time, entry: impl FnOnce(u64) -> Entry) -> u64 {
         self.next_local += 1;
         let local = self.next_local;
-        self.publish(
-            now,
-            Entry::ConnectJudged { local, judged },
-            Undo::Connect(local),
-            false,
-        );
+        self.publish(now, entry(local), Undo::Connect(local), false);
         local
     }
 
