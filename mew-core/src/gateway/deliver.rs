@@ -151,6 +151,11 @@ impl Gateway {
         let (max_frames, max_bytes) = self.queue_limits();
         let len = frame.len();
         let audit = self.audit_envelopes;
+        if audit {
+            // Nothing in the loop formats another envelope's lines (closes of slow
+            // consumers leave after it), so every recipient's line takes this head.
+            self.audit_delivered_begin(now, id);
+        }
         self.out.reserve(self.audience.len());
         let mut i = 0;
         while let Some(&r) = self.audience.get(i) {
@@ -180,7 +185,7 @@ impl Gateway {
                     });
                     self.stats.frames_out += 1;
                     if audit {
-                        self.audit_delivered(now, id, member, Transport::WebSocket);
+                        self.audit_delivered_next(now, id, member);
                     }
                 }
                 Recipient::Virtual { member } if Some(member) == except => {}

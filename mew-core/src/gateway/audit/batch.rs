@@ -65,12 +65,13 @@ impl AuditLines {
         space: &Arc<str>,
         transport: Transport,
     ) {
-        let (buf, lines) = &mut self.files[AuditFile::EnvelopeHistory as usize];
-        if buf.len() >= AUDIT_BATCH_MAX {
-            self.dropped += 1;
-            return;
-        }
-        *lines += 1;
+        self.begin_delivered(at, id);
+        self.push_delivered_line(member, who, space, transport);
+    }
+
+    /// The head of the `delivered` lines of the envelope `id` at `at` (formatted unless it
+    /// is the last one's): what [`AuditLines::push_delivered_line`] writes before a member.
+    pub(super) fn begin_delivered(&mut self, at: Time, id: Option<&str>) {
         let h = &mut self.head;
         if h.at != Some(at) || h.id.as_deref() != id.map(str::as_bytes) {
             h.bytes.clear();
@@ -84,6 +85,22 @@ impl AuditLines {
                 (slot, id) => *slot = id.map(|i| i.as_bytes().to_vec()),
             }
         }
+    }
+
+    /// A `delivered` line of the envelope [`AuditLines::begin_delivered`] last began.
+    pub(super) fn push_delivered_line(
+        &mut self,
+        member: usize,
+        who: &Arc<str>,
+        space: &Arc<str>,
+        transport: Transport,
+    ) {
+        let (buf, lines) = &mut self.files[AuditFile::EnvelopeHistory as usize];
+        if buf.len() >= AUDIT_BATCH_MAX {
+            self.dropped += 1;
+            return;
+        }
+        *lines += 1;
         if self.segments.len() <= member {
             self.segments.resize_with(member + 1, || None);
         }
@@ -107,8 +124,9 @@ impl AuditLines {
                 })
             }
         };
-        buf.reserve(h.bytes.len() + seg.bytes.len());
-        buf.extend_from_slice(&h.bytes);
+        let head = &self.head.bytes;
+        buf.reserve(head.len() + seg.bytes.len());
+        buf.extend_from_slice(head);
         buf.extend_from_slice(&seg.bytes);
     }
 

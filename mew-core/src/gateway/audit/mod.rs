@@ -268,6 +268,23 @@ impl Gateway {
             .push_delivered(at, id, member, who, &self.space_id, transport);
     }
 
+    /// Begins the `delivered` lines of one envelope sent to many ([`Gateway::fan_out`]'s
+    /// recipients): its head is formatted (or found) once, not once per recipient.
+    pub(super) fn audit_delivered_begin(&mut self, at: Time, id: Option<&str>) {
+        self.audit.begin_delivered(at, id);
+    }
+
+    /// [`Gateway::audit_delivered`] for a recipient of the envelope last begun with
+    /// [`Gateway::audit_delivered_begin`].
+    pub(super) fn audit_delivered_next(&mut self, at: Time, id: Option<&str>, member: usize) {
+        if self.audit_body.is_some() {
+            return self.audit_delivered(at, id, member, Transport::WebSocket);
+        }
+        let who = &self.members.get(member).id;
+        self.audit
+            .push_delivered_line(member, who, &self.space_id, Transport::WebSocket);
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn audit_capability(
         &mut self,
