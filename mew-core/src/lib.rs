@@ -33,6 +33,7 @@ pub mod cluster;
 pub mod envelope;
 pub mod gateway;
 pub mod ids;
+mod json_write;
 pub mod mcp;
 pub mod participant;
 pub mod schema;

@@ -788,6 +788,25 @@ enum Held {
 }
 
 impl Running {
+    /// A durable node over `state`, nothing held yet; with `hold_reads`, answers to reads
+    /// wait for the flush like everything else (see [`NodeInputs::reads`]).
+    fn new(state: StateDir, node: Node, hold_reads: bool) -> Running {
+        Running {
+            durable: state.written(),
+            state,
+            node,
+            inputs: NodeInputs {
+                reads: hold_reads.then(Vec::new),
+                ..NodeInputs::default()
+            },
+            pass: Vec::new(),
+            held: std::collections::VecDeque::new(),
+            pass_changes: false,
+            broken: false,
+            stopping: false,
+        }
+    }
+
     fn input(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, input: CoreInput) {
         if self.stopping {
             // Shutting down: connections end outside the log (the next start's `NodeUp`
@@ -1037,20 +1056,7 @@ async fn run<S: Sleep + Send>(
     host.track_backlogs();
     host.set_restored(report.to_json());
     let hold_reads = state.fsync() == Fsync::Always;
-    let mut run = Running {
-        durable: state.written(),
-        state,
-        node,
-        inputs: NodeInputs {
-            reads: hold_reads.then(Vec::new),
-            ..NodeInputs::default()
-        },
-        pass: Vec::new(),
-        held: std::collections::VecDeque::new(),
-        pass_changes: false,
-        broken: false,
-        stopping: false,
-    };
+    let mut run = Running::new(state, node, hold_reads);
     run.node.start(clock::now());
     run.settle(&mut host, clock::now());
     while !run.broken {
@@ -1354,20 +1360,7 @@ participants:
         let mut host = GatewayHost::new(gateway, None, dir.clone(), Duration::from_secs(1));
         host.track_backlogs();
         // No flushing thread: the test flushes, and reports the flush, itself.
-        let mut run = Running {
-            durable: state.written(),
-            state,
-            node,
-            inputs: NodeInputs {
-                reads: Some(Vec::new()),
-                ..NodeInputs::default()
-            },
-            pass: Vec::new(),
-            held: std::collections::VecDeque::new(),
-            pass_changes: false,
-            broken: false,
-            stopping: false,
-        };
+        let mut run = Running::new(state, node, true);
         let now = Time::from_unix_millis(1_000_000);
         let flush = |run: &mut Running, host: &mut GatewayHost<SocketLink>| {
             run.state.sync().unwrap();

@@ -7,6 +7,7 @@
 
 use crate::Time;
 use crate::gateway::{ConnId, Identity, Judgement};
+use crate::json_write::{push_str, push_u64};
 use crate::secret::{self, TokenHash};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -172,9 +173,10 @@ impl Record {
     }
 
     /// Appends the record's bytes to `out` (the same bytes as [`Record::encode`]). The head
-    /// is written field by field, in the order and form `serde_json` gives `Head`: this
-    /// runs once per input of a durable space, where building and serialising a struct
-    /// costs more than the rest of the record.
+    /// is written field by field, in the order of `Head` (its strings escaped as the audit
+    /// lines' are, which `serde_json` reads back): this runs once per input of a durable
+    /// space, where building and serialising a struct costs more than the rest of the
+    /// record.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         let (tag, body): (&[u8], &[u8]) = match &self.entry {
             Entry::NodeUp { .. } => (b"node_up", &[]),
@@ -195,9 +197,9 @@ impl Record {
         out.extend_from_slice(b"{\"t\":\"");
         out.extend_from_slice(tag);
         out.extend_from_slice(b"\",\"n\":");
-        json_str(out, &self.node);
+        push_str(out, &self.node);
         out.extend_from_slice(b",\"at\":");
-        json_u64(out, self.at.as_unix_millis());
+        push_u64(out, self.at.as_unix_millis());
         if let Some(e) = &self.entropy {
             out.extend_from_slice(b",\"e\":\"");
             const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -253,11 +255,11 @@ impl Record {
         }
         if let Some(c) = c {
             out.extend_from_slice(b",\"c\":");
-            json_u64(out, c);
+            push_u64(out, c);
         }
         if let Some(l) = l {
             out.extend_from_slice(b",\"l\":");
-            json_u64(out, l);
+            push_u64(out, l);
         }
         if let Some(k) = k {
             out.extend_from_slice(b",\"k\":\"");
@@ -266,24 +268,24 @@ impl Record {
         }
         if let Some(p) = p {
             out.extend_from_slice(b",\"p\":");
-            json_str(out, p);
+            push_str(out, p);
         }
         if let Some(s) = s {
             out.extend_from_slice(b",\"s\":");
-            json_u64(out, s);
+            push_u64(out, s);
         }
         match judged {
             Some(Ok(identity)) => {
                 out.extend_from_slice(b",\"p\":");
-                json_str(out, &identity.subject);
+                push_str(out, &identity.subject);
                 if let Some(x) = identity.expires_at {
                     out.extend_from_slice(b",\"x\":");
-                    json_u64(out, x.as_unix_millis());
+                    push_u64(out, x.as_unix_millis());
                 }
             }
             Some(Err(why)) => {
                 out.extend_from_slice(b",\"r\":");
-                json_str(out, why);
+                push_str(out, why);
             }
             None => {}
         }
@@ -370,33 +372,6 @@ impl Record {
             entropy,
             entry,
         })
-    }
-}
-
-fn json_u64(out: &mut Vec<u8>, n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
-}
-
-/// A JSON string: as is when nothing in it needs escaping (a node id, a participant id),
-/// else through `serde_json`.
-fn json_str(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        serde_json::to_writer(out, s).expect("a string serialises");
     }
 }
 

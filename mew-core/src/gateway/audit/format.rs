@@ -2,6 +2,7 @@
 //! secrets redacted, an envelope embedded as JSON only when it is one.
 
 use super::*;
+pub(super) use crate::json_write::push_str;
 use std::fmt::Write as _;
 
 impl Record<'_> {
@@ -276,48 +277,4 @@ pub(super) fn push_envelope(out: &mut Vec<u8>, env: &[u8], is_json: bool) {
     } else {
         out.extend_from_slice(text);
     }
-}
-
-/// A JSON string literal: quotes, backslashes and every control character escaped.
-pub(super) fn push_str(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
-    let bytes = s.as_bytes();
-    // Ids and names almost never need escaping: one pass to check, one copy.
-    if bytes
-        .iter()
-        .all(|&b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f)
-    {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
-    }
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f | 0x7f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        if esc.is_empty() {
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 15)],
-            ]);
-        } else {
-            out.extend_from_slice(esc);
-        }
-        start = i + 1;
-    }
-    out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
 }

@@ -589,68 +589,31 @@ impl Cx {
             ),
         }
         let d = GatewayOptions::default();
-        o.limits.max_frame_bytes = self.uint(
-            m.get("max_frame_bytes"),
-            &l("max_frame_bytes"),
-            d.limits.max_frame_bytes as u64,
-            64,
-        ) as usize;
-        o.limits.max_depth = self
-            .uint(
-                m.get("max_depth"),
-                &l("max_depth"),
-                d.limits.max_depth as u64,
-                2,
-            )
-            .min(crate::envelope::SERDE_MAX_DEPTH as u64) as usize;
+        // A count of things, at least `min`.
+        let count = |cx: &mut Cx, k: &str, d: usize, min: u64| {
+            cx.uint(m.get(k), &l(k), d as u64, min) as usize
+        };
+        o.limits.max_frame_bytes = count(self, "max_frame_bytes", d.limits.max_frame_bytes, 64);
+        o.limits.max_depth =
+            count(self, "max_depth", d.limits.max_depth, 2).min(crate::envelope::SERDE_MAX_DEPTH);
         let ms = |cx: &mut Cx, k: &str, d: Duration| {
             Duration::from_millis(cx.uint(m.get(k), &l(k), d.as_millis() as u64, 1))
         };
         o.join_timeout = ms(self, "join_timeout_ms", d.join_timeout);
         o.heartbeat_interval = ms(self, "heartbeat_interval_ms", d.heartbeat_interval);
         o.idle_timeout = ms(self, "idle_timeout_ms", d.idle_timeout);
-        o.max_queue_frames = self.uint(
-            m.get("max_queue_frames"),
-            &l("max_queue_frames"),
-            d.max_queue_frames as u64,
-            1,
-        ) as usize;
-        o.max_queue_bytes = self.uint(
-            m.get("max_queue_bytes"),
-            &l("max_queue_bytes"),
-            d.max_queue_bytes as u64,
-            1,
-        ) as usize;
-        o.history_size = self.uint(
-            m.get("history_size"),
-            &l("history_size"),
-            d.history_size as u64,
+        o.max_queue_frames = count(self, "max_queue_frames", d.max_queue_frames, 1);
+        o.max_queue_bytes = count(self, "max_queue_bytes", d.max_queue_bytes, 1);
+        o.history_size = count(self, "history_size", d.history_size, 0);
+        o.history_bytes = count(self, "history_bytes", d.history_bytes, 0);
+        o.max_streams = count(self, "max_streams", d.max_streams, 0);
+        o.max_participants = count(self, "max_participants", d.max_participants, 1);
+        o.max_grants_per_participant = count(
+            self,
+            "max_grants_per_participant",
+            d.max_grants_per_participant,
             0,
-        ) as usize;
-        o.history_bytes = self.uint(
-            m.get("history_bytes"),
-            &l("history_bytes"),
-            d.history_bytes as u64,
-            0,
-        ) as usize;
-        o.max_streams = self.uint(
-            m.get("max_streams"),
-            &l("max_streams"),
-            d.max_streams as u64,
-            0,
-        ) as usize;
-        o.max_participants = self.uint(
-            m.get("max_participants"),
-            &l("max_participants"),
-            d.max_participants as u64,
-            1,
-        ) as usize;
-        o.max_grants_per_participant = self.uint(
-            m.get("max_grants_per_participant"),
-            &l("max_grants_per_participant"),
-            d.max_grants_per_participant as u64,
-            0,
-        ) as usize;
+        );
         if let Some(v) = m.get("crowd")
             && let Some(cm) = self.map(v, &l("crowd"))
         {
