@@ -9,6 +9,10 @@
 //!
 //! A third argument `audit` turns the audit trail on: its lines are formatted and taken in
 //! batches of 64 envelopes, as the driver does (without the file I/O).
+//!
+//! A third argument `durable` runs the space as a durable single node does: every frame
+//! becomes a record of the node's log, encoded into a buffer taken every 64 envelopes
+//! (without the file I/O) and applied through the node's replica.
 
 use bytes::Bytes;
 use mew_core::Time;
@@ -25,6 +29,7 @@ fn main() {
     let n = args.first().copied().unwrap_or(10);
     let iters = args.get(1).copied().unwrap_or(1_000_000);
     let audit = std::env::args().any(|a| a == "audit");
+    let durable = std::env::args().any(|a| a == "durable");
     let now = Time::from_unix_millis(1_736_416_800_000);
     let mut cfg = SpaceConfig::default_space(&mut IdGen::new(1));
     let chat = CapabilitySet::from_capabilities(vec![
@@ -41,14 +46,15 @@ fn main() {
     cfg.gateway.max_queue_frames = usize::MAX;
     cfg.gateway.max_queue_bytes = usize::MAX;
     cfg.gateway.rate_limit = None;
+    if durable {
+        return run_durable(cfg, now, n, iters);
+    }
     let mut gw = Gateway::new(cfg, 1);
     let conns: Vec<_> = (0..n)
         .map(|i| gw.handle_connected(now, Some(&format!("t{i}"))))
         .collect();
     while gw.poll_output().is_some() {}
-    let frame = Bytes::from_static(
-        br#"{"protocol":"mew/v0.4","id":"m-1","ts":"2025-01-09T10:00:00Z","from":"p0","kind":"chat","payload":{"text":"hello everyone","format":"plain"}}"#,
-    );
+    let frame = chat_frame();
     let start = std::time::Instant::now();
     let mut delivered = 0usize;
     let mut spares: Vec<Vec<u8>> = Vec::new();
@@ -69,4 +75,62 @@ fn main() {
     }
     let el = start.elapsed();
     println!("{n} participants: {iters} envelopes, {delivered} deliveries in {el:?} (wall)");
+}
+
+fn chat_frame() -> Bytes {
+    Bytes::from_static(
+        br#"{"protocol":"mew/v0.4","id":"m-1","ts":"2025-01-09T10:00:00Z","from":"p0","kind":"chat","payload":{"text":"hello everyone","format":"plain"}}"#,
+    )
+}
+
+/// The durable single node's path: a node publishes a record per input, the record is
+/// encoded into the log's buffer and applied through the replica.
+fn run_durable(cfg: SpaceConfig, now: Time, n: usize, iters: usize) {
+    use mew_core::cluster::{Encoder, Node, NodeOptions, NodeOutput, Replica, journal};
+    let (replica, mut gw) = Replica::open("local", cfg, None).expect("replica");
+    let mut node = Node::new(NodeOptions::new("local"), replica, 0, Box::new(|| [7; 16]));
+    let mut log = Vec::new();
+    let mut encoder = Encoder::new();
+    let mut pump = |node: &mut Node, gw: &mut Gateway, log: &mut Vec<u8>| {
+        let mut conns = Vec::new();
+        while let Some(o) = node.poll_output() {
+            match o {
+                NodeOutput::Publish { record, .. } => {
+                    let seq = node.applied() + 1;
+                    journal::push_with(log, seq, |out| encoder.encode_into(&record, out));
+                    black_box(node.handle_own_record(gw, seq, record));
+                }
+                NodeOutput::Connected { conn, .. } => conns.push(conn),
+                _ => {}
+            }
+        }
+        conns
+    };
+    node.start(now);
+    pump(&mut node, &mut gw, &mut log);
+    let mut conns = Vec::new();
+    for i in 0..n {
+        node.handle_connected_bearer(now, &gw, Some(&format!("t{i}")));
+        conns.extend(pump(&mut node, &mut gw, &mut log));
+    }
+    while gw.poll_output().is_some() {}
+    let frame = chat_frame();
+    let start = std::time::Instant::now();
+    let mut delivered = 0usize;
+    for i in 0..iters {
+        node.handle_frame(now, &mut gw, conns[0], frame.clone());
+        pump(&mut node, &mut gw, &mut log);
+        while let Some(o) = gw.poll_output() {
+            black_box(&o);
+            delivered += 1;
+        }
+        if i % 64 == 63 {
+            black_box(&log);
+            log.clear();
+        }
+    }
+    let el = start.elapsed();
+    println!(
+        "{n} participants, durable: {iters} envelopes, {delivered} deliveries in {el:?} (wall)"
+    );
 }

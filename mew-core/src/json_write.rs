@@ -47,16 +47,26 @@ pub(crate) fn push_str(out: &mut Vec<u8>, s: &str) {
 
 /// A JSON number from an unsigned integer.
 pub(crate) fn push_u64(out: &mut Vec<u8>, n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+    // Two digits at a time from a table: a 13-digit timestamp in a few dozen instructions
+    // rather than one division per digit (every log record and audit line carries one).
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_strings_read_back_as_written() {
+        for n in [0, 9, 10, 99, 1_736_416_800_000, u64::MAX] {
+            let mut out = Vec::new();
+            push_u64(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+        for s in ["local", "a\"b\\c", "tab\there", "\u{1}\u{7f}é"] {
+            let mut out = Vec::new();
+            push_str(&mut out, s);
+            assert_eq!(serde_json::from_slice::<String>(&out).unwrap(), s);
         }
     }
-    out.extend_from_slice(&buf[i..]);
 }

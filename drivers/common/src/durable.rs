@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::cluster::journal::{self, FormatError};
-use mew_core::cluster::{Node, NodeOptions, NodeOutput, Record, Replica};
+use mew_core::cluster::{Encoder, Node, NodeOptions, NodeOutput, Record, Replica};
 use mew_core::gateway::{AuditFile, Fsync, Gateway, SnapshotError, SpaceConfig};
 use serde_json::json;
 
@@ -147,6 +147,8 @@ pub struct StateDir {
     allocated: u64,
     /// Entries encoded and not yet written.
     pending: Vec<u8>,
+    /// Encodes them (keeping the head frames share).
+    encoder: Encoder,
     fsync: Fsync,
     /// Written but not flushed to the disk since then.
     unsynced: bool,
@@ -354,6 +356,7 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
             log_bytes: good_len,
             allocated,
             pending: Vec::new(),
+            encoder: Encoder::new(),
             fsync,
             unsynced: false,
             last_sync: std::time::Instant::now(),
@@ -396,7 +399,10 @@ impl StateDir {
 
     /// Queues entry `seq`, encoded in place, for the next write.
     pub fn append_record(&mut self, seq: u64, record: &Record) {
-        journal::push_with(&mut self.pending, seq, |out| record.encode_into(out));
+        let encoder = &mut self.encoder;
+        journal::push_with(&mut self.pending, seq, |out| {
+            encoder.encode_into(record, out)
+        });
     }
 
     /// Whether entries wait to be written.

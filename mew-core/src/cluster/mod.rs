@@ -21,5 +21,5 @@ mod record;
 mod replica;
 
 pub use node::{Node, NodeOptions, NodeOutput, Undo};
-pub use record::{DecodeError, Entry, Record};
+pub use record::{DecodeError, Encoder, Entry, Record};
 pub use replica::{ApplyError, Replica, ReplicaEvent};
