@@ -89,6 +89,11 @@ impl DirectAppend {
         Ok(f)
     }
 
+    /// Flushes the file's data to the disk (what [`Self::settle`] wrote included).
+    pub fn sync_data(&self) -> io::Result<()> {
+        self.plain.sync_data()
+    }
+
     /// Whether writes bypass the page cache.
     pub fn is_direct(&self) -> bool {
         self.direct.is_some()

@@ -6,14 +6,20 @@
 //! replaces the one it holds. Starting restores the snapshot and applies the log after it:
 //! the same path as a cluster member joining (`Replica::open`, then `Node::handle_entry`).
 //!
-//! Crash consistency: each pass of the core task writes its entries to the file before any
-//! of its outputs (acknowledgements included) leave, so a killed process loses nothing it
-//! acknowledged. Flushing to the disk is done by a thread of its own while the core goes
-//! on. [`Fsync`] decides what a power loss may take: with `always`, a pass that changes the
-//! space (anything but chats, stream data, pongs, beats and ticks) and every output after it wait
-//! for the flush that covers it, and chats are flushed within [`MESSAGE_FLUSH`]; with
-//! `every_ms`, the file is flushed at most that often. A torn last entry is cut with a
-//! warning; a file of another format version is an error.
+//! Crash consistency: the core task encodes each pass's entries and hands them to the log
+//! thread ([`StateDir::start_syncer`]), which writes them in large requests around the page
+//! cache (a fraction of the machine's time per byte of writing through the cache and
+//! flushing that) and flushes them. A pass that changes the space (anything but chats,
+//! stream data, pongs, beats and ticks: joins, grants, invitations, pauses...) holds its
+//! outputs, acknowledgements included, and every output after it, until the thread
+//! reports its entries written (`every_ms`) or flushed (`always`): a killed process never
+//! loses an acknowledged change, nor anything before one. A pass of messages only lets its
+//! outputs go at once; its entries are written within [`MESSAGE_WRITE`], and that is what
+//! a `kill -9` may take (messages delivered in the last few milliseconds). [`Fsync`]
+//! decides what a power loss may take: with `always`, messages of the last
+//! [`MESSAGE_FLUSH`], never a change acknowledged; with `every_ms`, up to N ms of
+//! anything. A torn last entry is cut with a warning; a file of another format version is
+//! an error.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -30,6 +36,7 @@ use serde_json::json;
 use crate::Response;
 use crate::clock::{self, Sleep};
 use crate::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
+use crate::direct::DirectAppend;
 use crate::host::{Flow, GatewayHost, INPUT_BATCH, Input, Reply};
 use crate::node_inputs::{NodeInputs, Unhandled};
 use crate::server::CoreTask;
@@ -42,11 +49,15 @@ pub const LOCAL_NODE: &str = "local";
 pub const SNAPSHOT_EVERY: u64 = 100_000;
 /// Bytes of log after which a snapshot is taken before the cadence's next.
 pub const LOG_MAX_BYTES: u64 = 64 << 20;
-/// Zeroed bytes the log is extended by ahead of its entries: a flush of blocks the file
-/// already has writes them, while a flush that grows the file also waits for the file
-/// system's journal (on ext4 under load, about 0.1 ms against several ms). The flushing
-/// thread writes them, topping them up when half are used.
-pub const LOG_AHEAD: u64 = 2 << 20;
+/// How long entries of messages (chats, stream data) that no output waits for may stay
+/// unwritten, handed to the log thread: what a `kill -9` may take of them (they may have
+/// been delivered). The thread writes about this much at a time, in large requests.
+pub const MESSAGE_WRITE: Duration = Duration::from_millis(10);
+/// Bytes handed to the log thread and not yet taken by it after which the core waits for
+/// it (a disk that stalls then slows the space rather than filling the memory).
+pub const QUEUE_MAX: usize = 16 << 20;
+/// Emptied buffers kept for the core's next passes.
+const SPARES: usize = 4;
 /// With `fsync: always`, how long written entries that no output waits for (chats) may
 /// stay unflushed: what a power loss may take of them. Changes of the space are flushed
 /// before anything after them leaves.
@@ -55,8 +66,6 @@ pub const MESSAGE_FLUSH: Duration = Duration::from_millis(10);
 const LOG: &str = "log";
 /// A new log being created to replace the log after a snapshot (renamed into place).
 const LOG_NEXT: &str = "log.next";
-/// Zeros the flushing thread writes ahead at a time.
-const ZERO_CHUNK: u64 = 256 << 10;
 const SNAPSHOT: &str = "snapshot";
 /// Where the state of an earlier `space.yaml` is moved (beside `state/`).
 const SET_ASIDE: &str = "state.previous";
@@ -141,37 +150,49 @@ impl RestoreReport {
 /// The open state files of one space.
 pub struct StateDir {
     dir: PathBuf,
+    /// The log, for writes made here (without a log thread) and its flushes.
     log: File,
+    /// Bytes in the current log file, its header included (handed to the thread too).
     log_bytes: u64,
-    /// The log file's length: its entries, then zeros allocated ahead ([`LOG_AHEAD`]).
-    allocated: u64,
-    /// Entries encoded and not yet written.
+    /// Entries encoded and not yet written (or handed to the thread).
     pending: Vec<u8>,
     /// Encodes them (keeping the head frames share).
     encoder: Encoder,
     fsync: Fsync,
-    /// Written but not flushed to the disk since then.
+    /// Written here but not flushed to the disk since then.
     unsynced: bool,
     last_sync: std::time::Instant,
-    /// Bytes written to the log since the files were opened, across snapshots: the mark a
-    /// flush reports covering.
+    /// Bytes written to the log (or handed to its thread) since the files were opened,
+    /// across snapshots: the marks of [`LogEvent`].
     written: u64,
     syncer: Option<Syncer>,
 }
 
-/// The thread that flushes the log to the disk while the core goes on (see
+/// What the log thread reports to the core task.
+#[derive(Debug)]
+pub enum LogEvent {
+    /// Every byte up to this mark ([`StateDir::written`]) is in the file: a killed
+    /// process keeps it. Reported when asked for ([`StateDir::want_written`]).
+    Written(u64),
+    /// Every byte up to this mark is on the disk (flushed, or held by a snapshot in place).
+    Synced(u64),
+    /// Writing or flushing failed; nothing more follows.
+    Failed(io::Error),
+}
+
+/// The thread that writes and flushes the log while the core goes on (see
 /// [`StateDir::start_syncer`]).
 struct Syncer {
     shared: std::sync::Arc<SyncShared>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
 }
 
 struct SyncShared {
     state: std::sync::Mutex<SyncState>,
     /// Wakes the thread.
     wake: std::sync::Condvar,
-    /// Wakes a core waiting for zeros in progress ([`SyncState::zeroing`]).
-    zeroed: std::sync::Condvar,
+    /// Wakes a core waiting for the thread ([`SyncState::folder_pending`], room).
+    done: std::sync::Condvar,
 }
 
 impl SyncShared {
@@ -182,37 +203,33 @@ impl SyncShared {
 
 #[derive(Default)]
 struct SyncState {
-    /// Bytes written ([`StateDir::written`]).
-    written: u64,
-    /// A mark that outputs wait for: flushed at once, not at the period's end.
-    urgent: u64,
-    /// The thread waits for bytes to flush (a write must wake it).
+    /// Entries handed over, in order, not yet taken by the thread.
+    queue: Vec<Vec<u8>>,
+    /// Bytes in `queue`.
+    queued: usize,
+    /// Emptied buffers for the core's next passes.
+    spares: Vec<Vec<u8>>,
+    /// Bytes handed over ([`StateDir::written`]).
+    handed: u64,
+    /// A mark outputs wait for to be written: written at once, and reported.
+    want_written: u64,
+    /// A mark outputs wait for to be flushed: written and flushed at once.
+    want_synced: u64,
+    /// The thread sleeps until woken (handing over must wake it).
     idle: bool,
     stop: bool,
-    /// The current log file's length as far as zeros were written ahead (offset in it).
-    allocated: u64,
-    /// Where the core's entries end, its write in progress included: zeros go after it.
-    data_end: u64,
-    /// Zeros are being written from this offset on (the core's write must not reach it).
-    zeroing: Option<u64>,
-    /// Less than half of [`LOG_AHEAD`] is left: the thread tops the zeros up.
-    zeros_wanted: bool,
-    /// Writing zeros failed (a full disk): the log grows by its entries alone.
-    zeros_failed: bool,
-    /// A snapshot replaced the log by a new file (new, old, their folder): the thread
-    /// flushes the folder (the new name) before any flush it reports covers the new file,
-    /// flushes and extends the new one from then on, and closes the old one (the core's
-    /// handle of it included), whose blocks are freed then, on the thread rather than in
-    /// the core.
-    switch: Option<(File, File, File)>,
+    /// A snapshot replaced the log by a new file (the core's handle of the old one, and
+    /// their folder): the thread flushes the folder (the new name) before any flush it
+    /// reports covers the new file, writes to the new one from then on, and closes the
+    /// old one, whose blocks are freed then, on the thread rather than in the core.
+    switch: Option<(File, File)>,
+    /// Bytes up to this mark are in the snapshot that replaced the log: never written.
+    dropped: u64,
     /// The thread has not flushed a new log's folder yet (see [`StateDir::sync`]).
     folder_pending: bool,
-    /// The thread stopped (asked to, or the disk refused a flush).
+    /// The thread stopped (asked to, or the disk refused a write or a flush).
     gone: bool,
 }
-
-/// What the flushing thread reports: every byte up to this mark is on the disk.
-pub type Synced = io::Result<u64>;
 
 /// A space restored from its state folder, ready to serve.
 pub struct Restored {
@@ -317,11 +334,11 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
         log.write_all(journal::LOG_HEADER)
             .map_err(io_err(&log_path))?;
         good_len = journal::LOG_HEADER.len() as u64;
-    } else if scan.torn.is_some() {
+    } else if log.metadata().map_err(io_err(&log_path))?.len() > good_len {
+        // A torn tail, or zeros an earlier version wrote ahead: entries go after the
+        // last whole one.
         log.set_len(good_len).map_err(io_err(&log_path))?;
     }
-    // Whatever follows the entries is zeros allocated ahead (a torn tail was cut).
-    let allocated = log.metadata().map_err(io_err(&log_path))?.len();
     log.sync_all().map_err(io_err(&log_path))?;
     log.seek(SeekFrom::Start(good_len))
         .map_err(io_err(&log_path))?;
@@ -354,7 +371,6 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
             dir: dir.to_owned(),
             log,
             log_bytes: good_len,
-            allocated,
             pending: Vec::new(),
             encoder: Encoder::new(),
             fsync,
@@ -392,7 +408,7 @@ impl StateDir {
         &self.dir
     }
 
-    /// Queues entry `seq` for the next [`StateDir::commit`].
+    /// Queues entry `seq` for the next [`StateDir::write`].
     pub fn append(&mut self, seq: u64, record: &[u8]) {
         journal::push_framed(&mut self.pending, seq, record);
     }
@@ -410,7 +426,8 @@ impl StateDir {
         !self.pending.is_empty()
     }
 
-    /// Bytes written to the log since the files were opened (see [`Synced`]).
+    /// Bytes written to the log (or handed to its thread) since the files were opened:
+    /// the marks of [`LogEvent`].
     pub fn written(&self) -> u64 {
         self.written
     }
@@ -420,116 +437,124 @@ impl StateDir {
         self.fsync
     }
 
-    /// Writes what was appended, in one `write`, without flushing it: a process killed
-    /// after this loses none of it (the kernel has it).
+    /// Writes what was appended without flushing it, in one `write`: a process killed
+    /// after this loses none of it. With a log thread ([`StateDir::start_syncer`]), hands
+    /// it to the thread instead, which writes it within [`MESSAGE_WRITE`] (or at once when
+    /// asked to); waits while the thread is [`QUEUE_MAX`] behind.
     pub fn write(&mut self) -> io::Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let end = self.log_bytes + self.pending.len() as u64;
+        let len = self.pending.len() as u64;
         match &self.syncer {
-            // The flushing thread writes the zeros ahead (see `sync_loop`): the core's
-            // write only copies its entries. The thread writes zeros past `data_end` only,
-            // so a write reaching zeros in progress waits for them (the thread fell half
-            // of LOG_AHEAD behind: rare).
             Some(s) => {
                 let mut st = s.shared.lock();
-                while st.zeroing.is_some_and(|from| end > from) {
-                    st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
+                while st.queued >= QUEUE_MAX && !st.gone {
+                    st = s.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
                 }
-                st.data_end = end;
+                if st.gone {
+                    return Err(io::Error::other("the state log's writer stopped"));
+                }
+                let spare = st.spares.pop().unwrap_or_default();
+                let bytes = std::mem::replace(&mut self.pending, spare);
+                st.handed += len;
+                st.queued += bytes.len();
+                st.queue.push(bytes);
+                if st.idle {
+                    s.shared.wake.notify_one();
+                }
             }
             None => {
-                if end > self.allocated {
-                    self.allocate(end + LOG_AHEAD)?;
-                }
+                std::os::unix::fs::FileExt::write_all_at(&self.log, &self.pending, self.log_bytes)?;
+                self.pending.clear();
+                self.unsynced = true;
             }
         }
-        self.log.write_all(&self.pending)?;
-        self.log_bytes = end;
-        self.written += self.pending.len() as u64;
-        self.pending.clear();
-        self.unsynced = true;
+        self.log_bytes += len;
+        self.written += len;
+        Ok(())
+    }
+
+    /// Outputs wait for the log up to `mark` to be written: the log thread writes it at
+    /// once and reports it ([`LogEvent::Written`]).
+    pub fn want_written(&self, mark: u64) {
         if let Some(s) = &self.syncer {
             let mut st = s.shared.lock();
-            st.written = self.written;
-            let low = !st.zeros_failed && st.allocated < end + LOG_AHEAD / 2;
-            let wake = st.idle || (low && !st.zeros_wanted);
-            st.zeros_wanted |= low;
-            if wake {
+            if st.want_written < mark {
+                st.want_written = mark;
                 s.shared.wake.notify_one();
             }
         }
-        Ok(())
     }
 
-    /// Extends the log with zeros up to `to` bytes (written, not a sparse hole: the blocks
-    /// must exist for later flushes to skip the file system's journal). The next flush
-    /// carries the new length to the disk.
-    fn allocate(&mut self, to: u64) -> io::Result<()> {
-        write_zeros(&self.log, self.allocated.max(self.log_bytes), to)?;
-        self.allocated = to;
-        Ok(())
-    }
-
-    /// Outputs wait for the flush of the log up to `mark`: the flushing thread does it at
-    /// once rather than at its period's end.
+    /// Outputs wait for the flush of the log up to `mark`: the log thread writes and
+    /// flushes it at once rather than at its period's end ([`LogEvent::Synced`]).
     pub fn want_flush(&self, mark: u64) {
         if let Some(s) = &self.syncer {
             let mut st = s.shared.lock();
-            if st.urgent < mark {
-                st.urgent = mark;
+            if st.want_synced < mark {
+                st.want_synced = mark;
                 s.shared.wake.notify_one();
             }
         }
     }
 
-    /// Starts flushing the log on a thread of its own: with `fsync: always`, at once when
-    /// outputs wait for it ([`StateDir::want_flush`]) and else at most every
-    /// [`MESSAGE_FLUSH`]; with `{every_ms: N}`, at most every N ms. Each flush is reported
-    /// on the channel returned with the mark it covers (`Err`, then nothing more, when the
-    /// disk refused it). Flushes group what was written while the previous one ran, so the
-    /// core writes pass N+1 while pass N is flushed. The thread also writes the zeros the
-    /// log is extended by ([`LOG_AHEAD`]) and closes the log a snapshot replaced, so that
-    /// the core's time goes to its entries alone.
-    pub fn start_syncer(&mut self) -> io::Result<async_channel::Receiver<Synced>> {
-        let file = self.log.try_clone()?;
+    /// Starts the log thread: from now on [`StateDir::write`] hands entries to it, and it
+    /// writes them every [`MESSAGE_WRITE`] (in whole blocks around the page cache where
+    /// the file system allows it: a fraction of the CPU time per byte of writing through
+    /// the cache and flushing that), at once when outputs wait for them
+    /// ([`StateDir::want_written`], [`StateDir::want_flush`]). It flushes them with
+    /// `fsync: always` at once when outputs wait and else within [`MESSAGE_FLUSH`], with
+    /// `{every_ms: N}` at most every N ms. It reports on `tx` ([`LogEvent`]; after
+    /// [`LogEvent::Failed`], nothing more), and closes the log a snapshot replaced, so
+    /// that the core's time goes to its entries alone.
+    pub fn start_syncer(&mut self, tx: async_channel::Sender<LogEvent>) -> io::Result<()> {
+        self.write()?;
+        let path = self.dir.join(LOG);
+        let file = DirectAppend::open(&path)?;
         let shared = std::sync::Arc::new(SyncShared {
             state: std::sync::Mutex::new(SyncState {
-                written: self.written,
-                allocated: self.allocated,
-                data_end: self.log_bytes,
-                zeros_wanted: self.allocated < self.log_bytes + LOG_AHEAD / 2,
+                handed: self.written,
+                dropped: self.written,
                 ..SyncState::default()
             }),
             wake: std::sync::Condvar::new(),
-            zeroed: std::sync::Condvar::new(),
+            done: std::sync::Condvar::new(),
         });
-        let (tx, rx) = async_channel::unbounded();
-        let every = match self.fsync {
+        let every_sync = match self.fsync {
             Fsync::Always => MESSAGE_FLUSH,
             Fsync::EveryMs(ms) => Duration::from_millis(ms),
         };
         let from = self.written;
+        // Flushed by this process before the thread starts (the files were opened).
+        if self.unsynced {
+            self.log.sync_data()?;
+            self.unsynced = false;
+        }
         let thread = std::thread::Builder::new()
             .name("mew-state-sync".into())
             .spawn({
                 let shared = shared.clone();
                 move || {
-                    sync_loop(file, every, &shared, from, &tx);
+                    let done = sync_loop(file, &path, every_sync, &shared, from, &tx);
+                    if let Err(e) = &done {
+                        let copy = io::Error::new(e.kind(), e.to_string());
+                        let _ = tx.try_send(LogEvent::Failed(copy));
+                    }
                     shared.lock().gone = true;
-                    shared.zeroed.notify_all();
+                    shared.done.notify_all();
+                    done
                 }
             })?;
         self.syncer = Some(Syncer {
             shared,
             thread: Some(thread),
         });
-        Ok(rx)
+        Ok(())
     }
 
-    /// Writes what was appended, and flushes it to the disk as the policy says. Outputs of
-    /// the entries may leave once this returns.
+    /// Writes what was appended, and flushes it to the disk as the policy says (without a
+    /// log thread).
     pub fn commit(&mut self) -> io::Result<()> {
         self.write()?;
         match self.fsync {
@@ -544,18 +569,11 @@ impl StateDir {
         }
     }
 
-    /// Flushes written entries to the disk.
+    /// Flushes written entries to the disk. With a log thread, stops it once it wrote and
+    /// flushed everything handed to it (see [`StateDir::finish`]).
     pub fn sync(&mut self) -> io::Result<()> {
-        if let Some(s) = &self.syncer {
-            // After a snapshot the thread flushes the new log's name: entries flushed here
-            // are kept only once it did.
-            let mut st = s.shared.lock();
-            while st.folder_pending && !st.gone {
-                st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
-            }
-            if st.folder_pending {
-                return Err(io::Error::other("the state folder could not be flushed"));
-            }
+        if self.syncer.is_some() {
+            return self.finish();
         }
         if self.unsynced {
             self.log.sync_data()?;
@@ -563,6 +581,19 @@ impl StateDir {
         }
         self.last_sync = std::time::Instant::now();
         Ok(())
+    }
+
+    /// Writes and flushes everything appended; a log thread is stopped once it did (later
+    /// writes are made here). `Err` when any of it could not be written or flushed.
+    pub fn finish(&mut self) -> io::Result<()> {
+        let handed = self.write();
+        if let Some(mut s) = self.syncer.take() {
+            let stopped = s.stop();
+            handed?;
+            return stopped;
+        }
+        handed?;
+        self.sync()
     }
 
     /// Whether the log has grown past [`LOG_MAX_BYTES`].
@@ -592,157 +623,163 @@ impl StateDir {
         // crash before the rename leaves the old log, whose entries the snapshot holds
         // (passed over); after it, the new one. (Emptying the old file in place would free
         // its blocks here, tens of milliseconds for a large log while the space waits;
-        // the flushing thread closes it instead.)
+        // the log thread closes it instead.)
         let fresh = self.dir.join(LOG_NEXT);
         let mut new = open_rw(&fresh, true)?;
         new.write_all(journal::LOG_HEADER)?;
-        let for_syncer = match &self.syncer {
-            Some(_) => Some(new.try_clone()?),
-            None => None,
-        };
         let folder = File::open(&self.dir)?;
         fs::rename(&fresh, self.dir.join(LOG))?;
         // From here on the old file is unlinked: entries go to the new one whatever
         // happens next.
         let old = std::mem::replace(&mut self.log, new);
-        let header = journal::LOG_HEADER.len() as u64;
-        self.log_bytes = header;
-        self.allocated = header;
+        self.log_bytes = journal::LOG_HEADER.len() as u64;
         self.unsynced = true;
-        if let (Some(s), Some(new)) = (&self.syncer, for_syncer) {
-            let mut st = s.shared.lock();
-            while st.zeroing.is_some() {
-                st = s.shared.zeroed.wait(st).unwrap_or_else(|e| e.into_inner());
+        match &self.syncer {
+            Some(s) => {
+                let mut st = s.shared.lock();
+                // Entries handed over and not yet written are in the snapshot: they are
+                // not written at all (an invitation's entropy among them).
+                let dropped: Vec<Vec<u8>> = st.queue.drain(..).collect();
+                for mut b in dropped {
+                    if st.spares.len() < SPARES {
+                        b.clear();
+                        st.spares.push(b);
+                    }
+                }
+                st.queued = 0;
+                st.dropped = st.handed;
+                st.switch = Some((old, folder));
+                st.folder_pending = true;
+                s.shared.wake.notify_one();
+                s.shared.done.notify_all();
             }
-            st.switch = Some((new, old, folder));
-            st.folder_pending = true;
-            st.allocated = header;
-            st.data_end = header;
-            st.zeros_wanted = true;
-            st.zeros_failed = false;
-            s.shared.wake.notify_one();
-        } else {
-            // The new name must be on the disk before entries flushed into the file count
-            // as kept (with a flushing thread, it flushes the folder first).
-            folder.sync_all()?;
+            None => {
+                // The new name must be on the disk before entries flushed into the file
+                // count as kept.
+                folder.sync_all()?;
+                drop(old);
+            }
         }
         Ok(())
     }
 }
 
-impl Drop for Syncer {
-    fn drop(&mut self) {
+impl Syncer {
+    /// Stops the thread once it wrote and flushed everything handed to it.
+    fn stop(&mut self) -> io::Result<()> {
         self.shared.lock().stop = true;
         self.shared.wake.notify_one();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the state log's thread panicked"))),
+            None => Ok(()),
         }
     }
 }
 
-/// The flushing thread: flushes the bytes written since its last flush once outputs wait
-/// for them or the period since that flush passed, reports each flush; in between, keeps
-/// [`LOG_AHEAD`] of zeros written past the core's entries (in [`ZERO_CHUNK`]s, so that a
-/// flush outputs wait for is never behind more than one), and takes over the log file a
-/// snapshot replaced.
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// The log thread: writes what was handed over every [`MESSAGE_WRITE`], at once when
+/// outputs wait for it or a [`crate::direct::CAPACITY`] of it is queued, and flushes
+/// once outputs wait for a flush or the period since the last one passed; reports what
+/// was asked for; takes over the log file a snapshot put in place.
 fn sync_loop(
-    mut file: File,
-    every: Duration,
+    mut file: DirectAppend,
+    path: &Path,
+    every_sync: Duration,
     shared: &SyncShared,
-    mut synced: u64,
-    tx: &async_channel::Sender<Synced>,
-) {
-    let mut last = std::time::Instant::now();
+    from: u64,
+    tx: &async_channel::Sender<LogEvent>,
+) -> io::Result<()> {
+    use std::time::Instant;
+    let (mut written, mut synced) = (from, from);
+    let (mut last_write, mut last_sync) = (Instant::now(), Instant::now());
+    let mut batch: Vec<Vec<u8>> = Vec::new();
     let mut st = shared.lock();
     loop {
-        if let Some((new, old_core, folder)) = st.switch.take() {
+        for mut b in batch.drain(..) {
+            if st.spares.len() < SPARES {
+                b.clear();
+                st.spares.push(b);
+            }
+        }
+        if let Some((old_core, folder)) = st.switch.take() {
             drop(st);
             // Entries in the new file are kept only once its name is.
-            if let Err(e) = folder.sync_all() {
-                let _ = tx.try_send(Err(e));
-                return;
-            }
-            let old = std::mem::replace(&mut file, new);
-            // The last handles of an unlinked file: closing them frees its blocks.
+            folder.sync_all()?;
+            // The old file's last handles: closing them frees its blocks.
+            let old = std::mem::replace(&mut file, DirectAppend::open(path)?);
             drop(old);
             drop(old_core);
             st = shared.lock();
+            written = written.max(st.dropped);
+            synced = synced.max(st.dropped);
             st.folder_pending = false;
-            shared.zeroed.notify_all();
+            shared.done.notify_all();
             continue;
         }
-        let unflushed = st.written != synced;
-        if unflushed && (st.stop || st.urgent > synced || last.elapsed() >= every) {
-            let target = st.written;
+        let asked = st.want_written.max(st.want_synced);
+        if st.queued > 0
+            && (st.stop
+                || asked > written
+                || st.queued >= crate::direct::CAPACITY
+                || last_write.elapsed() >= MESSAGE_WRITE)
+        {
+            std::mem::swap(&mut batch, &mut st.queue);
+            st.queued = 0;
+            let target = st.handed;
+            let report = st.want_written > written;
+            shared.done.notify_all();
             drop(st);
-            if let Err(e) = file.sync_data() {
-                let _ = tx.try_send(Err(e));
-                return;
+            for b in &batch {
+                file.append(b)?;
             }
-            last = std::time::Instant::now();
-            synced = target;
-            let _ = tx.try_send(Ok(target));
+            file.settle()?;
+            last_write = Instant::now();
+            written = target;
+            if report {
+                let _ = tx.try_send(LogEvent::Written(written));
+            }
+            st = shared.lock();
+            continue;
+        }
+        if written > synced
+            && (st.stop || st.want_synced > synced || last_sync.elapsed() >= every_sync)
+        {
+            drop(st);
+            file.sync_data()?;
+            last_sync = Instant::now();
+            synced = written;
+            let _ = tx.try_send(LogEvent::Synced(synced));
             st = shared.lock();
             continue;
         }
         if st.stop {
-            return;
+            return Ok(());
         }
-        if st.zeros_wanted && !st.zeros_failed {
-            let from = st.allocated.max(st.data_end);
-            let to = (from + ZERO_CHUNK).min(st.data_end + LOG_AHEAD);
-            if from >= to {
-                st.zeros_wanted = false;
-                continue;
+        let next_write =
+            (st.queued > 0).then(|| MESSAGE_WRITE.saturating_sub(last_write.elapsed()));
+        let next_sync = (written > synced).then(|| every_sync.saturating_sub(last_sync.elapsed()));
+        match next_write.into_iter().chain(next_sync).min() {
+            Some(left) => {
+                st = shared
+                    .wake
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
-            st.zeroing = Some(from);
-            drop(st);
-            let done = write_zeros(&file, from, to);
-            st = shared.lock();
-            st.zeroing = None;
-            match done {
-                Ok(()) => st.allocated = to,
-                Err(e) => {
-                    // Entries still go in, growing the file; flushes take longer.
-                    tracing::warn!("extending the space's state log failed: {e}");
-                    st.zeros_failed = true;
-                }
+            None => {
+                st.idle = true;
+                st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+                st.idle = false;
             }
-            shared.zeroed.notify_all();
-            continue;
-        }
-        if unflushed {
-            let left = every.saturating_sub(last.elapsed());
-            st = shared
-                .wake
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        } else {
-            st.idle = true;
-            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-            st.idle = false;
         }
     }
-}
-
-/// Writes zeros to `file` from offset `from` up to `to` (written, not a sparse hole: the
-/// blocks must exist for later flushes to skip the file system's journal), leaving its
-/// position where it was.
-fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
-    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-    let mut at = from;
-    while at < to {
-        let n = (to - at).min(ZEROS.len() as u64) as usize;
-        #[cfg(unix)]
-        std::os::unix::fs::FileExt::write_all_at(file, &ZEROS[..n], at)?;
-        // Elsewhere the zeros are left out (a positioned write there moves the file's
-        // position, which the core's writes use): the log grows by its entries.
-        #[cfg(not(unix))]
-        let _ = (file, &ZEROS);
-        at += n as u64;
-    }
-    Ok(())
 }
 
 /// Removes a space's state folder (for `mew space reset`); whether there was one.
@@ -766,9 +803,12 @@ struct Running {
     inputs: NodeInputs,
     /// What the pass in progress will carry out once its entries are kept.
     pass: Vec<Held>,
-    /// Earlier passes' outputs waiting for the flush that covers them, with its mark
-    /// ([`StateDir::written`]), in order.
-    held: std::collections::VecDeque<(u64, Held)>,
+    /// Earlier passes' outputs waiting for the report that covers them, in order.
+    held: std::collections::VecDeque<(Need, Held)>,
+    /// Emptied output lists, for the next passes.
+    spare_outputs: Vec<Vec<mew_core::gateway::Output>>,
+    /// Every byte of the log up to this mark is written ([`LogEvent::Written`]).
+    written: u64,
     /// Every byte of the log up to this mark is on the disk.
     durable: u64,
     /// The pass in progress holds a record that changes the space (not only a message):
@@ -776,6 +816,36 @@ struct Running {
     pass_changes: bool,
     broken: bool,
     stopping: bool,
+}
+
+/// What a pass's outputs wait for: its entries written (to `mark`), and flushed too when
+/// `flushed`.
+#[derive(Debug, Clone, Copy)]
+struct Need {
+    mark: u64,
+    flushed: bool,
+}
+
+impl Need {
+    /// A pass of messages only: its outputs go at once (behind what is held).
+    const NOTHING: Need = Need {
+        mark: 0,
+        flushed: false,
+    };
+
+    fn written(mark: u64) -> Need {
+        Need {
+            mark,
+            flushed: false,
+        }
+    }
+
+    fn flushed(mark: u64) -> Need {
+        Need {
+            mark,
+            flushed: true,
+        }
+    }
 }
 
 /// Something a pass of the core carries out once its entries are kept.
@@ -797,8 +867,10 @@ impl Running {
     /// A durable node over `state`, nothing held yet; with `hold_reads`, answers to reads
     /// wait for the flush like everything else (see [`NodeInputs::reads`]).
     fn new(state: StateDir, node: Node, hold_reads: bool) -> Running {
+        let mark = state.written();
         Running {
-            durable: state.written(),
+            written: mark,
+            durable: mark,
             state,
             node,
             inputs: NodeInputs {
@@ -807,6 +879,7 @@ impl Running {
             },
             pass: Vec::new(),
             held: std::collections::VecDeque::new(),
+            spare_outputs: Vec::new(),
             pass_changes: false,
             broken: false,
             stopping: false,
@@ -829,13 +902,15 @@ impl Running {
                 self.node.request_snapshot();
             }
             Some(Unhandled::Shutdown) => {
-                // What was held leaves first, flushed: the shutdown's closes follow it.
+                // What was held leaves first, written and flushed: the shutdown's closes
+                // follow it.
                 self.settle(host, now);
-                if let Err(e) = self.state.commit().and_then(|()| self.state.sync()) {
+                if let Err(e) = self.state.finish() {
                     self.fail(&e);
                     return;
                 }
-                self.durable = self.state.written();
+                self.written = self.state.written();
+                self.durable = self.written;
                 self.release(host, now);
                 self.stopping = true;
                 host.apply::<ConnReply, HttpReply>(now, Input::Shutdown);
@@ -847,8 +922,8 @@ impl Running {
         }
     }
 
-    /// Carries out the node's outputs: each record is applied at once and queued for the
-    /// file; what answers or sends waits for the pass's end ([`Running::settle`]).
+    /// Carries out the node's outputs: each record is applied at once and encoded for the
+    /// log; what answers or sends waits for the pass's end ([`Running::settle`]).
     fn pump(&mut self, host: &mut GatewayHost<SocketLink>) {
         while let Some(o) = self.node.poll_output() {
             match o {
@@ -894,9 +969,11 @@ impl Running {
                                 ms = t.elapsed().as_secs_f64() * 1e3,
                                 "state snapshot written"
                             );
-                            // The snapshot and the emptied log are flushed.
-                            self.durable = self.state.written();
+                            // The snapshot in place holds every entry handed over.
+                            self.written = self.state.written();
+                            self.durable = self.written;
                         }
+                        // The log keeps the entries: a later snapshot may succeed.
                         Err(e) => tracing::warn!(
                             "writing the space's snapshot in {} failed: {e}",
                             self.state.dir().display()
@@ -915,7 +992,7 @@ impl Running {
 
     fn publish(&mut self, host: &mut GatewayHost<SocketLink>, record: Record) {
         let seq = self.node.applied() + 1;
-        // Encoded once, into the pass's write; applied as it is, not read back.
+        // Encoded once, into the pass's entries; applied as it is, not read back.
         self.state.append_record(seq, &record);
         if !self.node.handle_own_record(host.gateway_mut(), seq, record) {
             self.pass_changes = true;
@@ -936,10 +1013,16 @@ impl Running {
         self.broken = true;
     }
 
-    /// Ends a pass: its entries are written (one `write`), then what it produced is
-    /// carried out at once when nothing needs flushing first, else held for the flush that
-    /// covers them (`fsync: always`), which the syncing thread does while the core goes on
-    /// with the next pass. A snapshot follows when one is due.
+    /// Whether what waits for `need` may go.
+    fn ready(&self, need: Need) -> bool {
+        self.written >= need.mark && (!need.flushed || self.durable >= need.mark)
+    }
+
+    /// Ends a pass: its entries go to the log's thread. When the pass changed the space,
+    /// what it produced is held until the thread reports its entries written, or flushed
+    /// under `fsync: always` (the thread goes at once then), and what follows leaves behind
+    /// it; a pass of messages only carries out at once when nothing is held. A snapshot
+    /// follows when one is due.
     fn settle(&mut self, host: &mut GatewayHost<SocketLink>, now: Time) {
         loop {
             self.pump(host);
@@ -947,29 +1030,36 @@ impl Running {
                 self.fail(&e);
                 return;
             }
-            // A killed process loses nothing written. What a power loss may take: with
-            // `always`, messages (chats) of the flush in progress, never a change of the
-            // space acknowledged (nor anything after one, which leaves behind it); with
-            // `every_ms`, up to N ms of anything.
+            // What a killed process may take: messages of the last MESSAGE_WRITE, never a
+            // change acknowledged (nor anything before one). What a power loss may take:
+            // with `always`, messages of the last MESSAGE_FLUSH, never a change
+            // acknowledged; with `every_ms`, up to N ms of anything.
             let changes = std::mem::take(&mut self.pass_changes);
-            let need = match self.state.fsync() {
-                Fsync::Always if changes => self.state.written(),
-                _ => 0,
+            let mark = self.state.written();
+            let need = match (changes, self.state.fsync()) {
+                (false, _) => Need::NOTHING,
+                (true, Fsync::Always) => {
+                    self.state.want_flush(mark);
+                    Need::flushed(mark)
+                }
+                (true, Fsync::EveryMs(_)) => {
+                    self.state.want_written(mark);
+                    Need::written(mark)
+                }
             };
-            if need <= self.durable && self.held.is_empty() {
+            if self.ready(need) && self.held.is_empty() {
                 let pass = std::mem::take(&mut self.pass);
                 self.carry_out(host, now, pass);
                 host.drain();
             } else {
-                let mut outputs = Vec::new();
+                let mut outputs = self.spare_outputs.pop().unwrap_or_default();
                 host.hold(&mut outputs);
-                if need > self.durable {
-                    self.state.want_flush(need);
-                }
                 for h in self.pass.drain(..) {
                     self.held.push_back((need, h));
                 }
-                if !outputs.is_empty() {
+                if outputs.is_empty() {
+                    self.spare_outputs.push(outputs);
+                } else {
                     self.held.push_back((need, Held::Outputs(outputs)));
                 }
             }
@@ -985,9 +1075,19 @@ impl Running {
         }
     }
 
-    /// A flush covers the log up to `mark`: what waited for it is carried out.
-    fn synced(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, mark: u64) {
-        self.durable = self.durable.max(mark);
+    /// A report of the log's threads: what waited for it is carried out.
+    fn handle_event(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, event: LogEvent) {
+        match event {
+            LogEvent::Written(mark) => self.written = self.written.max(mark),
+            LogEvent::Synced(mark) => {
+                self.durable = self.durable.max(mark);
+                self.written = self.written.max(mark);
+            }
+            LogEvent::Failed(e) => {
+                self.fail(&e);
+                return;
+            }
+        }
         self.release(host, now);
         self.settle(host, now);
     }
@@ -995,7 +1095,7 @@ impl Running {
     fn release(&mut self, host: &mut GatewayHost<SocketLink>, now: Time) {
         let mut ready = Vec::new();
         while let Some((need, _)) = self.held.front()
-            && *need <= self.durable
+            && self.ready(*need)
         {
             if let Some((_, h)) = self.held.pop_front() {
                 ready.push(h);
@@ -1022,7 +1122,12 @@ impl Running {
                 Held::Http(reply, resp) => {
                     let _ = reply.reply(resp);
                 }
-                Held::Outputs(outputs) => host.release(outputs),
+                Held::Outputs(mut outputs) => {
+                    host.release(outputs.drain(..));
+                    if self.spare_outputs.len() < 4 {
+                        self.spare_outputs.push(outputs);
+                    }
+                }
                 Held::Direct(conn, frame, close, forget) => {
                     host.send_direct(conn, frame, close);
                     if forget {
@@ -1046,10 +1151,11 @@ async fn run<S: Sleep + Send>(
         gateway,
         report,
     } = restored;
-    let synced = match state.start_syncer() {
-        Ok(rx) => rx,
+    let (tx, events) = async_channel::unbounded();
+    match state.start_syncer(tx) {
+        Ok(()) => {}
         Err(e) => {
-            tracing::error!("cannot start flushing the space's state: {e}; the gateway stops");
+            tracing::error!("cannot start writing the space's state: {e}; the gateway stops");
             host.cut_all();
             return;
         }
@@ -1066,12 +1172,9 @@ async fn run<S: Sleep + Send>(
     run.node.start(clock::now());
     run.settle(&mut host, clock::now());
     while !run.broken {
-        // Flushes done meanwhile first: inputs never starve what waits for them.
-        while let Ok(r) = synced.try_recv() {
-            match r {
-                Ok(mark) => run.synced(&mut host, clock::now(), mark),
-                Err(e) => run.fail(&e),
-            }
+        // Reports that came meanwhile first: inputs never starve what waits for them.
+        while let Ok(ev) = events.try_recv() {
+            run.handle_event(&mut host, clock::now(), ev);
         }
         if run.broken {
             break;
@@ -1087,30 +1190,27 @@ async fn run<S: Sleep + Send>(
                 None => std::future::pending().await,
             }
         };
-        let flushed = async {
-            match synced.recv().await {
-                Ok(r) => r,
-                // The thread is gone only once the state is dropped.
+        let reported = async {
+            match events.recv().await {
+                Ok(ev) => ev,
+                // The threads are gone only once the log writer is dropped.
                 Err(_) => std::future::pending().await,
             }
         };
         let woke = match select(
             std::pin::pin!(rx.recv()),
-            select(std::pin::pin!(flushed), std::pin::pin!(timer)),
+            select(std::pin::pin!(reported), std::pin::pin!(timer)),
         )
         .await
         {
             Either::Left((input, _)) => Ok(input),
-            Either::Right((Either::Left((flush, _)), _)) => Err(Some(flush)),
+            Either::Right((Either::Left((ev, _)), _)) => Err(Some(ev)),
             Either::Right((Either::Right(_), _)) => Err(None),
         };
         let input = match woke {
             Ok(input) => input,
-            Err(Some(flush)) => {
-                match flush {
-                    Ok(mark) => run.synced(&mut host, clock::now(), mark),
-                    Err(e) => run.fail(&e),
-                }
+            Err(Some(ev)) => {
+                run.handle_event(&mut host, clock::now(), ev);
                 continue;
             }
             Err(None) => {
@@ -1147,12 +1247,12 @@ async fn run<S: Sleep + Send>(
         }
         if n > 1 {
             // Busy: let readers queue more before the next pass, as the plain gateway's
-            // core does, so that a pass (its write, the writers it wakes) carries more
+            // core does, so that a pass (its hand-over, the writers it wakes) carries more
             // entries.
             crate::conn::yield_now().await;
         }
     }
-    if let Err(e) = run.state.commit().and_then(|()| run.state.sync()) {
+    if let Err(e) = run.state.finish() {
         tracing::warn!("flushing the space's state: {e}");
     }
     host.cut_all();
@@ -1218,7 +1318,9 @@ participants:
             Some(1) => {
                 // Part of the pass reached the file.
                 let n = rng.below(r.state.pending.len() as u64 + 1) as usize;
-                r.state.log.write_all(&r.state.pending[..n]).unwrap();
+                let at = r.state.log_bytes;
+                std::os::unix::fs::FileExt::write_all_at(&r.state.log, &r.state.pending[..n], at)
+                    .unwrap();
                 return Err(());
             }
             _ => {}
@@ -1352,30 +1454,47 @@ participants:
     }
 
     #[test]
-    fn with_fsync_always_a_change_and_all_after_it_wait_for_its_flush_and_chats_do_not() {
+    fn a_change_and_all_after_it_wait_for_its_flush_and_chats_leave_at_once() {
         use futures_channel::oneshot;
         let config = SpaceConfig::from_yaml(SPACE).unwrap();
         let dir = std::env::temp_dir().join(format!("mew-durable-hold-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let Restored {
-            state,
+            mut state,
             node,
             gateway,
             ..
         } = open(&dir, config.clone(), Fsync::Always).unwrap();
         let mut host = GatewayHost::new(gateway, None, dir.clone(), Duration::from_secs(1));
         host.track_backlogs();
-        // No flushing thread: the test flushes, and reports the flush, itself.
+        let (tx, events) = async_channel::unbounded();
+        state.start_syncer(tx).unwrap();
         let mut run = Running::new(state, node, true);
         let now = Time::from_unix_millis(1_000_000);
-        let flush = |run: &mut Running, host: &mut GatewayHost<SocketLink>| {
-            run.state.sync().unwrap();
-            let mark = run.state.written();
-            run.synced(host, now, mark);
+        // The thread's reports are taken here, one at a time, as the core task takes them:
+        // what waits leaves only once the report that covers it is taken.
+        let until = |run: &mut Running,
+                     host: &mut GatewayHost<SocketLink>,
+                     done: &dyn Fn(&Running) -> bool| {
+            while !done(run) {
+                let ev = events.recv_blocking().unwrap();
+                run.handle_event(host, now, ev);
+            }
+        };
+        let flushed = |run: &Running| run.durable >= run.state.written();
+        let log_has = |id: &str| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while !has(&fs::read(dir.join(LOG)).unwrap(), id.as_bytes()) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{id} is never written"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
         };
         run.node.start(now);
         run.settle(&mut host, now);
-        flush(&mut run, &mut host);
+        until(&mut run, &mut host, &flushed);
         let join = |run: &mut Running, host: &mut GatewayHost<SocketLink>, token: &str| {
             let (link, halves) = crate::conn::link();
             let (tx, mut rx) = oneshot::channel();
@@ -1391,7 +1510,7 @@ participants:
                 frames(&halves).is_empty(),
                 "the welcome waits for the flush"
             );
-            flush(run, host);
+            until(run, host, &flushed);
             let conn = rx.try_recv().unwrap().expect("answered once flushed");
             assert!(frames(&halves)[0].contains("system/welcome"));
             (conn, halves)
@@ -1404,15 +1523,15 @@ participants:
         };
         let chat = r#""kind":"chat","payload":{"text":"hi"}"#;
         let grant = r#""kind":"capability/grant","to":["agent"],"payload":{"recipient":"agent","capabilities":[{"kind":"x-1"}]}"#;
-        // A chat leaves once written: a killed process keeps it.
+        // A chat leaves at once, and reaches the file within MESSAGE_WRITE.
         run.input(
             &mut host,
             now,
             Input::Frame(human, envelope("first-chat", chat)),
         );
         run.settle(&mut host, now);
-        assert!(has(&fs::read(dir.join(LOG)).unwrap(), b"first-chat"));
         assert!(frames(&agent_rx).iter().any(|f| f.contains("first-chat")));
+        log_has("first-chat");
         // A grant waits for the flush, and what follows it waits behind it: a chat, a read.
         run.input(
             &mut host,
@@ -1426,12 +1545,6 @@ participants:
             Input::Frame(human, envelope("after-grant", chat)),
         );
         run.settle(&mut host, now);
-        let log = fs::read(dir.join(LOG)).unwrap();
-        assert!(has(&log, b"held-grant") && has(&log, b"after-grant"));
-        assert!(
-            frames(&agent_rx).is_empty(),
-            "nothing leaves before the flush"
-        );
         let (tx, mut read) = oneshot::channel();
         let req = crate::host::HttpRequest {
             route: crate::route::Route::GetMessages {
@@ -1443,8 +1556,14 @@ participants:
         };
         run.input(&mut host, now, Input::Http(req, tx));
         run.settle(&mut host, now);
+        // Written at once (the flush asked for it), and held until the flush is reported.
+        log_has("held-grant");
+        assert!(
+            frames(&agent_rx).is_empty(),
+            "nothing leaves before the flush"
+        );
         assert_eq!(read.try_recv().map(|r| r.is_some()), Ok(false));
-        flush(&mut run, &mut host);
+        until(&mut run, &mut host, &flushed);
         let got = frames(&agent_rx);
         let at = |id: &str| got.iter().position(|f| f.contains(id));
         assert!(at("held-grant").is_some(), "{got:?}");
@@ -1454,13 +1573,14 @@ participants:
             .unwrap()
             .expect("the read is answered once flushed");
         assert!(has(&resp.body, b"held-grant"));
-        // Killed after writing a pass and before its flush: the restart has the pass.
+        // Killed once a change was written, whatever its flush: the restart has it.
         run.input(
             &mut host,
             now,
             Input::Frame(human, envelope("unflushed-grant", grant)),
         );
         run.settle(&mut host, now);
+        log_has("unflushed-grant");
         drop(run);
         let r = open(&dir, config, Fsync::Always).unwrap();
         let history = r
@@ -1472,46 +1592,101 @@ participants:
     }
 
     #[test]
-    #[cfg(unix)]
-    fn the_flushing_thread_keeps_zeros_ahead_and_a_snapshot_starts_a_new_log_file() {
+    fn with_every_ms_a_change_waits_for_its_write_only() {
+        let config = SpaceConfig::from_yaml(SPACE).unwrap();
+        let dir = std::env::temp_dir().join(format!("mew-durable-every-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let Restored {
+            mut state,
+            node,
+            gateway,
+            ..
+        } = open(&dir, config, Fsync::EveryMs(3_600_000)).unwrap();
+        let mut host = GatewayHost::new(gateway, None, dir.clone(), Duration::from_secs(1));
+        let (tx, events) = async_channel::unbounded();
+        state.start_syncer(tx).unwrap();
+        let mut run = Running::new(state, node, false);
+        let now = Time::from_unix_millis(1_000_000);
+        run.node.start(now);
+        run.settle(&mut host, now);
+        // The node's start is a change: reported written at once, though an hour's flush
+        // period has not passed.
+        match events.recv_blocking().unwrap() {
+            LogEvent::Written(mark) => assert_eq!(mark, run.state.written()),
+            other => panic!("{other:?}"),
+        }
+        assert!(has(&fs::read(dir.join(LOG)).unwrap(), b"node_up"));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() {
         use std::os::unix::fs::MetadataExt;
         let config = SpaceConfig::from_yaml(SPACE).unwrap();
-        let dir = std::env::temp_dir().join(format!("mew-durable-ahead-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("mew-durable-thread-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let mut rng = Rng(7);
         let mut r = open(&dir, config.clone(), Fsync::Always).unwrap();
-        let synced = r.state.start_syncer().unwrap();
         let now = Time::from_unix_millis(1_000_000);
         r.node.start(now);
         r.node
             .handle_connected(now, Some(TokenHash::of("human-token")));
         pass(&mut r, None, &mut rng).unwrap();
         let conn = first_conn(&r);
-        let mut chat = |r: &mut Restored, id: &str| {
+        let (tx, events) = async_channel::unbounded();
+        r.state.start_syncer(tx).unwrap();
+        // A pass as the core task makes it with the thread: entries handed over.
+        let chat = |r: &mut Restored, id: &str| {
             let frame = format!(
                 r#"{{"protocol":"mew/v0.4","id":"{id}","kind":"chat","payload":{{"text":"hi"}}}}"#
             );
             r.node
                 .handle_frame(now, &mut r.gateway, conn, Bytes::from(frame));
-            pass(r, None, &mut rng).unwrap();
+            while let Some(o) = r.node.poll_output() {
+                match o {
+                    NodeOutput::Publish { record, .. } => {
+                        let seq = r.node.applied() + 1;
+                        r.state.append_record(seq, &record);
+                        r.node.handle_own_record(&mut r.gateway, seq, record);
+                    }
+                    NodeOutput::Snapshot { applied, bytes } => {
+                        r.state.write_snapshot(applied, &bytes).unwrap();
+                    }
+                    _ => {}
+                }
+            }
+            r.state.write().unwrap();
+            discard_outputs(&mut r.gateway);
+            r.node.handle_drained(&r.gateway);
+            while let Some(o) = r.node.poll_output() {
+                if let NodeOutput::Snapshot { applied, bytes } = o {
+                    r.state.write_snapshot(applied, &bytes).unwrap();
+                }
+            }
         };
+        let flushed = |r: &Restored| {
+            let want = r.state.written();
+            r.state.want_flush(want);
+            loop {
+                if let LogEvent::Synced(mark) = events.recv_blocking().unwrap()
+                    && mark >= want
+                {
+                    break;
+                }
+            }
+        };
+        let path = dir.join(LOG);
         for i in 0..20 {
             chat(&mut r, &format!("before-{i}"));
         }
-        let path = dir.join(LOG);
-        // The thread, not the core, extends the log with zeros past the entries.
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while fs::metadata(&path).unwrap().len() < r.state.log_bytes + LOG_AHEAD / 2 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no zeros written ahead"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        flushed(&r);
         let bytes = fs::read(&path).unwrap();
-        let entries_end = r.state.log_bytes as usize;
-        assert!(has(&bytes[..entries_end], b"before-19"));
-        assert!(bytes[entries_end..].iter().all(|b| *b == 0));
+        assert_eq!(
+            bytes.len() as u64,
+            r.state.log_bytes,
+            "the log ends at its entries"
+        );
+        assert!(has(&bytes, b"before-0") && has(&bytes, b"before-19"));
         // A snapshot puts a new file in the old one's place, which holds only its header.
         let before = fs::metadata(&path).unwrap().ino();
         r.node.request_snapshot();
@@ -1522,26 +1697,15 @@ participants:
         for i in 0..5 {
             chat(&mut r, &format!("after-{i}"));
         }
+        // Flushes go to the new file and report its bytes.
+        flushed(&r);
         let bytes = fs::read(&path).unwrap();
         assert!(bytes.starts_with(journal::LOG_HEADER));
         assert!(has(&bytes, b"after-4") && !has(&bytes, b"before-19"));
-        // Flushes go to the new file and report its bytes.
-        let want = r.state.written();
-        r.state.want_flush(want);
-        loop {
-            let mark = synced.recv_blocking().unwrap().unwrap();
-            if mark >= want {
-                break;
-            }
-        }
-        discard_outputs(&mut r.gateway);
         let kept = state(&r);
         drop(r);
         let restored = open(&dir, config, Fsync::Always).unwrap();
-        assert_eq!(
-            restored.report.cut, None,
-            "zeros ahead are the log's clean end"
-        );
+        assert_eq!(restored.report.cut, None);
         assert_eq!(
             restored.report.replayed, 5,
             "the entries after the snapshot"

@@ -11,11 +11,11 @@
 //! and says how many bytes are good, so the driver cuts the rest. A header naming another
 //! version is an error, never guessed at.
 //!
-//! A log may end in zero bytes: space its writer allocated ahead (a flush of a file whose
-//! blocks exist costs the disk a write, while one that grows the file also commits the
-//! file system's journal). No entry begins with a zero head (sequence numbers start at
-//! 1), so zeros to the end of the file are its clean end; zeros followed by anything else
-//! are a torn tail like any other.
+//! A log may end in zero bytes: space a writer allocated ahead (earlier versions did: a
+//! flush of a file whose blocks exist costs the disk a write, while one that grows the file
+//! also commits the file system's journal). No entry begins with a zero head (sequence
+//! numbers start at 1), so zeros to the end of the file are its clean end; zeros followed
+//! by anything else are a torn tail like any other.
 
 use bytes::Bytes;
 
