@@ -190,6 +190,45 @@ impl DirectAppend {
     }
 }
 
+impl DirectAppend {
+    /// [`Self::settle`] for a file whose readers take zeros after its data for its end (a
+    /// state log): the partial last block goes directly too, padded with zeros to a whole
+    /// block, and is written again whole as it fills, so that nothing goes through the page
+    /// cache (a page the cache holds is written again by the next flush, and direct writes
+    /// beside cached pages cost the file system more). The file may end in up to a block of
+    /// zeros. The block held when the file was opened still goes through the cache until it
+    /// is whole.
+    pub fn settle_padded(&mut self) -> io::Result<()> {
+        if self.cached_head {
+            // Completes the cached block when enough is held (and clears the flag).
+            self.write_blocks()?;
+        }
+        if self.cached_head || self.direct.is_none() {
+            return self.settle();
+        }
+        if self.len == 0 || self.settled {
+            self.settled = true;
+            return Ok(());
+        }
+        // One request for the whole blocks and the padded last one: a direct write costs
+        // mostly per request.
+        let padded = self.len.next_multiple_of(BLOCK);
+        self.buf[self.base + self.len..self.base + padded].fill(0);
+        if let Some(d) = &self.direct
+            && let Err(e) = d.write_all_at(&self.buf[self.base..self.base + padded], self.at)
+        {
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                self.direct = None;
+                return self.settle();
+            }
+            return Err(e);
+        }
+        self.consume(self.len - self.len % BLOCK);
+        self.settled = true;
+        Ok(())
+    }
+}
+
 impl Drop for DirectAppend {
     fn drop(&mut self) {
         // Whatever is held reaches the file (errors were reported by earlier writes).
@@ -327,5 +366,53 @@ mod tests {
         }
         f.settle().unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), want);
+    }
+
+    #[test]
+    fn padded_settles_leave_zeros_after_the_data_and_write_over_them() {
+        let d = tempdir("padded");
+        let p = d.join("log");
+        std::fs::write(&p, b"HEAD\n").unwrap();
+        let mut f = DirectAppend::open(&p).unwrap();
+        let direct = f.is_direct();
+        let mut want = b"HEAD\n".to_vec();
+        // What a reader sees: the data, then zeros to the end (up to a block of them).
+        let check = |want: &[u8], padded: bool| {
+            let got = std::fs::read(&p).unwrap();
+            assert_eq!(&got[..want.len()], want);
+            assert!(got[want.len()..].iter().all(|b| *b == 0));
+            assert!(got.len() - want.len() < BLOCK);
+            if direct && padded {
+                assert_eq!(got.len() % BLOCK, 0, "padded to a block");
+            }
+        };
+        for i in 0..4000 {
+            let l = line(i);
+            f.append(&l).unwrap();
+            want.extend_from_slice(&l);
+            if i % 333 == 0 {
+                f.settle_padded().unwrap();
+                // The block held at opening goes through the page cache until it is whole.
+                check(&want, want.len() > BLOCK);
+            }
+        }
+        f.settle_padded().unwrap();
+        check(&want, true);
+        assert_eq!(f.size(), want.len() as u64);
+        // Opened again after the data (the zeros cut, as a log's reader does).
+        drop(f);
+        let f = OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(want.len() as u64).unwrap();
+        drop(f);
+        let mut f = DirectAppend::open(&p).unwrap();
+        f.append(b"more\n").unwrap();
+        want.extend_from_slice(b"more\n");
+        f.settle_padded().unwrap();
+        check(&want, false);
+        let big = vec![b'q'; BLOCK * 3];
+        f.append(&big).unwrap();
+        want.extend_from_slice(&big);
+        f.settle_padded().unwrap();
+        check(&want, true);
     }
 }

@@ -500,9 +500,10 @@ impl StateDir {
     }
 
     /// Starts the log thread: from now on [`StateDir::write`] hands entries to it, and it
-    /// writes them every [`MESSAGE_WRITE`] (in whole blocks around the page cache where
-    /// the file system allows it: a fraction of the CPU time per byte of writing through
-    /// the cache and flushing that), at once when outputs wait for them
+    /// writes them every [`MESSAGE_WRITE`] (one request around the page cache where the
+    /// file system allows it, the last block padded with zeros, which a reader takes for
+    /// the log's end: a fraction of the CPU time per byte of writing through the cache
+    /// and flushing that), at once when outputs wait for them
     /// ([`StateDir::want_written`], [`StateDir::want_flush`]). It flushes them with
     /// `fsync: always` at once when outputs wait and else within [`MESSAGE_FLUSH`], with
     /// `{every_ms: N}` at most every N ms. It reports on `tx` ([`LogEvent`]; after
@@ -739,7 +740,8 @@ fn sync_loop(
             for b in &batch {
                 file.append(b)?;
             }
-            file.settle()?;
+            // Zeros after the entries are the log's clean end.
+            file.settle_padded()?;
             last_write = Instant::now();
             written = target;
             if report {
@@ -1681,11 +1683,10 @@ participants:
         }
         flushed(&r);
         let bytes = fs::read(&path).unwrap();
-        assert_eq!(
-            bytes.len() as u64,
-            r.state.log_bytes,
-            "the log ends at its entries"
-        );
+        // The entries, then at most a block of zeros (the direct write's padding).
+        let end = r.state.log_bytes as usize;
+        assert!(bytes.len() >= end && bytes.len() - end < 4096);
+        assert!(bytes[end..].iter().all(|b| *b == 0));
         assert!(has(&bytes, b"before-0") && has(&bytes, b"before-19"));
         // A snapshot puts a new file in the old one's place, which holds only its header.
         let before = fs::metadata(&path).unwrap().ino();
