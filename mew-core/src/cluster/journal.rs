@@ -80,15 +80,39 @@ pub fn push_framed(out: &mut Vec<u8>, seq: u64, body: &[u8]) {
 /// not copied from a buffer of its own).
 pub fn push_with(out: &mut Vec<u8>, seq: u64, write: impl FnOnce(&mut Vec<u8>)) {
     let at = out.len();
+    push_unsealed(out, seq, write);
+    seal(&mut out[at..]);
+}
+
+/// [`push_with`] without the entry's checksum, which [`seal`] adds: a writer can encode
+/// entries where they are made and checksum them where they are written. An entry left
+/// unsealed fails its checksum, so it is never read as written.
+pub fn push_unsealed(out: &mut Vec<u8>, seq: u64, write: impl FnOnce(&mut Vec<u8>)) {
+    let at = out.len();
     out.extend_from_slice(&[0; ENTRY_HEAD]);
     write(out);
     let len = u32::try_from(out.len() - at - ENTRY_HEAD).unwrap_or(u32::MAX);
     out[at..at + 4].copy_from_slice(&len.to_le_bytes());
     out[at + 8..at + ENTRY_HEAD].copy_from_slice(&seq.to_le_bytes());
-    // The sequence number and the record lie side by side: one pass over both is the
-    // checksum of the two (the 8 bytes alone would take the slow path).
-    let crc = crc32fast::hash(&out[at + 8..]);
-    out[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Writes the checksums of whole entries lying back to back in `buf` (made by
+/// [`push_unsealed`], or sealed already: the same checksum again).
+///
+/// # Panics
+/// When `buf` does not hold whole entries: its maker broke that.
+pub fn seal(buf: &mut [u8]) {
+    let mut at = 0;
+    while at < buf.len() {
+        let head: [u8; ENTRY_HEAD] = buf[at..at + ENTRY_HEAD].try_into().expect("an entry head");
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let end = at + ENTRY_HEAD + len;
+        // The sequence number and the record lie side by side: one pass over both is the
+        // checksum of the two (the 8 bytes alone would take the slow path).
+        let crc = crc32fast::hash(&buf[at + 8..end]);
+        buf[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+        at = end;
+    }
 }
 
 fn checksum(seq: u64, body: &[u8]) -> u32 {
@@ -255,6 +279,23 @@ mod tests {
         let mut b = b"x".to_vec();
         push_framed(&mut b, 9, b"record");
         assert_eq!(a, b);
+        // Sealed later, several at once: the same bytes; unsealed, not an entry at all.
+        let mut c = LOG_HEADER.to_vec();
+        let mut d = LOG_HEADER.to_vec();
+        for (seq, body) in [(1, &b"one"[..]), (2, b""), (3, b"three")] {
+            push_unsealed(&mut c, seq, |o| o.extend_from_slice(body));
+            push_framed(&mut d, seq, body);
+        }
+        let unsealed = Bytes::from(c.clone());
+        assert_eq!(
+            scan_log(&unsealed).unwrap().entries.len(),
+            0,
+            "unsealed entries fail"
+        );
+        seal(&mut c[LOG_HEADER.len()..]);
+        assert_eq!(c, d);
+        seal(&mut c[LOG_HEADER.len()..]);
+        assert_eq!(c, d, "sealing again changes nothing");
     }
 
     #[test]
