@@ -173,11 +173,7 @@ async fn start_durable(k: usize, fsync: mew_core::gateway::Fsync) -> Server {
         .expect("bind gateway");
     let addr = server.local_addr();
     let shutdown = server.shutdown_handle();
-    let task = tokio::spawn(
-        server.serve_with(Some(mew_driver_common::durable::core_task::<
-            mew_tokio::Tokio,
-        >(restored))),
-    );
+    let task = tokio::spawn(server.serve_durable(restored));
     Server {
         addrs: vec![addr],
         tokens,

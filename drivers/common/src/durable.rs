@@ -721,9 +721,8 @@ fn sync_loop(
             st = shared.lock();
             written = written.max(st.dropped);
             synced = synced.max(st.dropped);
-            // The snapshot in place holds every entry handed before it: what waited for
-            // them (an invitation's answer) may go, though nothing more is written.
-            let _ = tx.try_send(LogEvent::Synced(synced));
+            // (The core counts those entries kept once the snapshot is in place: it
+            // releases what waited for them itself.)
             continue;
         }
         let asked = st.want_written.max(st.want_synced);
@@ -1468,19 +1467,8 @@ participants:
     fn a_change_and_all_after_it_wait_for_its_flush_and_chats_leave_at_once() {
         use futures_channel::oneshot;
         let config = SpaceConfig::from_yaml(SPACE).unwrap();
-        let dir = std::env::temp_dir().join(format!("mew-durable-hold-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        let Restored {
-            mut state,
-            node,
-            gateway,
-            ..
-        } = open(&dir, config.clone(), Fsync::Always).unwrap();
-        let mut host = GatewayHost::new(gateway, None, dir.clone(), Duration::from_secs(1));
-        host.track_backlogs();
-        let (tx, events) = async_channel::unbounded();
-        state.start_syncer(tx).unwrap();
-        let mut run = Running::new(state, node, true);
+        let dir = scratch("hold");
+        let (mut run, mut host, events) = running(&dir, Fsync::Always);
         let now = Time::from_unix_millis(1_000_000);
         // The thread's reports are taken here, one at a time, as the core task takes them:
         // what waits leaves only once the report that covers it is taken.
@@ -1635,19 +1623,8 @@ participants:
 
     #[test]
     fn with_every_ms_a_change_waits_for_its_write_only() {
-        let config = SpaceConfig::from_yaml(SPACE).unwrap();
-        let dir = std::env::temp_dir().join(format!("mew-durable-every-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        let Restored {
-            mut state,
-            node,
-            gateway,
-            ..
-        } = open(&dir, config, Fsync::EveryMs(3_600_000)).unwrap();
-        let mut host = GatewayHost::new(gateway, None, dir.clone(), Duration::from_secs(1));
-        let (tx, events) = async_channel::unbounded();
-        state.start_syncer(tx).unwrap();
-        let mut run = Running::new(state, node, false);
+        let dir = scratch("every");
+        let (mut run, mut host, events) = running(&dir, Fsync::EveryMs(3_600_000));
         let now = Time::from_unix_millis(1_000_000);
         run.node.start(now);
         run.settle(&mut host, now);
@@ -1665,25 +1642,17 @@ participants:
     fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() {
         use std::os::unix::fs::MetadataExt;
         let config = SpaceConfig::from_yaml(SPACE).unwrap();
-        let dir = std::env::temp_dir().join(format!("mew-durable-thread-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = scratch("thread");
         let mut rng = Rng(7);
         let mut r = open(&dir, config.clone(), Fsync::Always).unwrap();
         let now = Time::from_unix_millis(1_000_000);
-        r.node.start(now);
-        r.node
-            .handle_connected(now, Some(TokenHash::of("human-token")));
-        pass(&mut r, None, &mut rng).unwrap();
-        let conn = first_conn(&r);
+        let conn = human_joined(&mut r, now, &mut rng);
         let (tx, events) = async_channel::unbounded();
         r.state.start_syncer(tx).unwrap();
         // A pass as the core task makes it with the thread: entries handed over.
         let chat = |r: &mut Restored, id: &str| {
-            let frame = format!(
-                r#"{{"protocol":"mew/v0.4","id":"{id}","kind":"chat","payload":{{"text":"hi"}}}}"#
-            );
             r.node
-                .handle_frame(now, &mut r.gateway, conn, Bytes::from(frame));
+                .handle_frame(now, &mut r.gateway, conn, chat_frame(id));
             while let Some(o) = r.node.poll_output() {
                 match o {
                     NodeOutput::Publish { record, .. } => {
@@ -1758,20 +1727,13 @@ participants:
     #[test]
     fn only_an_input_that_may_mint_a_token_carries_entropy_in_the_log() {
         let config = SpaceConfig::from_yaml(SPACE).unwrap();
-        let dir = std::env::temp_dir().join(format!("mew-durable-entropy-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = scratch("entropy");
         let mut rng = Rng(3);
         let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000)).unwrap();
         let now = Time::from_unix_millis(1_000_000);
-        r.node.start(now);
+        let conn = human_joined(&mut r, now, &mut rng);
         r.node
-            .handle_connected(now, Some(TokenHash::of("human-token")));
-        pass(&mut r, None, &mut rng).unwrap();
-        let conn = first_conn(&r);
-        let frame =
-            r#"{"protocol":"mew/v0.4","id":"plain-chat","kind":"chat","payload":{"text":"hi"}}"#;
-        r.node
-            .handle_frame(now, &mut r.gateway, conn, Bytes::from(frame));
+            .handle_frame(now, &mut r.gateway, conn, chat_frame("plain-chat"));
         pass(&mut r, None, &mut rng).unwrap();
         let log = fs::read(dir.join(LOG)).unwrap();
         let at = log.windows(10).position(|w| w == b"plain-chat").unwrap();
@@ -1806,6 +1768,56 @@ participants:
             "the same token digest after replay"
         );
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A state folder of this test run, emptied.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mew-durable-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// The core task's state over a new space in `dir`, its log thread started: the
+    /// thread's reports come on the channel, for the test to hand to [`Running::handle_event`].
+    fn running(
+        dir: &Path,
+        fsync: Fsync,
+    ) -> (
+        Running,
+        GatewayHost<SocketLink>,
+        async_channel::Receiver<LogEvent>,
+    ) {
+        let config = SpaceConfig::from_yaml(SPACE).unwrap();
+        let Restored {
+            mut state,
+            node,
+            gateway,
+            ..
+        } = open(dir, config, fsync).unwrap();
+        let mut host = GatewayHost::new(gateway, None, dir.to_owned(), Duration::from_secs(1));
+        host.track_backlogs();
+        let (tx, events) = async_channel::unbounded();
+        state.start_syncer(tx).unwrap();
+        (
+            Running::new(state, node, fsync == Fsync::Always),
+            host,
+            events,
+        )
+    }
+
+    /// The node started and the human connected, in one pass: its connection.
+    fn human_joined(r: &mut Restored, now: Time, rng: &mut Rng) -> ConnId {
+        r.node.start(now);
+        r.node
+            .handle_connected(now, Some(TokenHash::of("human-token")));
+        pass(r, None, rng).unwrap();
+        first_conn(r)
+    }
+
+    fn chat_frame(id: &str) -> Bytes {
+        Bytes::from(format!(
+            r#"{{"protocol":"mew/v0.4","id":"{id}","kind":"chat","payload":{{"text":"hi"}}}}"#
+        ))
     }
 
     fn first_conn(r: &Restored) -> ConnId {

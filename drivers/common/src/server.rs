@@ -388,6 +388,13 @@ impl<R: ServerRuntime> GatewayServer<R> {
         self.serve_with(None).await
     }
 
+    /// [`GatewayServer::serve`] for a space restored from its state folder
+    /// ([`crate::durable::open`]): the core keeps the space on disk as it serves it.
+    pub async fn serve_durable(self, restored: crate::durable::Restored) -> io::Result<()> {
+        self.serve_with(Some(crate::durable::core_task::<R>(restored)))
+            .await
+    }
+
     /// [`GatewayServer::serve`] with another task owning the core (see [`CoreTask`]).
     pub async fn serve_with(self, core: Option<CoreTask>) -> io::Result<()> {
         let GatewayServer {

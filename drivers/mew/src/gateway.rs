@@ -449,14 +449,11 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             node.applied()
         );
     }
-    let core = match (cluster, durable) {
-        (Some(node), _) => Some(node.core_task()),
-        (None, Some(restored)) => Some(mew_driver_common::durable::core_task::<mew_tokio::Tokio>(
-            restored,
-        )),
-        (None, None) => None,
+    let serve = match (cluster, durable) {
+        (Some(node), _) => tokio::spawn(server.serve_with(Some(node.core_task()))),
+        (None, Some(restored)) => tokio::spawn(server.serve_durable(restored)),
+        (None, None) => tokio::spawn(server.serve()),
     };
-    let serve = tokio::spawn(server.serve_with(core));
     let cx = crate::autostart::SpaceContext {
         gateway: format!("{ws}://{local}"),
         port: local.port(),

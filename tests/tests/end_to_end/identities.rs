@@ -408,11 +408,7 @@ async fn start_durable(dir: &Path, config: SpaceConfig) -> RunningGateway {
         .unwrap();
     let addr = server.local_addr();
     let shutdown = server.shutdown_handle();
-    let task = tokio::spawn(
-        server.serve_with(Some(mew_driver_common::durable::core_task::<
-            mew_tokio::Tokio,
-        >(restored))),
-    );
+    let task = tokio::spawn(server.serve_durable(restored));
     RunningGateway::new(
         addr,
         Box::new(move || {
