@@ -36,6 +36,7 @@ pub mod ids;
 mod json_write;
 pub mod mcp;
 pub mod participant;
+pub mod participant_id;
 pub mod schema;
 pub mod secret;
 pub mod supervise;

@@ -160,8 +160,6 @@ pub struct GatewayHost<L> {
     track_backlog: bool,
     /// Connections found over their backlog limit since the last `take_slow`.
     slow: Vec<ConnId>,
-    /// The space folder whose `.mew/tokens/` receives invited participants' tokens.
-    token_dir: Option<PathBuf>,
     /// What a durable space restored when it started (shown by `GET /health`).
     restored: Option<serde_json::Value>,
 }
@@ -187,15 +185,8 @@ impl<L: ConnLink> GatewayHost<L> {
             timing: crate::metrics::CoreTiming::default(),
             track_backlog: false,
             slow: Vec::new(),
-            token_dir: None,
             restored: None,
         }
-    }
-
-    /// Where the tokens of invited participants are stored (the space folder, whose
-    /// `.mew/tokens/` holds every token); `None` keeps them in memory only.
-    pub fn set_token_dir(&mut self, dir: Option<PathBuf>) {
-        self.token_dir = dir;
     }
 
     /// The core, to feed it inputs the host does not know (a replicated space's log).
@@ -517,22 +508,6 @@ impl<L: ConnLink> GatewayHost<L> {
                     // where it is missing.
                     if let Some(l) = &self.logs {
                         l.append(path, line);
-                    }
-                }
-                Output::TokenIssued(t) => {
-                    if let Some(dir) = &self.token_dir {
-                        // A small synchronous write, as rare as invitations.
-                        match crate::files::write_token_file(dir, &t.participant, &t.token) {
-                            Ok(path) => tracing::info!(
-                                "token of invited participant {} stored in {}",
-                                t.participant,
-                                path.display()
-                            ),
-                            Err(e) => tracing::warn!(
-                                "could not store the token of invited participant {}: {e}",
-                                t.participant
-                            ),
-                        }
                     }
                 }
                 Output::Event(e) => log_event(&e),

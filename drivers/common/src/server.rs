@@ -125,9 +125,6 @@ pub struct ServerOptions {
     pub trusted_proxies: crate::proxy::TrustedProxies,
     /// Checks bearer tokens the space does not list (JWTs; see [`crate::jwt`]).
     pub identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>>,
-    /// The space folder whose `.mew/tokens/` receives the tokens of invited participants
-    /// (mode 0600, like every token); `None` keeps them in memory only.
-    pub token_dir: Option<PathBuf>,
     /// The web page's files, served under `/ui/` ([`crate::ui`]); `None`: no page (`/ui/`
     /// answers 404).
     pub ui: Option<&'static [crate::ui::Asset]>,
@@ -161,7 +158,6 @@ impl Default for ServerOptions {
             tls: None,
             trusted_proxies: crate::proxy::TrustedProxies::default(),
             identity: None,
-            token_dir: None,
             ui: None,
         }
     }
@@ -438,7 +434,6 @@ impl<R: ServerRuntime> GatewayServer<R> {
             options.log_dir.clone(),
             options.shutdown_grace,
         );
-        host.set_token_dir(options.token_dir.clone());
         // The welcomes of the participants the gateway holds, written before any input.
         host.drain();
         let (core_done_tx, core_done) = oneshot::channel::<()>();

@@ -387,7 +387,6 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         log_dir: layout.log_dir.clone(),
         seed: Some(ids.next_u64()),
         tls: tls.clone(),
-        token_dir: (!default_space).then(|| layout.root.clone()),
         ui: Some(crate::web::ASSETS),
         ..ServerOptions::default()
     }

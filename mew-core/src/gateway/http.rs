@@ -117,6 +117,9 @@ impl Gateway {
                 "an Authorization: Bearer token is required",
             ));
         };
+        if let Err(e) = crate::participant_id::check(participant) {
+            return Err(http_error(400, "invalid_participant_id", &e.to_string()));
+        }
         match (self.members.by_hash(&token), self.members.find(participant)) {
             (Some(t), Some(p)) if t == p && !self.members.get(p).removed => Ok(p),
             _ => Err(http_error(

@@ -101,6 +101,13 @@ impl Gateway {
             return Err(refuse("token_expired", "the token has expired"));
         }
         let subject = identity.subject;
+        // Before any message names it: a subject is an id like any other.
+        if let Err(e) = crate::participant_id::check(&subject) {
+            return Err(refuse(
+                "invalid_participant_id",
+                format!("the token's subject is not a usable participant id: {e}"),
+            ));
+        }
         if let Some(p) = claimed
             && p != subject
         {
@@ -130,11 +137,12 @@ impl Gateway {
                 format!("participant `{subject}` is not a member of this space"),
             ));
         }
-        if !super::join::valid_anonymous_id(&subject) {
-            return Err(refuse(
-                "invalid_participant_id",
-                "the token's subject is not a usable participant id",
-            ));
+        if let Some(mut r) = self.new_id_refusal(&subject) {
+            r.message = format!(
+                "the token's subject is not a usable participant id: {}",
+                r.message
+            );
+            return Err(r);
         }
         if self.members.len() >= self.config.gateway.max_participants {
             return Err(refuse(

@@ -114,15 +114,22 @@ pub(super) fn refuse(code: &'static str, message: impl Into<String>) -> JoinRefu
     }
 }
 
-/// Anonymous ids: short, printable, outside the gateway's namespace.
-pub(super) fn valid_anonymous_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && !id.starts_with("system:")
-        && id.chars().all(|c| c.is_ascii_graphic())
-}
-
 impl Gateway {
+    /// Whether a join may create a participant of this id (an anonymous join, an unknown
+    /// JWT subject): the id rule ([`crate::participant_id`]) and no member that looks like
+    /// it. An id that is a member already is the caller's to handle.
+    pub(super) fn new_id_refusal(&self, id: &str) -> Option<JoinRefusal> {
+        if let Err(e) = crate::participant_id::check(id) {
+            return Some(refuse("invalid_participant_id", e.to_string()));
+        }
+        self.members.lookalike(id).map(|m| {
+            refuse(
+                "invalid_participant_id",
+                format!("participant id {id} looks like participant {}", m.id),
+            )
+        })
+    }
+
     /// [`Gateway::handle_connected`]'s work.
     pub(super) fn on_connected(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
         if let Some(token) = bearer
@@ -309,10 +316,12 @@ impl Gateway {
             if let Some(p) = &req.participant
                 && p != &*member.id
             {
-                return Err(refuse(
-                    "identity_mismatch",
-                    format!("the token does not belong to participant {p}"),
-                ));
+                let message = if crate::participant_id::check(p).is_ok() {
+                    format!("the token does not belong to participant {p}")
+                } else {
+                    "the token does not belong to the participant the join names".to_owned()
+                };
+                return Err(refuse("identity_mismatch", message));
             }
             return Ok(m);
         }
@@ -322,12 +331,15 @@ impl Gateway {
                 None => refuse("authentication_required", "a join needs a token"),
             });
         }
-        let Some(p) = req.participant.as_deref().filter(|p| valid_anonymous_id(p)) else {
+        let Some(p) = req.participant.as_deref() else {
             return Err(refuse(
                 "invalid_participant_id",
-                "an anonymous join needs a printable participantId outside system:",
+                "an anonymous join needs a participantId",
             ));
         };
+        if let Err(e) = crate::participant_id::check(p) {
+            return Err(refuse("invalid_participant_id", e.to_string()));
+        }
         if self.members.len() >= self.config.gateway.max_participants {
             return Err(refuse(
                 "too_many_participants",
@@ -339,6 +351,9 @@ impl Gateway {
                 "participant_id_taken",
                 format!("participant id {p} is already taken"),
             ));
+        }
+        if let Some(r) = self.new_id_refusal(p) {
+            return Err(r);
         }
         let caps = self.config.default_capabilities.clone();
         Ok(self.members.insert(Member {

@@ -83,6 +83,9 @@ pub(super) struct Members {
     pub(super) by_token: BTreeMap<TokenHash, usize>,
     /// Tokens claimed by more than one member: refused for all of them.
     pub(super) ambiguous: Vec<TokenHash>,
+    /// Each member's confusable skeleton ([`crate::participant_id::skeleton`]): a new id
+    /// that looks like a member's is refused.
+    pub(super) by_skeleton: BTreeMap<String, usize>,
 }
 
 impl Members {
@@ -121,6 +124,9 @@ impl Members {
                 self.slots.len() - 1
             }
         };
+        self.by_skeleton
+            .entry(crate::participant_id::skeleton(&id))
+            .or_insert(idx);
         self.by_id.insert(id, idx);
         for t in tokens {
             self.add_token(t, idx);
@@ -158,6 +164,10 @@ impl Members {
         self.remove_tokens(idx);
         if let Some(m) = self.slots[idx].take() {
             self.by_id.remove(&m.id);
+            let skeleton = crate::participant_id::skeleton(&m.id);
+            if self.by_skeleton.get(&skeleton) == Some(&idx) {
+                self.by_skeleton.remove(&skeleton);
+            }
             self.free.push(idx);
         }
     }
@@ -169,6 +179,23 @@ impl Members {
 
     pub(super) fn find(&self, id: &str) -> Option<usize> {
         self.by_id.get(id).copied()
+    }
+
+    /// Another member whose id looks like `id` (same confusable skeleton, other id).
+    pub(super) fn lookalike(&self, id: &str) -> Option<&Member> {
+        let idx = *self.by_skeleton.get(&crate::participant_id::skeleton(id))?;
+        self.try_get(idx).filter(|m| &*m.id != id)
+    }
+
+    /// Rebuilds the skeleton index from the members (after a restore).
+    pub(super) fn index_skeletons(&mut self) {
+        let mut by_skeleton = BTreeMap::new();
+        for (i, m) in self.iter() {
+            by_skeleton
+                .entry(crate::participant_id::skeleton(&m.id))
+                .or_insert(i);
+        }
+        self.by_skeleton = by_skeleton;
     }
 
     /// The member a token authenticates. Looked up by digest: how long the lookup takes

@@ -8,11 +8,18 @@
 //! connection_url?}`), and an HTTP `POST` is answered with the same fields; everyone else
 //! gets `system/presence` `{event: "invited", participant: {id, capabilities}, invited_by,
 //! reason?}`, without the token. The invite envelope itself is not forwarded (the
-//! acknowledgement and the presence replace it, as in the reference). The driver stores the
-//! token like every participant's ([`Output::TokenIssued`](super::Output::TokenIssued)).
-//! Refused: an id that is a participant already (`already_exists`, 409 over HTTP), an id
-//! with `/`, `\` or `..` (`invalid_participant_id`, "participant_id contains invalid
-//! characters"), an empty, whitespace or `system:` id.
+//! acknowledgement and the presence replace it, as in the reference).
+//!
+//! The token exists in the answer only: the gateway keeps its digest (in durable state,
+//! where the space has it) and no driver writes it to a file, so an invitation's credential
+//! is never read as a configured participant's (`.mew/tokens/` holds configured tokens
+//! only), and no answer can say `created` for a token that was not kept.
+//!
+//! Refused, before anyone hears of it: an id that breaks the id rule
+//! ([`crate::participant_id`]: `invalid_participant_id`, 400 over HTTP, the message never
+//! repeating a long id), an id that `space.yaml` names (`already_exists`, 409: a kick does
+//! not free it), an id that is a participant already (`already_exists`), an id that looks
+//! like a member's (`invalid_participant_id`).
 //!
 //! A kick delivers the kick envelope, then closes the participant's connection, announces
 //! its leave and refuses its tokens until it is invited again.
@@ -21,7 +28,7 @@ use super::config::compile_json_caps;
 use super::enforce::{Op, Refusal};
 use super::member::{Hold, Member, Origin};
 use super::system::PInfo;
-use super::{Gateway, GatewayEvent, IssuedToken, Output};
+use super::{Gateway, GatewayEvent};
 use crate::Time;
 use crate::secret::TokenHash;
 use bytes::Bytes;
@@ -47,22 +54,6 @@ struct PresenceInvited<'a> {
     reason: Option<&'a str>,
 }
 
-/// Why an invited id is refused, if it is: ids become file names (token files) and must not
-/// pass for the gateway.
-fn invalid_invited_id(pid: &str) -> Option<String> {
-    if pid.contains(['/', '\\']) || pid.contains("..") {
-        return Some("participant_id contains invalid characters".into());
-    }
-    if pid.is_empty()
-        || pid.starts_with("system:")
-        || pid.starts_with('.')
-        || pid.contains(|c: char| c.is_whitespace() || c.is_control())
-    {
-        return Some(format!("{pid} is not a valid participant id"));
-    }
-    None
-}
-
 impl Gateway {
     pub(super) fn op_invite(
         &mut self,
@@ -79,8 +70,19 @@ impl Gateway {
             )
             .about_id(op.id));
         };
-        if let Some(why) = invalid_invited_id(pid) {
-            return Err(Refusal::new("invalid_participant_id", why).about_id(op.id));
+        if let Err(why) = crate::participant_id::check(pid) {
+            return Err(Refusal::new("invalid_participant_id", why.to_string()).about_id(op.id));
+        }
+        // An id space.yaml names is its entry's, kicked or not: an invitation never
+        // becomes (or takes the place of) a configured participant.
+        if self.config.participant(pid).is_some() {
+            return Err(Refusal::new(
+                "already_exists",
+                format!("Participant {pid} is configured for this space; it cannot be invited"),
+            )
+            .with("status", "already_exists")
+            .with("participant_id", pid)
+            .about_id(op.id));
         }
         let existing = self.members.find(pid);
         if let Some(i) = existing
@@ -92,6 +94,13 @@ impl Gateway {
             )
             .with("status", "already_exists")
             .with("participant_id", pid)
+            .about_id(op.id));
+        }
+        if let Some(m) = self.members.lookalike(pid) {
+            return Err(Refusal::new(
+                "invalid_participant_id",
+                format!("participant_id {pid} looks like participant {}", m.id),
+            )
             .about_id(op.id));
         }
         if existing.is_none() && self.members.len() >= self.config.gateway.max_participants {
@@ -111,6 +120,9 @@ impl Gateway {
         let idx = match existing {
             Some(i) => {
                 let m = self.members.get_mut(i);
+                // A former entry of space.yaml (removed by a reload) is an invitation now:
+                // the next reload must not take it for an entry that is gone.
+                m.origin = Origin::Invited;
                 m.removed = false;
                 m.static_caps = caps.clone();
                 m.grants.clear();
@@ -139,11 +151,6 @@ impl Gateway {
             by: inviter.to_string(),
             participant: pid.to_owned(),
         });
-        self.out
-            .push_back(Output::TokenIssued(Box::new(IssuedToken {
-                participant: pid.to_owned(),
-                token: token.clone(),
-            })));
         let url = self.connection_url.clone();
         let ack_id = self.envelope_id();
         let ack = super::system::write(

@@ -146,31 +146,9 @@ pub enum Output {
         /// The line, newline included.
         line: Bytes,
     },
-    /// Store this token for this participant, as tokens are stored (an invite minted it).
-    /// Boxed: rare, and it keeps every `Transmit` narrow.
-    TokenIssued(Box<IssuedToken>),
     /// Something happened (for logs and metrics). Boxed: events are rare and large, and
     /// every `Transmit` of a fan-out would otherwise be as wide as the widest event.
     Event(Box<GatewayEvent>),
-}
-
-/// A token the gateway minted for a participant (an invite's). Its `Debug` output hides
-/// the token, so that logging an output never reveals one.
-#[derive(Clone, PartialEq, Eq)]
-pub struct IssuedToken {
-    /// Whose.
-    pub participant: String,
-    /// The token (a secret).
-    pub token: String,
-}
-
-impl fmt::Debug for IssuedToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IssuedToken")
-            .field("participant", &self.participant)
-            .field("token", &"[redacted]")
-            .finish()
-    }
 }
 
 /// Notable happenings, for logging.
@@ -317,14 +295,14 @@ pub struct HealthInfo {
 /// | input | what it may queue |
 /// |---|---|
 /// | [`handle_connected`](Self::handle_connected) (`_hashed`, `_judged`) | with a bearer token: the join at once, as a join message below; without: nothing until the join message or the join deadline |
-/// | [`handle_frame`](Self::handle_frame), [`handle_sealed_join`](Self::handle_sealed_join), [`handle_judged_join`](Self::handle_judged_join) | a join: `Transmit` (welcome, presence), `Close` 1000 (a replaced connection), `AppendLog`, `Event` (`Joined`, `Replaced`); refused: `Transmit` (`system/error`), `Close` 1008, `Event` (`JoinRefused`). An envelope: `Transmit` to its recipients, `AppendLog` (held participants), `TokenIssued` (invite), `Close` (kick, slow consumer 1013), `Event` (`Granted`, `Revoked`, `Invited`, `Kicked`, `Paused`, `Resumed`, `ShutDown`, `StreamOpened`, `StreamClosed`, `Refused`); refused: `Transmit` (`system/error`). Stream data (`#id#...`): `Transmit` to the stream's readers |
+/// | [`handle_frame`](Self::handle_frame), [`handle_sealed_join`](Self::handle_sealed_join), [`handle_judged_join`](Self::handle_judged_join) | a join: `Transmit` (welcome, presence), `Close` 1000 (a replaced connection), `AppendLog`, `Event` (`Joined`, `Replaced`); refused: `Transmit` (`system/error`), `Close` 1008, `Event` (`JoinRefused`). An envelope: `Transmit` to its recipients, `AppendLog` (held participants), `Close` (kick, slow consumer 1013), `Event` (`Granted`, `Revoked`, `Invited`, `Kicked`, `Paused`, `Resumed`, `ShutDown`, `StreamOpened`, `StreamClosed`, `Refused`); refused: `Transmit` (`system/error`). Stream data (`#id#...`): `Transmit` to the stream's readers |
 /// | [`handle_post`](Self::handle_post) (`_hashed`) | as an envelope from that participant, plus the answer it returns |
 /// | [`handle_oversize`](Self::handle_oversize) | `Transmit` (`system/error` `frame_too_large`); the driver closes with 1009 |
 /// | [`handle_pong`](Self::handle_pong), [`handle_sent`](Self::handle_sent) | nothing (liveness; the connection's backlog shrinks) |
 /// | [`handle_slow`](Self::handle_slow) | `Close` 1013, then as `handle_disconnected` |
 /// | [`handle_disconnected`](Self::handle_disconnected) | `Transmit` (presence leave, streams it owned closed), `Event` (`Left`) |
 /// | [`handle_timeout`](Self::handle_timeout) (when [`poll_timeout`](Self::poll_timeout) says) | `Ping`; `Transmit` + `Close` 1008 (join timeout, expired token); `Close` 1001 (idle); `Event` (`JoinRefused`, `Resumed` when a pause ends) |
-/// | [`reconfigure`](Self::reconfigure) | `Transmit` (welcomes with changed capabilities, presence leave of removed participants), `Close` 1008 (removed participants, revoked tokens) |
+/// | [`reconfigure`](Self::reconfigure) | `Transmit` (welcomes with changed capabilities, presence leave of removed participants), `Close` 1008 (removed participants, revoked tokens, ended invitations) |
 /// | [`welcome_held`](Self::welcome_held) | `AppendLog` (welcomes of the participants the gateway holds) |
 /// | [`close`](Self::close) | `Close` 1001 for every connection |
 ///

@@ -1,6 +1,9 @@
 //! Live configuration: a re-read `space.yaml` applied to a running space.
 //!
-//! - A participant added to the file can join at once.
+//! - A participant added to the file can join at once. An invitation (or an anonymous or
+//!   unknown-subject join) that held its id, or an id that looks like it (same confusable
+//!   skeleton), ends: its tokens are refused, its grants dropped, its connection closed
+//!   (1008, "invitation ended: ..."); the entry gets only what the file gives it.
 //! - A participant removed from the file is removed from the space as by a kick: its
 //!   tokens are refused and its connection is closed (1008) with the reason.
 //! - A token removed from an entry is refused from then on, and a connection that joined
@@ -36,6 +39,14 @@ pub enum ConfigChange {
     /// A participant entry disappeared: removed from the space.
     Removed {
         /// Its id.
+        participant: String,
+        /// Whether a live connection was closed.
+        disconnected: bool,
+    },
+    /// An invitation (or a join without an entry) held an id that the file now names, or
+    /// one that looks like it: it ended, its tokens refused and its connection closed.
+    InvitationEnded {
+        /// The id it held.
         participant: String,
         /// Whether a live connection was closed.
         disconnected: bool,
@@ -76,6 +87,7 @@ impl ConfigChange {
         match self {
             ConfigChange::Added { participant }
             | ConfigChange::Removed { participant, .. }
+            | ConfigChange::InvitationEnded { participant, .. }
             | ConfigChange::TokensRevoked { participant, .. }
             | ConfigChange::TokensAdded { participant, .. }
             | ConfigChange::Capabilities { participant, .. } => participant,
@@ -89,6 +101,9 @@ impl ConfigChange {
             ConfigChange::Added { .. } => json!({"change": "participant_added"}),
             ConfigChange::Removed { disconnected, .. } => {
                 json!({"change": "participant_removed", "disconnected": disconnected})
+            }
+            ConfigChange::InvitationEnded { disconnected, .. } => {
+                json!({"change": "invitation_ended", "disconnected": disconnected})
             }
             ConfigChange::TokensRevoked {
                 revoked,
@@ -118,6 +133,16 @@ impl fmt::Display for ConfigChange {
                 disconnected,
             } => {
                 write!(f, "participant {participant} removed")?;
+                if *disconnected {
+                    f.write_str(" (its connection closed)")?;
+                }
+                Ok(())
+            }
+            ConfigChange::InvitationEnded {
+                participant,
+                disconnected,
+            } => {
+                write!(f, "the invitation of {participant} ended")?;
                 if *disconnected {
                     f.write_str(" (its connection closed)")?;
                 }
@@ -156,9 +181,29 @@ impl fmt::Display for ConfigChange {
 
 /// The reason closed connections are given.
 const REMOVED: &str = "removed from the space by a configuration change";
+const ENDED: &str =
+    "invitation ended: space.yaml now names this participant id (or one that looks like it)";
 const REVOKED: &str = "token revoked by a configuration change";
 
 impl Gateway {
+    /// Ends what holds a member's id besides a configured entry: its tokens are refused,
+    /// its grants and holds dropped, and its connection (if any) is to be closed.
+    fn end_holder(
+        &mut self,
+        idx: usize,
+        conn: Option<ConnId>,
+        to_close: &mut Vec<(ConnId, &'static str)>,
+    ) {
+        self.members.remove_tokens(idx);
+        let m = self.members.get_mut(idx);
+        m.grants.clear();
+        m.hold = Hold::None;
+        m.recompute_caps();
+        if let Some(c) = conn {
+            to_close.push((c, ENDED));
+        }
+    }
+
     /// [`Gateway::reconfigure`]'s work.
     pub(super) fn apply_config(
         &mut self,
@@ -175,10 +220,8 @@ impl Gateway {
         let mut to_close: Vec<(ConnId, &'static str)> = Vec::new();
         for p in &new.participants {
             let tokens: Vec<TokenHash> = p.tokens.iter().map(|t| TokenHash::of(t)).collect();
-            let old = self
-                .config
-                .participant(&p.id)
-                .filter(|_| self.members.find(&p.id).is_some());
+            let had_entry =
+                self.config.participant(&p.id).is_some() && self.members.find(&p.id).is_some();
             let idx = match self.members.find(&p.id) {
                 Some(i) => i,
                 None => {
@@ -202,7 +245,18 @@ impl Gateway {
                 }
             };
             let m = self.members.get(idx);
-            let came_back = m.removed || m.origin != Origin::Configured || old.is_none();
+            if m.origin != Origin::Configured {
+                // An invitation (or an anonymous or unknown-subject join) holds the id the
+                // file now names: it ends, and nothing of it passes to the entry.
+                let conn = m.conn.filter(|_| !m.removed);
+                self.end_holder(idx, conn, &mut to_close);
+                changes.push(ConfigChange::InvitationEnded {
+                    participant: p.id.clone(),
+                    disconnected: conn.is_some(),
+                });
+            }
+            let m = self.members.get(idx);
+            let came_back = m.removed || m.origin != Origin::Configured || !had_entry;
             let revoked: Vec<TokenHash> = m
                 .tokens
                 .iter()
@@ -222,6 +276,8 @@ impl Gateway {
             m.removed = false;
             let conn = m.conn;
             if came_back {
+                m.grants.clear();
+                m.hold = Hold::None;
                 m.static_caps = p.capabilities.clone();
                 m.recompute_caps();
                 changes.push(ConfigChange::Added {
@@ -266,6 +322,30 @@ impl Gateway {
                     notified,
                 });
             }
+        }
+        // Members that look like an entry (same confusable skeleton, another id) and that
+        // the file does not name: an invitation or a join that came first ends.
+        let lookalikes: Vec<(usize, String)> = self
+            .members
+            .iter()
+            .filter(|(_, m)| {
+                m.origin != Origin::Configured && !m.removed && new.participant(&m.id).is_none()
+            })
+            .filter_map(|(i, m)| {
+                new.participants
+                    .iter()
+                    .find(|p| crate::participant_id::confusable(&p.id, &m.id))
+                    .map(|_| (i, m.id.to_string()))
+            })
+            .collect();
+        for (idx, id) in lookalikes {
+            let conn = self.members.get(idx).conn;
+            self.end_holder(idx, conn, &mut to_close);
+            self.members.get_mut(idx).removed = true;
+            changes.push(ConfigChange::InvitationEnded {
+                participant: id,
+                disconnected: conn.is_some(),
+            });
         }
         // Entries that are gone: removed from the space, as by a kick.
         let gone: Vec<usize> = self

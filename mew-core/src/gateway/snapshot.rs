@@ -366,6 +366,7 @@ impl Gateway {
             .filter_map(|(i, m)| m.as_ref().map(|m| (m.id.clone(), i)))
             .collect();
         members.slots = slots;
+        members.index_skeletons();
         members.free = s.member_free;
         members.by_token = s
             .by_token

@@ -182,7 +182,6 @@ impl Sim {
                     self.gw.handle_disconnected(now, conn);
                 }
                 Output::AppendLog { path, line } => self.log_lines.push((path, line)),
-                Output::TokenIssued(_) => {}
                 Output::Event(e) => self.events.push(*e),
             }
         }

@@ -443,7 +443,7 @@ fn kick_closes_and_refuses_the_token_until_reinvited() {
     );
     sim.send_and_settle(s, &s_kick);
     assert_eq!(sim.take(s)[0]["payload"]["error"], "capability_violation");
-    // Re-invited, the participant may join again with its new token.
+    // A kick does not free a configured id: it cannot be invited.
     sim.send_and_settle(
         h,
         &envelope(
@@ -454,12 +454,116 @@ fn kick_closes_and_refuses_the_token_until_reinvited() {
             json!({"participant_id": "agent", "initial_capabilities": [{"kind": "chat"}]}),
         ),
     );
+    let e = sim.take(h);
+    assert_eq!(e.last().unwrap()["payload"]["error"], "already_exists");
+    assert!(sim.take(s).is_empty(), "a refused invite tells nobody");
+    // An invited participant, kicked, may be invited again and join with its new token.
+    let invite = |n: &str| {
+        envelope(
+            n,
+            "human",
+            "space/invite",
+            None,
+            json!({"participant_id": "guest", "initial_capabilities": [{"kind": "chat"}]}),
+        )
+    };
+    sim.send_and_settle(h, &invite("inv-g1"));
+    let first = sim.take(h).last().unwrap()["payload"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    sim.send_and_settle(
+        h,
+        &envelope(
+            "k3",
+            "human",
+            "space/kick",
+            None,
+            json!({"participant_id": "guest"}),
+        ),
+    );
+    sim.take(h);
+    sim.send_and_settle(h, &invite("inv-g2"));
     let tok = sim.take(h).last().unwrap()["payload"]["token"]
         .as_str()
         .unwrap()
         .to_owned();
+    assert_ne!(tok, first);
+    let old = sim.connect(Some(&first));
+    assert_eq!(sim.received(old)[0]["payload"]["error"], "unknown_token");
     let back = sim.join(&tok);
-    assert_eq!(sim.received(back)[0]["payload"]["you"]["id"], "agent");
+    assert_eq!(sim.received(back)[0]["payload"]["you"]["id"], "guest");
+}
+
+#[test]
+fn invited_ids_follow_the_id_rule() {
+    let World { mut sim, h, a, .. } = world();
+    let long = "x".repeat(100_000);
+    let over = "y".repeat(129);
+    for (n, bad, needle) in [
+        (
+            "i1",
+            long.as_str(),
+            "at most 128 bytes (this one has 100000)",
+        ),
+        ("i2", over.as_str(), "at most 128 bytes (this one has 129)"),
+        ("i3", "ag\u{200B}ent", "U+200B"),
+        ("i4", "\u{202E}tnega", "U+202E"),
+        ("i5", "ag\u{00AD}ent", "U+00AD"),
+        ("i6", "\u{FEFF}agent", "U+FEFF"),
+        ("i7", "agent\n", "U+000A"),
+        // Cyrillic а in place of Latin a: displays as the configured `agent`.
+        ("i8", "\u{0430}gent", "looks like participant agent"),
+        ("i9", "hum\u{0430}n", "looks like participant human"),
+    ] {
+        sim.send_and_settle(
+            h,
+            &envelope(
+                n,
+                "human",
+                "space/invite",
+                None,
+                json!({"participant_id": bad, "initial_capabilities": [{"kind": "chat"}]}),
+            ),
+        );
+        let got = sim.take(h);
+        assert_eq!(kinds(&got), vec!["system/error"], "{n}");
+        let p = &got[0]["payload"];
+        assert_eq!(p["error"], "invalid_participant_id", "{n}: {p}");
+        let msg = p["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{n}: {msg}");
+        assert!(
+            got[0].to_string().len() < 1_000,
+            "{n}: the error does not repeat the id"
+        );
+        assert!(sim.take(a).is_empty(), "{n}: nobody else hears of it");
+    }
+    // A lookalike of an invited id is refused as well.
+    sim.send_and_settle(
+        h,
+        &envelope(
+            "i10",
+            "human",
+            "space/invite",
+            None,
+            json!({"participant_id": "helper", "initial_capabilities": [{"kind": "chat"}]}),
+        ),
+    );
+    assert_eq!(kinds(&sim.take(h)), vec!["space/invite-ack"]);
+    sim.take(a);
+    sim.send_and_settle(
+        h,
+        &envelope(
+            "i11",
+            "human",
+            "space/invite",
+            None,
+            json!({"participant_id": "he\u{04CF}per"}),
+        ),
+    );
+    let got = sim.take(h);
+    assert_eq!(got[0]["payload"]["error"], "invalid_participant_id");
+    assert!(sim.take(a).is_empty());
 }
 
 #[test]

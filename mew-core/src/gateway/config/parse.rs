@@ -326,14 +326,30 @@ impl Cx {
                     self.err("participants", "participant ids must be strings");
                     continue;
                 };
-                let loc = format!("participants.{id}");
-                if id.is_empty() || id.starts_with("system:") || id.contains(char::is_whitespace) {
+                if let Err(e) = crate::participant_id::check(id) {
+                    let loc = if id.len() > crate::participant_id::MAX_BYTES {
+                        format!("participants.{}...", cut(id, 32).escape_debug())
+                    } else {
+                        format!("participants.{}", id.escape_debug())
+                    };
+                    self.err(&loc, format!("invalid participant id: {e}"));
+                    continue;
+                }
+                if let Some(other) = cfg
+                    .participants
+                    .iter()
+                    .find(|p| crate::participant_id::confusable(&p.id, id))
+                {
                     self.err(
-                        &loc,
-                        "invalid participant id (empty, whitespace, or the reserved `system:` prefix)",
+                        format!("participants.{id}"),
+                        format!(
+                            "looks like participant `{}` (the same confusable skeleton, Unicode TR39): rename one",
+                            other.id
+                        ),
                     );
                     continue;
                 }
+                let loc = format!("participants.{id}");
                 let p = self.participant(id, v, &loc, &cfg.default_capabilities);
                 cfg.participants.push(p);
             }
@@ -751,4 +767,13 @@ pub(crate) fn compile_json_caps(v: Option<&Value>) -> Result<CapabilitySet, Stri
         return Err("`capabilities` must be a list of capability objects".into());
     };
     CapabilitySet::compile(items).map_err(|e| e.to_string())
+}
+
+/// The first `max` bytes of `s` at most, cut on a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = max.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }

@@ -214,7 +214,7 @@ fn structural_errors_are_reported() {
         ),
         (
             "space: s\nparticipants:\n  \"system:x\": {}",
-            "reserved `system:` prefix",
+            "participants.system:x: invalid participant id: participant ids starting with `system:` are the gateway's",
         ),
         (
             "space: s\nparticipants:\n  d: {capabilities: {kind: chat}}",
@@ -244,5 +244,50 @@ fn default_space_is_seeded() {
             .unwrap()
             .capabilities
             .allows("mcp/request", None)
+    );
+}
+
+#[test]
+fn configured_ids_follow_the_id_rule() {
+    for (yaml, needle) in [
+        (
+            "space: s\nparticipants:\n  \"bo\\u200Bt\": {}",
+            "participants.bo\\u{200b}t: invalid participant id: a participant id cannot hold U+200B (byte 2)",
+        ),
+        (
+            "space: s\nparticipants:\n  \"\\u202Etob\": {}",
+            "cannot hold U+202E",
+        ),
+        (
+            "space: s\nparticipants:\n  \"../x\": {}",
+            "participant_id contains invalid characters",
+        ),
+        (
+            "space: s\nparticipants:\n  bot: {}\n  \"b\\u043Et\": {}",
+            "looks like participant `bot`",
+        ),
+    ] {
+        let text = SpaceConfig::from_yaml(yaml).unwrap_err().to_string();
+        assert!(text.contains(needle), "{yaml:?}: {text}");
+    }
+    // An explicit key: YAML allows longer ones than `key: value`.
+    let long = format!(
+        "space: s\nparticipants:\n  ? {}\n  : {{}}",
+        "x".repeat(100_000)
+    );
+    let text = SpaceConfig::from_yaml(&long).unwrap_err().to_string();
+    assert!(
+        text.contains("at most 128 bytes (this one has 100000)"),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    assert!(
+        text.len() < 400,
+        "the error does not repeat the id: {} bytes",
+        text.len()
+    );
+    // Ids that merely differ are fine.
+    assert!(
+        SpaceConfig::from_yaml("space: s\nparticipants:\n  agent-1: {}\n  agent-2: {}").is_ok()
     );
 }

@@ -518,7 +518,7 @@ impl World {
                     }
                 }
                 GwOutput::Event(e) => self.gw_events.push(*e),
-                GwOutput::AppendLog { .. } | GwOutput::TokenIssued(_) => {}
+                GwOutput::AppendLog { .. } => {}
             }
         }
         moved
