@@ -176,6 +176,7 @@ fuzz_target!(|input: &[u8]| {
                             expires_at: (n == 1).then(|| {
                                 Time::from_unix_millis(clock + u64::from(byte(&mut data)) * 50)
                             }),
+                            not_before: None,
                         }),
                     };
                     if byte(&mut data) % 2 == 0 {

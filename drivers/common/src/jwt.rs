@@ -17,6 +17,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use mew_core::Time;
 use mew_core::gateway::{Identity, IdentityVerifier, JwtConfig, Verdict};
+use serde_json::Value;
 
 /// How often a key set from a URL is fetched again, unless its server says otherwise.
 pub const REFRESH: Duration = Duration::from_secs(600);
@@ -232,8 +233,9 @@ impl IdentityVerifier for JwtVerifier {
         validation.set_audience(&[&self.audience]);
         validation.set_required_spec_claims(&["exp", "sub", "iss", "aud"]);
         // The core closes connections at `exp` by its own clock; it also refuses tokens
-        // past it, so that rule is kept in one place.
+        // past it, or not valid yet (`nbf`, `iat`), so that rule is kept in one place.
         validation.validate_exp = false;
+        validation.validate_nbf = false;
         validation.leeway = 0;
         let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
         let candidates: Vec<&Key> = keys
@@ -263,9 +265,26 @@ impl IdentityVerifier for JwtVerifier {
                                 .into(),
                         );
                     };
+                    // `nbf` and `iat` are judged by the core, beside `exp`, with its clock.
+                    let mut not_before = None;
+                    for claim in ["nbf", "iat"] {
+                        match &claims[claim] {
+                            Value::Null => {}
+                            v => {
+                                let Some(secs) = v.as_u64() else {
+                                    return Verdict::Invalid(format!(
+                                        "the token's `{claim}` must be a number of seconds"
+                                    ));
+                                };
+                                let t = Time::from_unix_millis(secs.saturating_mul(1000));
+                                not_before = not_before.max(Some(t));
+                            }
+                        }
+                    }
                     return Verdict::Valid(Identity {
                         subject: sub.to_owned(),
                         expires_at: Some(Time::from_unix_millis(exp.saturating_mul(1000))),
+                        not_before,
                     });
                 }
                 Err(e) => last = Some(e),

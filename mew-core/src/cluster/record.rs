@@ -159,6 +159,9 @@ struct Head {
     /// A judged token's expiry (ms), when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     x: Option<u64>,
+    /// When a judged token starts to vouch (ms), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    v: Option<u64>,
     /// Why a judged token was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     r: Option<String>,
@@ -282,6 +285,10 @@ impl Record {
                     out.extend_from_slice(b",\"x\":");
                     push_u64(out, x.as_unix_millis());
                 }
+                if let Some(v) = identity.not_before {
+                    out.extend_from_slice(b",\"v\":");
+                    push_u64(out, v.as_unix_millis());
+                }
             }
             Some(Err(why)) => {
                 out.extend_from_slice(b",\"r\":");
@@ -315,6 +322,7 @@ impl Record {
                 (Some(subject), None) => Ok(Ok(Identity {
                     subject: subject.clone(),
                     expires_at: h.x.map(Time::from_unix_millis),
+                    not_before: h.v.map(Time::from_unix_millis),
                 })),
                 (None, Some(why)) => Ok(Err(why.clone())),
                 _ => Err(bad("a judged token needs a subject or a reason")),
@@ -493,6 +501,7 @@ mod tests {
                 judged: Ok(Identity {
                     subject: "robot \"1\"".into(),
                     expires_at: Some(Time::from_unix_millis(1_800_000_000_000)),
+                    not_before: Some(Time::from_unix_millis(1_700_000_000_000)),
                 }),
             },
             Entry::ConnectJudged {
@@ -500,6 +509,7 @@ mod tests {
                 judged: Ok(Identity {
                     subject: "r".into(),
                     expires_at: None,
+                    not_before: None,
                 }),
             },
             Entry::JudgedJoin {

@@ -8,7 +8,10 @@
 //! - a join that names another participant than the subject is refused
 //!   (`identity_mismatch`): a token for `robot-1` never joins as anyone else;
 //! - the token must carry an expiry; a token past it is refused, and a connection that
-//!   joined with it is closed when it passes (1008, `token_expired`).
+//!   joined with it is closed when it passes (1008, `token_expired`);
+//! - a token not valid yet (a JWT's `nbf`, or an `iat` in the future) is refused
+//!   (`invalid_token`); the three times are judged by the core's clock with one leeway,
+//!   [`CLOCK_LEEWAY`].
 
 use super::conn::Phase;
 use super::join::{JoinRefusal, refuse};
@@ -24,7 +27,14 @@ pub struct Identity {
     pub subject: String,
     /// When it stops vouching (a JWT's `exp`); `None` is refused.
     pub expires_at: Option<Time>,
+    /// When it starts to vouch: a JWT's `nbf`, or its `iat` when that is later (a token
+    /// issued in the future is not valid yet either); `None`: from any time.
+    pub not_before: Option<Time>,
 }
+
+/// How far the gateway's clock may be from the identity provider's when it judges `exp`,
+/// `nbf` and `iat`: one leeway for all three, none.
+pub const CLOCK_LEEWAY: std::time::Duration = std::time::Duration::ZERO;
 
 /// A verifier's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,8 +107,16 @@ impl Gateway {
                 "the token has no expiry (exp); tokens that never expire are refused",
             ));
         };
-        if expires <= now {
+        if expires + CLOCK_LEEWAY <= now {
             return Err(refuse("token_expired", "the token has expired"));
+        }
+        if let Some(from) = identity.not_before
+            && from > now + CLOCK_LEEWAY
+        {
+            return Err(refuse(
+                "invalid_token",
+                "the token is not valid yet (its nbf or iat is later than the gateway's clock)",
+            ));
         }
         let subject = identity.subject;
         // Before any message names it: a subject is an id like any other.

@@ -60,7 +60,7 @@ pub use config::{
     substitute, token_env_var,
 };
 pub use http::{HttpAccepted, HttpError, check_space};
-pub use identity::{Identity, IdentityVerifier, Judgement, Verdict};
+pub use identity::{CLOCK_LEEWAY, Identity, IdentityVerifier, Judgement, Verdict};
 pub use join::{may_need_entropy, seal_join, take_join_token};
 pub use reload::ConfigChange;
 pub use snapshot::SnapshotError;

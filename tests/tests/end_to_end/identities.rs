@@ -161,6 +161,24 @@ async fn jwt_identities<D: Driver>(name: &str) {
     assert_eq!(code, "token_expired");
     assert!(reason.contains("expired"), "{reason}");
 
+    // Not valid yet: `nbf` an hour ahead, or issued an hour in the future (`iat`). A
+    // past `nbf` is fine.
+    for claim in ["nbf", "iat"] {
+        let mut c = claims("robot-1", 7_200);
+        c[claim] = json!(unix_now() + 3_600);
+        let (code, reason) = refusal(bearer(&gw, &idp.sign(Algorithm::ES256, &c)).await);
+        assert_eq!(code, "invalid_token", "{claim}");
+        assert!(reason.contains("not valid yet"), "{claim}: {reason}");
+    }
+    let mut c = claims("robot-1", 60);
+    c["nbf"] = json!(unix_now() - 1);
+    assert!(bearer(&gw, &idp.sign(Algorithm::ES256, &c)).await.is_ok());
+    let mut c = claims("robot-1", 60);
+    c["nbf"] = json!("soon");
+    let (code, reason) = refusal(bearer(&gw, &idp.sign(Algorithm::ES256, &c)).await);
+    assert_eq!(code, "invalid_token");
+    assert!(reason.contains("nbf"), "{reason}");
+
     // Another audience, another issuer.
     let mut c = claims("robot-1", 60);
     c["aud"] = json!("another-space");
@@ -455,6 +473,12 @@ async fn jwt_identities_on_a_durable_space() {
         assert_eq!(refusal(outcome(&mut c).await).0, "identity_mismatch");
         let (code, _) = refusal(bearer(&gw, &idp.token("robot-1", -5)).await);
         assert_eq!(code, "token_expired");
+        // Judged where it arrives, `nbf` goes into the log with the subject.
+        let mut early = claims("robot-1", 7_200);
+        early["nbf"] = json!(unix_now() + 3_600);
+        let (code, reason) = refusal(bearer(&gw, &idp.sign(Algorithm::ES256, &early)).await);
+        assert_eq!(code, "invalid_token");
+        assert!(reason.contains("not valid yet"), "{reason}");
         let mut forged = robot.clone();
         forged.truncate(forged.len() - 4);
         forged.push_str("AAAA");

@@ -131,6 +131,7 @@ fn materialise(ops: &[Op]) -> (Vec<Record>, Vec<(Replica, Gateway)>) {
                         judged: Ok(mew_core::gateway::Identity {
                             subject: if token == 5 { "agent" } else { "stranger" }.into(),
                             expires_at: Some(Time::from_unix_millis(clock + 2_000)),
+                            not_before: None,
                         }),
                     },
                     7 => Entry::ConnectJudged {
