@@ -44,8 +44,9 @@ pub struct ConnectArgs {
     #[arg(long = "token-file", env = mew_driver_common::token_file::TOKEN_FILE_ENV, hide = true)]
     pub token_file: Option<std::path::PathBuf>,
     /// Participant id named in the join. A mew-rs gateway checks it against the token; the
-    /// reference's gateway takes the id from here, so give it when joining one.
-    #[arg(long, alias = "participant", env = ID_ENV)]
+    /// reference's gateway takes the id from here, so give it when joining one. A welcome
+    /// for another participant (the token is someone else's) stops the program (exit 5).
+    #[arg(long, alias = "participant", env = ID_ENV, value_parser = participant_id)]
     pub id: Option<String>,
     #[command(flatten)]
     pub tls: TlsArgs,
@@ -131,4 +132,11 @@ mod tests {
         assert_eq!(url_for("ws://h:1/x?a=b", "s"), "ws://h:1/x?a=b&space=s");
         assert_eq!(url_for("ws://h:1/ws?space=t", "s"), "ws://h:1/ws?space=t");
     }
+}
+
+/// `--id`: the space's id rule ([`mew_core::participant_id`]), before anything connects.
+fn participant_id(id: &str) -> Result<String, String> {
+    mew_core::participant_id::check(id)
+        .map(|()| id.to_owned())
+        .map_err(|e| e.to_string())
 }

@@ -365,3 +365,81 @@ fn capcheck_answers_one_line_per_input() {
     assert!(lines[2].starts_with("error: "), "{}", lines[2]);
     assert!(lines[3].starts_with("error: invalid JSON"), "{}", lines[3]);
 }
+
+/// `mew client --id agent` with the human's token: the gateway welcomes `human`, and the
+/// client refuses to go on as someone else: one line on stderr, exit 5, in every mode.
+#[test]
+fn a_client_given_another_participants_token_refuses_to_start() {
+    let gw = start_gateway();
+    for extra in [
+        &["--json"][..],
+        &["--send", r#"{"kind":"chat","payload":{"text":"x"}}"#],
+    ] {
+        let mut child = client(&gw, "human", &["--id", "agent"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(std::time::Instant::now() < end, "{extra:?}: still running");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        let mut stdout = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+        assert_eq!(status.code(), Some(5), "{extra:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{extra:?}: {stderr}");
+        assert!(
+            stderr.contains("identity_mismatch")
+                && stderr.contains("`human`")
+                && stderr.contains("`agent`"),
+            "{stderr}"
+        );
+        assert!(
+            stdout.is_empty(),
+            "{extra:?}: nothing sent or shown: {stdout}"
+        );
+    }
+    // The right id with that token joins as before.
+    let out = client(
+        &gw,
+        "human",
+        &[
+            "--id",
+            "human",
+            "--send",
+            r#"{"kind":"chat","payload":{"text":"x"}}"#,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // An id that breaks the id rule is a usage error, before any connection.
+    let out = client(&gw, "human", &["--id", "hu\u{200B}man"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("U+200B"));
+}

@@ -63,6 +63,9 @@ pub enum Inbound {
     Stream,
     /// Garbage (already surfaced as an event).
     Malformed,
+    /// A frame on a connection being given up (a welcome for another participant than
+    /// the configured one): nothing more to do with it.
+    Dropped,
 }
 
 /// The connection machine. Used alone it is a bare MEW client; [`Participant`] owns one.
@@ -221,6 +224,9 @@ impl Client {
             Ok(env) => {
                 if env.kind == Kind::SystemWelcome && env.from == crate::GATEWAY_ID {
                     self.on_welcome(&env);
+                    if self.state == ClientState::Closed {
+                        return Inbound::Dropped;
+                    }
                 }
                 Inbound::Envelope(Box::new(env))
             }
@@ -244,6 +250,30 @@ impl Client {
             && self.state == ClientState::Ready
             && me != you
         {
+            return;
+        }
+        // Our own welcome naming someone else: the token is another participant's. Acting
+        // as it, under the id we were asked to be, would be worse than not joining.
+        if self.state != ClientState::Ready
+            && let (Some(wanted), Some(you)) = (&self.config.participant_id, you)
+            && wanted != you
+        {
+            let reason = format!(
+                "identity_mismatch: the token is participant `{you}`'s, not `{wanted}`'s; not joining as another participant"
+            );
+            self.out.push_back(Output::Disconnect {
+                reason: reason.clone(),
+            });
+            self.state = ClientState::Closed;
+            self.next_ping = None;
+            self.welcome_by = None;
+            self.reconnect_at = None;
+            self.queue.clear();
+            self.out
+                .push_back(Output::Event(Event::Disconnected { reason }));
+            self.out.push_back(Output::Event(Event::GaveUp {
+                attempts: self.attempts,
+            }));
             return;
         }
         if let Some(you) = you {
@@ -480,6 +510,34 @@ mod tests {
     }
 
     const WELCOME: &str = r#"{"protocol":"mew/v0.4","id":"w","from":"system:gateway","to":["me"],"kind":"system/welcome","payload":{"you":{"id":"me","capabilities":[]},"participants":[]}}"#;
+
+    #[test]
+    fn a_welcome_for_another_participant_is_refused_for_good() {
+        let mut c = Client::new(cfg(), 1);
+        c.start(Time::ZERO);
+        c.handle_connected(Time::ZERO);
+        drain(&mut c);
+        // The token was someone else's: the gateway welcomes its owner.
+        let other = WELCOME.replace(r#""id":"me""#, r#""id":"boss""#);
+        assert!(matches!(
+            c.handle_frame(Time::ZERO, &other),
+            Inbound::Dropped
+        ));
+        let out = drain(&mut c);
+        assert!(
+            matches!(&out[0], Output::Disconnect { reason } if reason.contains("identity_mismatch") && reason.contains("`boss`")),
+            "{out:?}"
+        );
+        assert!(matches!(&out[1], Output::Event(Event::Disconnected { .. })));
+        assert!(matches!(&out[2], Output::Event(Event::GaveUp { .. })));
+        assert_eq!(c.state(), ClientState::Closed);
+        assert_eq!(c.participant_id(), Some("me"));
+        assert_eq!(c.poll_timeout(), None, "no reconnection");
+        assert!(
+            c.send(Envelope::parse(WELCOME.as_bytes(), &Limits::default()).unwrap())
+                .is_err()
+        );
+    }
 
     #[test]
     fn connects_joins_and_becomes_ready() {
