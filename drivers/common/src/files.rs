@@ -79,7 +79,8 @@ impl SpaceLayout {
 }
 
 /// `<base>/.mew/tokens/<id>.token`, the reference's token file location (`base` is the space
-/// folder, [`SpaceLayout::root`]).
+/// folder, [`SpaceLayout::root`]): configured participants' tokens only (an invitation's
+/// token is written to no file).
 pub fn token_path(base: &Path, participant: &str) -> PathBuf {
     base.join(".mew")
         .join("tokens")
@@ -89,9 +90,7 @@ pub fn token_path(base: &Path, participant: &str) -> PathBuf {
 /// The token stored for `participant`, trimmed; `None` when absent, unreadable or empty.
 pub fn read_token_file(base: &Path, participant: &str) -> Option<String> {
     // Ids come from the config; refuse any that would escape the tokens folder.
-    if participant.contains(['/', '\\']) || participant.starts_with('.') {
-        return None;
-    }
+    mew_core::participant_id::check(participant).ok()?;
     let t = std::fs::read_to_string(token_path(base, participant)).ok()?;
     let t = t.trim();
     (!t.is_empty()).then(|| t.to_owned())
@@ -99,11 +98,8 @@ pub fn read_token_file(base: &Path, participant: &str) -> Option<String> {
 
 /// Writes a generated token (mode 0600 on Unix), creating the folder.
 pub fn write_token_file(base: &Path, participant: &str, token: &str) -> io::Result<PathBuf> {
-    if participant.contains(['/', '\\']) || participant.starts_with('.') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("participant id {participant:?} is not a file name"),
-        ));
+    if let Err(e) = mew_core::participant_id::check(participant) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
     }
     let path = token_path(base, participant);
     if let Some(dir) = path.parent() {
@@ -155,6 +151,9 @@ mod tests {
         }
         assert!(write_token_file(&d, "../evil", "x").is_err());
         assert_eq!(read_token_file(&d, "../evil"), None);
+        // The id rule: nothing invisible, nothing long, ever names a file.
+        assert!(write_token_file(&d, "a\u{200B}", "x").is_err());
+        assert!(write_token_file(&d, &"a".repeat(129), "x").is_err());
     }
 
     #[test]

@@ -119,6 +119,13 @@ pub fn url_for(gateway: &str, space: &str) -> String {
     }
 }
 
+/// `--id`: the space's id rule ([`mew_core::participant_id`]), before anything connects.
+fn participant_id(id: &str) -> Result<String, String> {
+    mew_core::participant_id::check(id)
+        .map(|()| id.to_owned())
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,11 +139,4 @@ mod tests {
         assert_eq!(url_for("ws://h:1/x?a=b", "s"), "ws://h:1/x?a=b&space=s");
         assert_eq!(url_for("ws://h:1/ws?space=t", "s"), "ws://h:1/ws?space=t");
     }
-}
-
-/// `--id`: the space's id rule ([`mew_core::participant_id`]), before anything connects.
-fn participant_id(id: &str) -> Result<String, String> {
-    mew_core::participant_id::check(id)
-        .map(|()| id.to_owned())
-        .map_err(|e| e.to_string())
 }
