@@ -393,6 +393,14 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         }
         _ => None,
     };
+    // The audit logs and the started processes' logs may hold secrets: their folder is the
+    // user's alone, even one made by an earlier version with a looser mode.
+    if !default_space
+        && layout.log_dir.is_dir()
+        && let Err(e) = files::private_dir(&layout.log_dir)
+    {
+        tracing::warn!("cannot make {} private: {e}", layout.log_dir.display());
+    }
     let addr = SocketAddr::new(args.bind, args.port);
     let options = ServerOptions {
         identity,

@@ -289,6 +289,13 @@ fn failing_space(root: &Path) -> PathBuf {
         .replace("restart_policy: on-failure", "restart_policy: \"no\"")
         + "  sleeper:\n    type: local\n    command: sleep\n    args: [\"600\"]\n    auto_strat: true\n    auto_start: true\n";
     std::fs::write(&path, yaml).unwrap();
+    // What an earlier version left: a log folder and a supervisor's log others could read.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(space.join(".mew/logs")).unwrap();
+    std::fs::write(space.join(".mew/logs/space.log"), "an earlier run\n").unwrap();
+    for (p, m) in [(".mew/logs", 0o755), (".mew/logs/space.log", 0o644)] {
+        std::fs::set_permissions(space.join(p), std::fs::Permissions::from_mode(m)).unwrap();
+    }
     space
 }
 
@@ -619,4 +626,87 @@ fn gateway_address_mistakes_say_what_to_change() {
     );
     let _ = gw.kill();
     let _ = gw.wait();
+}
+
+/// The subcommands and options of `mew --help` (recursively: `mew space --help` ...).
+fn help_of(path: &[&str]) -> String {
+    let out = Command::new(MEW).args(path).arg("--help").output().unwrap();
+    assert!(out.status.success(), "{path:?}: {out:?}");
+    text(&out.stdout)
+}
+
+/// The names listed under `Commands:` of a help text (without `help`).
+fn commands_in(help: &str) -> Vec<String> {
+    help.split("Commands:\n")
+        .nth(1)
+        .map(|rest| {
+            rest.lines()
+                .take_while(|l| l.starts_with("  "))
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|c| *c != "help")
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_cli_synopsis_shows_every_command_and_only_options_that_exist() {
+    let page = std::fs::read_to_string(repo().join("docs/cli.md")).unwrap();
+    let synopsis: Vec<&str> = page
+        .split("```sh\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap()
+        .lines()
+        .collect();
+    let flag = regex::Regex::new(r"--[a-z][a-z-]*").unwrap();
+    let mut shown = Vec::new();
+    for line in &synopsis {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words.first(), Some(&"mew"), "{line}");
+        let path: Vec<&str> = words[1..]
+            .iter()
+            .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+            .filter(|w| !w.starts_with('-'))
+            .copied()
+            .collect();
+        let help = help_of(&path);
+        // What follows `--` is the MCP server's command line, not mew's.
+        let own = line.split(" -- ").next().unwrap();
+        for f in flag.find_iter(own) {
+            assert!(
+                help.contains(&format!("{} ", f.as_str()))
+                    || help.contains(&format!("{}\n", f.as_str())),
+                "`{line}`: {} is not an option of `mew {}`",
+                f.as_str(),
+                path.join(" ")
+            );
+        }
+        shown.push(path.join(" "));
+    }
+    // Every command, and every `mew space`, `mew automation` and `mew tools` subcommand, is
+    // in the synopsis.
+    let top = commands_in(&help_of(&[]));
+    assert!(top.contains(&"space".to_owned()), "{top:?}");
+    for c in top {
+        let subs = commands_in(&help_of(&[&c]));
+        if subs.is_empty() || c == "gateway" {
+            assert!(
+                shown
+                    .iter()
+                    .any(|s| s == &c || s.starts_with(&format!("{c} "))),
+                "`mew {c}` is not in docs/cli.md's synopsis"
+            );
+        }
+        for sub in subs {
+            let full = format!("{c} {sub}");
+            assert!(
+                shown.contains(&full) || c == "gateway",
+                "`mew {full}` is not in docs/cli.md's synopsis"
+            );
+        }
+    }
 }
