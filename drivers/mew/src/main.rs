@@ -348,7 +348,7 @@ fn capcheck() -> i32 {
 /// SIGINT and SIGTERM, caught from the moment this is made: from then on neither ends the
 /// process by its default action (which would leave started processes and the run file
 /// behind, and make a calling `bash -c` give up as if interrupted itself).
-pub struct StopSignals {
+pub(crate) struct StopSignals {
     #[cfg(unix)]
     int: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
@@ -357,7 +357,7 @@ pub struct StopSignals {
 
 impl StopSignals {
     /// Starts catching them (inside a tokio runtime).
-    pub fn new() -> StopSignals {
+    pub(crate) fn new() -> StopSignals {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -371,7 +371,7 @@ impl StopSignals {
     }
 
     /// Resolves on the next SIGINT or SIGTERM.
-    pub async fn recv(&mut self) {
+    pub(crate) async fn recv(&mut self) {
         #[cfg(unix)]
         {
             async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
