@@ -486,7 +486,8 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
         say!("  web:   {link}");
     }
     let failed = report_not_joined(&procs, &not_joined, args.wait, &log_dir);
-    if !failed.is_empty() {
+    // The detached supervisor's caller says this on the terminal, where it is true.
+    if !failed.is_empty() && !args.supervisor {
         eprintln!(
             "mew: the rest of the space keeps running; Ctrl-C or `mew space down --space-dir {shown}` stops it"
         );
