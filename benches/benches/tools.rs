@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use std::hint::black_box;
 
 fn tools() -> ToolSet {
-    let v: Value = serde_yaml::from_str(
+    let v: Value = serde_norway::from_str(
         r#"
 name: Travel desk
 tools:

@@ -126,9 +126,102 @@ pub fn write_token_file(base: &Path, participant: &str, token: &str) -> io::Resu
     Ok(path)
 }
 
+/// Makes `dir` (and its missing parents) a folder of the user's alone: created 0700 on Unix,
+/// and an existing one narrowed to 0700. For a space's own folders whose files may hold a
+/// secret (logs of started processes and of the supervisor, the run file).
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    crate::logs::create_private_dir(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+        if mode != 0o700 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    Ok(())
+}
+
+/// Opens `path` for appending, creating it private to the user (0600 on Unix) and narrowing
+/// an existing file to 0600, in a [`private_dir`].
+pub fn open_private_append(path: &Path) -> io::Result<std::fs::File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        private_dir(dir)?;
+    }
+    let mut o = OpenOptions::new();
+    o.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    let f = o.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if f.metadata()?.permissions().mode() & 0o077 != 0 {
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(f)
+}
+
+/// Writes `text` to `path` whole (a reader never sees half of it: written beside it, then
+/// renamed), private to the user (0600 on Unix), in a [`private_dir`].
+pub fn write_private(path: &Path, text: &[u8]) -> io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        private_dir(dir)?;
+    }
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".tmp");
+    let tmp = path.with_file_name(name);
+    let mut o = OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    let mut f = o.open(&tmp)?;
+    f.write_all(text)?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn private_files_and_folders_are_the_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("mew-private-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        // Folders and files made earlier with looser modes are narrowed.
+        std::fs::create_dir_all(d.join("logs")).unwrap();
+        std::fs::set_permissions(d.join("logs"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(d.join("logs/space.log"), "old\n").unwrap();
+        std::fs::set_permissions(
+            d.join("logs/space.log"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let mut f = open_private_append(&d.join("logs/space.log")).unwrap();
+        f.write_all(b"new\n").unwrap();
+        assert_eq!(mode(&d.join("logs")), 0o700);
+        assert_eq!(mode(&d.join("logs/space.log")), 0o600);
+        assert_eq!(
+            std::fs::read_to_string(d.join("logs/space.log")).unwrap(),
+            "old\nnew\n"
+        );
+        write_private(&d.join("run/space.json"), b"{}").unwrap();
+        assert_eq!(mode(&d.join("run")), 0o700);
+        assert_eq!(mode(&d.join("run/space.json")), 0o600);
+        assert!(!d.join("run/space.json.tmp").exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
 
     fn tempdir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("mew-common-{name}-{}", std::process::id()));

@@ -619,10 +619,61 @@ pub async fn open_within<R: Runtime>(
             }),
             None => Err(retry(format!("cannot connect to {url}: {e}"))),
         },
+        Some(Err(WsError::Url(tungstenite::error::UrlError::UnsupportedUrlScheme))) => {
+            Err(OpenFailure {
+                reason: format!("cannot connect to {url}: {}", scheme_advice(url)),
+                fatal: true,
+            })
+        }
+        Some(Err(WsError::Http(resp))) if resp.status() == 404 => Err(OpenFailure {
+            reason: format!(
+                "cannot connect to {url}: {}",
+                not_found_advice(url, resp.body().as_deref())
+            ),
+            fatal: true,
+        }),
         Some(Err(e)) => Err(retry(format!("cannot connect to {url}: {e}"))),
         None => Err(retry(format!(
             "cannot connect to {url}: no answer within {within:?}"
         ))),
+    }
+}
+
+/// What to write instead of a gateway address with a scheme a WebSocket cannot use.
+fn scheme_advice(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let suggested = match scheme.to_ascii_lowercase().as_str() {
+        "https" => Some(format!("wss://{rest}")),
+        "http" => Some(format!("ws://{rest}")),
+        _ => None,
+    };
+    match suggested {
+        Some(s) => {
+            format!("a gateway is joined over WebSocket: use ws:// (or wss:// with TLS), e.g. {s}")
+        }
+        None => {
+            "a gateway is joined over WebSocket: its address begins with ws:// (or wss:// with TLS)"
+                .into()
+        }
+    }
+}
+
+/// Why a WebSocket upgrade was answered 404: the gateway's own answer names the space it
+/// does not serve; any other 404 comes from something that is not a gateway's WebSocket.
+fn not_found_advice(url: &str, body: Option<&[u8]>) -> String {
+    let answer: Option<Value> = body.and_then(|b| serde_json::from_slice(b).ok());
+    let space = url
+        .split_once("space=")
+        .map(|(_, s)| s.split('&').next().unwrap_or(s))
+        .unwrap_or_default();
+    if answer
+        .as_ref()
+        .is_some_and(|a| a["error"] == "unknown_space")
+    {
+        format!("the gateway there serves no space {space:?} (HTTP 404): check the space id")
+    } else {
+        "nothing there accepts a MEW WebSocket (HTTP 404): check the host and port of the gateway"
+            .into()
     }
 }
 
@@ -678,5 +729,21 @@ mod tests {
             reason: "bye".into(),
         };
         assert_eq!(close_reason(Some(&f)), "closed by gateway (1001): bye");
+    }
+
+    #[test]
+    fn wrong_schemes_and_404s_say_what_to_change() {
+        assert!(scheme_advice("http://h:1/ws?space=s").contains("e.g. ws://h:1/ws?space=s"));
+        assert!(scheme_advice("https://h/ws").contains("e.g. wss://h/ws"));
+        assert!(scheme_advice("ftp://h").contains("begins with ws://"));
+        let gw = br#"{"error":"unknown_space","message":"no space \"x\" here"}"#;
+        let m = not_found_advice("ws://h:1/ws?space=x&a=b", Some(gw));
+        assert!(
+            m.contains(r#"no space "x""#) && m.contains("space id"),
+            "{m}"
+        );
+        let m = not_found_advice("ws://h:1/ws?space=x", Some(b"<html>"));
+        assert!(m.contains("host and port"), "{m}");
+        assert!(not_found_advice("ws://h:1/", None).contains("host and port"));
     }
 }

@@ -23,15 +23,19 @@ use crate::Failure;
   mew audit --config .mew/space.yaml --kind mcp/request --event received
   # everything one participant sent or received in the last hour, as JSON lines
   mew audit --participant agent --since 1h --json
-  # refused capability checks
-  mew audit --decisions --event capability_check | grep denied")]
+  # refused capability checks of the space in ./my-space
+  mew audit --space-dir my-space --decisions --event capability_check | grep denied")]
 pub struct Args {
-    /// The log folder (default: found from --config, else .mew/logs or logs here).
-    #[arg(long, conflicts_with = "config")]
+    /// The log folder (default: found from --space-dir or --config, else .mew/logs or logs
+    /// here).
+    #[arg(long, conflicts_with_all = ["config", "space_dir"])]
     pub logs: Option<PathBuf>,
     /// The space's `space.yaml`, to find its log folder.
-    #[arg(long, alias = "space-config")]
+    #[arg(long, alias = "space-config", conflicts_with = "space_dir")]
     pub config: Option<PathBuf>,
+    /// The space's folder (as `mew space` takes it), to find its log folder.
+    #[arg(long)]
+    pub space_dir: Option<PathBuf>,
     /// Only records about this participant (sender, recipient, or the envelope's `from`).
     #[arg(long, short)]
     pub participant: Option<String>,
@@ -89,10 +93,16 @@ fn log_dir(args: &Args) -> PathBuf {
     if let Some(c) = &args.config {
         return SpaceLayout::for_config(c).log_dir;
     }
-    if Path::new(".mew/logs").is_dir() {
-        PathBuf::from(".mew/logs")
+    let dir = args.space_dir.as_deref().unwrap_or(Path::new(""));
+    for config in [dir.join(".mew/space.yaml"), dir.join("space.yaml")] {
+        if config.is_file() {
+            return SpaceLayout::for_config(&config).log_dir;
+        }
+    }
+    if dir.join(".mew/logs").is_dir() {
+        dir.join(".mew/logs")
     } else {
-        PathBuf::from("logs")
+        dir.join("logs")
     }
 }
 

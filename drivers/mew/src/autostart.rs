@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use mew_core::gateway::{ParticipantEntry, ParticipantType, RestartPolicy, substitute};
 use mew_core::supervise::{RestartVerdict, Supervision};
-use mew_driver_common::clock;
 use mew_driver_common::process::terminate_group;
+use mew_driver_common::{clock, exit};
 use mew_tokio::Tokio;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
@@ -67,6 +67,11 @@ pub struct Launch {
     /// This executable, to start the process through `mew guard` (stopped when the
     /// supervisor dies, even by SIGKILL).
     pub guard: Option<String>,
+    /// Exit codes after which the process is not started again whatever its policy: a
+    /// usage or configuration error (2) or an unreadable file (4) of `mew bridge` or
+    /// `mew agent` fails the same way every time. Empty for other programs, whose codes
+    /// mean what their authors chose.
+    pub final_codes: Vec<i32>,
 }
 
 /// The launches of every participant the space starts, in configuration order. `${NAME}`s
@@ -169,6 +174,12 @@ fn launch(
         restart: p.restart_policy,
         model_key: p.kind != ParticipantType::McpBridge,
         guard: cfg!(unix).then(|| own_exe.to_owned()),
+        final_codes: match p.kind {
+            ParticipantType::McpBridge | ParticipantType::Agent => {
+                vec![exit::USAGE, exit::UNREADABLE]
+            }
+            _ => Vec::new(),
+        },
     })
 }
 
@@ -205,6 +216,10 @@ pub struct ProcessInfo {
     pub started_at_ms: Option<u64>,
     /// How the last process ended, and its last log lines when it failed.
     pub last_exit: Option<String>,
+    /// Where the output of the current (or last) process begins in its log: what an
+    /// earlier run wrote before it is not this process's.
+    #[serde(default)]
+    pub log_offset: u64,
 }
 
 type States = std::sync::Arc<std::sync::Mutex<Vec<ProcessInfo>>>;
@@ -253,6 +268,7 @@ impl Supervisor {
                     restarts: 0,
                     started_at_ms: None,
                     last_exit: None,
+                    log_offset: 0,
                 })
                 .collect(),
         ));
@@ -315,6 +331,7 @@ async fn supervise(
     let mut supervision = Supervision::new(l.restart);
     let set = |f: &dyn Fn(&mut ProcessInfo)| update(&states, &changed, &l.id, f);
     loop {
+        let log_offset = std::fs::metadata(&log).map_or(0, |m| m.len());
         let mut child = match spawn(&l, &log) {
             Ok(c) => c,
             Err(e) => {
@@ -338,6 +355,7 @@ async fn supervise(
             p.pid = pid;
             p.restarts = total;
             p.started_at_ms = Some(now);
+            p.log_offset = log_offset;
         });
         let status = tokio::select! {
             s = child.wait() => s,
@@ -347,12 +365,26 @@ async fn supervise(
             }
         };
         let failed = !status.as_ref().is_ok_and(|s| s.success());
-        let status_text = match &status {
+        let code = status
+            .as_ref()
+            .ok()
+            .and_then(std::process::ExitStatus::code);
+        let settled = code.is_some_and(|c| l.final_codes.contains(&c));
+        let mut status_text = match &status {
             Ok(s) => s.to_string(),
             Err(e) => e.to_string(),
         };
-        let verdict = supervision.handle_exited(clock::now(), !failed);
-        let tail = last_lines(&log, 5);
+        let verdict = if settled {
+            status_text.push_str(if code == Some(exit::USAGE) {
+                " (a usage or configuration error: not restarted)"
+            } else {
+                " (a file it needs cannot be read: not restarted)"
+            });
+            RestartVerdict::Done
+        } else {
+            supervision.handle_exited(clock::now(), !failed)
+        };
+        let tail = log_tail_from(&log, log_offset, TAIL_LINES).join("\n");
         let ended = if failed {
             format!("{status_text}; last output:\n{tail}")
         } else {
@@ -429,29 +461,47 @@ fn spawn(l: &Launch, log: &Path) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
-/// The process's output log, appended to, private to the user running the space.
+/// The process's output log, appended to, private to the user running the space (it may
+/// hold what the process was given).
 fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut o = std::fs::OpenOptions::new();
-    o.create(true).append(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600);
-    }
-    o.open(path)
+    mew_driver_common::files::open_private_append(path)
 }
 
-/// The last `n` lines of a log, for saying why a process failed.
-fn last_lines(path: &Path, n: usize) -> String {
-    let text = std::fs::read(path).unwrap_or_default();
-    // Only the end matters; a long log is not read into lines whole.
-    let start = text.len().saturating_sub(8 * 1024);
-    let text = String::from_utf8_lossy(&text[start..]);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+/// Lines of a process's log shown when it fails.
+pub const TAIL_LINES: usize = 8;
+/// Characters of one such line shown at most.
+const TAIL_LINE_MAX: usize = 500;
+
+/// The last `n` non-blank lines written to a log at or after byte `from` (each cut to a
+/// readable length), for saying why a process failed; none when there is no log.
+pub fn log_tail_from(path: &Path, from: u64, n: usize) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    // Only the end matters; a long log is not read whole.
+    const END: u64 = 8 * 1024;
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut text = Vec::new();
+    if f.seek(SeekFrom::Start(len.saturating_sub(END).max(from)))
+        .is_err()
+        || f.take(END).read_to_end(&mut text).is_err()
+    {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let l = l.trim_end();
+            match l.char_indices().nth(TAIL_LINE_MAX) {
+                Some((at, _)) => format!("{}…", &l[..at]),
+                None => l.to_owned(),
+            }
+        })
+        .collect();
+    lines[lines.len().saturating_sub(n)..].to_vec()
 }
 
 /// SIGTERM to the child's process group, SIGKILL after the grace period.
@@ -568,6 +618,10 @@ participants:
         );
         assert!(files.env.contains(&("K".into(), "v".into())));
         assert!(!files.model_key && agent.model_key);
+        // A usage error or an unreadable file of mew's own programs is final; a local
+        // program's codes are its own.
+        assert_eq!(files.final_codes, vec![2, 4]);
+        assert!(agent.final_codes.is_empty());
         let helper = &l[2];
         assert_eq!(helper.program, "/bin/mew");
         assert_eq!(
@@ -575,6 +629,7 @@ participants:
             vec!["agent", "--config", "/space/.mew/agents/helper.yaml"]
         );
         assert!(helper.model_key);
+        assert_eq!(helper.final_codes, vec![2, 4]);
         assert!(helper.env.contains(&("MEW_MODEL".into(), "small".into())));
         assert!(
             helper

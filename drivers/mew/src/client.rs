@@ -95,7 +95,7 @@ pub async fn run(args: Args) -> Result<(), Failure> {
         if let Ok(Some(err)) = verdict {
             return Err(Failure::new(exit::RUNTIME, format!("refused: {err}")));
         }
-        println!("{id}");
+        say!("{id}");
         return Ok(());
     }
     // On a terminal, the full-screen interface; `--json` and pipes keep the line mode.
@@ -113,9 +113,9 @@ pub async fn run(args: Args) -> Result<(), Failure> {
             ev = events.recv() => match ev {
                 Some(Event::Message(env)) => {
                     if args.json {
-                        println!("{}", env.to_json());
+                        say!("{}", env.to_json());
                     } else {
-                        println!("{}", human(&env));
+                        say!("{}", human(&env));
                     }
                 }
                 Some(Event::Disconnected { reason }) => eprintln!("disconnected: {reason}"),

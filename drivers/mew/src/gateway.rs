@@ -161,12 +161,16 @@ impl Running {
 
     /// Serves until SIGINT or SIGTERM, reloading on every SIGHUP.
     pub async fn until_stopped(&self) {
+        self.until_stopped_with(crate::signal()).await;
+    }
+
+    /// Serves until `stop` resolves, reloading on every SIGHUP.
+    pub async fn until_stopped_with(&self, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
             if let Ok(mut hup) = signal(SignalKind::hangup()) {
-                let stop = crate::signal();
-                tokio::pin!(stop);
                 loop {
                     tokio::select! {
                         _ = &mut stop => return,
@@ -175,7 +179,7 @@ impl Running {
                 }
             }
         }
-        crate::signal().await;
+        stop.await;
     }
 
     /// Stops the processes, then the server (flushing its logs).
@@ -245,7 +249,7 @@ fn load_config(path: &Path) -> Result<SpaceConfig, Failure> {
     );
     for g in generated {
         match files::write_token_file(&base, &g.participant, &g.token) {
-            Ok(p) => println!("generated a token for {} in {}", g.participant, p.display()),
+            Ok(p) => say!("generated a token for {} in {}", g.participant, p.display()),
             Err(e) => {
                 return Err(Failure::new(
                     exit::RUNTIME,
@@ -272,7 +276,15 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     let _ = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
     let seed = clock::os_seed();
     let mut ids = IdGen::new(seed);
-    let (config, layout, default_space) = match &args.config {
+    // Started processes run in the space folder, not here: every path they get is absolute.
+    let config_path = match &args.config {
+        Some(path) => Some(
+            std::path::absolute(path)
+                .map_err(|e| Failure::new(exit::UNREADABLE, format!("{}: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let (config, layout, default_space) = match &config_path {
         Some(path) => {
             let config = load_config(path)?;
             // After the token files: as under the reference's `space up`, which writes them
@@ -361,7 +373,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
                 .map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
             let r = &restored.report;
             if r.restored() {
-                println!(
+                say!(
                     "state restored from {}: {} members, {} grants, {} envelopes of history ({} entries replayed{}{})",
                     dir.display(),
                     r.members,
@@ -381,6 +393,14 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         }
         _ => None,
     };
+    // The audit logs and the started processes' logs may hold secrets: their folder is the
+    // user's alone, even one made by an earlier version with a looser mode.
+    if !default_space
+        && layout.log_dir.is_dir()
+        && let Err(e) = files::private_dir(&layout.log_dir)
+    {
+        tracing::warn!("cannot make {} private: {e}", layout.log_dir.display());
+    }
     let addr = SocketAddr::new(args.bind, args.port);
     let options = ServerOptions {
         identity,
@@ -428,21 +448,21 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             }
         })?;
     let local = server.local_addr();
-    println!(
+    say!(
         "mew gateway: space {space:?} on {ws}://{local}/ws?space={space} (HTTP API on {http}://{local}, web page on {})",
         crate::web::link(&format!("{http}://{local}"), &space, None)
     );
     if default_space {
-        println!("embedded default space; tokens for this run:");
+        say!("embedded default space; tokens for this run:");
         for (id, token, caps) in &tokens {
-            println!("  {id:<8} token {token}  capabilities {caps}");
+            say!("  {id:<8} token {token}  capabilities {caps}");
         }
-        println!("join with: mew client --gateway {ws}://{local} --space {space} --token <token>");
+        say!("join with: mew client --gateway {ws}://{local} --space {space} --token <token>");
     }
     let handle = server.shutdown_handle();
     let reloader = server.reload_handle();
     if let Some(node) = &cluster {
-        println!(
+        say!(
             "cluster node {} (log restored to entry {})",
             args.node_id.as_deref().unwrap_or_default(),
             node.applied()
@@ -476,7 +496,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         space,
         processes,
         tls,
-        config_path: args.config.clone(),
+        config_path,
         reloader,
         handle,
         serve,

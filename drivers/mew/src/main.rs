@@ -16,6 +16,17 @@
 //! configuration error, 3 address in use, 4 unreadable file, 5 gateway unreachable or join
 //! refused.
 
+/// `println!` that never panics: a closed stdout (`mew ... | head -1`) ends the program
+/// quietly, as it ends any Unix tool (see [`say_line`]).
+macro_rules! say {
+    () => {
+        $crate::say_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::say_line(format_args!($($arg)*))
+    };
+}
+
 mod agent;
 mod audit;
 mod automation;
@@ -189,12 +200,34 @@ fn flush_telemetry() {
     telemetry::flush();
 }
 
+/// Writes one line to stdout. Rust ignores SIGPIPE, so a reader that went away (`| head -1`)
+/// shows as a write error, which `println!` turns into a panic: here it ends the program at
+/// once, quietly and successfully, as ripgrep and other Rust tools do (the output was
+/// wanted no further). Any other write error is reported in one line.
+pub fn say_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{args}").and_then(|()| out.flush()) {
+        stdout_failed(&e);
+    }
+}
+
+/// Ends the program after a failed write to stdout (see [`say_line`]).
+pub fn stdout_failed(e: &std::io::Error) -> ! {
+    flush_telemetry();
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(exit::OK);
+    }
+    eprintln!("mew: cannot write to stdout: {e}");
+    std::process::exit(exit::RUNTIME)
+}
+
 /// Prints what a synchronous command produced (or its failure, in one line) and exits.
 fn finish(r: Result<String, Failure>) -> ! {
     flush_telemetry();
     match r {
         Ok(out) => {
-            println!("{out}");
+            say!("{out}");
             std::process::exit(exit::OK)
         }
         Err(f) => {
@@ -302,12 +335,67 @@ fn capcheck() -> i32 {
         if line.trim().is_empty() {
             continue;
         }
-        if writeln!(out, "{}", mew_core::capability::check_line(&line)).is_err() {
-            return exit::RUNTIME;
+        if let Err(e) = writeln!(out, "{}", mew_core::capability::check_line(&line)) {
+            stdout_failed(&e);
         }
     }
-    let _ = out.flush();
+    if let Err(e) = out.flush() {
+        stdout_failed(&e);
+    }
     exit::OK
+}
+
+/// SIGINT and SIGTERM, caught from the moment this is made: from then on neither ends the
+/// process by its default action (which would leave started processes and the run file
+/// behind, and make a calling `bash -c` give up as if interrupted itself).
+pub(crate) struct StopSignals {
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    /// Starts catching them (inside a tokio runtime).
+    pub(crate) fn new() -> StopSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            StopSignals {
+                int: signal(SignalKind::interrupt()).ok(),
+                term: signal(SignalKind::terminate()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    /// Resolves on the next SIGINT or SIGTERM.
+    pub(crate) async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn next(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            if self.int.is_none() && self.term.is_none() {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+            tokio::select! {
+                _ = next(&mut self.int) => {},
+                _ = next(&mut self.term) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

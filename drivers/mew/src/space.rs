@@ -84,12 +84,18 @@ pub fn reset(args: ResetArgs) -> Result<String, Failure> {
                 "mew space reset asks for confirmation on a terminal; pass --yes to reset without one",
             ));
         }
-        print!(
+        let mut out = std::io::stdout().lock();
+        let asked = write!(
+            out,
             "This forgets everything the space was given at run time (grants, invitations, \
              history) kept in {}.\nReset? [y/N] ",
             state.display()
-        );
-        let _ = std::io::stdout().flush();
+        )
+        .and_then(|()| out.flush());
+        if let Err(e) = asked {
+            crate::stdout_failed(&e);
+        }
+        drop(out);
         let mut line = String::new();
         let _ = std::io::stdin().lock().read_line(&mut line);
         if !matches!(line.trim(), "y" | "Y" | "yes" | "YES") {
@@ -136,6 +142,9 @@ pub struct UpArgs {
     /// Log filter of the gateway.
     #[arg(long, default_value = "info")]
     log_level: String,
+    /// Run as the background supervisor of `--detach` (its output goes to its log).
+    #[arg(long, hide = true)]
+    supervisor: bool,
 }
 
 /// Options of `mew space status`.
@@ -182,6 +191,9 @@ pub struct RunFile {
     pub ready: bool,
     /// The supervised processes.
     pub processes: Vec<ProcessInfo>,
+    /// The processes that had not joined when the wait ended.
+    #[serde(default)]
+    pub not_joined: Vec<String>,
 }
 
 fn config_path(dir: &Path) -> Result<PathBuf, Failure> {
@@ -209,15 +221,9 @@ fn read_run(dir: &Path) -> Option<RunFile> {
 }
 
 fn write_run(dir: &Path, run: &RunFile) {
-    let path = run_path(dir);
-    if let Some(parent) = path.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    // Written whole then renamed, so a reader never sees half a file.
-    let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_string_pretty(run).unwrap_or_default();
-    if std::fs::write(&tmp, text).is_ok() {
-        let _ = std::fs::rename(&tmp, &path);
+    if let Err(e) = files::write_private(&run_path(dir), text.as_bytes()) {
+        tracing::warn!("cannot write {}: {e}", run_path(dir).display());
     }
 }
 
@@ -352,13 +358,14 @@ fn page_base(gateway: &str) -> String {
 
 /// Runs `mew space up` in the foreground (also the detached supervisor).
 pub async fn up(args: UpArgs) -> Result<(), Failure> {
+    // Caught before anything starts, so that Ctrl-C at any moment stops what was started
+    // and removes the run file, rather than ending this process by its default action.
+    let mut signals = crate::StopSignals::new();
     let dir = args.dir.space_dir.clone();
     let config = config_path(&dir)?;
     refuse_if_running(&dir)?;
     if args.detach {
-        return tokio::task::spawn_blocking(move || detach(&args, &config))
-            .await
-            .map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
+        return detach(&args, &config, &mut signals).await;
     }
     crate::init_logging(&args.log_level)?;
     let gw = crate::gateway::Args {
@@ -377,6 +384,7 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
     };
     let running = crate::gateway::start(&gw).await?;
     let port = running.local.port();
+    let log_dir = files::SpaceLayout::for_config(&config).log_dir;
     let base = RunFile {
         pid: std::process::id(),
         port,
@@ -385,16 +393,20 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
         started_at_ms: unix_ms(),
         ready: false,
         processes: running.processes.processes(),
+        not_joined: Vec::new(),
     };
     write_run(&dir, &base);
     let (mut changes, processes) = running.processes.watch();
-    let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let waited: std::sync::Arc<std::sync::Mutex<Option<Vec<String>>>> = Default::default();
     let keeper = {
-        let (dir, base, ready) = (dir.clone(), base.clone(), ready.clone());
+        let (dir, base, waited) = (dir.clone(), base.clone(), waited.clone());
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 let mut run = base.clone();
-                run.ready = ready.load(std::sync::atomic::Ordering::Relaxed);
+                if let Some(not_joined) = waited.lock().ok().and_then(|w| w.clone()) {
+                    run.ready = true;
+                    run.not_joined = not_joined;
+                }
                 run.processes = processes();
                 write_run(&dir, &run);
             }
@@ -404,65 +416,142 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
     let deadline = Instant::now() + Duration::from_secs(args.wait);
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let started = Instant::now();
-    loop {
+    let (procs, not_joined) = loop {
         let procs = running.processes.processes();
         // Asked inside the process: works whether or not the port speaks TLS.
         let on = running.online(token.as_deref()).await;
-        let waiting: Vec<&ProcessInfo> = procs
+        let not_joined: Vec<String> = procs
+            .iter()
+            .filter(|p| !on.contains(&p.id))
+            .map(|p| p.id.clone())
+            .collect();
+        let waiting: Vec<&str> = procs
             .iter()
             .filter(|p| {
-                !on.contains(&p.id)
+                not_joined.contains(&p.id)
                     && !matches!(p.state, ProcessState::Exited | ProcessState::Failed)
             })
+            .map(|p| p.id.as_str())
             .collect();
         if waiting.is_empty() || Instant::now() >= deadline {
-            if terminal {
-                eprint!("\r\x1b[K");
-            }
-            for p in &procs {
-                if matches!(p.state, ProcessState::Exited | ProcessState::Failed) {
-                    eprintln!(
-                        "mew: {} did not start: {}",
-                        p.id,
-                        p.last_exit.as_deref().unwrap_or("no reason known")
-                    );
-                }
-            }
-            for p in &waiting {
-                eprintln!("mew: {} has not joined after {}s", p.id, args.wait);
-            }
-            break;
+            break (procs, not_joined);
         }
         if terminal {
-            let names: Vec<&str> = waiting.iter().map(|p| p.id.as_str()).collect();
             eprint!(
                 "\r\x1b[Kwaiting for {} to join ({}s)",
-                names.join(", "),
+                waiting.join(", "),
                 started.elapsed().as_secs()
             );
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::select! {
+            () = signals.recv() => {
+                if terminal {
+                    eprint!("\r\x1b[K");
+                }
+                eprintln!(
+                    "mew: interrupted while waiting for {} to join; stopping the space",
+                    waiting.join(", ")
+                );
+                keeper.abort();
+                let _ = keeper.await;
+                let result = running.stop().await;
+                let _ = std::fs::remove_file(run_path(&dir));
+                return result;
+            }
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    };
+    if terminal {
+        eprint!("\r\x1b[K");
     }
-    ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Ok(mut w) = waited.lock() {
+        *w = Some(not_joined.clone());
+    }
     let mut run = base.clone();
     run.ready = true;
-    run.processes = running.processes.processes();
+    run.processes = procs.clone();
+    run.not_joined = not_joined.clone();
     write_run(&dir, &run);
-    let d = dir.display();
-    println!(
-        "space {:?} is up on {}://{}\n  join:  mew space connect --space-dir {d}\n  state: mew space status --space-dir {d}\n  reload space.yaml: mew space reload --space-dir {d}\n  stop:  Ctrl-C, or mew space down --space-dir {d}",
+    let shown = args.dir.space_dir.display();
+    say!(
+        "space {:?} is up on {}://{}\n  join:  mew space connect --space-dir {shown}\n  state: mew space status --space-dir {shown}\n  reload space.yaml: mew space reload --space-dir {shown}\n  stop:  Ctrl-C, or mew space down --space-dir {shown}",
         running.space,
         running.ws_scheme(),
         running.local
     );
-    if let Some(link) = human_link(&dir, &config, &base.gateway, &running.space) {
-        println!("  web:   {link}");
+    // The link carries the human's token: for the terminal only, never the supervisor's log.
+    if !args.supervisor
+        && let Some(link) = human_link(&dir, &config, &base.gateway, &running.space)
+    {
+        say!("  web:   {link}");
     }
-    running.until_stopped().await;
+    let failed = report_not_joined(&procs, &not_joined, args.wait, &log_dir);
+    // The detached supervisor's caller says this on the terminal, where it is true.
+    if !failed.is_empty() && !args.supervisor {
+        eprintln!(
+            "mew: the rest of the space keeps running; Ctrl-C or `mew space down --space-dir {shown}` stops it"
+        );
+    }
+    running.until_stopped_with(signals.recv()).await;
     keeper.abort();
+    let _ = keeper.await;
     let result = running.stop().await;
     let _ = std::fs::remove_file(run_path(&dir));
-    result
+    result?;
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::new(
+            exit::RUNTIME,
+            format!("{} did not join when the space started", failed.join(", ")),
+        ))
+    }
+}
+
+/// Says, on stderr, why each started participant in `not_joined` is not in the space, with
+/// the last lines of its log; returns their ids.
+fn report_not_joined(
+    procs: &[ProcessInfo],
+    not_joined: &[String],
+    wait: u64,
+    log_dir: &Path,
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    for p in procs.iter().filter(|p| not_joined.contains(&p.id)) {
+        eprintln!("mew: {}", not_joined_line(p, wait));
+        for line in crate::autostart::log_tail_from(
+            &log_dir.join(format!("{}.log", p.id)),
+            p.log_offset,
+            crate::autostart::TAIL_LINES,
+        ) {
+            eprintln!("  | {line}");
+        }
+        failed.push(p.id.clone());
+    }
+    failed
+}
+
+/// One line on why a started participant is not in the space.
+fn not_joined_line(p: &ProcessInfo, wait: u64) -> String {
+    // The first line of the last exit: its status (the log's lines are shown apart).
+    let ended = p
+        .last_exit
+        .as_deref()
+        .and_then(|e| e.lines().next())
+        .map(|e| e.trim_end_matches("; last output:").to_owned());
+    match (&p.state, ended) {
+        (ProcessState::Exited | ProcessState::Failed, Some(e)) => {
+            format!("{} did not start: {e}", p.id)
+        }
+        (ProcessState::Exited | ProcessState::Failed, None) => {
+            format!("{} did not start", p.id)
+        }
+        (ProcessState::Restarting, Some(e)) => format!(
+            "{} has not joined after {wait}s (restarting after {e}; restarts: {})",
+            p.id, p.restarts
+        ),
+        (_, _) => format!("{} has not joined after {wait}s (running)", p.id),
+    }
 }
 
 fn refuse_if_running(dir: &Path) -> Result<(), Failure> {
@@ -486,25 +575,26 @@ fn refuse_if_running(dir: &Path) -> Result<(), Failure> {
 }
 
 /// Starts the supervisor in the background and waits until it says the space is up.
-fn detach(args: &UpArgs, config: &Path) -> Result<(), Failure> {
+async fn detach(
+    args: &UpArgs,
+    config: &Path,
+    signals: &mut crate::StopSignals,
+) -> Result<(), Failure> {
     use std::os::unix::process::CommandExt;
     let dir = &args.dir.space_dir;
     let layout = files::SpaceLayout::for_config(config);
-    std::fs::create_dir_all(&layout.log_dir)
-        .map_err(|e| Failure::new(exit::RUNTIME, format!("{}: {e}", layout.log_dir.display())))?;
     let log_path = layout.log_dir.join("space.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
+    let log = files::open_private_append(&log_path)
         .map_err(|e| Failure::new(exit::RUNTIME, format!("{}: {e}", log_path.display())))?;
+    let log_from = log.metadata().map(|m| m.len()).unwrap_or(0);
     let err = log
         .try_clone()
         .map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
     let exe = std::env::current_exe().map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
     let mut child = std::process::Command::new(exe)
-        .args(["space", "up", "--space-dir"])
-        .arg(dir)
+        .args(["space", "up", "--supervisor", "--space-dir"])
+        // The supervisor starts in the same folder; absolute all the same.
+        .arg(std::path::absolute(dir).unwrap_or_else(|_| dir.clone()))
         .args(["--port", &args.port.to_string()])
         .args(["--wait", &args.wait.to_string()])
         .args(["--log-level", &args.log_level])
@@ -518,43 +608,44 @@ fn detach(args: &UpArgs, config: &Path) -> Result<(), Failure> {
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let started = Instant::now();
     let limit = Duration::from_secs(args.wait + 30);
+    let shown = dir.display();
     loop {
         if let Some(run) = read_run(dir).filter(|r| r.pid == child.id() && r.ready) {
             if terminal {
                 eprint!("\r\x1b[K");
             }
-            let failed: Vec<String> = run
-                .processes
-                .iter()
-                .filter(|p| matches!(p.state, ProcessState::Exited | ProcessState::Failed))
-                .map(|p| {
-                    format!(
-                        "{}: {}",
-                        p.id,
-                        p.last_exit.as_deref().unwrap_or("not running")
-                    )
-                })
-                .collect();
-            for f in &failed {
-                eprintln!("mew: did not start: {f}");
+            for w in log_warnings(&log_path, log_from) {
+                eprintln!("mew: warning: {w}");
             }
-            let d = dir.display();
-            println!(
-                "space {:?} is up on {} (supervisor pid {}, logs in {})\n  join:  mew space connect --space-dir {d}\n  state: mew space status --space-dir {d}\n  stop:  mew space down --space-dir {d}",
+            say!(
+                "space {:?} is up on {} (supervisor pid {}, logs in {})\n  join:  mew space connect --space-dir {shown}\n  state: mew space status --space-dir {shown}\n  stop:  mew space down --space-dir {shown}",
                 run.space,
                 run.gateway,
                 run.pid,
                 layout.log_dir.display()
             );
             if let Some(link) = human_link(dir, config, &run.gateway, &run.space) {
-                println!("  web:   {link}");
+                say!("  web:   {link}");
             }
-            return Ok(());
+            let failed =
+                report_not_joined(&run.processes, &run.not_joined, args.wait, &layout.log_dir);
+            if failed.is_empty() {
+                return Ok(());
+            }
+            return Err(Failure::new(
+                exit::RUNTIME,
+                format!(
+                    "{} did not join; the rest of the space is left running (supervisor pid {}): `mew space down --space-dir {shown}` stops it",
+                    failed.join(", "),
+                    run.pid
+                ),
+            ));
         }
         if let Ok(Some(status)) = child.try_wait() {
-            let tail = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let last: Vec<&str> = tail.lines().rev().take(5).collect();
-            let last: Vec<&str> = last.into_iter().rev().collect();
+            if terminal {
+                eprint!("\r\x1b[K");
+            }
+            let last = crate::autostart::log_tail_from(&log_path, log_from, 5);
             return Err(Failure::new(
                 exit::RUNTIME,
                 format!(
@@ -568,7 +659,7 @@ fn detach(args: &UpArgs, config: &Path) -> Result<(), Failure> {
             return Err(Failure::new(
                 exit::RUNTIME,
                 format!(
-                    "the space did not come up within {}s; see {}",
+                    "the space did not come up within {}s; it is left running: see {}, and `mew space down --space-dir {shown}` stops it",
                     limit.as_secs(),
                     log_path.display()
                 ),
@@ -589,8 +680,83 @@ fn detach(args: &UpArgs, config: &Path) -> Result<(), Failure> {
                 started.elapsed().as_secs()
             );
         }
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::select! {
+            () = signals.recv() => {
+                if terminal {
+                    eprint!("\r\x1b[K");
+                }
+                eprintln!("mew: interrupted; stopping the space");
+                stop_supervisor(&mut child).await;
+                let _ = std::fs::remove_file(run_path(dir));
+                return Ok(());
+            }
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
     }
+}
+
+/// Stops a supervisor this process started: SIGTERM (it stops what it started and removes
+/// its run file), SIGKILL after [`DOWN_GRACE`].
+async fn stop_supervisor(child: &mut std::process::Child) {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let _ = kill(pid, Signal::SIGTERM);
+    let end = Instant::now() + DOWN_GRACE;
+    while Instant::now() < end {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Most warnings of a start shown on the terminal.
+const MAX_WARNINGS: usize = 20;
+
+/// The warnings and errors the supervisor logged since byte `from` of its log (the
+/// configuration's near misses, unset variables, ...), each as one line without time and
+/// source; not those of started processes, which are reported with their own log.
+fn log_warnings(path: &Path, from: u64) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let mut text = Vec::new();
+    if f.seek(SeekFrom::Start(from)).is_err() || f.take(256 * 1024).read_to_end(&mut text).is_err()
+    {
+        return Vec::new();
+    }
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(warning_of)
+        .take(MAX_WARNINGS)
+        .collect()
+}
+
+/// The message of a log line at WARN or ERROR (text or JSON format), unless it comes from
+/// the supervision of started processes.
+fn warning_of(line: &str) -> Option<String> {
+    if line.starts_with('{') {
+        let v: Value = serde_json::from_str(line).ok()?;
+        let level = v["level"].as_str()?;
+        let target = v["target"].as_str().unwrap_or_default();
+        if !matches!(level, "WARN" | "ERROR") || target.ends_with("autostart") {
+            return None;
+        }
+        return v["fields"]["message"].as_str().map(str::to_owned);
+    }
+    let (_, rest) = line
+        .split_once(" WARN ")
+        .or_else(|| line.split_once(" ERROR "))?;
+    let rest = rest.trim_start();
+    let (target, message) = rest.split_once(": ")?;
+    if target.contains(' ') || target.ends_with("autostart") {
+        return None;
+    }
+    Some(message.to_owned())
 }
 
 /// Grace period between SIGTERM and SIGKILL of `mew space down`.
@@ -681,7 +847,7 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
     let Some(run) = run else {
         let msg = format!("no space is running in {}", dir.display());
         if args.json {
-            println!("{}", json!({"running": false, "participants": []}));
+            say!("{}", json!({"running": false, "participants": []}));
         }
         return Err(Failure::new(exit::RUNTIME, msg));
     };
@@ -722,7 +888,13 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
             h["connections"], h["participants_online"], h["history"], h["audit_dropped"]
         ));
         let r = &h["restored"];
-        if r.is_object() {
+        let fresh = r["snapshot_entry"].is_null() && r["entries_replayed"].as_u64() == Some(0);
+        if r.is_object() && fresh {
+            out.push_str(&format!(
+                "state: kept in {}; new at this start (nothing was saved before)\n",
+                r["dir"].as_str().unwrap_or_default()
+            ));
+        } else if r.is_object() {
             let mut line = format!(
                 "state: kept in {}; at start restored {} members, {} grants, {} envelopes of history ({} entries replayed",
                 r["dir"].as_str().unwrap_or_default(),
@@ -763,6 +935,25 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
                 .as_u64()
                 .map_or_else(dash, |n| format!("{n}s")),
         ));
+    }
+    // Why a process is not running, with the last lines of its output.
+    for p in &run.processes {
+        if matches!(p.state, ProcessState::Running | ProcessState::Starting) {
+            continue;
+        }
+        if let Some(ended) = &p.last_exit {
+            let state = serde_json::to_value(&p.state).unwrap_or_default();
+            let mut lines = ended.lines();
+            out.push_str(&format!(
+                "{} {}: {}\n",
+                p.id,
+                state.as_str().unwrap_or_default(),
+                lines.next().unwrap_or_default()
+            ));
+            for l in lines {
+                out.push_str(&format!("  | {l}\n"));
+            }
+        }
     }
     Ok(out.trim_end().to_owned())
 }

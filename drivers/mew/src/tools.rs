@@ -72,7 +72,7 @@ pub fn run(cmd: Command) -> Result<String, Failure> {
                 if problems.is_empty() {
                     return Ok(v.to_string());
                 }
-                println!("{v}");
+                say!("{v}");
                 return Err(Failure::new(
                     exit::USAGE,
                     format!("{shown}: {} problem(s)", problems.len()),
@@ -86,7 +86,7 @@ pub fn run(cmd: Command) -> Result<String, Failure> {
                 ));
             }
             for p in &problems {
-                println!("{shown}: {p}");
+                say!("{shown}: {p}");
             }
             Err(Failure::new(
                 exit::USAGE,

@@ -319,7 +319,7 @@ impl AgentFile {
         if text.trim().is_empty() {
             return Ok(AgentFile::default());
         }
-        serde_yaml::from_str(text).map_err(|e| AgentConfigError(vec![e.to_string()]))
+        serde_norway::from_str(text).map_err(|e| AgentConfigError(vec![e.to_string()]))
     }
 }
 

@@ -99,7 +99,15 @@ pub struct Bridge {
     status: status::Tracker,
     /// Whether the server ever became ready.
     was_ready: bool,
+    /// The last lines the current server process wrote to stderr, for the exit's reason.
+    stderr_tail: VecDeque<String>,
 }
+
+/// Lines of the server's stderr an exit's reason quotes at most (npm's errors, such as
+/// `E404` for a package name with a typo, take about eight).
+pub const STDERR_TAIL_LINES: usize = 8;
+/// Characters of one quoted stderr line at most.
+const STDERR_LINE_MAX: usize = 200;
 
 impl Bridge {
     /// A bridge that has not started; `seed` fixes every id and jitter its participant draws.
@@ -124,7 +132,33 @@ impl Bridge {
             exit_due: None,
             status: status::Tracker::default(),
             was_ready: false,
+            stderr_tail: VecDeque::new(),
         }
+    }
+
+    /// Remembers one line of the server's stderr (the last few are kept, each cut short).
+    fn keep_stderr(&mut self, line: &str) {
+        if self.stderr_tail.len() == STDERR_TAIL_LINES {
+            self.stderr_tail.pop_front();
+        }
+        let line = line.trim_end();
+        let kept = match line.char_indices().nth(STDERR_LINE_MAX) {
+            Some((at, _)) => format!("{}…", &line[..at]),
+            None => line.to_owned(),
+        };
+        self.stderr_tail.push_back(kept);
+    }
+
+    /// Why the bridge gives up, with what the server last wrote to stderr: the operator's
+    /// clue (npm's `E404` for a mistyped package). Only the exit says it: the space's
+    /// status and chat carry the failure without the server's own output, which may hold
+    /// what not every participant should read.
+    fn gave_up_reason(&self, reason: &str) -> String {
+        if self.stderr_tail.is_empty() {
+            return reason.to_owned();
+        }
+        let lines: Vec<&str> = self.stderr_tail.iter().map(String::as_str).collect();
+        format!("{reason}; its last stderr lines: {}", lines.join(" | "))
     }
 
     /// The participant (MEW side).
@@ -384,6 +418,10 @@ impl Bridge {
             }
             other => other,
         };
+        if matches!(e, McpEvent::Restarting { .. }) {
+            // What the next process writes is what a later failure quotes.
+            self.stderr_tail.clear();
+        }
         match &e {
             McpEvent::Ready(_) => {
                 self.was_ready = true;
@@ -391,6 +429,7 @@ impl Bridge {
                 self.release_waiting(now);
             }
             McpEvent::ToolsChanged(_) => self.sync_tools(),
+            McpEvent::Stderr(line) => self.keep_stderr(&line.clone()),
             McpEvent::Restarting { .. } if self.lifecycle == Lifecycle::Running => {
                 self.status.restarts += 1
             }
@@ -402,7 +441,8 @@ impl Bridge {
                     // Retrying a command that never worked only delays the diagnosis.
                     self.fail_waiting(now, err);
                     self.report_gave_up(now, &err.to_string());
-                    self.begin_exit(now, Exit::ServerGaveUp(err.to_string()), None);
+                    let reason = self.gave_up_reason(&err.to_string());
+                    self.begin_exit(now, Exit::ServerGaveUp(reason), None);
                 }
             }
             McpEvent::GaveUp { reason } if self.lifecycle != Lifecycle::Running => {
@@ -412,7 +452,8 @@ impl Bridge {
                 self.status.last_error = Some(reason.to_string());
                 self.fail_waiting(now, reason);
                 self.report_gave_up(now, &reason.to_string());
-                self.begin_exit(now, Exit::ServerGaveUp(reason.to_string()), None);
+                let reason = self.gave_up_reason(&reason.to_string());
+                self.begin_exit(now, Exit::ServerGaveUp(reason), None);
             }
             McpEvent::Stopped(_) => self.finish_exit(now),
             _ => {}

@@ -418,6 +418,71 @@ fn a_first_start_without_an_initialize_answer_times_out_and_stops_the_process() 
 }
 
 #[test]
+fn a_server_that_dies_at_start_is_quoted_from_its_last_stderr_lines_in_the_exit_only() {
+    let mut h = Harness::new(3);
+    h.join();
+    h.b.handle_server_spawned(h.now);
+    // npm's answer to a package name with a typo, with more lines than are quoted.
+    let mut npm = String::new();
+    for i in 0..10 {
+        npm.push_str(&format!("npm error line {i}\n"));
+    }
+    npm.push_str("npm error code E404\n\n");
+    npm.push_str(&format!("npm error {}\n", "x".repeat(1000)));
+    h.b.handle_server_stderr(h.now, npm.as_bytes());
+    h.b.handle_server_exited(h.now, ExitStatus::code(1));
+    h.drain();
+    let [Exit::ServerGaveUp(reason)] = &h.exits[..] else {
+        panic!("{:?}", h.exits);
+    };
+    assert!(
+        reason.starts_with("MCP server exited (exit code 1) before completing"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("its last stderr lines: npm error line 4 | "),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("npm error code E404 | npm error xxx"),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("line 3"),
+        "at most {STDERR_TAIL_LINES} lines: {reason}"
+    );
+    // Each line is cut: the reason stays a readable size.
+    assert!(reason.len() < 2_000, "{}", reason.len());
+    assert!(reason.ends_with('…'), "{reason}");
+    // The space hears of the failure, not the server's own output.
+    for e in &h.sent {
+        assert!(!e.to_string().contains("E404"), "{e}");
+    }
+}
+
+#[test]
+fn stderr_of_an_earlier_process_is_not_quoted_for_a_later_one() {
+    let mut h = Harness::new(1);
+    h.join();
+    h.server_up();
+    h.b.handle_server_stderr(h.now, b"first process: all fine\n");
+    h.b.handle_server_exited(h.now, ExitStatus::code(1));
+    h.drain();
+    h.advance(Duration::from_millis(100));
+    h.b.handle_server_spawned(h.now);
+    h.b.handle_server_stderr(h.now, b"second process: disk full\n");
+    h.b.handle_server_exited(h.now, ExitStatus::code(1));
+    h.drain();
+    let [Exit::ServerGaveUp(reason)] = &h.exits[..] else {
+        panic!("{:?}", h.exits);
+    };
+    assert!(
+        reason.ends_with("its last stderr lines: second process: disk full"),
+        "{reason}"
+    );
+}
+
+#[test]
 fn crashes_after_the_last_restart_report_to_the_space_and_exit_with_an_error() {
     let mut h = Harness::new(1);
     h.join();

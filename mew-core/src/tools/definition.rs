@@ -299,7 +299,7 @@ mod tests {
     use super::*;
 
     fn load(yaml: &str) -> Result<ToolSet, Vec<String>> {
-        let v: Value = serde_yaml::from_str(yaml).unwrap();
+        let v: Value = serde_norway::from_str(yaml).unwrap();
         ToolSet::load(&v).map_err(|p| p.iter().map(ToString::to_string).collect())
     }
 

@@ -5,11 +5,11 @@
 use super::*;
 use crate::capability::{Capability, CapabilitySet};
 use serde_json::Value;
-use serde_yaml::Value as Yaml;
+use serde_norway::Value as Yaml;
 
 /// [`SpaceConfig::from_yaml`].
 pub(super) fn from_yaml(text: &str) -> Result<SpaceConfig, ConfigErrors> {
-    let root: Yaml = serde_yaml::from_str(text).map_err(|e| {
+    let root: Yaml = serde_norway::from_str(text).map_err(|e| {
         ConfigErrors(vec![ConfigError {
             location: e
                 .location()
@@ -107,11 +107,11 @@ fn type_name(v: &Yaml) -> &'static str {
 
 impl Cx {
     /// Records every key of `m` not in `known` as ignored.
-    fn unknown_keys(&mut self, m: &serde_yaml::Mapping, known: &[&'static str], loc: &str) {
+    fn unknown_keys(&mut self, m: &serde_norway::Mapping, known: &[&'static str], loc: &str) {
         for k in m.keys() {
             let key = match k {
                 Yaml::String(s) => s.clone(),
-                other => serde_yaml::to_string(other)
+                other => serde_norway::to_string(other)
                     .map(|s| s.trim().to_owned())
                     .unwrap_or_default(),
             };
@@ -135,7 +135,7 @@ impl Cx {
         });
     }
 
-    fn map<'a>(&mut self, v: &'a Yaml, loc: &str) -> Option<&'a serde_yaml::Mapping> {
+    fn map<'a>(&mut self, v: &'a Yaml, loc: &str) -> Option<&'a serde_norway::Mapping> {
         match v {
             Yaml::Mapping(m) => Some(m),
             Yaml::Null => None,

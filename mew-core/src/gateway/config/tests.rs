@@ -291,3 +291,33 @@ fn configured_ids_follow_the_id_rule() {
         SpaceConfig::from_yaml("space: s\nparticipants:\n  agent-1: {}\n  agent-2: {}").is_ok()
     );
 }
+
+#[test]
+fn yaml_that_does_not_parse_is_reported_with_its_line_and_column() {
+    // A tab where YAML wants spaces, on line 4; a key given twice (named where its mapping
+    // begins, on line 4).
+    let errs =
+        SpaceConfig::from_yaml("space: {id: s}\nparticipants:\n  a:\n\ttokens: [t]\n").unwrap_err();
+    assert_eq!(errs.0.len(), 1, "{errs}");
+    assert_eq!(errs.0[0].location, "line 4 column 1", "{errs}");
+    assert!(errs.0[0].message.starts_with("invalid YAML: "), "{errs}");
+    let errs = SpaceConfig::from_yaml(
+        "space: {id: s}\nparticipants:\n  a:\n    tokens: [t]\n    tokens: [u]\n",
+    )
+    .unwrap_err();
+    assert_eq!(errs.0[0].location, "line 4 column 5", "{errs}");
+    assert!(
+        errs.0[0]
+            .message
+            .contains("duplicate entry with key \"tokens\""),
+        "{errs}"
+    );
+    let errs = SpaceConfig::from_yaml("participants: [unclosed\n").unwrap_err();
+    assert!(errs.0[0].location.starts_with("line 2 column"), "{errs}");
+}
+
+#[test]
+fn agent_configuration_yaml_errors_name_their_line() {
+    let e = crate::agent::AgentFile::from_yaml("model: m\n  bad: indent\n").unwrap_err();
+    assert!(e.to_string().contains("line 2 column"), "{e}");
+}
