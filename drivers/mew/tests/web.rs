@@ -555,7 +555,8 @@ async fn without_a_token_the_page_shows_the_login_form_and_nothing_of_the_space(
         .unwrap();
     wait_text(c, "#messages", "before logging out").await;
 
-    // Log out: the token is forgotten and the space leaves the page; in again, a fresh view.
+    // Log out: the token is forgotten and the space leaves the page; in again, a fresh view
+    // that starts with what the gateway kept of the space.
     by_role(c, "button", "Log out").await.click().await.unwrap();
     by_role(c, "button", "Log in").await;
     let stored = c
@@ -581,7 +582,11 @@ async fn without_a_token_the_page_shows_the_login_form_and_nothing_of_the_space(
         .await
         .unwrap();
     let text = wait_text(c, "#messages", "after logging in again").await;
-    assert!(!text.contains("before logging out"), "{text}");
+    // What was said before comes back as the space's history, once, before now.
+    let at = |t: &str| text.find(t).unwrap_or_else(|| panic!("{t} not in {text}"));
+    assert!(at("earlier in the space") < at("before logging out"), "{text}");
+    assert!(at("before logging out") < at("after logging in again"), "{text}");
+    assert_eq!(text.matches("before logging out").count(), 1, "{text}");
     c.clone().close().await.unwrap();
 }
 
