@@ -156,7 +156,7 @@ impl Gateway {
     /// What a member sent, to its connections but the one it came on (under `addressed`
     /// delivery, which does not echo a sender: its other screens must still see it).
     #[cold]
-    fn to_other_screens(&mut self, now: Time, member: usize, frame: &Bytes, id: Option<&str>) {
+    fn echo_to_other_screens(&mut self, now: Time, member: usize, frame: &Bytes, id: Option<&str>) {
         // Only a connection's envelope: a `POST` is not echoed, as before.
         let Some(from) = self.from_conn else {
             return;
@@ -231,7 +231,7 @@ impl Gateway {
                     }
                 }
                 Recipient::Many { member } if Some(member) == except => {
-                    self.to_other_screens(now, member, frame, id);
+                    self.echo_to_other_screens(now, member, frame, id);
                 }
                 Recipient::Virtual { member } if Some(member) == except => {}
                 _ => self.deliver_one(now, r, frame, id),
@@ -309,7 +309,7 @@ impl Gateway {
                 self.history.push(now, frame.clone(), Seen::Only(seen));
                 if self.members.get(sender).conns.as_slice().len() > 1 && !targets.contains(&sender)
                 {
-                    self.to_other_screens(now, sender, frame, id);
+                    self.echo_to_other_screens(now, sender, frame, id);
                 }
                 for t in targets {
                     if let Some(r) = Recipient::of(t, self.members.get(t)) {
