@@ -46,11 +46,11 @@ fn filesystem_script() -> String {
         .into_owned()
 }
 
-/// A gateway for space `web`: human (everything), agent (may propose and withdraw), and `fs`
+/// A gateway for space `web`: human (everything; a person, at several screens), agent (may propose and withdraw), and `fs`
 /// (a filesystem bridge over `root`) when `with_fs`.
 fn gateway(dir: &Path, root: Option<&Path>) -> MewGateway {
     let mut yaml = format!(
-        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n  reviewer: {{tokens: [reviewer-token], capabilities: [{{kind: \"*\"}}]}}\n  agent:\n    tokens: [agent-token]\n    capabilities: [{{kind: mcp/proposal}}, {{kind: mcp/withdraw}}, {{kind: chat}}, {{kind: capability/grant-ack}}, {{kind: \"reasoning/*\"}}]\n"
+        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], person: true, capabilities: [{{kind: \"*\"}}]}}\n  reviewer: {{tokens: [reviewer-token], capabilities: [{{kind: \"*\"}}]}}\n  agent:\n    tokens: [agent-token]\n    capabilities: [{{kind: mcp/proposal}}, {{kind: mcp/withdraw}}, {{kind: chat}}, {{kind: capability/grant-ack}}, {{kind: \"reasoning/*\"}}]\n"
     );
     if let Some(root) = root {
         yaml.push_str(&format!(
@@ -555,7 +555,8 @@ async fn without_a_token_the_page_shows_the_login_form_and_nothing_of_the_space(
         .unwrap();
     wait_text(c, "#messages", "before logging out").await;
 
-    // Log out: the token is forgotten and the space leaves the page; in again, a fresh view.
+    // Log out: the token is forgotten and the space leaves the page; in again, a fresh view
+    // that starts with what the gateway kept of the space.
     by_role(c, "button", "Log out").await.click().await.unwrap();
     by_role(c, "button", "Log in").await;
     let stored = c
@@ -581,7 +582,17 @@ async fn without_a_token_the_page_shows_the_login_form_and_nothing_of_the_space(
         .await
         .unwrap();
     let text = wait_text(c, "#messages", "after logging in again").await;
-    assert!(!text.contains("before logging out"), "{text}");
+    // What was said before comes back as the space's history, once, before now.
+    let at = |t: &str| text.find(t).unwrap_or_else(|| panic!("{t} not in {text}"));
+    assert!(
+        at("earlier in the space") < at("before logging out"),
+        "{text}"
+    );
+    assert!(
+        at("before logging out") < at("after logging in again"),
+        "{text}"
+    );
+    assert_eq!(text.matches("before logging out").count(), 1, "{text}");
     c.clone().close().await.unwrap();
 }
 
@@ -681,6 +692,13 @@ async fn a_person_reviews_proposals_in_the_browser() {
     by_role(c, "button", "Approve").await.click().await.unwrap();
     wait_dialog(c, false).await;
     wait_text(c, "#messages", "fs answers: Successfully wrote").await;
+    // The record says what was approved, with the arguments it ran with.
+    wait_text(
+        c,
+        "#messages",
+        "proposal approved by human: agent's tools/call write_file on fs: {\"content\":\"approved in the browser\"",
+    )
+    .await;
     let end = Instant::now() + WAIT;
     while std::fs::read_to_string(&approved).ok().as_deref() != Some("approved in the browser") {
         assert!(Instant::now() < end, "the file was not written");
@@ -782,6 +800,30 @@ async fn a_person_reviews_proposals_in_the_browser() {
     wait_dialog(c, false).await;
     wait_text(c, "#messages", "proposal rejected by reviewer: seen to").await;
     by_role(c, "button", "No proposals waiting").await;
+
+    // Rejected by the same person at another screen (a terminal): this one stays joined,
+    // and its dialog closes.
+    let mut terminal = Agent::join_as(&gw.addr, "human");
+    let p6 = agent.propose(
+        "write_file",
+        json!({"path": root.join("t.txt"), "content": "t"}),
+    );
+    wait_dialog(c, true).await;
+    terminal.wait(|e| e["kind"] == "mcp/proposal" && e["id"] == p6.as_str());
+    terminal.send(
+        "mcp/reject",
+        &["agent"],
+        Some(&p6),
+        json!({"reason": "done at the terminal"}),
+    );
+    wait_dialog(c, false).await;
+    wait_text(
+        c,
+        "#messages",
+        "proposal rejected by human: done at the terminal (agent's tools/call write_file on fs)",
+    )
+    .await;
+    wait_text(c, "#status", "joined as human").await;
 
     // Several waiting, by keyboard alone: counted, deferred with Esc, back with r, rejected
     // with n + reason + Enter, approved with y.

@@ -232,6 +232,14 @@ function connect(sp, token, id) {
       refusal = `${env.payload?.error ?? "refused"}: ${env.payload?.message ?? ""}`;
       return;
     }
+    if (held && env.kind !== "system/welcome") {
+      // The history is on its way: this comes after it.
+      if (held.length < MAX_HELD) {
+        held.push(env);
+        return;
+      }
+      flushHeld();
+    }
     if (env.kind === "system/welcome") {
       joined = true;
       attempts = 0;
@@ -241,6 +249,7 @@ function connect(sp, token, id) {
       document.title = `MEW: ${space}`;
     }
     onEnvelope(env);
+    if (env.kind === "system/welcome") fetchHistory(token);
   });
   sock.addEventListener("close", (e) => {
     if (sock !== ws) return;
@@ -265,9 +274,51 @@ function connect(sp, token, id) {
 
 // ---- envelopes -------------------------------------------------------------------------
 
+/** Envelopes held at most while the history is fetched (beyond, shown at once). */
+const MAX_HELD = 4096;
+/** Envelopes that arrived while the history was fetched, or null when not fetching. */
+/** @type {M.Envelope[] | null} */
+let held = null;
+
+/** Shows what was held while the history was fetched. */
+function flushHeld() {
+  const list = held ?? [];
+  held = null;
+  for (const env of list) onEnvelope(env);
+}
+
+/**
+ * Fetches what the gateway kept of the space (since the last envelope seen, after a
+ * rejoin), so that a reviewer sees what led to a proposal: `GET /participants/{id}/messages`
+ * of the gateway that serves this page, with the participant's token.
+ * @param {string} token
+ */
+async function fetchHistory(token) {
+  if (held) return;
+  held = [];
+  const since = state.lastSeen ? `?since=${encodeURIComponent(state.lastSeen)}` : "";
+  /** @type {M.Envelope[] | string} */
+  let history;
+  try {
+    const r = await fetch(`/participants/${encodeURIComponent(state.me)}/messages${since}`, {
+      headers: { Authorization: `Bearer ${token}` },
+      cache: "no-store",
+    });
+    const body = r.ok ? await r.json() : null;
+    history = Array.isArray(body) ? body : `the gateway answered ${r.status}`;
+  } catch (e) {
+    history = e instanceof Error ? e.message : String(e);
+  }
+  if (M.applyHistory(state, history) > 0) scheduleSuggest();
+  flushHeld();
+  if (state.pending.length > 0 && !ui.dialog.open) openReview();
+  scheduleDraw();
+}
+
 /** @param {M.Envelope} env */
 function onEnvelope(env) {
   if (applied.delete(env.id)) return;
+  if (M.seenBefore(state, env)) return;
   const out = M.apply(state, env);
   if (env.kind === "system/welcome") discover([...state.members.keys()]);
   if (env.kind === "system/presence" && env.payload?.event === "join") discover([env.payload?.participant?.id]);

@@ -17,6 +17,10 @@ export const MAX_PENDING = 256;
 export const MAX_OBSERVED = 5000;
 /** Approvals of one call shape before a grant is suggested (as in the terminal). */
 export const SUGGEST_AFTER = 3;
+/** Proposals remembered, so that what becomes of one is told with what it was. */
+export const MAX_PROPOSALS = 4 * MAX_PENDING;
+/** Envelope ids remembered, so that the history fetched after a join repeats none. */
+export const MAX_SEEN = 4096;
 
 /**
  * MCP methods a client sends to learn what a peer offers: hidden unless asked for. The same
@@ -60,6 +64,9 @@ export function isListing(result) {
  *   streams: Map<string, string>,
  *   observed: Envelope[],
  *   discoveryRequests: Set<string>,
+ *   proposals: Map<string, Proposal>,
+ *   seen: Set<string>,
+ *   lastSeen: string,
  *   status: string,
  * }} State
  */
@@ -80,6 +87,9 @@ export function newState(me) {
     streams: new Map(),
     observed: [],
     discoveryRequests: new Set(),
+    proposals: new Map(),
+    seen: new Set(),
+    lastSeen: "",
     status: "connecting…",
   };
 }
@@ -143,13 +153,14 @@ export function describe(p) {
 }
 
 /**
- * A capability pattern in a few words (`mcp/request write_file`).
+ * A capability as the page shows it: its kind, and its payload pattern as compact JSON (keys
+ * sorted) when it has one, as the terminal shows it: an `mcp/request` limited to
+ * `tools/list` must not read as "may call anything".
  * @param {any} c
  */
-function capLabel(c) {
-  const kind = typeof c?.kind === "string" ? c.kind : "?";
-  const tool = c?.payload?.params?.name;
-  return typeof tool === "string" ? `${kind} ${tool}` : kind;
+export function capLabel(c) {
+  const kind = typeof c?.kind === "string" ? c.kind : canonical(c?.kind ?? null);
+  return c?.payload === undefined || c?.payload === null ? kind : `${kind} ${canonical(c.payload)}`;
 }
 
 /**
@@ -232,14 +243,77 @@ export function isDiscovery(method) {
 }
 
 /**
- * Applies an envelope seen in the space. Returns what the page must do beyond redrawing:
- * `settled` lists proposals closed by someone else (their dialogs close), `decided` is true
- * when a proposal was fulfilled or rejected (suggestions may change).
+ * Whether this envelope was applied already (the history repeats what arrived live).
  * @param {State} s
  * @param {Envelope} env
+ */
+export function seenBefore(s, env) {
+  return typeof env.id === "string" && s.seen.has(env.id);
+}
+
+/**
+ * Applies the recent history the gateway keeps (`GET /participants/{id}/messages`, oldest
+ * first), or says why there is none. Envelopes already applied are skipped; joins and leaves
+ * of the past are told, not applied (the welcome says who is here now). Returns how many
+ * were applied.
+ * @param {State} s
+ * @param {Envelope[] | string} history  the envelopes, or why they could not be had
+ */
+export function applyHistory(s, history) {
+  if (typeof history === "string") {
+    note(s, `no history: ${history}`);
+    return 0;
+  }
+  const fresh = history.filter((e) => e && typeof e === "object" && e.kind !== "system/welcome" && !seenBefore(s, e));
+  if (fresh.length === 0) return 0;
+  note(s, `earlier in the space (${fresh.length}):`);
+  for (const e of fresh) apply(s, e, true);
+  note(s, "now:");
+  return fresh.length;
+}
+
+/**
+ * What became of a proposal, told with what it was: approved (with the arguments the
+ * fulfilling request ran with), rejected or withdrawn (with the reason).
+ * @param {State} s
+ * @param {string} kind
+ * @param {string} from
+ * @param {Proposal} p
+ * @param {any} payload  the deciding envelope's payload
+ */
+function decided(s, kind, from, p, payload) {
+  const whose = p.from === from ? "its" : `${p.from}'s`;
+  if (kind === "mcp/request") {
+    const args = payload.params?.arguments;
+    const shown = args === undefined || args === null ? "" : `: ${short(canonical(args), 400)}`;
+    push(s, { type: "decision", from, text: `proposal approved by ${from}: ${whose} ${describe(p)}${shown}` });
+    return;
+  }
+  const how = kind === "mcp/reject" ? "rejected" : "withdrawn";
+  const why = typeof payload.reason === "string" ? `: ${short(payload.reason, 200)}` : "";
+  note(s, `proposal ${how} by ${from}${why} (${whose} ${describe(p)})`);
+}
+
+/**
+ * Applies an envelope seen in the space (`past`: one of the history). Returns what the page
+ * must do beyond redrawing: `settled` lists proposals closed by someone else (their dialogs
+ * close), `decided` is true when a proposal was fulfilled or rejected (suggestions may
+ * change).
+ * @param {State} s
+ * @param {Envelope} env
+ * @param {boolean} [past]
  * @returns {{settled: string[], decided: boolean, proposal: (Proposal|null)}}
  */
-export function apply(s, env) {
+export function apply(s, env, past = false) {
+  if (typeof env.id === "string") {
+    s.seen.add(env.id);
+    // A welcome on a socket is not kept in the gateway's history: no place to resume from.
+    if (env.kind !== "system/welcome") s.lastSeen = env.id;
+    if (s.seen.size > MAX_SEEN) {
+      const first = s.seen.values().next().value;
+      if (first !== undefined) s.seen.delete(first);
+    }
+  }
   const kind = typeof env.kind === "string" ? env.kind : "";
   const from = typeof env.from === "string" ? env.from : "?";
   const id = typeof env.id === "string" ? env.id : "";
@@ -264,6 +338,11 @@ export function apply(s, env) {
       break;
     }
     case "system/presence": {
+      if (past) {
+        const who = payload.participant?.id;
+        if (typeof who === "string") note(s, `${who} ${payload.event === "leave" ? "left" : "joined"}`);
+        break;
+      }
       if (payload.event === "batch") {
         // A crowded space's joins and leaves, gathered: one line for all of them.
         const changes = Array.isArray(payload.changes) ? payload.changes : [];
@@ -290,6 +369,11 @@ export function apply(s, env) {
       const to = Array.isArray(env.to) ? env.to.filter((x) => typeof x === "string") : [];
       /** @type {Proposal} */
       const p = { id, from, to, payload };
+      s.proposals.set(id, p);
+      if (s.proposals.size > MAX_PROPOSALS) {
+        const first = s.proposals.keys().next().value;
+        if (first !== undefined) s.proposals.delete(first);
+      }
       push(s, { type: "proposal", from, text: `${from} proposes ${describe(p)}` });
       if (from !== s.me) {
         s.pending.push(p);
@@ -308,11 +392,13 @@ export function apply(s, env) {
       }
       const before = s.pending.length;
       s.pending = s.pending.filter((p) => !ids.includes(p.id));
-      if (s.pending.length < before) {
-        out.settled = ids;
-        const how = kind === "mcp/withdraw" ? "withdrawn" : kind === "mcp/reject" ? "rejected" : "fulfilled";
-        const why = kind !== "mcp/request" && typeof payload.reason === "string" ? `: ${payload.reason}` : "";
-        note(s, `proposal ${how} by ${from}${why}`);
+      if (s.pending.length < before) out.settled = ids;
+      const known = ids.map((c) => s.proposals.get(c)).find((p) => p !== undefined);
+      if (known) {
+        // Whoever decided (this page, another screen of the same person, someone else).
+        decided(s, kind, from, known, payload);
+      } else if (out.settled.length > 0) {
+        note(s, `proposal settled by ${from}`);
       } else if (kind === "mcp/request") {
         // A request that fulfils a proposal was asked for by a person: never chatter.
         const discovery = isDiscovery(payload.method) && ids.length === 0;

@@ -85,7 +85,12 @@ test("proposals of others wait for review until settled anywhere", () => {
   assert.deepEqual(f.settled, ["p2"]);
   assert.equal(f.decided, true);
   assert.equal(s.pending.length, 0);
-  assert.match(s.items.map((i) => i.text).join("\n"), /proposal withdrawn by agent: no\n.*proposal fulfilled by other/s);
+  const texts = s.items.map((i) => i.text);
+  assert.ok(texts.includes("proposal withdrawn by agent: no (its tools/call write_file on fs)"), texts.join("\n"));
+  assert.ok(
+    texts.includes('proposal approved by other: agent\'s tools/call write_file on fs: {"content":"x","path":"/a"}'),
+    texts.join("\n"),
+  );
 });
 
 test("discovery is marked, with its answers, and hidden by the page unless asked", () => {
@@ -132,4 +137,61 @@ test("the message list is bounded", () => {
   for (let i = 0; i < M.MAX_ITEMS + 10; i++) M.apply(s, { kind: "chat", from: "a", payload: { text: String(i) } });
   assert.equal(s.items.length, M.MAX_ITEMS);
   assert.equal(s.items[0].text, "10");
+});
+
+test("capabilities show their payload patterns", () => {
+  const s = M.newState("");
+  M.apply(s, {
+    kind: "system/welcome",
+    payload: {
+      you: { id: "human", capabilities: [{ kind: "*" }] },
+      participants: [{ id: "agent", capabilities: [{ kind: "chat" }, { kind: "mcp/request", payload: { method: "tools/list" } }] }],
+    },
+  });
+  assert.deepEqual(s.members.get("agent")?.capabilities, ["chat", 'mcp/request {"method":"tools/list"}']);
+  // The same text as the terminal's panel (keys sorted).
+  assert.equal(
+    M.capLabel({ kind: "mcp/request", payload: { params: { name: "read_*" }, method: "tools/call" } }),
+    'mcp/request {"method":"tools/call","params":{"name":"read_*"}}',
+  );
+});
+
+test("this page's own approval is recorded as an approval of the proposal, with its arguments", () => {
+  const s = M.newState("");
+  M.apply(s, welcome);
+  M.apply(s, { kind: "mcp/proposal", id: "p1", from: "agent", to: ["fs"], payload: write });
+  // The dialog took it out of the queue, then the request went out.
+  s.pending = [];
+  M.apply(s, { kind: "mcp/request", id: "f1", from: "human", to: ["fs"], correlation_id: ["p1"], payload: write });
+  const last = s.items.at(-1);
+  assert.equal(last?.text, 'proposal approved by human: agent\'s tools/call write_file on fs: {"content":"x","path":"/a"}');
+  assert.ok(!s.items.some((i) => i.text.includes("human calls")));
+  // Rejected on another screen of the same person: settled here, with the reason.
+  M.apply(s, { kind: "mcp/proposal", id: "p2", from: "agent", to: ["fs"], payload: write });
+  const out = M.apply(s, { kind: "mcp/reject", id: "r1", from: "human", to: ["agent"], correlation_id: ["p2"], payload: { reason: "not now" } });
+  assert.deepEqual(out.settled, ["p2"]);
+  assert.equal(s.pending.length, 0);
+  assert.equal(s.items.at(-1)?.text, "proposal rejected by human: not now (agent's tools/call write_file on fs)");
+});
+
+test("the history comes first, tells past presence without applying it, and repeats nothing", () => {
+  const s = M.newState("");
+  M.apply(s, { ...welcome, id: "w1" });
+  const live = { kind: "chat", id: "c9", from: "agent", payload: { text: "live" } };
+  M.apply(s, live);
+  const n = M.applyHistory(s, [
+    { kind: "chat", id: "c0", from: "human", payload: { text: "please write /a" } },
+    { kind: "system/presence", id: "g1", from: "system:gateway", payload: { event: "leave", participant: { id: "agent" } } },
+    { kind: "mcp/proposal", id: "p0", from: "agent", to: ["fs"], payload: write },
+    live,
+  ]);
+  assert.equal(n, 3);
+  const texts = s.items.map((i) => i.text);
+  assert.deepEqual(texts, ["live", "earlier in the space (3):", "please write /a", "agent left", "agent proposes tools/call write_file on fs", "now:"]);
+  assert.equal(s.members.get("agent")?.online, true, "a leave of the past does not make a present participant absent");
+  assert.deepEqual(s.pending.map((p) => p.id), ["p0"]);
+  assert.ok(M.seenBefore(s, live));
+  assert.equal(s.lastSeen, "p0");
+  assert.equal(M.applyHistory(s, "the gateway answered 403"), 0);
+  assert.equal(s.items.at(-1)?.text, "no history: the gateway answered 403");
 });

@@ -6,7 +6,8 @@ use super::*;
 impl Agent {
     pub(super) fn consider_chat(&mut self, now: Time, env: &Envelope) {
         let me = self.me();
-        match strategy::decide(&self.s, &me, &self.name(), env) {
+        let person = self.p.is_person(&env.from);
+        match strategy::decide(&self.s, &me, &self.name(), env, person) {
             strategy::Decision::Ignore(None) => {}
             strategy::Decision::Ignore(Some(reason)) => self.emit(AgentEvent::ChatIgnored {
                 id: env.id.clone(),

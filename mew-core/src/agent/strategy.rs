@@ -3,8 +3,11 @@
 //! The reference's strategy by default. Never its own chats. A chat whose `to` names the
 //! agent is answered (when `respond_to_direct`). A chat addressed to others is not. A
 //! broadcast that mentions the agent (`@id`, or its id or name as a word, any case) is
-//! answered when `respond_to_mentions`. Any other broadcast is answered when
-//! `respond_to_all` (a space of one person and their agent), else put to the model first
+//! answered when `respond_to_mentions`. Any other broadcast of a person (a participant the
+//! gateway marks `"person": true`, from `person: true` in space.yaml) is answered when
+//! `respond_to_all` (a space of one person and their agent), and one of a bridge or another
+//! agent is then not answered at all (a bridge reporting its failure must not cost a model
+//! call per report); without `respond_to_all` a broadcast is put to the model first
 //! when `classify` is on (the default), else answered when it asks a question (`?`) and
 //! `respond_to_questions` is on; a failed classification falls back to that question rule.
 //! A chat that is itself a reply (it has a `correlation_id`) is answered only when it is
@@ -26,7 +29,14 @@ pub(super) enum Decision {
     },
 }
 
-pub(super) fn decide(s: &AgentSettings, me: &str, name: &str, env: &Envelope) -> Decision {
+/// What the agent decides about `env`; `person` says whether its sender is a person.
+pub(super) fn decide(
+    s: &AgentSettings,
+    me: &str,
+    name: &str,
+    env: &Envelope,
+    person: bool,
+) -> Decision {
     if me.is_empty() || env.from == me || env.from.starts_with("system:") {
         return Decision::Ignore(None);
     }
@@ -64,7 +74,14 @@ pub(super) fn decide(s: &AgentSettings, me: &str, name: &str, env: &Envelope) ->
         return respond(false);
     }
     if s.chat.respond_to_all {
-        return respond(false);
+        return if person {
+            respond(false)
+        } else {
+            Decision::Ignore(Some(format!(
+                "{} is not a person (respond_to_all answers the participants space.yaml marks `person: true`)",
+                env.from
+            )))
+        };
     }
     if s.chat.classify {
         return respond(true);

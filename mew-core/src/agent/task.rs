@@ -4,8 +4,14 @@ use super::*;
 
 impl Agent {
     pub(super) fn start_task(&mut self, now: Time, t: Trigger) {
+        // Whoever sent it learns that this agent took it on (a chat to everyone too: others
+        // who might answer it see that someone does).
         if self.p.pending_chats().any(|c| c.id == t.id) {
             let _ = self.p.acknowledge_chat(now, &t.id, "received");
+        } else {
+            let _ = self
+                .p
+                .acknowledge_broadcast(now, &t.id, &t.from, "received");
         }
         let context = if self.s.reasoning_enabled {
             let first_line: String = t

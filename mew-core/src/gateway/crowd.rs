@@ -31,6 +31,7 @@ pub(super) enum Change {
     Join {
         id: Arc<str>,
         caps: Arc<CapabilitySet>,
+        person: bool,
     },
     Leave {
         id: Arc<str>,
@@ -104,11 +105,12 @@ impl Gateway {
             .changes
             .iter()
             .map(|c| match c {
-                Change::Join { id, caps } => ChangeOut::Join(PresenceJoin {
+                Change::Join { id, caps, person } => ChangeOut::Join(PresenceJoin {
                     event: "join",
                     participant: PInfo {
                         id,
                         capabilities: caps,
+                        person: *person,
                     },
                 }),
                 Change::Leave { id } => ChangeOut::Leave(PresenceLeave {

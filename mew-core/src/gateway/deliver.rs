@@ -17,6 +17,8 @@ use std::sync::Arc;
 pub(super) enum Recipient {
     /// On a transport connection.
     Conn { conn: ConnId, member: usize },
+    /// On several connections at once (a person at several screens): each gets the frame.
+    Many { member: usize },
     /// Held by the gateway; deliveries become log lines.
     Virtual { member: usize },
 }
@@ -24,7 +26,25 @@ pub(super) enum Recipient {
 impl Recipient {
     fn member(&self) -> usize {
         match *self {
-            Recipient::Conn { member, .. } | Recipient::Virtual { member } => member,
+            Recipient::Conn { member, .. }
+            | Recipient::Many { member }
+            | Recipient::Virtual { member } => member,
+        }
+    }
+
+    /// How `member` is reached, if it is online.
+    pub(super) fn of(member: usize, m: &super::member::Member) -> Option<Recipient> {
+        if m.removed {
+            return None;
+        }
+        match (m.conns.as_slice(), &m.virtual_log) {
+            ([conn], _) => Some(Recipient::Conn {
+                conn: *conn,
+                member,
+            }),
+            ([], Some(_)) => Some(Recipient::Virtual { member }),
+            ([], None) => None,
+            _ => Some(Recipient::Many { member }),
         }
     }
 }
@@ -46,13 +66,8 @@ impl Gateway {
     fn full_audience(&self) -> Vec<Recipient> {
         let mut audience = Vec::with_capacity(self.audience.len() + 1);
         for (i, m) in self.members.iter() {
-            if m.removed {
-                continue;
-            }
-            if let Some(conn) = m.conn {
-                audience.push(Recipient::Conn { conn, member: i });
-            } else if m.virtual_log.is_some() {
-                audience.push(Recipient::Virtual { member: i });
+            if let Some(r) = Recipient::of(i, m) {
+                audience.push(r);
             }
         }
         audience
@@ -62,17 +77,10 @@ impl Gateway {
     /// [`rebuild_audience`](Self::rebuild_audience) makes it): a join or a leave in a
     /// space of thousands moves part of the list instead of walking every member.
     pub(super) fn update_audience(&mut self, member: usize) {
-        let want = self.members.try_get(member).and_then(|m| {
-            if m.removed {
-                None
-            } else if let Some(conn) = m.conn {
-                Some(Recipient::Conn { conn, member })
-            } else if m.virtual_log.is_some() {
-                Some(Recipient::Virtual { member })
-            } else {
-                None
-            }
-        });
+        let want = self
+            .members
+            .try_get(member)
+            .and_then(|m| Recipient::of(member, m));
         match (
             self.audience
                 .binary_search_by_key(&member, Recipient::member),
@@ -119,6 +127,19 @@ impl Gateway {
                     self.audit_delivered(now, id, member, Transport::WebSocket);
                 }
             }
+            Recipient::Many { member } => {
+                // Indexed: closing a slow connection leaves the list as it is until the
+                // leaves are finished after the delivery.
+                let mut sent = false;
+                let mut k = 0;
+                while let Some(&conn) = self.members.get(member).conns.as_slice().get(k) {
+                    k += 1;
+                    sent |= self.transmit(now, conn, frame.clone());
+                }
+                if sent && self.audit_envelopes {
+                    self.audit_delivered(now, id, member, Transport::WebSocket);
+                }
+            }
             Recipient::Virtual { member } => {
                 let m = self.members.get(member);
                 let Some(path) = m.virtual_log.clone() else {
@@ -129,6 +150,27 @@ impl Gateway {
                     self.audit_delivered(now, id, member, Transport::Virtual);
                 }
             }
+        }
+    }
+
+    /// What a member sent, to its connections but the one it came on (under `addressed`
+    /// delivery, which does not echo a sender: its other screens must still see it).
+    #[cold]
+    fn echo_to_other_screens(&mut self, now: Time, member: usize, frame: &Bytes, id: Option<&str>) {
+        // Only a connection's envelope: a `POST` is not echoed, as before.
+        let Some(from) = self.from_conn else {
+            return;
+        };
+        let mut sent = false;
+        let mut k = 0;
+        while let Some(&conn) = self.members.get(member).conns.as_slice().get(k) {
+            k += 1;
+            if conn != from {
+                sent |= self.transmit(now, conn, frame.clone());
+            }
+        }
+        if sent && self.audit_envelopes {
+            self.audit_delivered(now, id, member, Transport::WebSocket);
         }
     }
 
@@ -187,6 +229,9 @@ impl Gateway {
                     if audit {
                         self.audit_delivered_next(now, id, member);
                     }
+                }
+                Recipient::Many { member } if Some(member) == except => {
+                    self.echo_to_other_screens(now, member, frame, id);
                 }
                 Recipient::Virtual { member } if Some(member) == except => {}
                 _ => self.deliver_one(now, r, frame, id),
@@ -262,17 +307,14 @@ impl Gateway {
                     seen.push(self.members.get(t).id.clone());
                 }
                 self.history.push(now, frame.clone(), Seen::Only(seen));
+                if self.members.get(sender).conns.as_slice().len() > 1 && !targets.contains(&sender)
+                {
+                    self.echo_to_other_screens(now, sender, frame, id);
+                }
                 for t in targets {
-                    let m = self.members.get(t);
-                    if m.removed {
-                        continue;
+                    if let Some(r) = Recipient::of(t, self.members.get(t)) {
+                        self.deliver_one(now, r, frame, id);
                     }
-                    let r = match (m.conn, &m.virtual_log) {
-                        (Some(conn), _) => Recipient::Conn { conn, member: t },
-                        (None, Some(_)) => Recipient::Virtual { member: t },
-                        (None, None) => continue,
-                    };
-                    self.deliver_one(now, r, frame, id);
                 }
             }
         }
@@ -352,15 +394,20 @@ impl Gateway {
         }
     }
 
-    /// A member's connection is gone: presence leave, its streams closed.
+    /// A member's connection is gone; with its last one, the member: presence leave, its
+    /// streams closed.
     pub(super) fn member_left(&mut self, now: Time, conn: ConnId, member: usize, reason: &str) {
         let Some(m) = self.members.try_get_mut(member) else {
             return;
         };
-        if m.conn != Some(conn) {
+        if !m.conns.remove(conn) {
             return;
         }
-        m.conn = None;
+        if !m.conns.is_empty() {
+            // Still at another screen: no presence, streams kept.
+            self.update_audience(member);
+            return;
+        }
         let id = m.id.clone();
         let anonymous = m.origin == super::member::Origin::Anonymous;
         self.update_audience(member);

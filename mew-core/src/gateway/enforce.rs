@@ -168,7 +168,10 @@ impl Gateway {
     }
 
     fn joined_frame(&mut self, now: Time, conn: ConnId, member: usize, frame: Bytes) {
-        match self.submit(now, member, Transport::WebSocket, Some(conn), frame.clone()) {
+        self.from_conn = Some(conn);
+        let submitted = self.submit(now, member, Transport::WebSocket, Some(conn), frame.clone());
+        self.from_conn = None;
+        match submitted {
             Ok(_) => {}
             Err(r) if r.code == "invalid_envelope" || r.code == "reserved_kind" => {
                 // A join repeated after the header (reference clients do this) is not an

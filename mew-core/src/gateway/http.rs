@@ -251,7 +251,7 @@ impl Gateway {
     /// from the start) from its first `POST` on: welcomed into its log, announced.
     fn attach_virtual(&mut self, now: Time, member: usize) {
         let m = self.members.get(member);
-        if m.conn.is_some() || m.virtual_log.is_some() || m.removed {
+        if !m.conns.is_empty() || m.virtual_log.is_some() || m.removed {
             return;
         }
         let Some(log) = self

@@ -176,7 +176,7 @@ impl Gateway {
             static_caps: caps.clone(),
             grants: Vec::new(),
             caps: Arc::new(caps),
-            conn: None,
+            conns: Default::default(),
             virtual_log: None,
             hold: Hold::None,
             bucket: Default::default(),

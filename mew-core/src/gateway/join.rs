@@ -363,7 +363,7 @@ impl Gateway {
             static_caps: caps.clone(),
             grants: Vec::new(),
             caps: Arc::new(caps),
-            conn: None,
+            conns: Default::default(),
             virtual_log: None,
             hold: Hold::None,
             bucket: Default::default(),
@@ -398,13 +398,15 @@ impl Gateway {
             self.arm_conn_timer(at);
         }
         let m = self.members.get_mut(member);
-        let old = m.conn.replace(conn);
+        let was_online = !m.conns.is_empty();
+        let displaced = m.conns.add(conn);
         // Rejoining ends a shutdown.
         if m.hold == Hold::ShutDown {
             m.hold = Hold::None;
         }
         let id = m.id.to_string();
-        if let Some(old) = old.filter(|o| *o != conn) {
+        let replaced = !displaced.is_empty();
+        for old in displaced {
             // The participant never left: no presence, streams kept.
             if let Some(c) = self.conns.get_mut(old) {
                 c.phase = Phase::Closed;
@@ -419,17 +421,19 @@ impl Gateway {
                 new: conn,
                 participant: id.clone(),
             });
-            self.update_audience(member);
-            self.send_welcome(now, member);
-            return;
         }
         self.update_audience(member);
-        self.push_event(GatewayEvent::Joined {
-            conn,
-            participant: id,
-        });
-        self.send_welcome(now, member);
-        self.send_presence_join(now, member);
+        if !replaced {
+            self.push_event(GatewayEvent::Joined {
+                conn,
+                participant: id,
+            });
+        }
+        self.send_welcome_on(now, member, Some(conn));
+        // A replacement, or another screen of a participant already present: no presence.
+        if !was_online {
+            self.send_presence_join(now, member);
+        }
     }
 
     /// [`Gateway::handle_disconnected`]'s work.

@@ -2,10 +2,11 @@
 //! their capabilities (static from the configuration plus runtime grants).
 
 use super::ConnId;
-use super::config::SpaceConfig;
+use super::config::{ParticipantEntry, SpaceConfig};
 use crate::Time;
 use crate::capability::{Capability, CapabilitySet};
 use crate::secret::TokenHash;
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -48,7 +49,8 @@ pub(super) struct Member {
     /// Static then granted: what enforcement and welcomes use (shared with audit records,
     /// which hold it without copying).
     pub(super) caps: Arc<CapabilitySet>,
-    pub(super) conn: Option<ConnId>,
+    /// Its connections, and how many it may hold at once.
+    pub(super) conns: Conns,
     /// `output_log` of a virtual member.
     pub(super) virtual_log: Option<String>,
     pub(super) hold: Hold,
@@ -60,7 +62,7 @@ pub(super) struct Member {
 
 impl Member {
     pub(super) fn is_online(&self) -> bool {
-        !self.removed && (self.conn.is_some() || self.virtual_log.is_some())
+        !self.removed && (!self.conns.is_empty() || self.virtual_log.is_some())
     }
 
     pub(super) fn recompute_caps(&mut self) {
@@ -71,6 +73,93 @@ impl Member {
             }
         }
         self.caps = Arc::new(caps);
+    }
+}
+
+/// A member's connections, oldest first, and its bound: one connection for most members (a
+/// new connection replaces the old, as the protocol has it); a participant the configuration
+/// marks as a person, or gives `connections: N`, may hold several at once (a terminal and a
+/// browser), each receiving everything the participant receives.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Conns {
+    list: SmallVec<[ConnId; 1]>,
+    /// How many at once; 0 is read as 1.
+    max: u8,
+    /// Marked `person: true` (announced in welcomes and presence).
+    person: bool,
+}
+
+impl Conns {
+    /// The bound and mark of a configured participant, without connections.
+    pub(super) fn for_entry(p: &ParticipantEntry) -> Conns {
+        Conns {
+            list: SmallVec::new(),
+            max: p.max_connections(),
+            person: p.person,
+        }
+    }
+
+    /// Takes the bound and mark of `p` (a reload), keeping the connections.
+    pub(super) fn configure(&mut self, p: &ParticipantEntry) {
+        self.max = p.max_connections();
+        self.person = p.person;
+    }
+
+    /// Whether the participant is a person (`person: true`).
+    pub(super) fn person(&self) -> bool {
+        self.person
+    }
+
+    /// How many connections it may hold at once.
+    pub(super) fn max(&self) -> usize {
+        usize::from(self.max.max(1))
+    }
+
+    /// Its oldest connection.
+    pub(super) fn first(&self) -> Option<ConnId> {
+        self.list.first().copied()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub(super) fn as_slice(&self) -> &[ConnId] {
+        &self.list
+    }
+
+    /// Adds a connection; the oldest ones it displaces beyond the bound.
+    pub(super) fn add(&mut self, conn: ConnId) -> SmallVec<[ConnId; 1]> {
+        let mut displaced = SmallVec::new();
+        if self.list.contains(&conn) {
+            return displaced;
+        }
+        while self.list.len() >= self.max() {
+            displaced.push(self.list.remove(0));
+        }
+        self.list.push(conn);
+        displaced
+    }
+
+    /// Removes a connection; whether it was one of these.
+    pub(super) fn remove(&mut self, conn: ConnId) -> bool {
+        match self.list.iter().position(|c| *c == conn) {
+            Some(i) => {
+                self.list.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets every connection (the gateway closes them all).
+    pub(super) fn clear(&mut self) {
+        self.list.clear();
+    }
+
+    /// Restores connections kept in a snapshot.
+    pub(super) fn restore(&mut self, list: impl IntoIterator<Item = ConnId>) {
+        self.list = list.into_iter().collect();
     }
 }
 
@@ -92,20 +181,19 @@ impl Members {
     pub(super) fn from_config(cfg: &SpaceConfig) -> Members {
         let mut m = Members::default();
         for p in &cfg.participants {
-            let idx = m.insert(Member {
+            m.insert(Member {
                 id: Arc::from(p.id.as_str()),
                 origin: Origin::Configured,
                 tokens: p.tokens.iter().map(|t| TokenHash::of(t)).collect(),
                 static_caps: p.capabilities.clone(),
                 grants: Vec::new(),
                 caps: Arc::new(p.capabilities.clone()),
-                conn: None,
+                conns: Conns::for_entry(p),
                 virtual_log: p.is_virtual().then(|| p.output_log.clone()).flatten(),
                 hold: Hold::None,
                 bucket: Default::default(),
                 removed: false,
             });
-            let _ = idx;
         }
         m
     }

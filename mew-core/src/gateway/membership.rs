@@ -139,7 +139,7 @@ impl Gateway {
                 static_caps: caps.clone(),
                 grants: Vec::new(),
                 caps: Arc::new(caps.clone()),
-                conn: None,
+                conns: Default::default(),
                 virtual_log: None,
                 hold: Hold::None,
                 bucket: Default::default(),
@@ -185,10 +185,7 @@ impl Gateway {
             None,
             PresenceInvited {
                 event: "invited",
-                participant: PInfo {
-                    id: &m.id,
-                    capabilities: &m.caps,
-                },
+                participant: PInfo::of(m),
                 invited_by: &inviter,
                 reason: payload.get("reason").and_then(Value::as_str),
             },
@@ -220,16 +217,19 @@ impl Gateway {
         m.hold = Hold::None;
         m.recompute_caps();
         let who = m.id.clone();
-        let conn = m.conn;
+        let conns = m.conns.clone();
         let was_virtual = m.virtual_log.is_some();
         let by = self.members.get(op.member).id.to_string();
         self.push_event(GatewayEvent::Kicked {
             by,
             participant: who.to_string(),
         });
-        match conn {
-            Some(c) => {
-                self.close_conn(now, c, 1008, &format!("kicked: {reason}"), "kicked");
+        match conns.first() {
+            Some(_) => {
+                let why = format!("kicked: {reason}");
+                for &c in conns.as_slice() {
+                    self.close_conn(now, c, 1008, &why, "kicked");
+                }
                 self.finish_closes(now);
             }
             None if was_virtual => {

@@ -25,6 +25,10 @@
 //!   and not yet reported written ([`Gateway::handle_sent`]) pass the configured limits; a
 //!   single frame alone never counts as a backlog. Idle connections close with 1001, refused
 //!   joins and kicks with 1008, replaced connections with 1000.
+//! - A participant holds one connection (a new one replaces the old) unless configured as a
+//!   person or with `connections: N` (see `member::Conns`): then each of its connections
+//!   gets what it receives, the others see one presence, and under `addressed` delivery an
+//!   envelope sent on one is delivered to its other connections.
 
 mod audit;
 mod config;
@@ -355,6 +359,9 @@ pub struct Gateway {
     http_answer: Option<serde_json::Value>,
     /// `connection_url` of invite acknowledgements, when the driver knows its address.
     connection_url: Option<String>,
+    /// The connection whose envelope is being carried out: under `addressed` delivery the
+    /// sender's other connections (a person's other screens) see what it sent.
+    from_conn: Option<ConnId>,
 }
 
 impl Gateway {
@@ -392,6 +399,7 @@ impl Gateway {
             audit_body: None,
             http_answer: None,
             connection_url: None,
+            from_conn: None,
             config,
         };
         g.rebuild_audience();
@@ -521,7 +529,7 @@ impl Gateway {
     pub fn welcome_held(&mut self, now: Time) {
         for i in self.members.indices() {
             let m = self.members.get(i);
-            if m.virtual_log.is_some() && m.conn.is_none() && !m.removed {
+            if m.virtual_log.is_some() && m.conns.is_empty() && !m.removed {
                 self.send_welcome(now, i);
             }
         }
@@ -538,8 +546,7 @@ impl Gateway {
             self.conns.get_mut(id).expect("listed").phase = conn::Phase::Closed;
         }
         for i in self.members.indices() {
-            let m = self.members.get_mut(i);
-            m.conn = None;
+            self.members.get_mut(i).conns.clear();
         }
         self.rebuild_audience();
     }

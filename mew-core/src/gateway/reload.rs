@@ -232,7 +232,7 @@ impl Gateway {
                         static_caps: p.capabilities.clone(),
                         grants: Vec::new(),
                         caps: Arc::new(p.capabilities.clone()),
-                        conn: None,
+                        conns: super::member::Conns::for_entry(p),
                         virtual_log: None,
                         hold: Hold::None,
                         bucket: Default::default(),
@@ -274,7 +274,8 @@ impl Gateway {
             m.tokens = tokens;
             m.origin = Origin::Configured;
             m.removed = false;
-            let conn = m.conn;
+            m.conns.configure(p);
+            let conns = m.conns.clone();
             if came_back {
                 m.grants.clear();
                 m.hold = Hold::None;
@@ -286,19 +287,22 @@ impl Gateway {
                 continue;
             }
             if !revoked.is_empty() {
-                let used = conn.filter(|c| {
-                    self.conns
-                        .get_mut(*c)
+                let mut used = false;
+                for &c in conns.as_slice() {
+                    if self
+                        .conns
+                        .get_mut(c)
                         .and_then(|c| c.joined_with)
                         .is_some_and(|t| revoked.contains(&t))
-                });
-                if let Some(c) = used {
-                    to_close.push((c, REVOKED));
+                    {
+                        to_close.push((c, REVOKED));
+                        used = true;
+                    }
                 }
                 changes.push(ConfigChange::TokensRevoked {
                     participant: p.id.clone(),
                     revoked: revoked.len(),
-                    disconnected: used.is_some(),
+                    disconnected: used,
                 });
             }
             if added > 0 {
@@ -311,8 +315,11 @@ impl Gateway {
                 let m = self.members.get_mut(idx);
                 m.static_caps = p.capabilities.clone();
                 m.recompute_caps();
-                let closing = to_close.iter().any(|(c, _)| Some(*c) == conn);
-                let notified = conn.is_some() && !closing;
+                let closing = conns
+                    .as_slice()
+                    .iter()
+                    .all(|c| to_close.iter().any(|(t, _)| t == c));
+                let notified = !conns.is_empty() && !closing;
                 if notified {
                     self.send_welcome(now, idx);
                 }
@@ -364,10 +371,12 @@ impl Gateway {
             m.hold = Hold::None;
             m.recompute_caps();
             let id = m.id.to_string();
-            let conn = m.conn;
+            let conns = m.conns.clone();
             let was_virtual = m.virtual_log.take().is_some();
-            if let Some(c) = conn {
-                to_close.push((c, REMOVED));
+            if !conns.is_empty() {
+                for &c in conns.as_slice() {
+                    to_close.push((c, REMOVED));
+                }
             } else if was_virtual {
                 self.rebuild_audience();
                 self.close_streams_of(now, &id);
@@ -375,7 +384,7 @@ impl Gateway {
             }
             changes.push(ConfigChange::Removed {
                 participant: id,
-                disconnected: conn.is_some(),
+                disconnected: !conns.is_empty(),
             });
         }
         if new.default_capabilities.to_json() != self.config.default_capabilities.to_json() {

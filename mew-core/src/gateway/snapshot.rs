@@ -12,7 +12,7 @@
 use super::conn::{Conn, Phase, Slot};
 use super::crowd::{Change, Gathered};
 use super::deliver::Seen;
-use super::member::{Grant, Hold, Member, Origin};
+use super::member::{Conns, Grant, Hold, Member, Origin};
 use super::rate::Bucket;
 use super::{ConnId, Gateway, SpaceConfig, audit::RefusalWindow, audit::Transport};
 use crate::Time;
@@ -99,7 +99,11 @@ struct SMember {
     tokens: Vec<String>,
     static_caps: Value,
     grants: Vec<SGrant>,
+    /// Its oldest connection (a snapshot of one connection per member reads as before).
     conn: Option<ConnId>,
+    /// Its other connections, when it holds several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    more_conns: Vec<ConnId>,
     virtual_log: Option<String>,
     hold: Hold,
     removed: bool,
@@ -206,7 +210,8 @@ impl Gateway {
                                 caps: g.caps.iter().map(|c| c.raw().clone()).collect(),
                             })
                             .collect(),
-                        conn: m.conn,
+                        conn: m.conns.first(),
+                        more_conns: m.conns.as_slice().iter().skip(1).copied().collect(),
                         virtual_log: m.virtual_log.clone(),
                         hold: m.hold,
                         removed: m.removed,
@@ -275,7 +280,7 @@ impl Gateway {
                     .changes
                     .iter()
                     .map(|c| match c {
-                        Change::Join { id, caps } => (id.to_string(), Some(caps.to_json())),
+                        Change::Join { id, caps, .. } => (id.to_string(), Some(caps.to_json())),
                         Change::Leave { id } => (id.to_string(), None),
                     })
                     .collect(),
@@ -350,13 +355,21 @@ impl Gateway {
                 caps: Arc::new(static_caps.clone()),
                 static_caps,
                 grants,
-                conn: m.conn,
+                conns: Default::default(),
                 virtual_log: m.virtual_log,
                 hold: m.hold,
                 removed: m.removed,
                 bucket: m.bucket,
             };
             member.recompute_caps();
+            if let Some(p) = g
+                .config
+                .participant(&member.id)
+                .filter(|_| member.origin == Origin::Configured)
+            {
+                member.conns = Conns::for_entry(p);
+            }
+            member.conns.restore(m.conn.into_iter().chain(m.more_conns));
             slots.push(Some(member));
         }
         let members = &mut g.members;
@@ -433,9 +446,14 @@ impl Gateway {
         if let Some(p) = s.presence {
             let mut changes = Vec::with_capacity(p.changes.len());
             for (id, caps) in p.changes {
-                let id = Arc::from(id);
+                let id: Arc<str> = Arc::from(id);
                 changes.push(match caps {
                     Some(c) => Change::Join {
+                        // The mark is the configuration's, which the snapshot's matches.
+                        person: g
+                            .members
+                            .find(&id)
+                            .is_some_and(|i| g.members.get(i).conns.person()),
                         id,
                         caps: Arc::new(caps_from(&c)?),
                     },

@@ -572,16 +572,8 @@ impl Gateway {
                 }
             }
             for i in to {
-                let m = self.members.get(i);
-                if m.removed {
-                    continue;
-                }
-                match (m.conn, m.virtual_log.clone()) {
-                    (Some(c), _) => {
-                        self.transmit(now, c, frame.clone());
-                    }
-                    (None, Some(path)) => self.append_log(path, &frame),
-                    (None, None) => {}
+                if let Some(r) = Recipient::of(i, self.members.get(i)) {
+                    self.data_to(now, r, &frame);
                 }
             }
             return;
@@ -591,15 +583,29 @@ impl Gateway {
                 break;
             };
             match r {
-                Recipient::Conn { conn, member: m } => {
-                    if !(skip_sender && m == member) {
-                        self.transmit(now, conn, frame.clone());
-                    }
+                Recipient::Conn { member: m, .. } | Recipient::Many { member: m }
+                    if skip_sender && m == member => {}
+                _ => self.data_to(now, r, &frame),
+            }
+        }
+    }
+
+    /// Hands a stream frame to one recipient (each of its connections, or its log).
+    fn data_to(&mut self, now: Time, r: Recipient, frame: &Bytes) {
+        match r {
+            Recipient::Conn { conn, .. } => {
+                self.transmit(now, conn, frame.clone());
+            }
+            Recipient::Many { member } => {
+                let mut k = 0;
+                while let Some(&conn) = self.members.get(member).conns.as_slice().get(k) {
+                    k += 1;
+                    self.transmit(now, conn, frame.clone());
                 }
-                Recipient::Virtual { member: m } => {
-                    if let Some(path) = self.members.get(m).virtual_log.clone() {
-                        self.append_log(path, &frame);
-                    }
+            }
+            Recipient::Virtual { member } => {
+                if let Some(path) = self.members.get(member).virtual_log.clone() {
+                    self.append_log(path, frame);
                 }
             }
         }

@@ -1,8 +1,8 @@
 //! Envelopes the gateway writes: welcome, presence, errors, stream open/close, invite tokens.
 //! Field order follows the spec's examples (serde keeps struct declaration order).
 
-use super::Gateway;
 use super::deliver::Seen;
+use super::{ConnId, Gateway};
 use crate::capability::CapabilitySet;
 use crate::{GATEWAY_ID, PROTOCOL, Time};
 use bytes::Bytes;
@@ -28,6 +28,19 @@ struct Out<'a, P: Serialize> {
 pub(super) struct PInfo<'a> {
     pub(super) id: &'a str,
     pub(super) capabilities: &'a CapabilitySet,
+    /// `true` for a participant the configuration marks as a person; absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(super) person: bool,
+}
+
+impl<'a> PInfo<'a> {
+    pub(super) fn of(m: &'a super::member::Member) -> PInfo<'a> {
+        PInfo {
+            id: &m.id,
+            capabilities: &m.caps,
+            person: m.conns.person(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -115,10 +128,16 @@ pub(super) fn write<P: Serialize>(
 }
 
 impl Gateway {
-    /// Sends `system/welcome` to a member that is online: on its connection, or into its
-    /// `output_log` when the gateway holds it. A crowd's welcome lists at most `crowd.size`
-    /// others (see `crowd.rs`).
+    /// Sends `system/welcome` to a member that is online: on each of its connections, or
+    /// into its `output_log` when the gateway holds it. A crowd's welcome lists at most
+    /// `crowd.size` others (see `crowd.rs`).
     pub(super) fn send_welcome(&mut self, now: Time, member: usize) {
+        self.send_welcome_on(now, member, None);
+    }
+
+    /// [`send_welcome`](Self::send_welcome), on `only` alone when given (a connection that
+    /// just joined: the member's other screens know what it says).
+    pub(super) fn send_welcome_on(&mut self, now: Time, member: usize, only: Option<ConnId>) {
         if !self.members.get(member).is_online() {
             return;
         }
@@ -130,33 +149,28 @@ impl Gateway {
             .iter()
             .filter(|(i, o)| *i != member && o.is_online())
             .take(limit)
-            .map(|(_, o)| PInfo {
-                id: &o.id,
-                capabilities: &o.caps,
-            })
+            .map(|(_, o)| PInfo::of(o))
             .collect();
         // The member is online, so among the audience.
         let others = self.audience.len().saturating_sub(1);
         let crowded = others > participants.len();
         let payload = Welcome {
-            you: PInfo {
-                id: &m.id,
-                capabilities: &m.caps,
-            },
+            you: PInfo::of(m),
             participants_omitted: crowded.then(|| others - participants.len()),
             participants,
             active_streams: self.streams.active_json(),
         };
         let frame = write(&id, now, Some(&m.id), "system/welcome", None, payload);
-        match m.conn {
-            // A welcome describes the join of the connection it goes to, and is not kept
-            // for polling: a storm of joins would otherwise fill the history with welcomes
-            // (each listing everyone) and push out every envelope worth polling for.
-            Some(conn) => {
-                let who = m.id.clone();
-                self.gateway_send_one(now, conn, frame, Some(&id), who, false);
-            }
-            None => self.gateway_to_member(now, member, frame, &id),
+        let who = m.id.clone();
+        // A welcome describes the join of the connection it goes to, and is not kept for
+        // polling: a storm of joins would otherwise fill the history with welcomes (each
+        // listing everyone) and push out every envelope worth polling for.
+        if let Some(conn) = only {
+            self.gateway_send_one(now, conn, frame, Some(&id), who, false);
+        } else if !m.conns.is_empty() {
+            self.gateway_send_all(now, member, frame, Some(&id), who, false);
+        } else {
+            self.gateway_to_member(now, member, frame, &id);
         }
     }
 
@@ -167,6 +181,7 @@ impl Gateway {
         let change = super::crowd::Change::Join {
             id: m.id.clone(),
             caps: m.caps.clone(),
+            person: m.conns.person(),
         };
         if self.gather_presence(now, change, 0) {
             return;
@@ -175,10 +190,7 @@ impl Gateway {
         let m = self.members.get(member);
         let payload = PresenceJoin {
             event: "join",
-            participant: PInfo {
-                id: &m.id,
-                capabilities: &m.caps,
-            },
+            participant: PInfo::of(m),
         };
         let frame = write(&id, now, None, "system/presence", None, payload);
         self.gateway_broadcast(now, frame, &id, Some(member));
@@ -215,16 +227,16 @@ impl Gateway {
         (frame, id)
     }
 
-    /// Sends a gateway frame to one member (its connection, or its `output_log` when the
+    /// Sends a gateway frame to one member (its connections, or its `output_log` when the
     /// gateway holds it) and records it for polling.
     pub(super) fn gateway_to_member(&mut self, now: Time, member: usize, frame: Bytes, id: &str) {
         let m = self.members.get(member);
         let who = m.id.clone();
-        match (m.conn, m.virtual_log.clone()) {
-            (Some(conn), _) => {
-                self.gateway_send_one(now, conn, frame, Some(id), who, true);
+        match (m.conns.is_empty(), m.virtual_log.clone()) {
+            (false, _) => {
+                self.gateway_send_all(now, member, frame, Some(id), who, true);
             }
-            (None, Some(path)) if !m.removed => {
+            (true, Some(path)) if !m.removed => {
                 self.history.push(
                     now,
                     frame.clone(),
@@ -249,6 +261,27 @@ impl Gateway {
             _ => self
                 .history
                 .push(now, frame, Seen::Only(smallvec::smallvec![who])),
+        }
+    }
+
+    /// [`gateway_send_one`](Self::gateway_send_one) on each of a member's connections (one
+    /// record for polling and one audit record: the participant received it once).
+    pub(super) fn gateway_send_all(
+        &mut self,
+        now: Time,
+        member: usize,
+        frame: Bytes,
+        id: Option<&str>,
+        who: Arc<str>,
+        keep: bool,
+    ) {
+        let mut k = 1;
+        while let Some(&conn) = self.members.get(member).conns.as_slice().get(k) {
+            k += 1;
+            self.transmit(now, conn, frame.clone());
+        }
+        if let Some(first) = self.members.get(member).conns.first() {
+            self.gateway_send_one(now, first, frame, id, who, keep);
         }
     }
 

@@ -79,6 +79,28 @@ impl Participant {
         Ok(())
     }
 
+    /// Acknowledges a chat to everyone that we take on (`chat/acknowledge` to its sender,
+    /// correlated to it): chats addressed to us are acknowledged with
+    /// [`acknowledge_chat`](Self::acknowledge_chat) instead.
+    pub fn acknowledge_broadcast(
+        &mut self,
+        now: Time,
+        id: &str,
+        from: &str,
+        status: &str,
+    ) -> Result<(), CommandError> {
+        let env = self.build(
+            now,
+            Kind::ChatAcknowledge,
+            vec![from.to_owned()],
+            vec![id.to_owned()],
+            None,
+            Some(json!({"status": status})),
+        );
+        self.send_checked(env)?;
+        Ok(())
+    }
+
     /// Cancels a queued chat (`chat/cancel`).
     pub fn cancel_chat(&mut self, now: Time, id: &str, reason: &str) -> Result<(), CommandError> {
         let c = self.take_chat(id)?;

@@ -183,6 +183,8 @@ pub struct Participant {
     caps: CapabilitySet,
     caps_known: bool,
     others: BTreeMap<String, CapabilitySet>,
+    /// Those of `others` the gateway marks as persons (`"person": true`).
+    persons: std::collections::BTreeSet<String>,
     requests: requests::Requests,
     review: proposals::Review,
     tools: tools::Tools,
@@ -218,6 +220,7 @@ impl Participant {
             caps: CapabilitySet::default(),
             caps_known: false,
             others: BTreeMap::new(),
+            persons: Default::default(),
             requests: Default::default(),
             review: Default::default(),
             tools: Default::default(),
@@ -262,6 +265,12 @@ impl Participant {
     /// Other participants in the space and their capabilities.
     pub fn participants(&self) -> impl Iterator<Item = (&str, &CapabilitySet)> {
         self.others.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Whether the gateway marks this participant as a person (`"person": true` in its
+    /// welcome or presence: `person: true` in the space's configuration).
+    pub fn is_person(&self, id: &str) -> bool {
+        self.persons.contains(id)
     }
 
     /// Emits [`Output::Connect`].
@@ -547,6 +556,7 @@ impl Participant {
                     .and_then(|a| CapabilitySet::compile(a).ok())
                     .unwrap_or_default();
                 seen.push(id.to_owned());
+                self.mark_person(id, p);
                 if self.others.insert(id.to_owned(), caps).is_none() {
                     self.client
                         .emit(Event::ParticipantJoined { id: id.to_owned() });
@@ -607,12 +617,18 @@ impl Participant {
                     // A batch may repeat a join already seen (in the welcome, or an earlier
                     // batch): its capabilities are taken, nothing is announced again.
                     *known = caps;
+                    if let Some(part) = part {
+                        self.mark_person(id, part);
+                    }
                     return;
                 }
                 if self.others.len() >= self.config.bounds.max_participants {
                     return self.invalid(env, "too many participants tracked");
                 }
                 self.others.insert(id.to_owned(), caps);
+                if let Some(part) = part {
+                    self.mark_person(id, part);
+                }
                 self.client
                     .emit(Event::ParticipantJoined { id: id.to_owned() });
                 self.discovery_schedule(now, id);
@@ -625,7 +641,17 @@ impl Participant {
         }
     }
 
+    /// Notes whether a welcome's or presence's participant entry marks a person.
+    fn mark_person(&mut self, id: &str, entry: &Value) {
+        if entry.get("person").and_then(Value::as_bool) == Some(true) {
+            self.persons.insert(id.to_owned());
+        } else {
+            self.persons.remove(id);
+        }
+    }
+
     fn remove_participant(&mut self, id: &str) {
+        self.persons.remove(id);
         if self.others.remove(id).is_some() {
             self.discovery_forget(id);
             self.client

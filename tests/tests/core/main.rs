@@ -10,6 +10,7 @@ mod gateway_http;
 mod gateway_join;
 mod gateway_ops;
 mod gateway_props;
+mod gateway_screens;
 mod gateway_streams;
 mod participant_chat;
 mod participant_controls;

@@ -373,6 +373,7 @@ macro_rules! e2e_all {
             agent_answers_with_a_tool,
             silent_gateway_is_given_up_on,
             a_gateway_that_stops_reading_is_given_up_on,
+            a_person_at_two_screens,
         );
     };
 }

@@ -966,3 +966,105 @@ pub async fn a_gateway_that_stops_reading_is_given_up_on<D: Driver>() {
     assert!(alive.is_ok(), "the runtime is not stuck");
     server.abort();
 }
+
+/// A person at two screens: both stay joined and see everything, a decision taken on one
+/// settles the proposal on the other, the others see one presence; a participant that is
+/// not a person keeps the one-connection rule.
+pub async fn a_person_at_two_screens<D: Driver>() {
+    use mew_core::participant::{Event, ParticipantConfig, ReviewState};
+    let mut config = space("");
+    config
+        .participants
+        .iter_mut()
+        .find(|p| p.id == "human")
+        .unwrap()
+        .person = true;
+    let gw = D::start(config, &temp_dir("gw"));
+    let (mut screen1, _) = RawClient::join(&gw, "human-token").await;
+    // The second screen through the SDK, as `mew client` joins.
+    let (screen2, mut events, _) = ParticipantRuntime::<D>::connect(
+        mew_core::participant::ParticipantConfig {
+            gateway_url: gw.ws_url("e2e"),
+            space: "e2e".into(),
+            token: "human-token".into(),
+            ..ParticipantConfig::default()
+        },
+        Some(2),
+    )
+    .await
+    .unwrap();
+    let (mut agent, welcome) = RawClient::join(&gw, "agent-token").await;
+    let human = welcome["payload"]["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "human")
+        .cloned()
+        .expect("the human is present");
+    assert_eq!(human["person"], true, "{human}");
+
+    let proposal = agent
+        .send(
+            "mcp/proposal",
+            &[],
+            json!({"method": "tools/call", "params": {"name": "write_file", "arguments": {"path": "a"}}}),
+        )
+        .await;
+    screen1.expect_id(&proposal).await;
+    tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(Event::ProposalSeen { id, .. }) = D::Rt::recv_event(&mut events).await
+                && id == proposal
+            {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the second screen sees the proposal");
+    // Rejected on the first screen: settled on the second.
+    let reject = json!({"protocol": "mew/v0.4", "id": "reject-1", "from": "human",
+        "to": ["agent"], "kind": "mcp/reject", "correlation_id": [proposal],
+        "payload": {"reason": "not now"}});
+    screen1.send_text(reject.to_string()).await;
+    let state = tokio::time::timeout(WAIT, async {
+        loop {
+            if let Some(Event::ProposalStateChanged { id, state }) =
+                D::Rt::recv_event(&mut events).await
+                && id == proposal
+            {
+                return state;
+            }
+        }
+    })
+    .await
+    .expect("the second screen learns of the decision");
+    assert!(
+        matches!(&state, ReviewState::Rejected { by, .. } if by == "human"),
+        "{state:?}"
+    );
+    agent.expect_kind("mcp/reject").await;
+    // A chat addressed to the person reaches both screens.
+    let chat = agent
+        .send("chat", &["human"], json!({"text": "both?"}))
+        .await;
+    screen1.expect_id(&chat).await;
+
+    // Leaving: no presence until the last screen goes.
+    drop(screen2);
+    agent
+        .expect_none(|v| v["kind"] == "system/presence" && v["payload"]["event"] == "leave")
+        .await;
+    screen1.ws.close(None).await.unwrap();
+    let left = agent.expect_kind("system/presence").await;
+    assert_eq!(
+        left["payload"],
+        json!({"event": "leave", "participant": {"id": "human"}})
+    );
+
+    // Not a person: a second connection replaces the first.
+    let (_agent2, _) = RawClient::join(&gw, "agent-token").await;
+    let close = agent.expect_close().await.expect("a close frame");
+    assert_eq!(u16::from(close.code), 1000);
+    assert!(close.reason.contains("replaced"), "{}", close.reason);
+}

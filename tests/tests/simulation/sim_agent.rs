@@ -20,7 +20,7 @@ use std::time::Duration;
 const SPACE: &str = r#"
 space: {id: test-space}
 participants:
-  human: {tokens: [human-token], capabilities: [{kind: "*"}]}
+  human: {tokens: [human-token], person: true, capabilities: [{kind: "*"}]}
   assistant:
     tokens: [assistant-token]
     capabilities:
@@ -976,5 +976,68 @@ fn arguments_against_the_schema_and_cut_answers_go_back_or_are_flagged() {
     assert!(
         text.starts_with("It is cold and") && text.contains("cut short"),
         "{text}"
+    );
+}
+
+#[test]
+fn respond_to_all_answers_persons_and_acknowledges_what_it_takes_on() {
+    let (mut w, human) = world(33);
+    let a = join_agent(
+        &mut w,
+        "name: assistant\nchat: {respond_to_all: true}\n",
+        echo_model(),
+    );
+    // A bridge reporting its failure, again and again: no model call, no answer.
+    let service = w
+        .nodes()
+        .find(|(_, node)| node.name == "weather-service")
+        .map(|(n, _)| n)
+        .expect("the weather service is in the world");
+    for i in 0..6 {
+        w.act(service, |p, now| {
+            p.chat(now, &format!("MCP server failed to start ({i})"), vec![])
+        })
+        .unwrap();
+        w.run_until_quiet();
+    }
+    assert!(
+        w.agent(a).requests.is_empty(),
+        "no model call for a bridge's chats"
+    );
+    let why = ignored(&w, a);
+    assert_eq!(why.len(), 6, "{why:?}");
+    assert!(
+        why.iter()
+            .all(|r| r.starts_with("weather-service is not a person")),
+        "{why:?}"
+    );
+    // The person's chat to everyone is taken on: acknowledged, then answered.
+    let id = w
+        .act(human, |p, now| {
+            p.chat(now, "please write hello.txt", vec![])
+        })
+        .unwrap();
+    run_until_finished(&mut w, a);
+    assert_eq!(w.agent(a).requests.len(), 1);
+    let acks: Vec<Value> = w
+        .node(human)
+        .received_kind("chat/acknowledge")
+        .into_iter()
+        .filter(|e| e["from"] == "assistant")
+        .collect();
+    assert_eq!(acks.len(), 1, "{acks:?}");
+    assert_eq!(acks[0]["to"], json!(["human"]));
+    assert_eq!(acks[0]["correlation_id"], json!([id]));
+    assert_eq!(acks[0]["payload"]["status"], "received");
+    let texts: Vec<Value> = answers(&w, human)
+        .into_iter()
+        .map(|c| c["payload"]["text"].clone())
+        .collect();
+    assert_eq!(texts.len(), 1, "{texts:?}");
+    assert!(
+        texts[0]
+            .as_str()
+            .unwrap()
+            .contains("please write hello.txt")
     );
 }

@@ -9,6 +9,7 @@
 //! busy space never waits on the terminal.
 
 mod chatter;
+mod history;
 pub mod screen;
 
 use std::time::Duration;
@@ -72,6 +73,20 @@ pub async fn run(
     let mut terminal = ratatui::init();
     let mut screen = Screen::new(&me);
     screen.on_envelope(&welcome(&rt, &me).await);
+    // What happened before this join, for the reviewer: fetched after every join.
+    let (hist_tx, mut hist) = tokio::sync::mpsc::channel(4);
+    let (url, token) = rt
+        .with(|p, _| (p.config().gateway_url.clone(), p.config().token.clone()))
+        .await
+        .unwrap_or_default();
+    let fetch_history = |since: Option<String>| {
+        let (url, token, me, tx) = (url.clone(), token.clone(), me.clone(), hist_tx.clone());
+        tokio::spawn(async move {
+            let _ = tx.send(history::fetch(url, token, me, since).await).await;
+        });
+    };
+    screen.begin_history();
+    fetch_history(None);
     let result = loop {
         if let Err(e) = terminal.draw(|f| screen.render(f)) {
             break Err(Failure::new(exit::RUNTIME, format!("cannot draw: {e}")));
@@ -90,9 +105,14 @@ pub async fn run(
                                 screen.on_envelope(&v);
                             }
                         }
-                        Event::Ready { .. } => {
+                        Event::Ready { reconnected, .. } => {
                             screen.on_envelope(&welcome(&rt, &me).await);
                             screen.note("joined");
+                            if reconnected {
+                                // What was missed while away.
+                                screen.begin_history();
+                                fetch_history(screen.last_seen().map(str::to_owned));
+                            }
                         }
                         Event::Discovery { .. } | Event::DiscoverySettled => {
                             let tools = rt
@@ -135,6 +155,7 @@ pub async fn run(
                 }
             }
             Some(n) = notes.recv() => screen.note(n),
+            Some(h) = hist.recv() => screen.on_history(h),
             _ = crate::signal() => break Ok(()),
         }
         // Give a burst of keys or envelopes a moment to arrive before the next frame.

@@ -152,7 +152,22 @@ pub struct Screen {
     chatter_ids: VecDeque<String>,
     /// Long texts shown whole (Ctrl-O).
     expanded: bool,
+    /// Proposals seen, so that what becomes of one is told with what it was (bounded).
+    proposals: VecDeque<Proposal>,
+    /// Ids of the envelopes shown, so that history fetched after a join repeats none
+    /// (bounded).
+    seen: VecDeque<String>,
+    /// Envelopes held while the history is fetched, shown after it; `None` when not
+    /// fetching.
+    held: Option<Vec<Value>>,
 }
+
+/// Proposals remembered for the record (more than can wait for review).
+const MAX_PROPOSALS: usize = 4 * MAX_PENDING;
+/// Envelope ids remembered against repeats.
+const MAX_SEEN: usize = 4_096;
+/// Envelopes held while the history is fetched, at most (beyond, shown at once).
+const MAX_HELD: usize = 4_096;
 
 /// Chatter request ids remembered.
 const MAX_CHATTER_IDS: usize = 1_024;
@@ -320,8 +335,78 @@ impl Screen {
         ]));
     }
 
+    /// The history is being fetched: envelopes arriving meanwhile wait for it, so that the
+    /// screen reads in order.
+    pub fn begin_history(&mut self) {
+        if self.held.is_none() {
+            self.held = Some(Vec::new());
+        }
+    }
+
+    /// The id of the last envelope shown: where the next history starts (after a rejoin).
+    pub fn last_seen(&self) -> Option<&str> {
+        self.seen.back().map(String::as_str)
+    }
+
+    /// The recent history the gateway keeps (`GET /participants/{id}/messages`), oldest
+    /// first, or why it could not be had; then what arrived while it was fetched. Envelopes
+    /// already shown are not shown again; joins and leaves of the past are told, not applied
+    /// (the welcome says who is here now).
+    pub fn on_history(&mut self, history: Result<Vec<Value>, String>) {
+        let held = self.held.take().unwrap_or_default();
+        match history {
+            Ok(list) => {
+                let fresh: Vec<&Value> = list
+                    .iter()
+                    .filter(|e| e["kind"] != "system/welcome" && !self.was_seen(e))
+                    .collect();
+                if !fresh.is_empty() {
+                    self.note(format!("earlier in the space ({}):", fresh.len()));
+                    for e in fresh {
+                        self.apply(e, true);
+                    }
+                    self.note("now:");
+                }
+            }
+            Err(why) => self.note(format!("no history: {why}")),
+        }
+        for e in held {
+            self.on_envelope(&e);
+        }
+    }
+
+    fn was_seen(&self, env: &Value) -> bool {
+        env["id"]
+            .as_str()
+            .is_some_and(|id| self.seen.iter().any(|s| s == id))
+    }
+
     /// An envelope seen in the space.
     pub fn on_envelope(&mut self, env: &Value) {
+        if let Some(held) = &mut self.held {
+            if held.len() < MAX_HELD {
+                held.push(env.clone());
+                return;
+            }
+            // Too long a wait: show what is held now, and the history when it comes.
+            for e in std::mem::take(held) {
+                self.apply(&e, false);
+            }
+        }
+        if self.was_seen(env) {
+            return;
+        }
+        self.apply(env, false);
+    }
+
+    /// Shows one envelope; `past` for one of the history.
+    fn apply(&mut self, env: &Value, past: bool) {
+        if let Some(id) = env["id"].as_str() {
+            if self.seen.len() >= MAX_SEEN {
+                self.seen.pop_front();
+            }
+            self.seen.push_back(id.to_owned());
+        }
         let kind = env["kind"].as_str().unwrap_or_default();
         let from = env["from"].as_str().unwrap_or("?").to_owned();
         let id = env["id"].as_str().unwrap_or_default().to_owned();
@@ -343,6 +428,16 @@ impl Screen {
                 self.me = you["id"].as_str().unwrap_or(&self.me).to_owned();
                 self.members.insert(self.me.clone(), member_of(you));
                 self.status = format!("joined as {}", self.me);
+            }
+            "system/presence" if past => {
+                if let Some(pid) = payload["participant"]["id"].as_str() {
+                    let what = if payload["event"] == "leave" {
+                        "left"
+                    } else {
+                        "joined"
+                    };
+                    self.note(format!("{pid} {what}"));
+                }
             }
             "system/presence" => {
                 if payload["event"] == "batch" {
@@ -393,6 +488,10 @@ impl Screen {
                     to,
                     payload: payload.clone(),
                 };
+                if self.proposals.len() >= MAX_PROPOSALS {
+                    self.proposals.pop_front();
+                }
+                self.proposals.push_back(p.clone());
                 let args = &p.payload["params"]["arguments"];
                 if args.is_null() {
                     self.push(Line::from(format!("{from} proposes {}", p.what())));
@@ -424,20 +523,27 @@ impl Screen {
                     .collect();
                 let before = self.pending.len();
                 self.pending.retain(|p| !settled.contains(&p.id));
-                if self.pending.len() < before {
-                    let how = match kind {
-                        "mcp/withdraw" => "withdrawn",
-                        "mcp/reject" => "rejected",
-                        _ => "fulfilled",
-                    };
-                    self.note(format!("proposal {how} by {from}"));
+                let closed = self.pending.len() < before;
+                if closed {
                     if self.pending.is_empty() {
                         self.dialog = None;
                     } else if self.dialog != Some(Dialog::Review) {
                         self.dialog = Some(Dialog::Review);
                     }
-                } else if kind == "mcp/request" && from != self.me {
-                    self.on_request(&from, &id, env);
+                }
+                let known = settled
+                    .iter()
+                    .find_map(|c| self.proposals.iter().find(|p| &p.id == c))
+                    .cloned();
+                match known {
+                    // What became of a proposal, whoever decided (this screen, another
+                    // screen of the same person, someone else), with what it was.
+                    Some(p) => self.decided(kind, &from, &p, env),
+                    None if closed => self.note(format!("proposal settled by {from}")),
+                    None if kind == "mcp/request" && from != self.me => {
+                        self.on_request(&from, &id, env);
+                    }
+                    None => {}
                 }
             }
             "mcp/response" => self.on_response(&from, env),
@@ -490,6 +596,42 @@ impl Screen {
         }
     }
 
+    /// A proposal's outcome: approved (its fulfilling request, with the arguments it was
+    /// called with), rejected (with the reason) or withdrawn.
+    fn decided(&mut self, kind: &str, from: &str, p: &Proposal, env: &Value) {
+        let whose = if p.from == from {
+            "its".to_owned()
+        } else {
+            format!("{}'s", p.from)
+        };
+        match kind {
+            "mcp/request" => {
+                let what = format!("proposal approved by {from}: {whose} {}", p.what());
+                let args = &env["payload"]["params"]["arguments"];
+                if args.is_null() {
+                    self.push(Line::from(what));
+                } else {
+                    self.push_long(Line::from(what + ":"), &chatter::value_text(args));
+                }
+            }
+            _ => {
+                let how = if kind == "mcp/reject" {
+                    "rejected"
+                } else {
+                    "withdrawn"
+                };
+                let reason = env["payload"]["reason"]
+                    .as_str()
+                    .map(|r| format!(": {}", short(&Value::from(r), 200)))
+                    .unwrap_or_default();
+                self.note(format!(
+                    "proposal {how} by {from}{reason} ({whose} {})",
+                    p.what()
+                ));
+            }
+        }
+    }
+
     /// Someone else's request: discovery is chatter; a tool call shows its arguments.
     fn on_request(&mut self, from: &str, id: &str, env: &Value) {
         let payload = &env["payload"];
@@ -537,9 +679,6 @@ impl Screen {
             .flatten()
             .filter_map(answers)
             .any(|c| self.chatter_ids.contains(&c));
-        let mine = env["to"]
-            .as_array()
-            .is_some_and(|t| t.iter().any(|x| x.as_str() == Some(self.me.as_str())));
         let text = match r["content"].as_array() {
             Some(items) => items
                 .iter()
@@ -554,7 +693,8 @@ impl Screen {
             None => chatter::value_text(r),
         };
         let head = Line::from(format!("{from} answers:"));
-        if to_chatter || (!mine && chatter::is_listing(r)) {
+        // A listing is chatter even when it answers this participant's own discovery.
+        if to_chatter || chatter::is_listing(r) {
             let body = chatter::text_lines(&text);
             self.push_chatter(Item::Long(head, body));
             return;
@@ -895,20 +1035,25 @@ impl Screen {
                 if m.tools.len() > 5 {
                     lines.push(Line::from(format!("  · +{} tools", m.tools.len() - 5)));
                 }
-                if let Some(c) = m.capabilities.first() {
-                    let more = if m.capabilities.len() > 1 {
-                        format!(" +{}", m.capabilities.len() - 1)
-                    } else {
-                        String::new()
-                    };
+                // Each with its payload pattern: `mcp/request` limited to `tools/list` must
+                // not read as "may call anything".
+                for c in m.capabilities.iter().take(MAX_CAPS_SHOWN) {
                     lines.push(Line::from(Span::styled(
-                        format!("  {c}{more}"),
+                        format!("  {c}"),
+                        Style::new().add_modifier(Modifier::DIM),
+                    )));
+                }
+                if m.capabilities.len() > MAX_CAPS_SHOWN {
+                    lines.push(Line::from(Span::styled(
+                        format!("  +{} more", m.capabilities.len() - MAX_CAPS_SHOWN),
                         Style::new().add_modifier(Modifier::DIM),
                     )));
                 }
             }
             f.render_widget(
-                Paragraph::new(lines).block(Block::bordered().title(" participants ")),
+                Paragraph::new(lines)
+                    .wrap(Wrap { trim: false })
+                    .block(Block::bordered().title(" participants ")),
                 panel,
             );
         }
@@ -1033,14 +1178,23 @@ fn member_of(p: &Value) -> Member {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|c| {
-                let kind = c["kind"].as_str().unwrap_or("?");
-                match c["payload"]["params"]["name"].as_str() {
-                    Some(t) => format!("{kind} {t}"),
-                    None => kind.to_owned(),
-                }
-            })
+            .map(capability_label)
             .collect(),
+    }
+}
+
+/// Capabilities listed per participant, at most.
+const MAX_CAPS_SHOWN: usize = 6;
+
+/// A capability as the participants panel shows it: its kind, and its payload pattern as
+/// compact JSON (keys sorted) when it has one, as the web page shows it.
+fn capability_label(c: &Value) -> String {
+    let kind = c["kind"]
+        .as_str()
+        .map_or_else(|| c["kind"].to_string(), str::to_owned);
+    match c.get("payload") {
+        Some(p) if !p.is_null() => format!("{kind} {p}"),
+        _ => kind,
     }
 }
 

@@ -5,6 +5,8 @@
 //! participants:
 //!   human: {tokens: [human-token], capabilities: [{kind: "*"}]}
 //!   files: {type: mcp-bridge, mcp_server: {command: npx, args: [...]}, ...}
+//!   # mew-rs: `person: true` marks a person (announced so; up to 8 connections at once),
+//!   # `connections: N` (1..=16) bounds how many connections one participant holds.
 //! defaults: {capabilities: [{kind: chat}]}
 //! logging: {enabled: true, envelope_history: true, capability_decisions: true}
 //! # mew-rs only (the reference ignores this section); every key is optional.
@@ -165,7 +167,20 @@ pub struct ParticipantEntry {
     pub io: Option<String>,
     /// `agent_config` (`type: agent`): the agent's configuration file.
     pub agent_config: Option<String>,
+    /// `person: true`: a person, announced as one in welcomes and presence (agents answer
+    /// persons' chats, see `respond_to_all`), who may hold several connections at once.
+    pub person: bool,
+    /// `connections: N`: how many connections it may hold at once (a new one beyond that
+    /// replaces the oldest); `None` for the default, [`PERSON_CONNECTIONS`] for a person and
+    /// 1 (the protocol's rule) for everyone else.
+    pub connections: Option<u8>,
 }
+
+/// Connections a person may hold at once unless `connections` says otherwise.
+pub const PERSON_CONNECTIONS: u8 = 8;
+
+/// The most connections `connections` may allow one participant.
+pub const MAX_CONNECTIONS: u8 = 16;
 
 impl ParticipantEntry {
     /// A standard participant with these capabilities and tokens.
@@ -189,7 +204,16 @@ impl ParticipantEntry {
             fifo: false,
             io: None,
             agent_config: None,
+            person: false,
+            connections: None,
         }
+    }
+
+    /// How many connections this participant may hold at once.
+    pub fn max_connections(&self) -> u8 {
+        self.connections
+            .unwrap_or(if self.person { PERSON_CONNECTIONS } else { 1 })
+            .clamp(1, MAX_CONNECTIONS)
     }
 
     /// Whether the space starts a process for this participant (`auto_start` with something
@@ -519,7 +543,9 @@ impl SpaceConfig {
                     .collect(),
             )
         };
-        let human = ParticipantEntry::new("human", vec![tokens.token()], caps(&["*"]));
+        let mut human = ParticipantEntry::new("human", vec![tokens.token()], caps(&["*"]));
+        // At a terminal and a browser at once.
+        human.person = true;
         let mut agent_caps = caps(&[
             "mcp/proposal",
             "mcp/withdraw",

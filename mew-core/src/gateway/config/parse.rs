@@ -47,6 +47,8 @@ const PARTICIPANT_KEYS: &[&str] = &[
     "default_to",
     "fifo",
     "io",
+    "person",
+    "connections",
 ];
 
 /// Top-level keys this implementation reads.
@@ -417,6 +419,22 @@ impl Cx {
         p.fifo = self.boolean(get("fifo"), &format!("{loc}.fifo"), false);
         p.io = self.string(get("io"), &format!("{loc}.io"));
         p.agent_config = self.string(get("agent_config"), &format!("{loc}.agent_config"));
+        p.person = self.boolean(get("person"), &format!("{loc}.person"), false);
+        if let Some(v) = get("connections") {
+            let l = format!("{loc}.connections");
+            let n = self.uint(Some(v), &l, 1, 1);
+            if n > u64::from(super::MAX_CONNECTIONS) {
+                self.err(
+                    l,
+                    format!(
+                        "at most {} connections per participant",
+                        super::MAX_CONNECTIONS
+                    ),
+                );
+            } else {
+                p.connections = Some(n as u8);
+            }
+        }
         p.default_to = match get("default_to") {
             Some(Yaml::String(s)) => vec![s.clone()],
             other => self.strings(other, &format!("{loc}.default_to")),

@@ -353,3 +353,126 @@ fn a_crowds_batched_presence_updates_the_members_in_one_line() {
     );
     assert!(f.contains("newcomer"), "{f}");
 }
+
+#[test]
+fn history_comes_first_and_repeats_nothing() {
+    let mut s = space();
+    s.begin_history();
+    let live =
+        json!({"kind": "chat", "from": "agent", "id": "c9", "payload": {"text": "live one"}});
+    s.on_envelope(&live);
+    assert!(
+        !frame(&s, 100, 30).contains("live one"),
+        "held until the history"
+    );
+    s.on_history(Ok(vec![
+        json!({"kind": "chat", "from": "human", "id": "c0", "payload": {"text": "please write notes.txt"}}),
+        json!({"kind": "system/presence", "from": "system:gateway", "id": "g1",
+               "payload": {"event": "leave", "participant": {"id": "agent"}}}),
+        proposal("p0", "notes.txt"),
+        live.clone(),
+    ]));
+    // The live chat came during the fetch and is in the history too: shown once, in its
+    // place; sent again (a repeat), not shown again.
+    s.on_envelope(&live);
+    s.on_key(key(KeyCode::Esc));
+    let f = frame(&s, 100, 40);
+    let at = |t: &str| f.find(t).unwrap_or_else(|| panic!("{t} not in\n{f}"));
+    assert!(at("earlier in the space (4):") < at("please write notes.txt"));
+    assert!(at("please write notes.txt") < at("agent left"));
+    assert!(at("agent left") < at("live one"));
+    assert!(at("live one") < at("now:"));
+    assert_eq!(f.matches("live one").count(), 1, "{f}");
+    // A leave of the past does not make a present participant absent.
+    assert!(f.contains("● agent"), "{f}");
+    // The proposal still open is up for review, with what led to it above.
+    assert_eq!(
+        s.pending().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+        ["p0"]
+    );
+    assert_eq!(s.last_seen(), Some("c9"));
+    // A failed fetch says so and shows what was held.
+    s.begin_history();
+    s.on_envelope(
+        &json!({"kind": "chat", "from": "agent", "id": "c10", "payload": {"text": "after"}}),
+    );
+    s.on_history(Err("the gateway answered 403".into()));
+    let f = frame(&s, 100, 40);
+    assert!(
+        f.contains("no history: the gateway answered 403") && f.contains("after"),
+        "{f}"
+    );
+}
+
+#[test]
+fn a_decision_is_recorded_with_what_was_decided() {
+    let mut s = space();
+    s.on_envelope(&proposal("p1", "notes.txt"));
+    assert_eq!(
+        s.on_key(key(KeyCode::Char('y'))),
+        vec![Action::Approve {
+            proposal: "p1".into()
+        }]
+    );
+    // This screen's own fulfilment comes back from the gateway.
+    s.on_envelope(
+        &json!({"kind": "mcp/request", "from": "human", "id": "f1", "to": ["files"],
+        "correlation_id": ["p1"], "payload": {"method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello"}}}}),
+    );
+    let f = frame(&s, 120, 30);
+    assert!(
+        f.contains("proposal approved by human: agent's tools/call write_file on files:"),
+        "{f}"
+    );
+    assert!(
+        f.contains(r#"{"content":"hello","path":"notes.txt"}"#),
+        "{f}"
+    );
+    assert!(!f.contains("human calls"), "{f}");
+    // Rejected on another screen of the same person: the dialog here closes, and says why.
+    s.on_envelope(&proposal("p2", "other.txt"));
+    assert!(frame(&s, 100, 30).contains(" review "));
+    s.on_envelope(
+        &json!({"kind": "mcp/reject", "from": "human", "id": "r1", "to": ["agent"],
+        "correlation_id": ["p2"], "payload": {"reason": "not now"}}),
+    );
+    assert_eq!(s.pending().count(), 0);
+    let f = frame(&s, 120, 30);
+    assert!(!f.contains(" review "), "{f}");
+    assert!(
+        f.contains("proposal rejected by human: not now (agent's tools/call write_file on files)"),
+        "{f}"
+    );
+}
+
+#[test]
+fn capabilities_show_their_patterns_and_own_listings_are_chatter() {
+    let mut s = Screen::new("human");
+    s.on_envelope(&json!({"kind": "system/welcome", "payload": {
+        "you": {"id": "human", "capabilities": [{"kind": "*"}]},
+        "participants": [{"id": "agent", "capabilities": [
+            {"kind": "chat"},
+            {"kind": "mcp/request", "payload": {"method": "tools/list"}}]}]}}));
+    assert_eq!(
+        capability_label(&json!({"kind": "mcp/request", "payload": {"method": "tools/list"}})),
+        r#"mcp/request {"method":"tools/list"}"#
+    );
+    assert_eq!(capability_label(&json!({"kind": "chat"})), "chat");
+    let f = frame(&s, 120, 30);
+    assert!(f.contains(r#"{"method":"tools/list"#), "{f}");
+    // The answer to this participant's own discovery: a listing, folded away.
+    let tools: Vec<Value> = (0..40)
+        .map(|i| json!({"name": format!("tool_{i}"), "inputSchema": {"type": "object"}}))
+        .collect();
+    s.on_envelope(
+        &json!({"kind": "mcp/response", "from": "files", "id": "l1", "to": ["human"],
+        "correlation_id": ["human-1"], "payload": {"result": {"tools": tools}}}),
+    );
+    let f = frame(&s, 120, 30);
+    assert!(!f.contains("tool_0") && !f.contains("files answers"), "{f}");
+    assert!(
+        f.contains("1 background message(s) hidden: /verbose"),
+        "{f}"
+    );
+}
