@@ -188,20 +188,20 @@ const REVOKED: &str = "token revoked by a configuration change";
 impl Gateway {
     /// Ends what holds a member's id besides a configured entry: its tokens are refused,
     /// its grants and holds dropped, and its connection (if any) is to be closed.
-    fn end_holder(
-        &mut self,
-        idx: usize,
-        conn: Option<ConnId>,
-        to_close: &mut Vec<(ConnId, &'static str)>,
-    ) {
+    /// Whether it had connections (all of them are closed: a person may hold several).
+    fn end_holder(&mut self, idx: usize, to_close: &mut Vec<(ConnId, &'static str)>) -> bool {
         self.members.remove_tokens(idx);
         let m = self.members.get_mut(idx);
         m.grants.clear();
         m.hold = Hold::None;
         m.recompute_caps();
-        if let Some(c) = conn {
+        if m.removed {
+            return false;
+        }
+        for &c in m.conns.as_slice() {
             to_close.push((c, ENDED));
         }
+        !m.conns.is_empty()
     }
 
     /// [`Gateway::reconfigure`]'s work.
@@ -248,11 +248,10 @@ impl Gateway {
             if m.origin != Origin::Configured {
                 // An invitation (or an anonymous or unknown-subject join) holds the id the
                 // file now names: it ends, and nothing of it passes to the entry.
-                let conn = m.conn.filter(|_| !m.removed);
-                self.end_holder(idx, conn, &mut to_close);
+                let disconnected = self.end_holder(idx, &mut to_close);
                 changes.push(ConfigChange::InvitationEnded {
                     participant: p.id.clone(),
-                    disconnected: conn.is_some(),
+                    disconnected,
                 });
             }
             let m = self.members.get(idx);
@@ -346,12 +345,11 @@ impl Gateway {
             })
             .collect();
         for (idx, id) in lookalikes {
-            let conn = self.members.get(idx).conn;
-            self.end_holder(idx, conn, &mut to_close);
+            let disconnected = self.end_holder(idx, &mut to_close);
             self.members.get_mut(idx).removed = true;
             changes.push(ConfigChange::InvitationEnded {
                 participant: id,
-                disconnected: conn.is_some(),
+                disconnected,
             });
         }
         // Entries that are gone: removed from the space, as by a kick.
