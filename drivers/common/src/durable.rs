@@ -18,8 +18,9 @@
 //! a `kill -9` may take (messages delivered in the last few milliseconds). [`Fsync`]
 //! decides what a power loss may take: with `always`, messages of the last
 //! [`MESSAGE_FLUSH`], never a change acknowledged; with `every_ms`, up to N ms of
-//! anything. A torn last entry is cut with a warning; a file of another format version is
-//! an error.
+//! anything. A torn last entry is cut with a warning; damage with whole entries after it,
+//! a damaged snapshot or a file of another format version is an error (never cut: that
+//! could drop an acknowledged revocation).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -102,6 +103,33 @@ pub enum StateError {
     /// The log does not follow its snapshot.
     #[error("{path}: {0}; run `mew space reset` to start afresh", path = .1.display())]
     Broken(String, PathBuf),
+    /// The log is damaged where whole entries follow: a crash never leaves that, and
+    /// cutting the log there would drop changes that were acknowledged (a revocation).
+    #[error(
+        "{path}: damaged at byte {offset} ({why}) with whole entries after it (entry {seq} at byte {resumes}), which a crash never leaves; the space does not start. Copy {dir} aside if it is wanted, then `mew space reset` starts the space afresh (its runtime grants, invitations and history are lost)",
+        path = path.display(), dir = path.parent().unwrap_or(path).display()
+    )]
+    Damaged {
+        /// The log file.
+        path: PathBuf,
+        /// Where the damage starts (the end of the last whole entry before it).
+        offset: u64,
+        /// What is wrong there.
+        why: String,
+        /// Where the first whole entry after it starts.
+        resumes: u64,
+        /// That entry's sequence number.
+        seq: u64,
+    },
+}
+
+impl StateError {
+    /// The state files are there but cannot be read as the space's state (damaged, of
+    /// another format or for another `space.yaml`), as against a folder that cannot be
+    /// used at all.
+    pub fn unreadable(&self) -> bool {
+        !matches!(self, StateError::Io { .. })
+    }
 }
 
 /// What was restored when the space started (for logs and `GET /health`).
@@ -308,10 +336,20 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
     let mut bytes = Vec::new();
     log.read_to_end(&mut bytes).map_err(io_err(&log_path))?;
     let bytes = Bytes::from(bytes);
-    let scan = journal::scan_log(&bytes).map_err(|source| StateError::Format {
+    let after = snapshot.as_ref().map_or(0, |(a, _)| *a);
+    let scan = journal::scan_log(&bytes, after).map_err(|source| StateError::Format {
         path: log_path.clone(),
         source,
     })?;
+    if let Some(next) = scan.damaged {
+        return Err(StateError::Damaged {
+            path: log_path,
+            offset: scan.good_len as u64,
+            why: scan.torn.unwrap_or_default(),
+            resumes: next.offset as u64,
+            seq: next.seq,
+        });
+    }
     let mut report = RestoreReport {
         dir: dir.to_owned(),
         snapshot_entry: snapshot.as_ref().map(|(a, _)| *a),
@@ -350,7 +388,16 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
         if seq <= node.applied() {
             continue;
         }
-        node.handle_entry(&mut gateway, seq, rec);
+        // An entry that passes its checksum and cannot be read was written so by a
+        // build that wrote something else: passing over it (as a cluster's replicas do,
+        // all alike) could forget a change it made here.
+        let rec = Record::decode(rec).map_err(|e| {
+            StateError::Broken(
+                format!("entry {seq} cannot be read ({e})"),
+                log_path.clone(),
+            )
+        })?;
+        node.handle_record(&mut gateway, seq, rec);
         report.replayed += 1;
         // What the entries did was carried out in the earlier life.
         while let Some(o) = node.poll_output() {

@@ -104,7 +104,10 @@ pub struct ServerOptions {
     pub log_dir: PathBuf,
     /// Seed for the core's ids and tokens; `None` draws one from the OS.
     pub seed: Option<u64>,
-    /// How long a client may take to send its HTTP request head.
+    /// How long a client may take from its connection to a whole request: the TLS
+    /// handshake, the request head and a request's body share this one deadline (a slow
+    /// client holds its slot, and an unidentified one its `max_unauthenticated` place, no
+    /// longer than this in all).
     pub head_timeout: Duration,
     /// How long shutdown waits for clients to acknowledge their close frames.
     pub shutdown_grace: Duration,
@@ -512,14 +515,16 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
             return;
         }
     };
+    // One deadline from here: the handshake, the head and a body each take from it.
+    let deadline = Deadline::after(shared.head_timeout);
     if let Some(config) = &shared.tls {
         let handshake = tls_handshake::<R>(config.clone(), sock);
-        match clock::timeout::<R, _>(shared.head_timeout, handshake).await {
+        match clock::timeout::<R, _>(deadline.left(), handshake).await {
             Some(Some(s)) => sock = s,
             _ => return,
         }
     }
-    let head = clock::timeout::<R, _>(shared.head_timeout, read_head::<R>(&mut sock)).await;
+    let head = clock::timeout::<R, _>(deadline.left(), read_head::<R>(&mut sock)).await;
     if let Some(Ok(Some((h, _)))) = &head {
         if proxied {
             let client = shared.proxies.client_address(peer.ip(), h);
@@ -559,10 +564,28 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
         },
         r => {
             // Boxed: its body buffer would otherwise be part of every WebSocket's task too.
-            let resp = Box::pin(http_response::<R>(&shared, &mut sock, &head, leftover, r)).await;
+            let resp = Box::pin(http_response::<R>(
+                &shared, &mut sock, &head, leftover, r, deadline,
+            ))
+            .await;
             let _ = R::write_all(&mut sock, &resp.to_bytes()).await;
             let _ = R::shutdown(&mut sock).await;
         }
+    }
+}
+
+/// The moment by which a connection's request must have arrived whole.
+#[derive(Debug, Clone, Copy)]
+struct Deadline(std::time::Instant);
+
+impl Deadline {
+    fn after(d: Duration) -> Deadline {
+        Deadline(std::time::Instant::now() + d)
+    }
+
+    /// What is left of it (zero once it passed).
+    fn left(self) -> Duration {
+        self.0.saturating_duration_since(std::time::Instant::now())
     }
 }
 
@@ -656,6 +679,7 @@ async fn http_response<R: ServerRuntime>(
     head: &RequestHead,
     mut body: Vec<u8>,
     route: Route,
+    deadline: Deadline,
 ) -> Response {
     let len = match head.content_length(shared.limits.max_frame_bytes) {
         Ok(l) => l,
@@ -679,7 +703,7 @@ async fn http_response<R: ServerRuntime>(
         }
         // Grown as bytes arrive, never sized up front from the client's Content-Length.
         let read =
-            clock::timeout::<R, _>(shared.head_timeout, read_body::<R>(sock, &mut body, len)).await;
+            clock::timeout::<R, _>(deadline.left(), read_body::<R>(sock, &mut body, len)).await;
         if !matches!(read, Some(Ok(()))) {
             return Response::error(400, "bad_request", "incomplete request body");
         }

@@ -369,8 +369,15 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     let durable = match config.gateway.durability {
         Some(fsync) if cluster.is_none() && !default_space => {
             let dir = layout.root.join(".mew").join("state");
-            let restored = mew_driver_common::durable::open(&dir, config.clone(), fsync)
-                .map_err(|e| Failure::new(exit::RUNTIME, e.to_string()))?;
+            let restored =
+                mew_driver_common::durable::open(&dir, config.clone(), fsync).map_err(|e| {
+                    let code = if e.unreadable() {
+                        exit::UNREADABLE
+                    } else {
+                        exit::RUNTIME
+                    };
+                    Failure::new(code, e.to_string())
+                })?;
             let r = &restored.report;
             if r.restored() {
                 say!(

@@ -1,8 +1,8 @@
 //! Durable single-node spaces with real `mew gateway` processes: what a space was given at
 //! run time (a grant, an invitation, its history) survives `kill -9`; a torn or damaged log
-//! tail is cut with a warning; a state file of a newer format, and a state folder that
-//! cannot be written, each stop the gateway with one clear line; `mew space reset` starts
-//! afresh.
+//! tail is cut with a warning; damage with whole entries after it, a damaged snapshot, a
+//! state file of a newer format, and a state folder that cannot be written, each stop the
+//! gateway with one clear line; `mew space reset` starts afresh.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -55,17 +55,34 @@ fn start(dir: &Path) -> MewGateway {
     MewGateway::start(gateway_cmd(dir))
 }
 
-/// Runs a gateway that must refuse to start; its exit code and stderr.
+/// Runs a gateway that must refuse to start; its exit code and stderr (killed after 20 s
+/// if it started after all: code `None`).
 fn refused(dir: &Path) -> (Option<i32>, String) {
-    let out = gateway_cmd(dir)
+    let mut child = gateway_cmd(dir)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
-        .output()
+        .spawn()
         .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, err)
 }
 
 fn kill9(mut g: MewGateway) {
@@ -286,6 +303,148 @@ fn a_torn_or_damaged_tail_is_cut_and_the_gateway_starts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Where each whole entry of a log file starts, and where it ends.
+fn entry_spans(log: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let mut at = 9;
+    let mut spans = Vec::new();
+    while at + 16 <= log.len() {
+        let len = u32::from_le_bytes(log[at..at + 4].try_into().unwrap()) as usize;
+        if len == 0 && log[at..].iter().all(|b| *b == 0) {
+            break;
+        }
+        spans.push(at..at + 16 + len);
+        at += 16 + len;
+    }
+    spans
+}
+
+/// A grant, its revocation acknowledged, more changes after it, `kill -9`; then one byte of
+/// the revocation's entry flipped. Cutting the log there (as if it were a crash's torn
+/// tail) would give the agent its revoked capability back: the gateway refuses to start,
+/// with one line naming the file, the byte and `mew space reset`, exit code 4, and leaves
+/// the file as it was. A log cut short after the revocation still starts, without the
+/// capability. A flipped byte in the snapshot is refused the same way.
+#[test]
+fn a_damaged_revocation_with_entries_after_it_is_refused_not_cut() {
+    let dir = scratch("damaged");
+    let g = start(&dir);
+    let mut human = join(&g.addr, "human-token");
+    send(
+        &mut human,
+        json!({"protocol": "mew/v0.4", "id": "g-1", "kind": "capability/grant", "to": ["agent"],
+               "payload": {"recipient": "agent", "capabilities": [{"kind": "mcp/request"}]}}),
+    );
+    read_until(&mut human, |v| {
+        v["kind"] == "capability/grant" && v["id"] == "g-1"
+    });
+    assert!(agent_may_call(&g.addr, "granted"));
+    send(
+        &mut human,
+        json!({"protocol": "mew/v0.4", "id": "r-1", "kind": "capability/revoke", "to": ["agent"],
+               "payload": {"recipient": "agent", "capabilities": [{"kind": "mcp/request"}]}}),
+    );
+    read_until(&mut human, |v| {
+        v["kind"] == "capability/revoke" && v["id"] == "r-1"
+    });
+    assert!(!agent_may_call(&g.addr, "revoked"));
+    for i in 0..3 {
+        let id = format!("later-{i}");
+        send(
+            &mut human,
+            json!({"protocol": "mew/v0.4", "id": id, "kind": "capability/grant", "to": ["agent"],
+                   "payload": {"recipient": "agent", "capabilities": [{"kind": format!("x-{i}")}]}}),
+        );
+        read_until(&mut human, |v| {
+            v["kind"] == "capability/grant" && v["id"] == id
+        });
+    }
+    kill9(g);
+
+    let log = dir.join(".mew/state/log");
+    let intact = std::fs::read(&log).unwrap();
+    let spans = entry_spans(&intact);
+    let revoke = spans
+        .iter()
+        .position(|s| has(&intact[s.clone()], br#""id":"r-1""#))
+        .expect("the revocation is in the log");
+    assert!(
+        spans.len() > revoke + 3,
+        "whole entries follow the revocation"
+    );
+    let entry = spans[revoke].clone();
+    let mut damaged = intact.clone();
+    // A byte of the capability the revocation names.
+    let at = entry.start + find(&intact[entry.clone()], b"mcp/request").unwrap() + 2;
+    damaged[at] ^= 0x01;
+    std::fs::write(&log, &damaged).unwrap();
+    let (code, err) = refused(&dir);
+    assert_eq!(code, Some(4), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains(".mew/state/log: damaged"), "{err}");
+    assert!(
+        err.contains(&format!("damaged at byte {} ", entry.start)),
+        "{err}"
+    );
+    assert!(err.contains("mew space reset"), "{err}");
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        damaged,
+        "the log is left alone"
+    );
+
+    // A byte of its head (the length: the entry then swallows the next ones).
+    let mut damaged = intact.clone();
+    damaged[entry.start] ^= 0x40;
+    std::fs::write(&log, &damaged).unwrap();
+    let (code, err) = refused(&dir);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(err.contains(&format!("byte {} ", entry.start)), "{err}");
+
+    // Cut short after the revocation (a crash's torn tail): starts, still revoked.
+    let cut = spans[revoke + 1].start + 5;
+    std::fs::write(&log, &intact[..cut]).unwrap();
+    let g = start(&dir);
+    assert!(
+        !agent_may_call(&g.addr, "after-cut"),
+        "the revocation holds"
+    );
+    let (_, health) = http(&g.addr, "/health", "human-token");
+    assert_eq!(health["restored"]["bytes_cut"], 5, "{health}");
+    assert_eq!(health["restored"]["grants"], 0, "{health}");
+
+    // An invitation writes a snapshot; a flipped byte in it is refused too.
+    let mut human = join(&g.addr, "human-token");
+    send(
+        &mut human,
+        json!({"protocol": "mew/v0.4", "id": "i-1", "kind": "space/invite",
+               "payload": {"participant_id": "guest", "initial_capabilities": [{"kind": "chat"}]}}),
+    );
+    read_until(&mut human, |v| v["kind"] == "space/invite-ack");
+    drop(human);
+    kill9(g);
+    let snap = dir.join(".mew/state/snapshot");
+    let mut bytes = std::fs::read(&snap).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0x01;
+    std::fs::write(&snap, &bytes).unwrap();
+    let (code, err) = refused(&dir);
+    assert_eq!(code, Some(4), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("snapshot is damaged") && err.contains("mew space reset"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn has(hay: &[u8], needle: &[u8]) -> bool {
+    find(hay, needle).is_some()
+}
+
 /// Files of a newer format, and a state folder that cannot be written, stop the gateway
 /// with one line naming the file and what to do; `mew space reset` starts afresh.
 #[test]
@@ -307,7 +466,7 @@ fn newer_formats_and_unwritable_state_are_clear_errors_and_reset_starts_afresh()
     newer.extend_from_slice(&saved[9..]);
     std::fs::write(&log, &newer).unwrap();
     let (code, err) = refused(&dir);
-    assert_ne!(code, Some(0));
+    assert_eq!(code, Some(4), "{err}");
     assert!(
         err.contains("newer version") && err.contains("mew space reset"),
         "{err}"

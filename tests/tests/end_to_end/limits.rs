@@ -1,6 +1,6 @@
 //! Connection limits of the server over real sockets: a crowd of silent clients, too many
-//! connections from one address, and a request body that is never sent cannot tie the
-//! gateway up.
+//! connections from one address, a request body that is never sent and a request that
+//! dribbles cannot tie the gateway up.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -96,6 +96,50 @@ async fn silent_crowds_and_greedy_addresses_are_refused_at_once() {
         let a = answer(&mut s, Duration::from_secs(2));
         assert!(a.starts_with("HTTP/1.1 401"), "{a}");
         assert!(t.elapsed() < Duration::from_millis(400));
+    })
+    .await
+    .unwrap();
+    stop.shutdown();
+}
+
+/// A request that dribbles (its head slowly, then its body a byte at a time) is answered
+/// when one deadline from the connection passes (1 s here), not a second deadline after
+/// its head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dribbled_head_and_body_share_one_deadline() {
+    let (addr, stop) = start(ServerOptions {
+        head_timeout: Duration::from_secs(1),
+        ..ServerOptions::default()
+    })
+    .await;
+    tokio::task::spawn_blocking(move || {
+        let start = Instant::now();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"POST /participants/human/messages HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        s.write_all(
+            b"Authorization: Bearer human-token\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n",
+        )
+        .unwrap();
+        let mut reader = s.try_clone().unwrap();
+        let got = std::thread::spawn(move || {
+            let a = answer(&mut reader, Duration::from_secs(5));
+            (a, start.elapsed())
+        });
+        for _ in 0..200 {
+            if got.is_finished() || s.write_all(b" ").is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(40));
+        }
+        let (a, closed) = got.join().unwrap();
+        assert!(a.starts_with("HTTP/1.1 400"), "{a}");
+        assert!(a.contains("incomplete request body"), "{a}");
+        assert!(
+            closed >= Duration::from_millis(950) && closed < Duration::from_millis(1400),
+            "{closed:?}"
+        );
     })
     .await
     .unwrap();

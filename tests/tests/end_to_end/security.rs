@@ -247,6 +247,71 @@ async fn tls_serves_wss_and_https_on_async_std() {
     tls_serves_wss_and_https::<AsyncStd>("tls-async-std").await;
 }
 
+/// A client that takes most of the deadline over its TLS handshake, then sends its request
+/// head a byte at a time: one deadline runs from the connection's acceptance to a whole
+/// head, so it is answered 408 and closed when that deadline passes (1 s here; 5 s by
+/// default), not a second deadline after the handshake.
+async fn one_deadline_covers_the_handshake_and_the_head<D: Driver>(name: &str) {
+    let dir = temp_dir(name);
+    let pki = Pki::new(&dir);
+    let opts = ServerOptions {
+        log_dir: dir.join(".mew/logs"),
+        seed: Some(7),
+        tls: Some(Arc::new(ServerTls::load(pki.files.clone()).unwrap())),
+        head_timeout: std::time::Duration::from_secs(1),
+        ..Default::default()
+    };
+    let gw = D::start_with(space(""), "127.0.0.1:0".parse().unwrap(), opts);
+    let start = std::time::Instant::now();
+    let tcp = TcpStream::connect(gw.addr).await.unwrap();
+    // Silent before the ClientHello: the handshake is slow.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let connector = tokio_rustls::TlsConnector::from(pki.client_config());
+    let tls = connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .expect("the handshake completes inside the deadline");
+    let shaken = start.elapsed();
+    let (mut rd, mut wr) = tokio::io::split(tls);
+    let reader = tokio::spawn(async move {
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(WAIT, rd.read_to_end(&mut got)).await;
+        (String::from_utf8_lossy(&got).into_owned(), start.elapsed())
+    });
+    let head = format!(
+        "GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: {}\r\n\r\n",
+        "a".repeat(200)
+    );
+    for b in head.as_bytes() {
+        if reader.is_finished() || wr.write_all(&[*b]).await.is_err() {
+            break;
+        }
+        let _ = wr.flush().await;
+        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    }
+    let (answer, closed) = reader.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    assert!(
+        shaken >= std::time::Duration::from_millis(600),
+        "{shaken:?}"
+    );
+    assert!(
+        closed >= std::time::Duration::from_millis(950)
+            && closed < std::time::Duration::from_millis(1400),
+        "closed {closed:?} after the connection (handshake done at {shaken:?})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_deadline_covers_the_handshake_and_the_head_on_tokio() {
+    one_deadline_covers_the_handshake_and_the_head::<Tokio>("deadline-tokio").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_deadline_covers_the_handshake_and_the_head_on_async_std() {
+    one_deadline_covers_the_handshake_and_the_head::<AsyncStd>("deadline-async-std").await;
+}
+
 /// A certificate replaced on disk and reloaded: new handshakes present the new one, and a
 /// conversation over the old one goes on undisturbed.
 async fn certificate_reload_keeps_connections<D: Driver>(name: &str) {
