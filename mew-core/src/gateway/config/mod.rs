@@ -171,7 +171,7 @@ pub struct ParticipantEntry {
     /// persons' chats, see `respond_to_all`), who may hold several connections at once.
     pub person: bool,
     /// `connections: N`: how many connections it may hold at once (a new one beyond that
-    /// replaces the oldest); `None` for the default, [`PERSON_CONNECTIONS`] for a person and
+    /// replaces the oldest); `None` for the default, `PERSON_CONNECTIONS` (8) for a person and
     /// 1 (the protocol's rule) for everyone else.
     pub connections: Option<u8>,
 }
