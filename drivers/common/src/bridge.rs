@@ -22,6 +22,10 @@ use crate::clock;
 use crate::link::{Link, LinkEvent};
 use crate::process::{McpProcess, ProcessEvent, ProcessRuntime, ServerCommand};
 
+/// The log message (at `info`) saying the MCP server completed initialize and its lists:
+/// `mew space up` counts a bridge as started once its log says this.
+pub const SERVER_READY_LOG: &str = "MCP server ready";
+
 /// How long the server's process may take to go once the bridge has exited.
 const REAP_WITHIN: Duration = Duration::from_secs(5);
 
@@ -341,7 +345,7 @@ fn log_mcp(e: &McpEvent) {
         McpEvent::Ready(d) => tracing::info!(
             server = %d.server_info,
             protocol = d.protocol_version.as_str(),
-            "MCP server ready"
+            "{SERVER_READY_LOG}"
         ),
         McpEvent::Stderr(line) => tracing::debug!(target: "mcp_server", "{line}"),
         McpEvent::StdoutIssue(i) => tracing::warn!("MCP server stdout: {i}"),

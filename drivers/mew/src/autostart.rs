@@ -72,6 +72,9 @@ pub struct Launch {
     /// `mew agent` fails the same way every time. Empty for other programs, whose codes
     /// mean what their authors chose.
     pub final_codes: Vec<i32>,
+    /// What its log says once it is ready, when joining the space is not enough: a bridge
+    /// joins while its MCP server is still starting.
+    pub ready_log: Option<&'static str>,
 }
 
 /// The launches of every participant the space starts, in configuration order. `${NAME}`s
@@ -180,6 +183,8 @@ fn launch(
             }
             _ => Vec::new(),
         },
+        ready_log: (p.kind == ParticipantType::McpBridge)
+            .then_some(mew_driver_common::bridge::SERVER_READY_LOG),
     })
 }
 
@@ -220,6 +225,9 @@ pub struct ProcessInfo {
     /// earlier run wrote before it is not this process's.
     #[serde(default)]
     pub log_offset: u64,
+    /// [`Launch::ready_log`]: what `mew space up` waits for in the log after joining.
+    #[serde(skip)]
+    pub ready_log: Option<&'static str>,
 }
 
 type States = std::sync::Arc<std::sync::Mutex<Vec<ProcessInfo>>>;
@@ -269,6 +277,7 @@ impl Supervisor {
                     started_at_ms: None,
                     last_exit: None,
                     log_offset: 0,
+                    ready_log: l.ready_log,
                 })
                 .collect(),
         ));
@@ -502,6 +511,23 @@ pub fn log_tail_from(path: &Path, from: u64, n: usize) -> Vec<String> {
         })
         .collect();
     lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
+/// Whether a log holds `needle` at or after byte `from` (its first MiB after `from` only:
+/// what is awaited is written early in a process's life).
+pub fn log_has_from(path: &Path, from: u64, needle: &str) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    const READ_AT_MOST: u64 = 1024 * 1024;
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut text = Vec::new();
+    if f.seek(SeekFrom::Start(from)).is_err()
+        || f.take(READ_AT_MOST).read_to_end(&mut text).is_err()
+    {
+        return false;
+    }
+    String::from_utf8_lossy(&text).contains(needle)
 }
 
 /// SIGTERM to the child's process group, SIGKILL after the grace period.

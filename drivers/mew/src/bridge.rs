@@ -92,6 +92,8 @@ pub async fn run(args: Args) -> Result<(), Failure> {
     let exit = mew_tokio::run_bridge(config(&args), command(&args), None, crate::signal()).await;
     match exit {
         Exit::Shutdown => Ok(()),
+        // Starting it again would fail the same way: `mew space` does not restart exit 2.
+        Exit::ServerNeverReady(_) => Err(Failure::new(exit::USAGE, exit.to_string())),
         Exit::ServerGaveUp(_) => Err(Failure::new(exit::RUNTIME, exit.to_string())),
         Exit::GatewayGaveUp(_) => Err(Failure::new(exit::CONNECT, exit.to_string())),
     }

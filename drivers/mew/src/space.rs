@@ -416,13 +416,33 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
     let deadline = Instant::now() + Duration::from_secs(args.wait);
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let started = Instant::now();
+    // Processes (by id and where their output begins) whose log said they are ready.
+    let mut ready: std::collections::HashSet<(String, u64)> = Default::default();
     let (procs, not_joined) = loop {
         let procs = running.processes.processes();
         // Asked inside the process: works whether or not the port speaks TLS.
         let on = running.online(token.as_deref()).await;
+        // A bridge joins while its MCP server starts: it is up once its log says the server
+        // is ready, and one whose server fails is not up, though it was online for a while.
+        for p in &procs {
+            if let Some(line) = p.ready_log
+                && on.contains(&p.id)
+                && !ready.contains(&(p.id.clone(), p.log_offset))
+                && crate::autostart::log_has_from(
+                    &log_dir.join(format!("{}.log", p.id)),
+                    p.log_offset,
+                    line,
+                )
+            {
+                ready.insert((p.id.clone(), p.log_offset));
+            }
+        }
         let not_joined: Vec<String> = procs
             .iter()
-            .filter(|p| !on.contains(&p.id))
+            .filter(|p| {
+                !on.contains(&p.id)
+                    || (p.ready_log.is_some() && !ready.contains(&(p.id.clone(), p.log_offset)))
+            })
             .map(|p| p.id.clone())
             .collect();
         let waiting: Vec<&str> = procs

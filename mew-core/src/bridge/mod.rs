@@ -11,7 +11,8 @@
 //!
 //! Lifecycle: a server that fails its very first start (a command that does not exist, a
 //! program that is not an MCP server, no `initialize` answer within the init timeout) is a
-//! configuration error, not a crash, and ends the bridge at once. A crashed server is restarted per the [`RestartBackoff`](crate::mcp::RestartBackoff);
+//! configuration error, not a crash, and ends the bridge at once with
+//! [`Exit::ServerNeverReady`]. A crashed server is restarted per the [`RestartBackoff`](crate::mcp::RestartBackoff);
 //! callers in flight get an error. When no restart is left the bridge broadcasts a
 //! `participant/status` with `status: "error"` and a chat line, and finishes with
 //! [`Exit::ServerGaveUp`]. A `participant/shutdown` (or [`Bridge::close`]) stops the
@@ -442,7 +443,7 @@ impl Bridge {
                     self.fail_waiting(now, err);
                     self.report_gave_up(now, &err.to_string());
                     let reason = self.gave_up_reason(&err.to_string());
-                    self.begin_exit(now, Exit::ServerGaveUp(reason), None);
+                    self.begin_exit(now, Exit::ServerNeverReady(reason), None);
                 }
             }
             McpEvent::GaveUp { reason } if self.lifecycle != Lifecycle::Running => {

@@ -27,7 +27,11 @@ pub enum Output {
 pub enum Exit {
     /// Shut down on request (`participant/shutdown`, or [`super::Bridge::close`]).
     Shutdown,
-    /// The MCP server could not be started or kept running.
+    /// The MCP server never completed its first start (a command that does not exist, a
+    /// program that is not an MCP server, no `initialize` answer in time): a configuration
+    /// error, which starting the bridge again would only repeat.
+    ServerNeverReady(String),
+    /// The MCP server, ready once, could not be kept running.
     ServerGaveUp(String),
     /// The gateway could not be reached again after the connection was lost.
     GatewayGaveUp(String),
@@ -44,7 +48,9 @@ impl fmt::Display for Exit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Exit::Shutdown => f.write_str("shut down"),
-            Exit::ServerGaveUp(r) => write!(f, "MCP server failed: {r}"),
+            Exit::ServerNeverReady(r) | Exit::ServerGaveUp(r) => {
+                write!(f, "MCP server failed: {r}")
+            }
             Exit::GatewayGaveUp(r) => write!(f, "gateway unreachable: {r}"),
         }
     }

@@ -393,7 +393,7 @@ fn a_first_start_that_fails_ends_the_bridge_at_once() {
     );
     assert_eq!(h.disconnects, 1);
     assert_eq!(h.exits.len(), 1);
-    assert!(matches!(&h.exits[0], Exit::ServerGaveUp(r) if r.contains("No such file")));
+    assert!(matches!(&h.exits[0], Exit::ServerNeverReady(r) if r.contains("No such file")));
     assert!(h.exits[0].is_error());
     assert!(h.b.is_done());
     assert_eq!(h.b.restarts(), 0);
@@ -412,7 +412,7 @@ fn a_first_start_without_an_initialize_answer_times_out_and_stops_the_process() 
     h.b.handle_server_exited(h.now, ExitStatus::signal(15));
     h.drain();
     assert!(
-        matches!(&h.exits[..], [Exit::ServerGaveUp(r)] if r.contains("initialize within 5000 ms"))
+        matches!(&h.exits[..], [Exit::ServerNeverReady(r)] if r.contains("initialize within 5000 ms"))
     );
     assert_eq!(h.spawns, 1);
 }
@@ -432,7 +432,7 @@ fn a_server_that_dies_at_start_is_quoted_from_its_last_stderr_lines_in_the_exit_
     h.b.handle_server_stderr(h.now, npm.as_bytes());
     h.b.handle_server_exited(h.now, ExitStatus::code(1));
     h.drain();
-    let [Exit::ServerGaveUp(reason)] = &h.exits[..] else {
+    let [Exit::ServerNeverReady(reason)] = &h.exits[..] else {
         panic!("{:?}", h.exits);
     };
     assert!(

@@ -674,7 +674,7 @@ async fn commands_that_are_not_mcp_servers_fail_clearly_within_the_init_timeout(
         .join()
         .await;
     assert!(
-        matches!(&exit, Exit::ServerGaveUp(r) if r.contains("could not start") && r.contains("mew-no-such-command") && r.contains("No such file")),
+        matches!(&exit, Exit::ServerNeverReady(r) if r.contains("could not start") && r.contains("mew-no-such-command") && r.contains("No such file")),
         "{exit:?}"
     );
     assert!(started.elapsed() < init, "{:?}", started.elapsed());
@@ -689,7 +689,7 @@ async fn commands_that_are_not_mcp_servers_fail_clearly_within_the_init_timeout(
         .join()
         .await;
     assert!(
-        matches!(&exit, Exit::ServerGaveUp(r) if r.contains("not an MCP server")),
+        matches!(&exit, Exit::ServerNeverReady(r) if r.contains("not an MCP server")),
         "{exit:?}"
     );
     assert!(started.elapsed() < init, "{:?}", started.elapsed());
@@ -701,7 +701,7 @@ async fn commands_that_are_not_mcp_servers_fail_clearly_within_the_init_timeout(
         .join()
         .await;
     assert!(
-        matches!(&exit, Exit::ServerGaveUp(r) if r.contains("did not answer initialize within 1500 ms")),
+        matches!(&exit, Exit::ServerNeverReady(r) if r.contains("did not answer initialize within 1500 ms")),
         "{exit:?}"
     );
     let took = started.elapsed();
