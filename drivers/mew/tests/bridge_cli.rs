@@ -117,6 +117,8 @@ fn run_failing(args: &[&str], within: Duration) -> (i32, String, Duration) {
 }
 
 #[test]
+/// A start that never worked is a configuration error (exit 2), which `mew space` does not
+/// restart.
 fn a_command_that_is_not_an_mcp_server_fails_with_one_line() {
     let common = [
         "bridge",
@@ -138,7 +140,7 @@ fn a_command_that_is_not_an_mcp_server_fails_with_one_line() {
         run_failing(&a, Duration::from_secs(2))
     };
     let (code, err, took) = with(&["mew-no-such-command", "--flag"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.starts_with("mew: MCP server failed: could not start MCP server: mew-no-such-command")
@@ -148,7 +150,7 @@ fn a_command_that_is_not_an_mcp_server_fails_with_one_line() {
     assert!(took < Duration::from_secs(2), "{took:?}");
 
     let (code, err, took) = with(&["cat"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert_eq!(
         err.trim_end(),
         "mew: MCP server failed: not an MCP server: it sent our initialize request back (an echo?)"
@@ -156,7 +158,7 @@ fn a_command_that_is_not_an_mcp_server_fails_with_one_line() {
     assert!(took < Duration::from_secs(2), "{took:?}");
 
     let (code, err, took) = with(&["sleep", "30"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("did not answer initialize within 2000 ms"),
         "{err}"

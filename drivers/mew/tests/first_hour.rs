@@ -280,8 +280,9 @@ fn readme_and_docs_coder_commands_run_as_written_from_a_scratch_folder() {
 }
 
 /// A space whose participants fail in the ways a new user meets: an agent without a model
-/// (a configuration error), a filesystem server whose npm package name has a typo, and a
-/// program that never joins; with a near miss of a key.
+/// (a configuration error), a filesystem server whose npm package name has a typo (its
+/// bridge joins, then its server fails), and a program that never joins; with a near miss
+/// of a key. Every started participant keeps the template's `restart_policy: on-failure`.
 fn failing_space(root: &Path) -> PathBuf {
     let out = mew_in(root, &["init", "coder", "--dir", "bad"])
         .output()
@@ -292,7 +293,6 @@ fn failing_space(root: &Path) -> PathBuf {
     let yaml = std::fs::read_to_string(&path)
         .unwrap()
         .replace("server-filesystem", "server-filesytem")
-        .replace("restart_policy: on-failure", "restart_policy: \"no\"")
         + "  sleeper:\n    type: local\n    command: sleep\n    args: [\"600\"]\n    auto_strat: true\n    auto_start: true\n";
     std::fs::write(&path, yaml).unwrap();
     // What an earlier version left: a log folder and a supervisor's log others could read.
@@ -337,6 +337,25 @@ fn up_names_who_did_not_start_with_their_output_and_exits_non_zero() {
     );
     assert!(
         err.contains("  | mew: no model endpoint: set OPENAI_BASE_URL"),
+        "{err}"
+    );
+    // The bridge was online for a moment, but its server never became ready: it did not
+    // start, said with npm's own lines, and is not started again (its policy is on-failure).
+    assert!(
+        err.contains(
+            "mew: filesystem did not start: exit status: 2 (a usage or configuration error: not restarted)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with("  | ")
+            && l.contains("before completing the initialize handshake")
+            && l.contains("its last stderr lines: npm error code ENOTCACHED")
+            && l.contains("server-filesytem")),
+        "{err}"
+    );
+    assert!(
+        err.contains("mew: agent, filesystem, sleeper did not join"),
         "{err}"
     );
     assert!(
@@ -397,6 +416,14 @@ fn up_names_who_did_not_start_with_their_output_and_exits_non_zero() {
         .unwrap();
     assert_eq!(agent["process"]["state"], "exited", "{st}");
     assert_eq!(agent["process"]["restarts"], 0, "{st}");
+    let fs = st["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "filesystem")
+        .unwrap();
+    assert_eq!(fs["process"]["state"], "exited", "{st}");
+    assert_eq!(fs["process"]["restarts"], 0, "{st}");
     assert_private_and_tokenless(&space);
 
     let down = mew_in(&root, &["space", "down", "--space-dir", "bad"])
