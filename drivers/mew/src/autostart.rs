@@ -72,9 +72,9 @@ pub struct Launch {
     /// `mew agent` fails the same way every time. Empty for other programs, whose codes
     /// mean what their authors chose.
     pub final_codes: Vec<i32>,
-    /// What its log says once it is ready, when joining the space is not enough: a bridge
-    /// joins while its MCP server is still starting.
-    pub ready_log: Option<&'static str>,
+    /// Whether it is an MCP bridge, which joins the space while its server is still
+    /// starting: it is up once its log says the server is ready.
+    pub mcp_bridge: bool,
 }
 
 /// The launches of every participant the space starts, in configuration order. `${NAME}`s
@@ -183,8 +183,7 @@ fn launch(
             }
             _ => Vec::new(),
         },
-        ready_log: (p.kind == ParticipantType::McpBridge)
-            .then_some(mew_driver_common::bridge::SERVER_READY_LOG),
+        mcp_bridge: p.kind == ParticipantType::McpBridge,
     })
 }
 
@@ -225,9 +224,9 @@ pub struct ProcessInfo {
     /// earlier run wrote before it is not this process's.
     #[serde(default)]
     pub log_offset: u64,
-    /// [`Launch::ready_log`]: what `mew space up` waits for in the log after joining.
-    #[serde(skip)]
-    pub ready_log: Option<&'static str>,
+    /// [`Launch::mcp_bridge`]: `mew space up` waits for its server too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mcp_bridge: bool,
 }
 
 type States = std::sync::Arc<std::sync::Mutex<Vec<ProcessInfo>>>;
@@ -277,7 +276,7 @@ impl Supervisor {
                     started_at_ms: None,
                     last_exit: None,
                     log_offset: 0,
-                    ready_log: l.ready_log,
+                    mcp_bridge: l.mcp_bridge,
                 })
                 .collect(),
         ));

@@ -425,13 +425,13 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
         // A bridge joins while its MCP server starts: it is up once its log says the server
         // is ready, and one whose server fails is not up, though it was online for a while.
         for p in &procs {
-            if let Some(line) = p.ready_log
+            if p.mcp_bridge
                 && on.contains(&p.id)
                 && !ready.contains(&(p.id.clone(), p.log_offset))
                 && crate::autostart::log_has_from(
                     &log_dir.join(format!("{}.log", p.id)),
                     p.log_offset,
-                    line,
+                    mew_driver_common::bridge::SERVER_READY_LOG,
                 )
             {
                 ready.insert((p.id.clone(), p.log_offset));
@@ -441,7 +441,7 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
             .iter()
             .filter(|p| {
                 !on.contains(&p.id)
-                    || (p.ready_log.is_some() && !ready.contains(&(p.id.clone(), p.log_offset)))
+                    || (p.mcp_bridge && !ready.contains(&(p.id.clone(), p.log_offset)))
             })
             .map(|p| p.id.clone())
             .collect();
@@ -569,6 +569,10 @@ fn not_joined_line(p: &ProcessInfo, wait: u64) -> String {
         (ProcessState::Restarting, Some(e)) => format!(
             "{} has not joined after {wait}s (restarting after {e}; restarts: {})",
             p.id, p.restarts
+        ),
+        (_, _) if p.mcp_bridge => format!(
+            "{} has not joined, or its MCP server is not ready, after {wait}s (running)",
+            p.id
         ),
         (_, _) => format!("{} has not joined after {wait}s (running)", p.id),
     }

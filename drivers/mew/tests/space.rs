@@ -394,3 +394,45 @@ fn the_reference_fixture_space_comes_up_and_goes_down() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A bridge is online as soon as it joins, while its MCP server is still starting: `up`
+/// waits for the server too, and names the bridge when the wait ends before it is ready.
+#[test]
+fn up_waits_for_a_bridges_server_not_only_for_its_join() {
+    let dir = scratch("slow-bridge");
+    std::fs::write(
+        dir.join("space.yaml"),
+        "space: {id: slow}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n  slow:\n    type: mcp-bridge\n    auto_start: true\n    tokens: [slow-token]\n    capabilities: [{kind: mcp/response}, {kind: participant/status}]\n    mcp_server: {command: sleep, args: [\"600\"]}\n    bridge_config: {init_timeout: 60000}\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let up = mew(
+        &["space", "up", "--detach", "--port", "0", "--wait", "3"],
+        &dir,
+        None,
+    );
+    let err = String::from_utf8_lossy(&up.stderr);
+    assert_eq!(up.status.code(), Some(1), "{up:?}");
+    assert!(started.elapsed() >= Duration::from_secs(3), "{err}");
+    assert!(
+        err.contains(
+            "mew: slow has not joined, or its MCP server is not ready, after 3s (running)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("mew: slow did not join;"), "{err}");
+    // It did join: only its server is not there.
+    let st = status(&dir);
+    let slow = st["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "slow")
+        .cloned()
+        .unwrap();
+    assert_eq!(slow["online"], true, "{st}");
+    assert_eq!(slow["process"]["state"], "running", "{st}");
+    let down = mew(&["space", "down"], &dir, None);
+    assert!(down.status.success(), "{down:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
