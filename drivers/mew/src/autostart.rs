@@ -392,7 +392,11 @@ async fn supervise(
         } else {
             supervision.handle_exited(clock::now(), !failed)
         };
-        let tail = log_tail_from(&log, log_offset, TAIL_LINES).join("\n");
+        let tail = log_tail_from(&log, log_offset, TAIL_LINES);
+        // In the supervisor's own log the quoted lines are set off, so that they are not
+        // taken for its own warnings.
+        let quoted: String = tail.iter().map(|l| format!("\n  | {l}")).collect();
+        let tail = tail.join("\n");
         let ended = if failed {
             format!("{status_text}; last output:\n{tail}")
         } else {
@@ -406,7 +410,7 @@ async fn supervise(
                     p.last_exit = Some(ended.clone());
                 });
                 if failed {
-                    tracing::warn!(participant = %l.id, status = %status_text, "exited; last output:\n{tail}");
+                    tracing::warn!(participant = %l.id, status = %status_text, "exited; last output:{quoted}");
                 } else {
                     tracing::info!(participant = %l.id, status = %status_text, "exited");
                 }
@@ -420,7 +424,7 @@ async fn supervise(
                         "{ended} (exited {MAX_RESTARTS} times in a row; not restarted again)"
                     ));
                 });
-                tracing::error!(participant = %l.id, status = %status_text, "exited {MAX_RESTARTS} times in a row; not restarted again; last output:\n{tail}");
+                tracing::error!(participant = %l.id, status = %status_text, "exited {MAX_RESTARTS} times in a row; not restarted again; last output:{quoted}");
                 return;
             }
             RestartVerdict::Restart { at, in_a_row, .. } => (clock::until(at), in_a_row),

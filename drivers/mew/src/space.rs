@@ -772,6 +772,11 @@ fn warning_of(line: &str) -> Option<String> {
         }
         return v["fields"]["message"].as_str().map(str::to_owned);
     }
+    // A line of another process's output quoted in a message of the supervisor's
+    // (indented) is not one of its warnings.
+    if line.starts_with(char::is_whitespace) {
+        return None;
+    }
     let (_, rest) = line
         .split_once(" WARN ")
         .or_else(|| line.split_once(" ERROR "))?;
