@@ -92,6 +92,29 @@ impl Kind {
     pub fn is_reserved(&self) -> bool {
         is_reserved_kind(self.as_str())
     }
+
+    /// Kinds a paused participant may still send (spec 3.9.1): those that finish or
+    /// acknowledge work instead of starting it. The gateway enforces this list and a
+    /// participant holds back everything else while paused, so the two cannot disagree.
+    pub const PAUSE_EXEMPT: &'static [Kind] = &[
+        Kind::ChatAcknowledge,
+        Kind::ChatCancel,
+        Kind::McpWithdraw,
+        Kind::McpResponse,
+        Kind::ReasoningCancel,
+        Kind::CapabilityGrantAck,
+        Kind::ParticipantStatus,
+        Kind::ParticipantCompactDone,
+        Kind::StreamClose,
+    ];
+
+    /// Kinds a shut-down participant may still send until it rejoins.
+    pub const SHUTDOWN_EXEMPT: &'static [Kind] = &[Kind::ChatAcknowledge, Kind::ParticipantStatus];
+
+    /// Whether a paused participant may still send this kind ([`Kind::PAUSE_EXEMPT`]).
+    pub fn is_pause_exempt(&self) -> bool {
+        Kind::PAUSE_EXEMPT.contains(self)
+    }
 }
 
 /// Whether only the gateway may send a kind: the `system/` namespace, and the

@@ -13,32 +13,19 @@ use super::enforce::{Op, Refusal};
 use super::member::Hold;
 use super::{Gateway, GatewayEvent};
 use crate::Time;
+use crate::envelope::Kind;
 use bytes::Bytes;
 use serde_json::Value;
 use std::time::Duration;
 
-/// Kinds a paused participant may still send.
-pub const EXEMPT_WHILE_PAUSED: &[&str] = &[
-    "chat/acknowledge",
-    "chat/cancel",
-    "capability/grant-ack",
-    "participant/status",
-    "participant/compact-done",
-    "mcp/withdraw",
-    "mcp/response",
-    "reasoning/cancel",
-    "stream/close",
-];
-
-/// Kinds a shut-down participant may still send.
-pub const EXEMPT_AFTER_SHUTDOWN: &[&str] = &["chat/acknowledge", "participant/status"];
-
+/// Whether a paused participant may send `kind` ([`Kind::PAUSE_EXEMPT`]).
 pub(super) fn exempt_while_paused(kind: &str) -> bool {
-    EXEMPT_WHILE_PAUSED.contains(&kind)
+    Kind::known(kind).is_some_and(|k| k.is_pause_exempt())
 }
 
+/// Whether a shut-down participant may send `kind` ([`Kind::SHUTDOWN_EXEMPT`]).
 pub(super) fn exempt_after_shutdown(kind: &str) -> bool {
-    EXEMPT_AFTER_SHUTDOWN.contains(&kind)
+    Kind::known(kind).is_some_and(|k| Kind::SHUTDOWN_EXEMPT.contains(&k))
 }
 
 impl Gateway {
@@ -126,5 +113,40 @@ impl Gateway {
                 _ => None,
             })
             .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::participant::ParticipantConfig;
+
+    /// A kind a paused participant lets out but the gateway refuses would be lost; one the
+    /// gateway accepts but the participant holds back would wait for nothing.
+    #[test]
+    fn participant_and_gateway_agree_on_what_a_paused_participant_may_send() {
+        let participant = ParticipantConfig::default().pause_exempt_kinds;
+        for kind in Kind::ALL_KNOWN {
+            assert_eq!(
+                participant.contains(kind),
+                exempt_while_paused(kind.as_str()),
+                "{kind}"
+            );
+        }
+        assert!(exempt_while_paused("chat/acknowledge"));
+        assert!(!exempt_while_paused("chat"));
+        assert!(!exempt_while_paused("mcp/request"));
+        assert!(!exempt_while_paused("made/up"));
+    }
+
+    #[test]
+    fn a_shut_down_participant_may_send_only_what_a_paused_one_may() {
+        for kind in Kind::ALL_KNOWN {
+            if exempt_after_shutdown(kind.as_str()) {
+                assert!(exempt_while_paused(kind.as_str()), "{kind}");
+            }
+        }
+        assert!(exempt_after_shutdown("participant/status"));
+        assert!(!exempt_after_shutdown("chat/cancel"));
     }
 }

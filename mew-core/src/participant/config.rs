@@ -228,20 +228,9 @@ impl Default for ParticipantConfig {
     }
 }
 
-/// Acknowledgements, cancellations, withdrawals, answers to accepted work and status
-/// reports: what a paused participant may still send (spec 3.9.1). The list is the one the
-/// gateway enforces, so nothing the participant lets out while paused is refused there;
+/// What a paused participant may still send (spec 3.9.1): [`Kind::PAUSE_EXEMPT`], the list
+/// the gateway enforces, so nothing the participant lets out while paused is refused there;
 /// rejecting proposals and resuming others wait for the pause to end.
 pub fn default_pause_exempt() -> Vec<Kind> {
-    vec![
-        Kind::ChatAcknowledge,
-        Kind::ChatCancel,
-        Kind::McpWithdraw,
-        Kind::McpResponse,
-        Kind::ReasoningCancel,
-        Kind::CapabilityGrantAck,
-        Kind::ParticipantStatus,
-        Kind::ParticipantCompactDone,
-        Kind::StreamClose,
-    ]
+    Kind::PAUSE_EXEMPT.to_vec()
 }
