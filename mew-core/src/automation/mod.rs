@@ -16,6 +16,7 @@
 //! approvers' capabilities are given, one of them can delegate it (`covers`).
 
 use crate::capability::{Capability, CapabilitySet};
+use crate::participant::{grant_envelope, grant_payload};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
@@ -164,8 +165,28 @@ pub struct Suggestion {
 impl Suggestion {
     /// The `capability/grant` payload that would carry it out.
     pub fn grant_payload(&self) -> Value {
-        json!({"recipient": self.recipient, "capabilities": [self.capability],
-               "reason": format!("approved {} times by {}", self.approved.len(), self.approvers.join(", "))})
+        grant_payload(
+            &self.recipient,
+            vec![self.capability.clone()],
+            &self.reason(),
+        )
+    }
+
+    /// The whole `capability/grant` envelope (`kind`, `to`, `payload`) that would carry it out.
+    pub fn grant_envelope(&self) -> Value {
+        grant_envelope(
+            &self.recipient,
+            vec![self.capability.clone()],
+            &self.reason(),
+        )
+    }
+
+    fn reason(&self) -> String {
+        format!(
+            "approved {} times by {}",
+            self.approved.len(),
+            self.approvers.join(", ")
+        )
     }
 }
 
