@@ -230,6 +230,18 @@ impl<R: Runtime> ParticipantRuntime<R> {
         self.with(move |p, now| p.chat(now, &text, to)).await
     }
 
+    /// Grants `recipient` `capabilities` (capability patterns); returns the grant's id.
+    pub async fn grant(
+        &self,
+        recipient: impl Into<String>,
+        capabilities: Vec<Value>,
+        reason: impl Into<String>,
+    ) -> Result<Result<String, SendError>, Stopped> {
+        let (recipient, reason) = (recipient.into(), reason.into());
+        self.with(move |p, now| p.grant(now, &recipient, capabilities, &reason))
+            .await
+    }
+
     /// Sends an envelope given as JSON text (`kind`, `to`, `payload`, ... ; `id`, `from`,
     /// `ts` and `protocol` are filled in).
     pub async fn send_json(&self, json: &str) -> Result<String, SendJsonError> {

@@ -93,7 +93,7 @@ pub fn run(cmd: Command) -> Result<String, Failure> {
                        "approved": s.approved, "approvers": s.approvers,
                        "first": s.first, "last": s.last,
                        "rejections_checked": s.rejected_checked,
-                       "grant": {"kind": "capability/grant", "to": [s.recipient], "payload": s.grant_payload()}})
+                       "grant": s.grant_envelope()})
             })
             .collect();
         return Ok(serde_json::Value::Array(list).to_string());
@@ -115,7 +115,7 @@ pub fn run(cmd: Command) -> Result<String, Failure> {
             s.first,
             s.last,
             s.rejected_checked,
-            json!({"kind": "capability/grant", "to": [s.recipient], "payload": s.grant_payload()})
+            s.grant_envelope()
         ));
     }
     Ok(out.trim_end().to_owned())

@@ -222,10 +222,14 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
         tmux.until("Enter grant and approve");
         tmux.keys(&["Enter"]);
         let g = read_until(&mut a, |v| v["kind"] == "capability/grant");
+        assert_eq!(g["from"], "human");
+        assert_eq!(g["to"], json!(["agent"]));
         assert_eq!(
-            g["payload"]["capabilities"],
-            json!([{"kind": "mcp/request", "payload": {"method": "tools/call",
-                    "params": {"name": "echo", "arguments": {"text": "again"}}}}])
+            g["payload"],
+            json!({"recipient": "agent",
+                   "capabilities": [{"kind": "mcp/request", "payload": {"method": "tools/call",
+                       "params": {"name": "echo", "arguments": {"text": "again"}}}}],
+                   "reason": "always allowed from the review dialog"})
         );
         tmux.until("result: echoed: again");
         // The agent may now make exactly that call itself.

@@ -1,4 +1,5 @@
-//! Capability grants: giving them ([`Participant::grant`], [`grant_envelope`]), and those
+//! Capability grants: giving and revoking them ([`Participant::grant`],
+//! [`Participant::revoke`], [`grant_envelope`], [`revoke_envelope`]), and those
 //! addressed to us, acknowledged with `capability/grant-ack`. The new capabilities
 //! themselves arrive in the updated welcome the gateway sends first.
 
@@ -10,7 +11,8 @@ use crate::time::Time;
 use serde_json::{Value, json};
 
 /// The `capability/grant` payload giving `recipient` `capabilities` (each a capability
-/// pattern); `reason` is left out when empty.
+/// pattern); `reason` is left out when empty. A `capability/revoke` by pattern has the same
+/// shape.
 pub fn grant_payload(recipient: &str, capabilities: Vec<Value>, reason: &str) -> Value {
     let mut p = json!({"recipient": recipient, "capabilities": capabilities});
     if !reason.is_empty() {
@@ -27,7 +29,31 @@ pub fn grant_envelope(recipient: &str, capabilities: Vec<Value>, reason: &str) -
            "payload": grant_payload(recipient, capabilities, reason)})
 }
 
+/// A whole `capability/revoke` by pattern as JSON (`kind`, `to`, `payload`), addressed to
+/// its recipient; [`Participant::revoke`] sends the same.
+pub fn revoke_envelope(recipient: &str, capabilities: Vec<Value>, reason: &str) -> Value {
+    json!({"kind": Kind::CapabilityRevoke, "to": [recipient],
+           "payload": grant_payload(recipient, capabilities, reason)})
+}
+
 impl Participant {
+    /// Revokes from `recipient` what it was granted matching `capabilities` (patterns),
+    /// addressed to the recipient; returns the revoke's id.
+    pub fn revoke(
+        &mut self,
+        now: Time,
+        recipient: &str,
+        capabilities: Vec<Value>,
+        reason: &str,
+    ) -> Result<String, SendError> {
+        self.send(
+            now,
+            Draft::new(Kind::CapabilityRevoke)
+                .to([recipient])
+                .payload(grant_payload(recipient, capabilities, reason)),
+        )
+    }
+
     /// Grants `recipient` `capabilities` (each a capability pattern), addressed to the
     /// recipient; returns the grant's id. The gateway refuses it unless we may grant.
     pub fn grant(
@@ -144,6 +170,28 @@ mod tests {
             grant_payload("agent", vec![], ""),
             json!({"recipient": "agent", "capabilities": []})
         );
+    }
+
+    #[test]
+    fn revoke_sends_a_capability_revoke_by_pattern() {
+        let mut p = joined(json!([{"kind": "*"}]));
+        let now = Time::from_unix_millis(1_700_000_001_000);
+        let cap = json!({"kind": "mcp/request"});
+        let id = p.revoke(now, "agent", vec![cap.clone()], "").unwrap();
+        let sent = sent(&mut p);
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        let r = &sent[0];
+        assert_eq!(r["id"], id.as_str());
+        assert_eq!(r["kind"], "capability/revoke");
+        assert_eq!(r["to"], json!(["agent"]));
+        assert_eq!(
+            r["payload"],
+            json!({"recipient": "agent", "capabilities": [cap]})
+        );
+        let built = revoke_envelope("agent", vec![cap], "");
+        for field in ["kind", "to", "payload"] {
+            assert_eq!(built[field], r[field], "{field}");
+        }
     }
 
     #[test]

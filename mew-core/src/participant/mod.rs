@@ -87,7 +87,7 @@ pub use controls::{CompactOutcome, Control, ForgetDirection, PauseState};
 pub use discovery::{AvailableTool, DiscoveryState, DiscoveryStatus, ToolInfo};
 pub use error::{CommandError, RequestError, SendError, ToolError};
 pub use event::{Event, Output, RouteReason};
-pub use grants::{grant_envelope, grant_payload};
+pub use grants::{grant_envelope, grant_payload, revoke_envelope};
 pub use proposals::{ReviewState, ReviewedProposal};
 pub use requests::{RequestId, RequestOptions, RequestRoute};
 pub use streams::{StreamInfo, StreamRole};

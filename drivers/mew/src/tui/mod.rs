@@ -201,11 +201,16 @@ async fn perform(
             recipient,
             capability,
         } => {
-            let grant = json!({"kind": "capability/grant", "to": [recipient],
-                               "payload": {"recipient": recipient, "capabilities": [capability],
-                                           "reason": "always allowed from the review dialog"}});
-            match rt.send_json(&grant.to_string()).await {
-                Ok(_) => say(format!("granted {recipient} {capability}")).await,
+            let granted = rt
+                .grant(
+                    recipient.clone(),
+                    vec![capability.clone()],
+                    "always allowed from the review dialog",
+                )
+                .await;
+            match granted {
+                Ok(Ok(_)) => say(format!("granted {recipient} {capability}")).await,
+                Ok(Err(e)) => say(format!("grant not sent: {e}")).await,
                 Err(e) => say(format!("grant not sent: {e}")).await,
             }
             fulfil(rt, proposal, notes.clone());

@@ -12,6 +12,7 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 use super::chatter;
+use mew_core::participant::{grant_envelope, revoke_envelope};
 use serde_json::{Value, json};
 
 /// Lines of the message pane kept.
@@ -735,10 +736,10 @@ impl Screen {
         match self.dialog.clone() {
             Some(Dialog::Suggest) => {
                 let act = match key.code {
-                    KeyCode::Char('g') => self.suggestions.pop_front().map(|s| {
-                        Action::Send(json!({"kind": "capability/grant", "to": [s.recipient],
-                                            "payload": s.grant_payload()}))
-                    }),
+                    KeyCode::Char('g') => self
+                        .suggestions
+                        .pop_front()
+                        .map(|s| Action::Send(s.grant_envelope())),
                     KeyCode::Char('d') | KeyCode::Esc => {
                         self.suggestions.pop_front();
                         None
@@ -937,13 +938,12 @@ impl Screen {
                 };
                 let cap =
                     serde_json::from_str::<Value>(cap).unwrap_or_else(|_| json!({"kind": cap}));
-                // A grant and a revoke by pattern have the same shape.
-                let payload = json!({"recipient": who, "capabilities": [cap]});
-                vec![draft(
-                    &format!("capability/{cmd}"),
-                    vec![who.to_owned()],
-                    payload,
-                )]
+                let envelope = if cmd == "grant" {
+                    grant_envelope(who, vec![cap], "")
+                } else {
+                    revoke_envelope(who, vec![cap], "")
+                };
+                vec![Action::Send(envelope)]
             }
             "pause" | "resume" | "forget" | "compact" | "clear" | "restart" | "shutdown" => {
                 if args.is_empty() {

@@ -127,6 +127,13 @@ fn slash_commands_make_envelopes_and_bad_ones_say_why() {
         )]
     );
     assert_eq!(
+        typed(&mut s, "/revoke agent {\"kind\": \"chat\"}"),
+        vec![Action::Send(
+            json!({"kind": "capability/revoke", "to": ["agent"],
+            "payload": {"recipient": "agent", "capabilities": [{"kind": "chat"}]}})
+        )]
+    );
+    assert_eq!(
         typed(&mut s, "/pause agent"),
         vec![Action::Send(
             json!({"kind": "participant/pause", "to": ["agent"], "payload": {}})
