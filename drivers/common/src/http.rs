@@ -171,32 +171,23 @@ impl RequestHead {
 /// Decodes `%XX` escapes and `+` (as a space, form style). `None` for bad escapes or
 /// text that is not UTF-8 afterwards.
 pub fn percent_decode(s: &str) -> Option<String> {
-    if !s.bytes().any(|b| b == b'%' || b == b'+') {
-        return Some(s.to_owned());
-    }
+    // The crate passes a malformed escape through as text: here it is an error.
     let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let hex = b.get(i + 1..i + 3)?;
-                let hi = (hex[0] as char).to_digit(16)?;
-                let lo = (hex[1] as char).to_digit(16)?;
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
+    let malformed = b.iter().enumerate().any(|(i, &c)| {
+        c == b'%'
+            && !b
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    });
+    if malformed {
+        return None;
     }
-    String::from_utf8(out).ok()
+    // `+` becomes a space before decoding, so an escaped `%2B` stays a plus sign.
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .ok()
+        .map(|text| text.into_owned())
 }
 
 #[cfg(test)]
@@ -266,6 +257,10 @@ mod tests {
         assert_eq!(percent_decode("%zz"), None);
         assert_eq!(percent_decode("%ff"), None);
         assert_eq!(percent_decode("a+b").as_deref(), Some("a b"));
+        assert_eq!(percent_decode("a%2Bb").as_deref(), Some("a+b"));
+        assert_eq!(percent_decode("caf%C3%A9").as_deref(), Some("café"));
+        assert_eq!(percent_decode("tail%4"), None);
+        assert_eq!(percent_decode("tail%"), None);
     }
 
     #[test]

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use mew_core::Time;
 use mew_core::gateway::AuditFile;
@@ -47,7 +46,7 @@ pub struct Args {
     #[arg(long, short)]
     pub event: Option<String>,
     /// Only records at or after this time: RFC 3339 (`2026-11-25T10:00:00Z`) or an age
-    /// (`90s`, `10m`, `2h`, `7d`).
+    /// (`90s`, `10m`, `2h`, `7d`, or combined: `1h30m`).
     #[arg(long)]
     pub since: Option<String>,
     /// Read the capability decisions instead of the envelope history.
@@ -65,20 +64,11 @@ fn since_bound(s: &str, now: Time) -> Result<String, String> {
         // A date or a UTC time: compared as text against `YYYY-MM-DDTHH:MM:SS.mmmZ`.
         return Ok(s.trim_end_matches('Z').to_owned());
     }
-    if let Some(unit) = s.chars().last().filter(|c| c.is_ascii_alphabetic()) {
-        let n: u64 = s[..s.len() - 1]
-            .parse()
-            .map_err(|_| format!("bad --since {s:?}: expected e.g. 90s, 10m, 2h, 7d"))?;
-        let secs = match unit {
-            's' => n,
-            'm' => n * 60,
-            'h' => n * 3600,
-            'd' => n * 86_400,
-            _ => return Err(format!("bad --since {s:?}: units are s, m, h, d")),
-        };
-        let at = now
-            .as_unix_millis()
-            .saturating_sub(Duration::from_secs(secs).as_millis() as u64);
+    if s.ends_with(|c: char| c.is_ascii_alphabetic()) {
+        let age = humantime::parse_duration(s)
+            .map_err(|e| format!("bad --since {s:?}: {e} (expected e.g. 90s, 10m, 2h, 7d)"))?;
+        let age = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
+        let at = now.as_unix_millis().saturating_sub(age);
         return Ok(Time::from_unix_millis(at).to_string());
     }
     Err(format!(
@@ -279,7 +269,22 @@ mod tests {
             since_bound("2025-01-09T10:00:00Z", now).unwrap(),
             "2025-01-09T10:00:00"
         );
+        assert_eq!(
+            since_bound("1h 30m", now).unwrap(),
+            "2025-01-09T08:30:00.000Z"
+        );
+        assert_eq!(since_bound("90s", now).unwrap(), "2025-01-09T09:58:30.000Z");
         assert!(since_bound("soon", now).is_err());
-        assert!(since_bound("5y", now).is_err());
+        assert!(
+            since_bound("5x", now)
+                .unwrap_err()
+                .contains("unknown time unit")
+        );
+        assert!(since_bound("10", now).is_err());
+        // An age older than the epoch is the epoch, not an overflow.
+        assert_eq!(
+            since_bound("99999999999999d", now).unwrap(),
+            "1970-01-01T00:00:00.000Z"
+        );
     }
 }

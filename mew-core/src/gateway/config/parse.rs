@@ -69,24 +69,10 @@ fn near_miss(key: &str, known: &[&'static str]) -> Option<&'static str> {
     }
     known
         .iter()
-        .map(|k| (edit_distance(key, k), *k))
+        .map(|k| (strsim::levenshtein(key, k), *k))
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, k)| k)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[derive(Default)]
