@@ -46,12 +46,7 @@ impl Participant {
         capabilities: Vec<Value>,
         reason: &str,
     ) -> Result<String, SendError> {
-        self.send(
-            now,
-            Draft::new(Kind::CapabilityRevoke)
-                .to([recipient])
-                .payload(grant_payload(recipient, capabilities, reason)),
-        )
+        self.send_capabilities(now, Kind::CapabilityRevoke, recipient, capabilities, reason)
     }
 
     /// Grants `recipient` `capabilities` (each a capability pattern), addressed to the
@@ -63,11 +58,25 @@ impl Participant {
         capabilities: Vec<Value>,
         reason: &str,
     ) -> Result<String, SendError> {
+        self.send_capabilities(now, Kind::CapabilityGrant, recipient, capabilities, reason)
+    }
+
+    /// A grant or a revoke: the same payload, addressed to its recipient.
+    fn send_capabilities(
+        &mut self,
+        now: Time,
+        kind: Kind,
+        recipient: &str,
+        capabilities: Vec<Value>,
+        reason: &str,
+    ) -> Result<String, SendError> {
         self.send(
             now,
-            Draft::new(Kind::CapabilityGrant)
-                .to([recipient])
-                .payload(grant_payload(recipient, capabilities, reason)),
+            Draft::new(kind).to([recipient]).payload(grant_payload(
+                recipient,
+                capabilities,
+                reason,
+            )),
         )
     }
 
