@@ -315,23 +315,35 @@ async function fetchHistory(token) {
   scheduleDraw();
 }
 
+/** Requests to this page already answered (bounded; cleared when full). */
+/** @type {Set<string>} */
+const answered = new Set();
+
 /** @param {M.Envelope} env */
 function onEnvelope(env) {
-  if (applied.delete(env.id)) return;
-  if (M.seenBefore(state, env)) return;
-  const out = M.apply(state, env);
-  if (env.kind === "system/welcome") discover([...state.members.keys()]);
-  if (env.kind === "system/presence" && env.payload?.event === "join") discover([env.payload?.participant?.id]);
+  // Before the check for envelopes already shown: the answer to this page's own discovery,
+  // or a request to it, may have reached the history fetched after the join, which shows it
+  // but neither records tools nor answers.
   if (env.kind === "mcp/response") {
     for (const c of [env.correlation_id].flat()) {
       const who = toolRequests.get(c);
       if (who !== undefined) {
         toolRequests.delete(c);
         M.setTools(state, who, env.payload?.result);
+        scheduleDraw();
       }
     }
   }
-  if (env.kind === "mcp/request" && Array.isArray(env.to) && env.to.includes(state.me)) answer(env);
+  if (env.kind === "mcp/request" && Array.isArray(env.to) && env.to.includes(state.me) && !answered.has(env.id)) {
+    if (answered.size >= MAX_HELD) answered.clear();
+    answered.add(env.id);
+    answer(env);
+  }
+  if (applied.delete(env.id)) return;
+  if (M.seenBefore(state, env)) return;
+  const out = M.apply(state, env);
+  if (env.kind === "system/welcome") discover([...state.members.keys()]);
+  if (env.kind === "system/presence" && env.payload?.event === "join") discover([env.payload?.participant?.id]);
   if (out.decided) scheduleSuggest();
   if (out.settled.includes(shown)) closeOrNext();
   if (out.proposal && !ui.dialog.open) openReview();
