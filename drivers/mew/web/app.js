@@ -315,10 +315,6 @@ async function fetchHistory(token) {
   scheduleDraw();
 }
 
-/** Requests to this page already answered (bounded; cleared when full). */
-/** @type {Set<string>} */
-const answered = new Set();
-
 /** @param {M.Envelope} env */
 function onEnvelope(env) {
   // Before the check for envelopes already shown: the answer to this page's own discovery,
@@ -334,11 +330,8 @@ function onEnvelope(env) {
       }
     }
   }
-  if (env.kind === "mcp/request" && Array.isArray(env.to) && env.to.includes(state.me) && !answered.has(env.id)) {
-    if (answered.size >= MAX_HELD) answered.clear();
-    answered.add(env.id);
-    answer(env);
-  }
+  // Each live envelope comes here once, so each request is answered once.
+  if (env.kind === "mcp/request" && Array.isArray(env.to) && env.to.includes(state.me)) answer(env);
   if (applied.delete(env.id)) return;
   if (M.seenBefore(state, env)) return;
   const out = M.apply(state, env);
