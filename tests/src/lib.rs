@@ -7,6 +7,7 @@
 //! every test waits for something.
 
 pub mod fixtures;
+pub mod http;
 pub mod model_server;
 pub mod process;
 pub mod sim;

@@ -93,16 +93,7 @@ fn next_json(ws: &mut Ws) -> Value {
 }
 
 fn post(addr: &str, who: &str, token: &str, body: &str) -> u16 {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "POST /participants/{who}/messages HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out[9..12].parse().unwrap()
+    mew_tests::http::post(addr, who, token, body).0
 }
 
 fn health(addr: &str) -> Value {

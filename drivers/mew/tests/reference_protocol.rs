@@ -6,7 +6,7 @@
 //! envelopes with literal tokens, and reads `.mew/logs/envelope-history.jsonl` and the
 //! `output_log` files line by line with the scripts' own patterns.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -78,19 +78,7 @@ impl Space {
 
     /// `curl -s -X POST .../participants/{who}/messages -H "Authorization: Bearer {token}"`.
     fn post(&self, who: &str, token: &str, body: &str) -> (u16, String) {
-        let addr = &self.gw.addr;
-        let mut s = TcpStream::connect(addr).unwrap();
-        write!(
-            s,
-            "POST /participants/{who}/messages HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let status = out[9..12].parse().unwrap();
-        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        (status, body.to_owned())
+        mew_tests::http::post(&self.gw.addr, who, token, body)
     }
 
     /// A WebSocket participant joined with its token; its welcome.

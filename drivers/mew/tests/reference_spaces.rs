@@ -3,12 +3,12 @@
 //! literal tokens, the envelope history and `output_log` files read line by line with
 //! regular expressions). The fixture is `tests/fixtures/reference-space`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use mew_tests::http::exchange as http;
 use mew_tests::process::MewGateway;
 use mew_tests::wait::until;
 use regex::Regex;
@@ -60,22 +60,6 @@ fn start(cwd: &Path, args: &[&str]) -> Gateway {
         .env("MEW_FIXTURE_GREETING", "hello")
         .stderr(Stdio::inherit());
     MewGateway::start(cmd)
-}
-
-/// One HTTP exchange; the status code and the body.
-fn http(addr: &str, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, body.to_owned())
 }
 
 /// POSTs a partial envelope as `who` with `token`; the accepted envelope's id.

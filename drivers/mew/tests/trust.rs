@@ -3,12 +3,12 @@
 //! becomes a configured participant's credential), and every path that names a
 //! participant follows one id rule.
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use mew_tests::http::post;
 use mew_tests::process::MewGateway;
 use mew_tests::wait::read_until;
 use serde_json::{Value, json};
@@ -94,21 +94,6 @@ fn close_reason(ws: &mut Ws) -> String {
             Err(e) => panic!("no close frame: {e}"),
         }
     }
-}
-
-fn post(addr: &str, who: &str, token: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "POST /participants/{who}/messages HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, body.to_owned())
 }
 
 /// Every file under `dir`, with its bytes.
