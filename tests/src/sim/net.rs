@@ -16,6 +16,8 @@ pub struct Endpoint {
     pub pings: usize,
     /// Close code and reason, once the gateway closed it.
     pub closed: Option<(u16, String)>,
+    /// Whether the connection is over (either side closed it) and the gateway knows.
+    pub ended: bool,
     /// Whether the simulated driver reports frames written as soon as they are handed out
     /// (`false` models a peer that stopped reading).
     pub drains: bool,

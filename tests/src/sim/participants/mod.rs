@@ -1,7 +1,8 @@
 //! Participant state machines and the gateway core over one simulated network.
 //!
-//! A [`World`] holds one [`Gateway`], any number of [`Participant`] machines (and raw
-//! scripted sockets), a virtual clock and seeded links. Each link is two FIFO lanes (as a
+//! A [`World`] puts any number of [`Participant`] machines (and raw scripted sockets) on the
+//! one simulated [`super::World`] (its gateway, virtual clock, seed and trace), with seeded
+//! links both ways. Each link is two FIFO lanes (as a
 //! WebSocket is); latency is drawn per message from the seed, and when messages of several
 //! links are due at once the seed picks the order. The clock jumps to the earliest of: the
 //! next arrival, the next scheduled application action, and every machine's
@@ -15,12 +16,11 @@ pub mod machine;
 pub use behaviour::{Behaviour, Later, Verdict};
 pub use machine::{AgentNode, Machine, ModelScript};
 
-use super::{Clock, EPOCH, seed_or};
+use super::{EPOCH, Handed, seed_or};
 use bytes::Bytes;
 use link::{Dir, Link, Msg};
 use mew_core::Time;
-use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output as GwOutput, SpaceConfig};
-use mew_core::ids::IdGen;
+use mew_core::gateway::{ConnId, GatewayEvent, SpaceConfig};
 use mew_core::participant::{
     ClientState, Event, Output as POutput, Participant, ParticipantConfig, RequestError, RequestId,
 };
@@ -34,9 +34,6 @@ pub struct NodeId(pub usize);
 
 /// A raw socket's reaction to a frame: the frames to send back.
 pub type RawHandler = Box<dyn FnMut(&str) -> Vec<String>>;
-
-/// A check run on every frame the gateway hands to a connection, before it travels.
-pub type TransmitHook = Box<dyn FnMut(&Gateway, ConnId, &Bytes)>;
 
 /// One simulated peer of the gateway.
 pub struct Node {
@@ -91,41 +88,20 @@ enum Action {
     Later(usize, behaviour::Deferred),
 }
 
-/// The simulated world.
+/// The simulated world with participants on it; it dereferences to the
+/// [`super::World`] it builds on (`w.gw`, `w.seed`, `w.clock`, `w.transmit_hook`).
 pub struct World {
-    /// The gateway core under test.
-    pub gw: Gateway,
-    /// Virtual time.
-    pub clock: Clock,
-    /// The seed everything derives from.
-    pub seed: u64,
-    rng: IdGen,
+    core: super::World,
     nodes: Vec<Node>,
     links: BTreeMap<ConnId, Link>,
     actions: BTreeMap<(Time, u64), Action>,
     seq: u64,
-    trace: u64,
     delivered: u64,
     /// Frames a node transmitted while it had no connection.
     pub lost: u64,
-    /// Gateway events, in order.
-    pub gw_events: Vec<GatewayEvent>,
-    /// Called on every gateway Transmit.
-    pub transmit_hook: Option<TransmitHook>,
     default_latency: (u64, u64),
     same_instant: u64,
     last_instant: Time,
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0100_0000_01b3;
-
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(FNV_PRIME);
-    }
-    h
 }
 
 /// More steps than this at one instant means some machine keeps asking for a timer it does
@@ -142,19 +118,13 @@ impl World {
     /// [`World::new`] with exactly this seed, whatever `MEW_SIM_SEED` says.
     pub fn with_exact_seed(config: SpaceConfig, seed: u64, latency_ms: (u64, u64)) -> World {
         World {
-            gw: Gateway::new(config, seed),
-            clock: Clock::new(EPOCH),
-            seed,
-            rng: IdGen::new(seed ^ 0x0057_0F1D_5EED),
+            core: super::World::seeded(config, seed),
             nodes: Vec::new(),
             links: BTreeMap::new(),
             actions: BTreeMap::new(),
             seq: 0,
-            trace: FNV_OFFSET,
             delivered: 0,
             lost: 0,
-            gw_events: Vec::new(),
-            transmit_hook: None,
             default_latency: (latency_ms.0, latency_ms.1.max(latency_ms.0)),
             same_instant: 0,
             last_instant: EPOCH,
@@ -174,9 +144,15 @@ impl World {
     }
 
     /// A hash of every message delivered so far, in delivery order, with its time, lane and
-    /// node: two runs with equal traces saw the same history.
+    /// node (and of every frame handed to or by the gateway): two runs with equal traces
+    /// saw the same history.
     pub fn trace(&self) -> u64 {
-        self.trace
+        self.core.trace()
+    }
+
+    /// Gateway events, in order.
+    pub fn gw_events(&self) -> &[GatewayEvent] {
+        &self.core.events
     }
 
     /// Messages delivered so far.
@@ -421,7 +397,7 @@ impl World {
         if let Some(link) = self.links.remove(&conn)
             && !link.gateway_closed
         {
-            self.gw.handle_disconnected(now, conn);
+            self.core.disconnect(conn);
         }
         if let Some(p) = self.nodes[n.0].machine.as_mut() {
             p.handle_disconnected(now, "connection lost");
@@ -436,7 +412,7 @@ impl World {
 
     fn latency(&mut self, node: usize) -> Duration {
         let (lo, hi) = self.nodes[node].latency;
-        Duration::from_millis(lo + self.rng.below(hi - lo + 1))
+        Duration::from_millis(lo + self.core.rng.below(hi - lo + 1))
     }
 
     fn push(&mut self, conn: ConnId, dir: Dir, msg: Msg) {
@@ -471,7 +447,7 @@ impl World {
             return;
         }
         let bearer = self.nodes[node].bearer.clone();
-        let conn = self.gw.handle_connected(now, bearer.as_deref());
+        let conn = self.core.open(bearer.as_deref());
         self.links.insert(conn, Link::new(node));
         self.nodes[node].conn = Some(conn);
         if let Some(p) = self.nodes[node].machine.as_mut() {
@@ -494,31 +470,18 @@ impl World {
     }
 
     fn pump_gateway(&mut self) -> bool {
-        let now = self.now();
-        let mut moved = false;
-        while let Some(o) = self.gw.poll_output() {
-            moved = true;
-            match o {
-                GwOutput::Transmit { conn, frame } => {
-                    if let Some(h) = self.transmit_hook.as_mut() {
-                        h(&self.gw, conn, &frame);
-                    }
-                    let len = frame.len();
-                    self.push(conn, Dir::Down, Msg::Frame(frame));
-                    self.gw.handle_sent(now, conn, 1, len);
-                }
-                GwOutput::Ping { conn } => self.push(conn, Dir::Down, Msg::Ping),
-                GwOutput::Close { conn, code, reason } => {
+        let handed = self.core.drain();
+        let moved = !handed.is_empty();
+        for h in handed {
+            match h {
+                Handed::Frame(conn, frame) => self.push(conn, Dir::Down, Msg::Frame(frame)),
+                Handed::Ping(conn) => self.push(conn, Dir::Down, Msg::Ping),
+                Handed::Close(conn, code, reason) => {
                     self.push(conn, Dir::Down, Msg::Close { code, reason });
-                    if let Some(l) = self.links.get_mut(&conn)
-                        && !l.gateway_closed
-                    {
+                    if let Some(l) = self.links.get_mut(&conn) {
                         l.gateway_closed = true;
-                        self.gw.handle_disconnected(now, conn);
                     }
                 }
-                GwOutput::Event(e) => self.gw_events.push(*e),
-                GwOutput::AppendLog { .. } => {}
             }
         }
         moved
@@ -596,7 +559,7 @@ impl World {
         lanes
             .chain(machines)
             .chain(self.actions.keys().next().map(|(t, _)| *t))
-            .chain(self.gw.poll_timeout())
+            .chain(self.core.gateway_timeout())
             .min()
     }
 
@@ -651,8 +614,7 @@ impl World {
                 }
             }
         }
-        if self.gw.poll_timeout().is_some_and(|t| t <= now) {
-            self.gw.handle_timeout(now);
+        if self.core.fire_gateway_timer() {
             self.pump();
         }
         for i in 0..self.nodes.len() {
@@ -683,13 +645,13 @@ impl World {
         };
         let gateway_closed = link.gateway_closed;
         self.delivered += 1;
-        self.trace = fnv(self.trace, &now.as_unix_millis().to_le_bytes());
-        self.trace = fnv(self.trace, &[node as u8, dir as u8]);
+        self.core.record(&now.as_unix_millis().to_le_bytes());
+        self.core.record(&[node as u8, dir as u8]);
         match &msg {
-            Msg::Frame(f) => self.trace = fnv(self.trace, f),
-            Msg::Close { code, .. } => self.trace = fnv(self.trace, &code.to_le_bytes()),
-            Msg::Ping => self.trace = fnv(self.trace, b"ping"),
-            Msg::Pong => self.trace = fnv(self.trace, b"pong"),
+            Msg::Frame(f) => self.core.record(f),
+            Msg::Close { code, .. } => self.core.record(&code.to_le_bytes()),
+            Msg::Ping => self.core.record(b"ping"),
+            Msg::Pong => self.core.record(b"pong"),
         }
         match dir {
             Dir::Up => {
@@ -697,15 +659,15 @@ impl World {
                     return;
                 }
                 match msg {
-                    Msg::Frame(f) => self.gw.handle_frame(now, conn, f),
+                    Msg::Frame(f) => self.core.frame_in(conn, f),
                     Msg::Ping => self.push(conn, Dir::Down, Msg::Pong),
-                    Msg::Pong => self.gw.handle_pong(now, conn),
+                    Msg::Pong => self.core.pong(conn),
                     Msg::Close { .. } => {
                         if let Some(l) = self.links.get_mut(&conn) {
                             l.gateway_closed = true;
                             l.up = Default::default();
                         }
-                        self.gw.handle_disconnected(now, conn);
+                        self.core.disconnect(conn);
                     }
                 }
             }
@@ -791,14 +753,17 @@ impl World {
     }
 }
 
-impl Drop for World {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "simulation seed: {} (replay with MEW_SIM_SEED={})",
-                self.seed, self.seed
-            );
-        }
+impl std::ops::Deref for World {
+    type Target = super::World;
+
+    fn deref(&self) -> &super::World {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for World {
+    fn deref_mut(&mut self) -> &mut super::World {
+        &mut self.core
     }
 }
 

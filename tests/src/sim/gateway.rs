@@ -1,0 +1,82 @@
+//! The simulations' one door into the gateway: every input a simulated driver gives it goes
+//! through [`input`], every output it takes comes from [`poll`], so a change to the
+//! gateway's entry points is a change to this file only.
+
+use bytes::Bytes;
+use mew_core::Time;
+use mew_core::gateway::{AuditBatch, AuditFile, ConnId, Gateway, Output, SpaceConfig};
+
+/// Something a driver tells the gateway.
+#[derive(Debug, Clone)]
+pub enum Input<'a> {
+    /// A transport connection opened (with an Authorization bearer when given).
+    Connected {
+        /// The bearer token, if any.
+        bearer: Option<&'a str>,
+    },
+    /// A text frame arrived on a connection.
+    Frame {
+        /// Where.
+        conn: ConnId,
+        /// The frame.
+        frame: Bytes,
+    },
+    /// Frames handed out earlier were written.
+    Sent {
+        /// Where.
+        conn: ConnId,
+        /// How many frames.
+        frames: usize,
+        /// How many bytes.
+        bytes: usize,
+    },
+    /// A pong arrived.
+    Pong {
+        /// Where.
+        conn: ConnId,
+    },
+    /// The connection is gone.
+    Disconnected {
+        /// Which.
+        conn: ConnId,
+    },
+    /// Time passed.
+    Timeout,
+}
+
+/// A gateway for `config`, its ids drawn from `seed`.
+pub fn new(config: SpaceConfig, seed: u64) -> Gateway {
+    Gateway::new(config, seed)
+}
+
+/// Hands one input to the gateway; the new connection's id for [`Input::Connected`].
+pub fn input(gw: &mut Gateway, now: Time, input: Input<'_>) -> Option<ConnId> {
+    match input {
+        Input::Connected { bearer } => return Some(gw.handle_connected(now, bearer)),
+        Input::Frame { conn, frame } => gw.handle_frame(now, conn, frame),
+        Input::Sent {
+            conn,
+            frames,
+            bytes,
+        } => gw.handle_sent(now, conn, frames, bytes),
+        Input::Pong { conn } => gw.handle_pong(now, conn),
+        Input::Disconnected { conn } => gw.handle_disconnected(now, conn),
+        Input::Timeout => gw.handle_timeout(now),
+    }
+    None
+}
+
+/// The gateway's next output.
+pub fn poll(gw: &mut Gateway) -> Option<Output> {
+    gw.poll_output()
+}
+
+/// When the gateway next wants [`Input::Timeout`].
+pub fn poll_timeout(gw: &Gateway) -> Option<Time> {
+    gw.poll_timeout()
+}
+
+/// The audit records the gateway has ready for `file`.
+pub fn take_audit(gw: &mut Gateway, file: AuditFile) -> Option<AuditBatch> {
+    gw.take_audit(file, Vec::new)
+}
