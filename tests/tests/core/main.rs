@@ -8,6 +8,7 @@ mod support;
 mod gateway_enforce;
 mod gateway_http;
 mod gateway_join;
+mod gateway_model;
 mod gateway_ops;
 mod gateway_props;
 mod gateway_screens;
