@@ -162,6 +162,24 @@ impl World {
         }
     }
 
+    /// The peer read `frames` frames (`bytes` bytes) the gateway handed out.
+    pub fn sent(&mut self, conn: ConnId, frames: usize, bytes: usize) {
+        let now = self.now();
+        let sent = Input::Sent {
+            conn,
+            frames,
+            bytes,
+        };
+        gateway::input(&mut self.gw, now, sent);
+    }
+
+    /// Moves the clock by `d` and wakes the gateway once, leaving its outputs to drain.
+    pub fn tick(&mut self, d: Duration) {
+        self.clock.advance(d);
+        let now = self.now();
+        gateway::input(&mut self.gw, now, Input::Timeout);
+    }
+
     /// A pong arrived on a connection.
     pub fn pong(&mut self, conn: ConnId) {
         let now = self.now();

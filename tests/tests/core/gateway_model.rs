@@ -280,10 +280,7 @@ fn canon(p: &Value) -> String {
                 .collect();
             format!("{{{}}}", inner.join(","))
         }
-        Value::Array(a) => format!(
-            "[{}]",
-            a.iter().map(canon).collect::<Vec<_>>().join(",")
-        ),
+        Value::Array(a) => format!("[{}]", a.iter().map(canon).collect::<Vec<_>>().join(",")),
         other => other.to_string(),
     }
 }
@@ -316,13 +313,13 @@ impl Space {
         }
     }
 
-    fn to_all(&mut self, seen: Seen) {
+    fn show_all(&mut self, seen: Seen) {
         for m in self.online().collect::<Vec<_>>() {
             self.expect.frames[m].push(seen.clone());
         }
     }
 
-    fn to_one(&mut self, m: usize, seen: Seen) {
+    fn show_one(&mut self, m: usize, seen: Seen) {
         if self.members[m].online {
             self.expect.frames[m].push(seen);
         }
@@ -330,7 +327,7 @@ impl Space {
 
     fn error(&mut self, m: usize, code: &str) {
         let about = Some(self.last_id.clone());
-        self.to_one(
+        self.show_one(
             m,
             Seen::Error {
                 code: code.into(),
@@ -349,10 +346,10 @@ impl Space {
             id: self.last_id.clone(),
         };
         if !self.addressed {
-            return self.to_all(seen);
+            return self.show_all(seen);
         }
         match to {
-            Some(t) if kind != "mcp/proposal" => self.to_one(t, seen),
+            Some(t) if kind != "mcp/proposal" => self.show_one(t, seen),
             _ => {
                 for m in self.online().filter(|&m| m != from).collect::<Vec<_>>() {
                     self.expect.frames[m].push(seen.clone());
@@ -394,7 +391,7 @@ impl Space {
                         who: NAMES[m].into(),
                         caps: self.caps_json(m),
                     };
-                    self.to_all(joined);
+                    self.show_all(joined);
                     self.members[m].online = true;
                     let w = self.welcome(m);
                     self.expect.frames[m].push(w);
@@ -402,7 +399,7 @@ impl Space {
             }
             Step::Leave(m) => {
                 self.members[m].online = false;
-                self.to_all(Seen::Left(NAMES[m].into()));
+                self.show_all(Seen::Left(NAMES[m].into()));
             }
             Step::Send { from, say, to } => {
                 let paused = self.members[from].paused.is_some();
@@ -421,7 +418,7 @@ impl Space {
                 let id = self.last_id.clone();
                 self.members[to].grants.push((id, pats.clone()));
                 let w = self.welcome(to);
-                self.to_one(to, w);
+                self.show_one(to, w);
                 self.deliver(BOSS, "capability/grant", Some(to));
             }
             Step::RevokePattern { to, pat } => {
@@ -433,7 +430,7 @@ impl Space {
                 }
                 self.members[to].grants.retain(|(_, pats)| !pats.is_empty());
                 let w = self.welcome(to);
-                self.to_one(to, w);
+                self.show_one(to, w);
                 self.deliver(BOSS, "capability/revoke", Some(to));
             }
             Step::RevokeGrant { to, ref grant } => {
@@ -446,7 +443,7 @@ impl Space {
                 };
                 grants.remove(pos);
                 let w = self.welcome(to);
-                self.to_one(to, w);
+                self.show_one(to, w);
                 self.deliver(BOSS, "capability/revoke", Some(to));
             }
             Step::Pause { who, secs } => {
@@ -474,7 +471,7 @@ impl Space {
                 };
                 if was_online {
                     self.expect.closes[who] = Some(1008);
-                    self.to_all(Seen::Left(NAMES[who].into()));
+                    self.show_all(Seen::Left(NAMES[who].into()));
                 }
             }
             Step::Tick(ms) => {
@@ -514,7 +511,12 @@ impl ReferenceStateMachine for Model {
         steps.push((1, (1..4000u16).prop_map(Step::Tick).boxed()));
         if !online.is_empty() {
             let from = proptest::sample::select(online.clone());
-            steps.push((1, proptest::sample::select(online).prop_map(Step::Leave).boxed()));
+            steps.push((
+                1,
+                proptest::sample::select(online)
+                    .prop_map(Step::Leave)
+                    .boxed(),
+            ));
             steps.push((
                 8,
                 (
@@ -614,7 +616,8 @@ impl Perturb for ForgetsRevocations {
     fn inbound(&self, env: &mut Value) -> Option<Value> {
         if env["kind"] == "capability/revoke" && env["payload"].get("capabilities").is_some() {
             let recipient = env["payload"]["recipient"].clone();
-            env["payload"] = json!({"recipient": recipient, "capabilities": [{"kind": "never/held"}]});
+            env["payload"] =
+                json!({"recipient": recipient, "capabilities": [{"kind": "never/held"}]});
         }
         None
     }
@@ -646,8 +649,7 @@ impl Perturb for ShowsDirectedToAll {
         for c in live {
             for f in &w.endpoint(*c).inbox {
                 let v = parse(f);
-                if v["from"] != "system:gateway" && v.get("to").is_some() && !directed.contains(f)
-                {
+                if v["from"] != "system:gateway" && v.get("to").is_some() && !directed.contains(f) {
                     directed.push(f.clone());
                 }
             }
@@ -806,8 +808,8 @@ impl<P: Perturb> Sut<P> {
         }
         let mut shown = Shown::default();
         // A connection the gateway closed is no longer its member's.
-        for m in 0..4 {
-            if let Some(c) = before[m]
+        for (m, was) in before.iter().enumerate() {
+            if let Some(c) = *was
                 && let Some((code, _)) = self.world.closed(c)
                 && self.conns[m] == Some(c)
             {
@@ -815,20 +817,20 @@ impl<P: Perturb> Sut<P> {
                 self.conns[m] = None;
             }
         }
-        if let Some((m, c)) = fresh {
-            if self.world.closed(c).is_none() {
-                self.conns[m] = Some(c);
-            }
+        if let Some((m, c)) = fresh
+            && self.world.closed(c).is_none()
+        {
+            self.conns[m] = Some(c);
         }
         let live: Vec<ConnId> = self.conns.iter().flatten().copied().collect();
         self.perturb.outbound(&mut self.world, &live);
-        for m in 0..4 {
+        for (m, was) in before.iter().enumerate() {
             let mut frames = Vec::new();
-            if let Some(c) = before[m] {
+            if let Some(c) = *was {
                 frames.extend(self.take(c));
             }
             if let Some(c) = self.conns[m]
-                && before[m] != Some(c)
+                && *was != Some(c)
             {
                 frames.extend(self.take(c));
             }
@@ -907,20 +909,31 @@ fn shrunk_failure<P: Perturb>() -> (Vec<Step>, String) {
 #[test]
 fn the_model_catches_a_gateway_that_forgets_revocations() {
     let (steps, why) = shrunk_failure::<ForgetsRevocations>();
-    assert!(steps.len() <= 4, "shrunk to {} steps: {steps:?}", steps.len());
+    assert!(
+        steps.len() <= 4,
+        "shrunk to {} steps: {steps:?}",
+        steps.len()
+    );
     assert!(
         steps
             .iter()
             .any(|s| matches!(s, Step::RevokePattern { .. })),
         "{steps:?}"
     );
-    assert!(why.contains("Welcome") || why.contains("capability_violation"), "{why}");
+    assert!(
+        why.contains("Welcome") || why.contains("capability_violation"),
+        "{why}"
+    );
 }
 
 #[test]
 fn the_model_catches_a_gateway_that_forgets_pauses() {
     let (steps, why) = shrunk_failure::<ForgetsPauses>();
-    assert!(steps.len() <= 4, "shrunk to {} steps: {steps:?}", steps.len());
+    assert!(
+        steps.len() <= 4,
+        "shrunk to {} steps: {steps:?}",
+        steps.len()
+    );
     assert!(
         steps.iter().any(|s| matches!(s, Step::Pause { .. })),
         "{steps:?}"
@@ -931,11 +944,21 @@ fn the_model_catches_a_gateway_that_forgets_pauses() {
 #[test]
 fn the_model_catches_a_gateway_that_shows_directed_envelopes_to_all() {
     let (steps, why) = shrunk_failure::<ShowsDirectedToAll>();
-    assert!(steps.len() <= 4, "shrunk to {} steps: {steps:?}", steps.len());
     assert!(
-        steps
-            .iter()
-            .any(|s| matches!(s, Step::Send { to: Some(_), .. } | Step::Grant { .. } | Step::Pause { .. } | Step::Resume(_) | Step::RevokePattern { .. } | Step::RevokeGrant { .. })),
+        steps.len() <= 4,
+        "shrunk to {} steps: {steps:?}",
+        steps.len()
+    );
+    assert!(
+        steps.iter().any(|s| matches!(
+            s,
+            Step::Send { to: Some(_), .. }
+                | Step::Grant { .. }
+                | Step::Pause { .. }
+                | Step::Resume(_)
+                | Step::RevokePattern { .. }
+                | Step::RevokeGrant { .. }
+        )),
         "{steps:?}"
     );
     assert!(why.contains("Envelope"), "{why}");

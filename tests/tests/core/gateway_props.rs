@@ -4,9 +4,10 @@
 //! and every participant's last welcome shows exactly the capabilities the gateway enforces.
 
 use bytes::Bytes;
+use mew_core::GATEWAY_ID;
 use mew_core::capability::CapabilitySet;
-use mew_core::gateway::{ConnId, Gateway, Output, SpaceConfig};
-use mew_core::{GATEWAY_ID, Time};
+use mew_core::gateway::{ConnId, SpaceConfig};
+use mew_tests::sim::{Handed, World};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -115,8 +116,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 struct Harness {
-    gw: Gateway,
-    now: Time,
+    world: World,
     conns: Vec<ConnId>,
     /// Who each connection is, learnt from its welcome.
     who: BTreeMap<ConnId, String>,
@@ -129,10 +129,8 @@ struct Harness {
 
 impl Harness {
     fn new(seed: u64) -> Harness {
-        let now = Time::from_unix_millis(1_736_416_800_000);
         Harness {
-            gw: Gateway::new(SpaceConfig::from_yaml(YAML).unwrap(), seed),
-            now,
+            world: World::seeded(SpaceConfig::from_yaml(YAML).unwrap(), seed),
             conns: Vec::new(),
             who: BTreeMap::new(),
             welcome_caps: BTreeMap::new(),
@@ -157,16 +155,16 @@ impl Harness {
         let sender = self.who.get(&conn).cloned();
         let caps_before = sender
             .as_deref()
-            .and_then(|s| self.gw.capabilities_of(s))
+            .and_then(|s| self.world.gw.capabilities_of(s))
             .map(|v| CapabilitySet::compile(v.as_array().unwrap()).unwrap());
-        self.gw.handle_frame(self.now, conn, Bytes::from(frame));
+        self.world.frame_in(conn, Bytes::from(frame));
         self.drain(sender.as_deref().zip(caps_before.as_ref()));
     }
 
     fn drain(&mut self, sender: Option<(&str, &CapabilitySet)>) {
-        while let Some(o) = self.gw.poll_output() {
+        for o in self.world.drain() {
             match o {
-                Output::Transmit { conn, frame } => {
+                Handed::Frame(conn, frame) => {
                     assert!(!self.closed.contains(&conn), "transmit after close");
                     if frame.first() == Some(&b'#') {
                         continue;
@@ -195,9 +193,8 @@ impl Harness {
                         self.welcome_caps.insert(conn, you["capabilities"].clone());
                     }
                 }
-                Output::Close { conn, .. } => {
+                Handed::Close(conn, ..) => {
                     self.closed.push(conn);
-                    self.gw.handle_disconnected(self.now, conn);
                     self.conns.retain(|c| *c != conn);
                     self.who.remove(&conn);
                     self.welcome_caps.remove(&conn);
@@ -211,7 +208,7 @@ impl Harness {
         for (conn, caps) in &self.welcome_caps {
             let id = &self.who[conn];
             assert_eq!(
-                self.gw.capabilities_of(id).as_ref(),
+                self.world.gw.capabilities_of(id).as_ref(),
                 Some(caps),
                 "{id}'s last welcome differs from what the gateway enforces"
             );
@@ -233,9 +230,9 @@ impl Harness {
     fn run(&mut self, s: Step) {
         match s {
             Step::Connect(t) => {
-                let c = self
-                    .gw
-                    .handle_connected(self.now, t.map(|t| TOKENS[t as usize]));
+                let c = self.world.open(t.map(|t| TOKENS[t as usize]));
+                // Written frames are reported only by `Sent` steps.
+                self.world.set_draining(c, false);
                 self.conns.push(c);
                 self.drain(None);
             }
@@ -325,8 +322,10 @@ impl Harness {
             Step::Garbage { conn, bytes } => {
                 if let Some(c) = self.conn(conn) {
                     let sender = self.who.get(&c).cloned();
-                    self.gw.handle_frame(self.now, c, Bytes::from(bytes));
-                    let caps = sender.as_deref().and_then(|s| self.gw.capabilities_of(s));
+                    self.world.frame_in(c, Bytes::from(bytes));
+                    let caps = sender
+                        .as_deref()
+                        .and_then(|s| self.world.gw.capabilities_of(s));
                     let set = caps.map(|v| CapabilitySet::compile(v.as_array().unwrap()).unwrap());
                     self.drain(sender.as_deref().zip(set.as_ref()));
                 }
@@ -337,13 +336,12 @@ impl Harness {
                 }
             }
             Step::Tick(ms) => {
-                self.now = self.now + Duration::from_millis(u64::from(ms));
-                self.gw.handle_timeout(self.now);
+                self.world.tick(Duration::from_millis(u64::from(ms)));
                 self.drain(None);
             }
             Step::Close(i) => {
                 if let Some(c) = self.conn(i) {
-                    self.gw.handle_disconnected(self.now, c);
+                    self.world.disconnect(c);
                     self.closed.push(c);
                     self.conns.retain(|x| *x != c);
                     self.who.remove(&c);
@@ -353,12 +351,12 @@ impl Harness {
             }
             Step::Sent(i) => {
                 if let Some(c) = self.conn(i) {
-                    self.gw.handle_sent(self.now, c, 1000, 1 << 20);
+                    self.world.sent(c, 1000, 1 << 20);
                 }
             }
         }
         self.check_views();
-        let _ = self.gw.poll_timeout();
+        let _ = self.world.gateway_timeout();
     }
 }
 
