@@ -126,6 +126,13 @@ fn participant_id(id: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// What a client says when another connection of the same participant replaced it.
+pub(crate) fn replaced_message(reason: &str) -> String {
+    format!(
+        "{reason}: another connection joined as this participant; not reconnecting (run one process per participant id)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,11 +146,4 @@ mod tests {
         assert_eq!(url_for("ws://h:1/x?a=b", "s"), "ws://h:1/x?a=b&space=s");
         assert_eq!(url_for("ws://h:1/ws?space=t", "s"), "ws://h:1/ws?space=t");
     }
-}
-
-/// What a client says when another connection of the same participant replaced it.
-pub(crate) fn replaced_message(reason: &str) -> String {
-    format!(
-        "{reason}: another connection joined as this participant; not reconnecting (run one process per participant id)"
-    )
 }

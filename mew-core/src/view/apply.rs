@@ -74,7 +74,7 @@ impl View {
                     ..Fold::default()
                 };
                 fold.summarize();
-                self.state.folds.insert(env.id.clone(), fold.clone());
+                // The item first: the oldest item it may push out takes its fold along.
                 self.push_item(
                     ItemKind::Reasoning,
                     from,
@@ -83,7 +83,8 @@ impl View {
                     false,
                     Some(env.id.clone()),
                 );
-                self.changed(Change::Fold(fold));
+                self.state.folds.insert(env.id.clone(), fold);
+                self.fold_changed(&env.id);
             }
             Kind::ReasoningThought | Kind::ReasoningConclusion => {
                 let text = short(&payload["message"], 200);
@@ -97,8 +98,7 @@ impl View {
                             f.conclusion = Some(text);
                         }
                         f.summarize();
-                        let f = f.clone();
-                        self.changed(Change::Fold(f));
+                        self.fold_changed(ctx);
                     }
                     None => {
                         let line = format!("{from}: {text}");
@@ -124,13 +124,13 @@ impl View {
                         id: sid.to_owned(),
                         owner: from.to_owned(),
                     });
-                    self.changed(Change::Streams(self.state.streams.clone()));
+                    self.changed(|s| Change::Streams(s.streams.clone()));
                 }
             }
             Kind::StreamClose => {
                 if let Some(sid) = payload["stream_id"].as_str() {
                     self.state.streams.retain(|s| s.id != sid);
-                    self.changed(Change::Streams(self.state.streams.clone()));
+                    self.changed(|s| Change::Streams(s.streams.clone()));
                 }
             }
             Kind::CapabilityGrant | Kind::CapabilityRevoke => {
@@ -141,6 +141,13 @@ impl View {
                 ));
             }
             _ => {}
+        }
+    }
+
+    fn fold_changed(&mut self, ctx: &str) {
+        if let Some(f) = self.state.folds.get(ctx) {
+            let f = f.clone();
+            self.changed(|_| Change::Fold(f));
         }
     }
 
@@ -413,9 +420,7 @@ impl View {
             new = true;
         }
         if new {
-            self.changed(Change::Suggestions(
-                self.state.suggestions.iter().cloned().collect(),
-            ));
+            self.changed(|s| Change::Suggestions(s.suggestions.iter().cloned().collect()));
         }
     }
 }

@@ -130,8 +130,7 @@ impl View {
             .suggestions
             .remove(at)
             .expect("position is in range");
-        let list = self.state.suggestions.iter().cloned().collect();
-        self.changed(Change::Suggestions(list));
+        self.changed(|s| Change::Suggestions(s.suggestions.iter().cloned().collect()));
         Ok(s)
     }
 
@@ -175,9 +174,11 @@ impl View {
             }
             "verbose" => {
                 self.state.verbose = !self.state.verbose;
-                let (count, verbose) = (self.state.background, self.state.verbose);
-                self.changed(Change::Background { count, verbose });
-                self.note(if verbose {
+                self.changed(|s| Change::Background {
+                    count: s.background,
+                    verbose: s.verbose,
+                });
+                self.note(if self.state.verbose {
                     "showing background messages (discovery and other chatter); /verbose hides them"
                 } else {
                     "hiding background messages; /verbose shows them"

@@ -242,12 +242,14 @@ impl View {
     }
 
     fn set_status(&mut self, status: String) {
-        self.state.status = status.clone();
-        self.changed(Change::Status(status));
+        self.state.status = status;
+        self.changed(|s| Change::Status(s.status.clone()));
     }
 
     /// Queues a change for [`View::poll_change`]; too many waiting become one snapshot.
-    fn changed(&mut self, change: Change) {
+    /// The change is made only when it will be read: a renderer that reads the state and
+    /// never polls changes pays nothing for them.
+    fn changed(&mut self, make: impl FnOnce(&ViewState) -> Change) {
         if self.snapshot_due {
             return;
         }
@@ -256,6 +258,7 @@ impl View {
             self.snapshot_due = true;
             return;
         }
+        let change = make(&self.state);
         self.changes.push_back(change);
     }
 
@@ -292,11 +295,13 @@ impl View {
         };
         if background {
             self.state.background += 1;
-            let (count, verbose) = (self.state.background, self.state.verbose);
-            self.changed(Change::Background { count, verbose });
+            self.changed(|s| Change::Background {
+                count: s.background,
+                verbose: s.verbose,
+            });
         }
-        self.state.items.push_back(item.clone());
-        self.changed(Change::Item(item));
+        self.changed(|_| Change::Item(item.clone()));
+        self.state.items.push_back(item);
     }
 
     /// Rebuilds the member list: ourselves and the others, by id.
@@ -330,14 +335,13 @@ impl View {
             list.sort_by(|a, b| a.id.cmp(&b.id));
         }
         if list != self.state.members {
-            self.state.members = list.clone();
-            self.changed(Change::Members(list));
+            self.state.members = list;
+            self.changed(|s| Change::Members(s.members.clone()));
         }
     }
 
     fn queue_changed(&mut self) {
-        let q = self.state.queue.iter().cloned().collect();
-        self.changed(Change::Queue(q));
+        self.changed(|s| Change::Queue(s.queue.iter().cloned().collect()));
     }
 }
 
