@@ -126,6 +126,13 @@ fn participant_id(id: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// What a client says when another connection of the same participant replaced it.
+pub(crate) fn replaced_message(reason: &str) -> String {
+    format!(
+        "{reason}: another connection joined as this participant; not reconnecting (run one process per participant id)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
