@@ -42,6 +42,7 @@ pub mod secret;
 pub mod supervise;
 pub mod time;
 pub mod tools;
+pub mod view;
 
 pub use capability::{Capability, CapabilityError, CapabilitySet};
 pub use envelope::{Envelope, Kind, Limits, ParseError, RoutingView};

@@ -187,7 +187,7 @@ impl Participant {
 
     /// Starts (or restarts) discovery of one participant now.
     pub fn discover_tools(&mut self, now: Time, participant: &str) -> Result<(), CommandError> {
-        if !self.others.contains_key(participant) {
+        if !self.others.contains(participant) {
             return Err(CommandError::Unknown {
                 what: "participant",
                 id: participant.to_owned(),
@@ -217,7 +217,7 @@ impl Participant {
     }
 
     pub(super) fn discovery_schedule_all(&mut self, now: Time) {
-        let ids: Vec<String> = self.others.keys().cloned().collect();
+        let ids: Vec<String> = self.others.iter().map(|(id, _)| id.to_owned()).collect();
         for id in ids {
             self.discovery_schedule(now, &id);
         }

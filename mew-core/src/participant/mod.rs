@@ -70,6 +70,7 @@ mod discovery;
 mod error;
 mod event;
 mod grants;
+mod members;
 mod proposals;
 mod reasoning;
 mod requests;
@@ -88,6 +89,7 @@ pub use discovery::{AvailableTool, DiscoveryState, DiscoveryStatus, ToolInfo};
 pub use error::{CommandError, RequestError, SendError, ToolError};
 pub use event::{Event, Output, RouteReason};
 pub use grants::{grant_envelope, grant_payload, revoke_envelope};
+pub use members::{MemberChange, Members};
 pub use proposals::{ReviewState, ReviewedProposal};
 pub use requests::{RequestId, RequestOptions, RequestRoute};
 pub use streams::{StreamInfo, StreamRole};
@@ -101,7 +103,6 @@ use crate::envelope::{Envelope, Kind};
 use crate::ids::IdGen;
 use crate::time::Time;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// An envelope the application wants to send; the participant fills in `protocol`, `id`,
 /// `ts` and `from`.
@@ -183,9 +184,7 @@ pub struct Participant {
     ids: IdGen,
     caps: CapabilitySet,
     caps_known: bool,
-    others: BTreeMap<String, CapabilitySet>,
-    /// Those of `others` the gateway marks as persons (`"person": true`).
-    persons: std::collections::BTreeSet<String>,
+    others: Members,
     requests: requests::Requests,
     review: proposals::Review,
     tools: tools::Tools,
@@ -213,6 +212,7 @@ impl Participant {
             },
             seed ^ 0x5DEE_CE66_D1CE_5EED,
         );
+        let others = Members::new(config.bounds.max_participants);
         Participant {
             context: context::Context::new(&config.context),
             config,
@@ -220,8 +220,7 @@ impl Participant {
             ids: IdGen::new(seed),
             caps: CapabilitySet::default(),
             caps_known: false,
-            others: BTreeMap::new(),
-            persons: Default::default(),
+            others,
             requests: Default::default(),
             review: Default::default(),
             tools: Default::default(),
@@ -265,13 +264,18 @@ impl Participant {
 
     /// Other participants in the space and their capabilities.
     pub fn participants(&self) -> impl Iterator<Item = (&str, &CapabilitySet)> {
-        self.others.iter().map(|(k, v)| (k.as_str(), v))
+        self.others.iter()
+    }
+
+    /// The other participants as the SDK keeps them (leavers dropped, bounded).
+    pub fn members(&self) -> &Members {
+        &self.others
     }
 
     /// Whether the gateway marks this participant as a person (`"person": true` in its
     /// welcome or presence: `person: true` in the space's configuration).
     pub fn is_person(&self, id: &str) -> bool {
-        self.persons.contains(id)
+        self.others.is_person(id)
     }
 
     /// Emits [`Output::Connect`].
@@ -542,35 +546,10 @@ impl Participant {
             Some(Err(e)) => self.invalid(env, &format!("welcome capabilities: {e}")),
             None => self.invalid(env, "welcome without you.capabilities"),
         }
-        let mut seen = Vec::new();
         if let Some(list) = payload.get("participants").and_then(Value::as_array) {
-            for p in list.iter().take(self.config.bounds.max_participants) {
-                let Some(id) = p.get("id").and_then(Value::as_str) else {
-                    continue;
-                };
-                if id == self.me() {
-                    continue;
-                }
-                let caps = p
-                    .get("capabilities")
-                    .and_then(Value::as_array)
-                    .and_then(|a| CapabilitySet::compile(a).ok())
-                    .unwrap_or_default();
-                seen.push(id.to_owned());
-                self.mark_person(id, p);
-                if self.others.insert(id.to_owned(), caps).is_none() {
-                    self.client
-                        .emit(Event::ParticipantJoined { id: id.to_owned() });
-                }
-            }
-            let gone: Vec<String> = self
-                .others
-                .keys()
-                .filter(|k| !seen.contains(k))
-                .cloned()
-                .collect();
-            for id in gone {
-                self.remove_participant(&id);
+            let me = self.me().to_owned();
+            for change in self.others.welcome(&me, list) {
+                self.member_changed(now, change, false);
             }
         }
         if let Some(streams) = payload.get("active_streams").and_then(Value::as_array) {
@@ -583,80 +562,32 @@ impl Participant {
         let Some(p) = env.payload.as_ref() else {
             return self.invalid(env, "presence without payload");
         };
-        if p.get("event").and_then(Value::as_str) == Some("batch") {
-            // A crowded space (more online than the gateway's crowd size) announces joins and
-            // leaves in batches, each change shaped as a single announcement's payload.
-            let Some(changes) = p.get("changes").and_then(Value::as_array) else {
-                return self.invalid(env, "presence batch without changes");
-            };
-            for change in changes {
-                self.presence_change(now, env, change);
+        // A crowded space (more online than the gateway's crowd size) announces joins and
+        // leaves in batches, each change shaped as a single announcement's payload.
+        let me = self.me().to_owned();
+        for change in self.others.presence(&me, p) {
+            match change {
+                Ok(Some(change)) => self.member_changed(now, change, true),
+                Ok(None) => {}
+                Err(why) => self.invalid(env, why),
             }
-            return;
         }
-        self.presence_change(now, env, p);
     }
 
-    /// One join or leave, from an announcement or a batch of them.
-    fn presence_change(&mut self, now: Time, env: &Envelope, p: &Value) {
-        let event = p.get("event").and_then(Value::as_str);
-        let part = p.get("participant");
-        let Some(id) = part.and_then(|x| x.get("id")).and_then(Value::as_str) else {
-            return self.invalid(env, "presence without participant.id");
-        };
-        if id == self.me() {
-            return;
-        }
-        match event {
-            Some("join") => {
-                let caps = part
-                    .and_then(|x| x.get("capabilities"))
-                    .and_then(Value::as_array)
-                    .and_then(|a| CapabilitySet::compile(a).ok())
-                    .unwrap_or_default();
-                if let Some(known) = self.others.get_mut(id) {
-                    // A batch may repeat a join already seen (in the welcome, or an earlier
-                    // batch): its capabilities are taken, nothing is announced again.
-                    *known = caps;
-                    if let Some(part) = part {
-                        self.mark_person(id, part);
-                    }
-                    return;
-                }
-                if self.others.len() >= self.config.bounds.max_participants {
-                    return self.invalid(env, "too many participants tracked");
-                }
-                self.others.insert(id.to_owned(), caps);
-                if let Some(part) = part {
-                    self.mark_person(id, part);
-                }
+    /// Tells a join or a leave; a join announced after the welcome is discovered at once.
+    fn member_changed(&mut self, now: Time, change: MemberChange, discover: bool) {
+        match change {
+            MemberChange::Joined(id) => {
                 self.client
-                    .emit(Event::ParticipantJoined { id: id.to_owned() });
-                self.discovery_schedule(now, id);
+                    .emit(Event::ParticipantJoined { id: id.clone() });
+                if discover {
+                    self.discovery_schedule(now, &id);
+                }
             }
-            Some("leave") => {
-                let id = id.to_owned();
-                self.remove_participant(&id);
+            MemberChange::Left(id) => {
+                self.discovery_forget(&id);
+                self.client.emit(Event::ParticipantLeft { id });
             }
-            _ => self.invalid(env, "presence event must be join, leave or batch"),
-        }
-    }
-
-    /// Notes whether a welcome's or presence's participant entry marks a person.
-    fn mark_person(&mut self, id: &str, entry: &Value) {
-        if entry.get("person").and_then(Value::as_bool) == Some(true) {
-            self.persons.insert(id.to_owned());
-        } else {
-            self.persons.remove(id);
-        }
-    }
-
-    fn remove_participant(&mut self, id: &str) {
-        self.persons.remove(id);
-        if self.others.remove(id).is_some() {
-            self.discovery_forget(id);
-            self.client
-                .emit(Event::ParticipantLeft { id: id.to_owned() });
         }
     }
 
