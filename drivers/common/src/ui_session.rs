@@ -18,6 +18,7 @@
 //! ([`SessionLimits::queue_changes`], [`SessionLimits::queue_bytes`]): a page that stops
 //! reading is closed (1008, with the reason) rather than buffered for.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,7 +28,8 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use futures_util::{FutureExt, Sink, SinkExt, Stream, StreamExt};
 use mew_core::gateway::ConnId;
-use mew_core::participant::{self, Event, Participant, ParticipantConfig};
+use mew_core::Envelope;
+use mew_core::participant::{self, Event, Participant, ParticipantConfig, RequestId};
 use mew_core::view::{self, View};
 use serde_json::{Value, json};
 use tungstenite::error::CapacityError;
@@ -336,6 +338,13 @@ async fn page_writer<S: Sleep, W, X: RawSocket>(
     loop {
         let mut ending = None;
         let mut first = None;
+        let nudged = async {
+            if reading {
+                nudge.recv().await
+            } else {
+                std::future::pending().await
+            }
+        };
         futures_util::select_biased! {
             c = closes.recv().fuse() => ending = Some(c.unwrap_or(Ending(1000, String::new()))),
             t = texts.recv().fuse() => match t {
@@ -343,7 +352,7 @@ async fn page_writer<S: Sleep, W, X: RawSocket>(
                 // The session is gone: its ending is on the way.
                 Err(_) => ending = Some(closes.recv().await.unwrap_or(Ending(1000, String::new()))),
             },
-            n = nudge.recv().fuse(), if reading => reading = n.is_ok(),
+            n = nudged.fuse() => reading = n.is_ok(),
         }
         batch.take_control(raw(&mut lock(&ws)).control());
         let mut n = 0;
@@ -416,24 +425,31 @@ where
     config.heartbeat.interval = None;
     let mut s = Session {
         p: Participant::new(config, clock::os_seed()),
-        view: View::new(view::ViewLimits::default()),
+        // Whose view it is comes with the welcome.
+        view: View::new("", view::ViewLimits::default()),
+        fulfils: VecDeque::new(),
         conn: None,
         core: ep.core.clone(),
         report_every: ep.report_every,
         ready: false,
-        want_history: false,
+        want_history: None,
+        quit: false,
     };
-    let (hist_tx, hist_rx) = async_channel::bounded::<Result<Vec<Value>, String>>(1);
+    let (hist_tx, hist_rx) = async_channel::bounded::<History>(1);
     s.p.start(clock::now());
     loop {
         if let Err(e) = s.pump(out).await {
             s.leave().await;
             return e;
         }
-        if std::mem::take(&mut s.want_history)
-            && let Some(ask) = s.history_request(&hist_tx)
+        if let Some(since) = s.want_history.take()
+            && let Some(ask) = s.history_request(since, &hist_tx)
         {
             R::spawn(ask);
+        }
+        if s.quit {
+            s.leave().await;
+            return Ending(1000, "left the space".into());
         }
         let commands = s.conn.as_ref().map(|c| c.commands.clone());
         let from_gateway = async move {
@@ -450,7 +466,7 @@ where
             }
         };
         futures_util::select_biased! {
-            cmd = from_gateway.fuse() => s.from_gateway(cmd).await,
+            cmd = from_gateway.fuse() => s.gateway_command(cmd).await,
             msg = page.next().fuse() => match msg {
                 FromPage::Text(t) => {
                     if let Err(e) = s.command(&t, out) {
@@ -468,7 +484,7 @@ where
                 }
             },
             h = hist_rx.recv().fuse() => if let Ok(h) = h {
-                s.view.handle_history(clock::now(), h);
+                s.view.handle_history(h);
             },
             _ = timer.fuse() => s.p.handle_timeout(clock::now()),
         }
@@ -493,9 +509,16 @@ struct Session {
     report_every: (usize, usize),
     /// Whether the participant was welcomed once (a refusal before ends the session).
     ready: bool,
-    /// Whether the history is to be fetched (after each welcome).
-    want_history: bool,
+    /// The history the view asked for (after each welcome): where it starts.
+    want_history: Option<Option<String>>,
+    /// Approvals in flight: a failure is told in the view.
+    fulfils: VecDeque<RequestId>,
+    /// The person asked to leave.
+    quit: bool,
 }
+
+/// Approvals in flight remembered, at most.
+const MAX_FULFILS: usize = 256;
 
 impl Session {
     /// Carries out what the participant and the view have to do, until neither has more;
@@ -566,9 +589,17 @@ impl Session {
 
     fn event(&mut self, now: mew_core::Time, e: Event) -> Result<(), Ending> {
         match &e {
-            Event::Ready { .. } => {
-                self.ready = true;
-                self.want_history = true;
+            Event::Ready { .. } => self.ready = true,
+            Event::Discovery { .. } | Event::DiscoverySettled => {
+                self.view.handle_tools(&self.p.available_tools());
+            }
+            Event::RequestCompleted { id, result } => {
+                if let Some(i) = self.fulfils.iter().position(|f| f == id) {
+                    self.fulfils.remove(i);
+                    if let Err(e) = result {
+                        self.view.note(format!("approval failed: {e}"));
+                    }
+                }
             }
             Event::GatewayError { payload } if !self.ready => {
                 return Err(Ending::policy(refusal(payload)));
@@ -587,7 +618,8 @@ impl Session {
             }
             _ => {}
         }
-        self.view.handle_event(now, &e);
+        let _ = now;
+        self.view.handle_event(&e);
         Ok(())
     }
 
@@ -595,13 +627,14 @@ impl Session {
     /// last envelope the view saw, after a rejoin); the answer goes to `hist`.
     fn history_request(
         &self,
-        hist: &async_channel::Sender<Result<Vec<Value>, String>>,
+        since: Option<String>,
+        hist: &async_channel::Sender<History>,
     ) -> Option<impl Future<Output = ()> + Send + 'static> {
         let me = self.p.id()?.to_owned();
         let req = HttpRequest {
             route: Route::GetMessages {
                 participant: me,
-                since: self.view.last_seen().map(str::to_owned),
+                since,
             },
             bearer: Some(self.p.config().token.clone()),
             body: Bytes::new(),
@@ -611,10 +644,7 @@ impl Session {
             let (tx, rx) = oneshot::channel();
             let r = match core.send(Input::Http(req, tx)).await {
                 Ok(()) => match rx.await {
-                    Ok(resp) if resp.status == 200 => serde_json::from_slice::<Vec<Value>>(
-                        &resp.body,
-                    )
-                    .map_err(|e| format!("the history is not a list of envelopes: {e}")),
+                    Ok(resp) if resp.status == 200 => envelopes(&resp.body),
                     Ok(resp) => Err(format!("the gateway answered {}", resp.status)),
                     Err(_) => Err("the gateway is shutting down".into()),
                 },
@@ -625,10 +655,62 @@ impl Session {
         Some(ask)
     }
 
-    /// Hands a view's action to the participant; a refusal comes back to the view.
+    /// Hands a view's action to the participant; a refusal is told in the view.
     fn act(&mut self, a: view::Action) {
         let now = clock::now();
-        view::perform(&mut self.p, now, a, &mut self.view);
+        let refused = match a {
+            view::Action::Chat { text } => {
+                self.p.chat(now, &text, Vec::new()).err().map(|e| format!("not sent: {e}"))
+            }
+            view::Action::Fulfil { proposal } => match self.p.fulfil(now, &proposal) {
+                Ok(id) => {
+                    if self.fulfils.len() >= MAX_FULFILS {
+                        self.fulfils.pop_front();
+                    }
+                    self.fulfils.push_back(id);
+                    None
+                }
+                Err(e) => Some(format!("approval failed: {e}")),
+            },
+            view::Action::Reject { proposal, reason } => self
+                .p
+                .reject(now, &proposal, &reason)
+                .err()
+                .map(|e| format!("not rejected: {e}")),
+            view::Action::Grant {
+                recipient,
+                capabilities,
+                reason,
+            } => self
+                .p
+                .grant(now, &recipient, capabilities, &reason)
+                .err()
+                .map(|e| format!("grant not sent: {e}")),
+            view::Action::Revoke {
+                recipient,
+                capabilities,
+                reason,
+            } => self
+                .p
+                .revoke(now, &recipient, capabilities, &reason)
+                .err()
+                .map(|e| format!("revoke not sent: {e}")),
+            view::Action::Send(v) => match crate::participant::draft_from_json(&v.to_string()) {
+                Ok(d) => self.p.send(now, d).err().map(|e| format!("not sent: {e}")),
+                Err(e) => Some(format!("not sent: {e}")),
+            },
+            view::Action::FetchHistory { since } => {
+                self.want_history = Some(since);
+                None
+            }
+            view::Action::Quit => {
+                self.quit = true;
+                None
+            }
+        };
+        if let Some(note) = refused {
+            self.view.note(note);
+        }
     }
 
     /// One message of the page: a command for the view.
@@ -639,14 +721,14 @@ impl Session {
             Ok(c) => c,
             Err(e) => return error(format!("not a command: {e}")),
         };
-        if let Err(e) = self.view.handle_command(clock::now(), cmd) {
+        if let Err(e) = self.view.handle_command(cmd) {
             return error(e.to_string());
         }
         Ok(())
     }
 
     /// A command of the core task for the participant's connection.
-    async fn from_gateway(&mut self, cmd: Option<WriterCmd>) {
+    async fn gateway_command(&mut self, cmd: Option<WriterCmd>) {
         let now = clock::now();
         let Some(conn) = &mut self.conn else { return };
         let id = conn.id;
@@ -696,6 +778,19 @@ impl Session {
         self.p.close(clock::now(), "the page closed its session");
         self.drop_conn().await;
     }
+}
+
+/// What a history fetch gives the view.
+type History = Result<Vec<Envelope>, String>;
+
+/// The envelopes of a history answer (a JSON array); one that does not parse is left out.
+fn envelopes(body: &[u8]) -> History {
+    let list = serde_json::from_slice::<Vec<Value>>(body)
+        .map_err(|e| format!("the history is not a list of envelopes: {e}"))?;
+    Ok(list
+        .into_iter()
+        .filter_map(|v| serde_json::from_value::<Envelope>(v).ok())
+        .collect())
 }
 
 /// One line for a gateway's refusal (`system/error`).
