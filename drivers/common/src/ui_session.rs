@@ -27,8 +27,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use futures_util::{FutureExt, Sink, SinkExt, Stream, StreamExt};
-use mew_core::gateway::ConnId;
 use mew_core::Envelope;
+use mew_core::gateway::ConnId;
 use mew_core::participant::{self, Event, Participant, ParticipantConfig, RequestId};
 use mew_core::view::{self, View};
 use serde_json::{Value, json};
@@ -144,7 +144,11 @@ pub(crate) async fn serve<R: ServerRuntime>(
         && !same_origin(origin, head.header("host"))
     {
         // A page of another site cannot hold a session here, token or not.
-        let r = refuse(403, "forbidden", "the session is for the page of this gateway");
+        let r = refuse(
+            403,
+            "forbidden",
+            "the session is for the page of this gateway",
+        );
         let _ = R::write_all(&mut sock, &r.to_bytes()).await;
         return;
     }
@@ -659,9 +663,11 @@ impl Session {
     fn act(&mut self, a: view::Action) {
         let now = clock::now();
         let refused = match a {
-            view::Action::Chat { text } => {
-                self.p.chat(now, &text, Vec::new()).err().map(|e| format!("not sent: {e}"))
-            }
+            view::Action::Chat { text } => self
+                .p
+                .chat(now, &text, Vec::new())
+                .err()
+                .map(|e| format!("not sent: {e}")),
             view::Action::Fulfil { proposal } => match self.p.fulfil(now, &proposal) {
                 Ok(id) => {
                     if self.fulfils.len() >= MAX_FULFILS {
@@ -736,7 +742,8 @@ impl Session {
             Some(WriterCmd::Frames(f)) => {
                 conn.taken.0 += f.messages();
                 conn.taken.1 += f.bytes();
-                let report = conn.taken.0 >= self.report_every.0 || conn.taken.1 >= self.report_every.1;
+                let report =
+                    conn.taken.0 >= self.report_every.0 || conn.taken.1 >= self.report_every.1;
                 let taken = std::mem::take(&mut conn.taken);
                 if !report {
                     conn.taken = taken;
@@ -801,4 +808,3 @@ fn refusal(payload: &Value) -> String {
         _ => payload.to_string(),
     }
 }
-

@@ -691,5 +691,9 @@ fn a_join_that_arrives_live_while_the_history_is_fetched_is_applied() {
     msg(&mut v, join.clone());
     // The gateway's history already holds it when it answers.
     v.handle_history(Ok(vec![env(join)]));
-    assert!(ids(&v.state().members).contains(&"newcomer"), "{:?}", v.state().members);
+    assert!(
+        ids(&v.state().members).contains(&"newcomer"),
+        "{:?}",
+        v.state().members
+    );
 }

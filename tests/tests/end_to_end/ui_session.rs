@@ -130,12 +130,18 @@ async fn the_session_is_the_participant_of_its_token<D: Driver>() {
     let ids = member_ids(&members["members"]);
     assert_eq!(ids, ["agent", "human", "service"], "{members}");
     let me = &members["members"].as_array().unwrap()[1];
-    assert_eq!((me["me"].clone(), me["capabilities"][0].clone()), (json!(true), json!("*")));
+    assert_eq!(
+        (me["me"].clone(), me["capabilities"][0].clone()),
+        (json!(true), json!("*"))
+    );
 
     // Chat both ways.
     agent.send("chat", &[], json!({"text": "hello page"})).await;
     let item = until(&mut page, |c| c["item"]["kind"] == "chat").await;
-    assert_eq!((item["item"]["from"].as_str(), item["item"]["text"].as_str()), (Some("agent"), Some("hello page")));
+    assert_eq!(
+        (item["item"]["from"].as_str(), item["item"]["text"].as_str()),
+        (Some("agent"), Some("hello page"))
+    );
     let line = json!({"command": {"line": "hello agent"}});
     page.send(Message::text(line.to_string())).await.unwrap();
     let chat = loop {
@@ -144,19 +150,49 @@ async fn the_session_is_the_participant_of_its_token<D: Driver>() {
             break c;
         }
     };
-    assert_eq!((chat["from"].clone(), chat["payload"]["text"].clone()), (json!("human"), json!("hello agent")));
+    assert_eq!(
+        (chat["from"].clone(), chat["payload"]["text"].clone()),
+        (json!("human"), json!("hello agent"))
+    );
 
     // A proposal waits in the queue; approved from the page, the human fulfils it.
-    let call = json!({"method": "tools/call", "params": {"name": "read", "arguments": {"path": "/a"}}});
+    let call =
+        json!({"method": "tools/call", "params": {"name": "read", "arguments": {"path": "/a"}}});
     let p = agent.send("mcp/proposal", &["service"], call.clone()).await;
-    let queue = until(&mut page, |c| c["queue"].as_array().is_some_and(|q| !q.is_empty())).await;
+    let queue = until(&mut page, |c| {
+        c["queue"].as_array().is_some_and(|q| !q.is_empty())
+    })
+    .await;
     assert_eq!(queue["queue"][0]["id"], p.as_str());
-    assert_eq!(queue["queue"][0]["capability"], mew_core::automation::narrowest(&call));
+    assert_eq!(
+        queue["queue"][0]["capability"],
+        mew_core::automation::narrowest(&call)
+    );
     let approve = json!({"command": {"approve": p}});
     page.send(Message::text(approve.to_string())).await.unwrap();
-    let req = service.expect_kind("mcp/request").await;
-    assert_eq!((req["from"].clone(), req["correlation_id"][0].clone()), (json!("human"), json!(p)));
-    until(&mut page, |c| c["queue"].as_array().is_some_and(|q| q.is_empty())).await;
+    // (The session's discovery asks the service for its tools first.)
+    let req = loop {
+        let r = service.expect_kind("mcp/request").await;
+        if r["payload"]["method"] == "tools/call" {
+            break r;
+        }
+        assert_eq!(r["payload"]["method"], "tools/list", "{r}");
+    };
+    let c = &req["correlation_id"];
+    let correlation = if c.is_array() {
+        c[0].clone()
+    } else {
+        c.clone()
+    };
+    assert_eq!(
+        (req["from"].clone(), correlation),
+        (json!("human"), json!(p))
+    );
+    assert_eq!(req["payload"]["params"], call["params"]);
+    until(&mut page, |c| {
+        c["queue"].as_array().is_some_and(|q| q.is_empty())
+    })
+    .await;
 
     // A command the core refuses comes back as an error; the session goes on.
     let unknown = json!({"command": {"approve": "nope"}});
@@ -165,7 +201,10 @@ async fn the_session_is_the_participant_of_its_token<D: Driver>() {
     assert!(e["error"].as_str().unwrap().contains("nope"), "{e}");
     page.send(Message::text("{\"command\": 7}")).await.unwrap();
     let e = until(&mut page, |c| c.get("error").is_some()).await;
-    assert!(e["error"].as_str().unwrap().starts_with("not a command"), "{e}");
+    assert!(
+        e["error"].as_str().unwrap().starts_with("not a command"),
+        "{e}"
+    );
 
     // The page closes: the human leaves the space.
     page.close(None).await.unwrap();
@@ -198,7 +237,10 @@ async fn a_session_without_a_good_token_in_time_is_closed_with_the_reason() {
     let mut ws = open(&gw).await;
     let t = std::time::Instant::now();
     let (code, reason) = closed(&mut ws).await;
-    assert_eq!((code, reason.as_str()), (CloseCode::Policy, "no token in time"));
+    assert_eq!(
+        (code, reason.as_str()),
+        (CloseCode::Policy, "no token in time")
+    );
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     // A token the space does not know.
     let mut ws = login(&gw, "not-a-token").await;
@@ -210,7 +252,10 @@ async fn a_session_without_a_good_token_in_time_is_closed_with_the_reason() {
     let auth = json!({"token": "human-token", "space": "elsewhere"});
     ws.send(Message::text(auth.to_string())).await.unwrap();
     let (code, reason) = closed(&mut ws).await;
-    assert_eq!((code, reason.as_str()), (CloseCode::Policy, "this gateway serves space \"e2e\""));
+    assert_eq!(
+        (code, reason.as_str()),
+        (CloseCode::Policy, "this gateway serves space \"e2e\"")
+    );
     // Not the token message.
     let mut ws = open(&gw).await;
     ws.send(Message::text("hello")).await.unwrap();
@@ -259,7 +304,10 @@ async fn a_page_that_stops_reading_is_closed() {
         }
     }
     while left.is_none() {
-        assert!(tokio::time::Instant::now() < end, "the page was never closed");
+        assert!(
+            tokio::time::Instant::now() < end,
+            "the page was never closed"
+        );
         let v = agent.expect_kind("system/presence").await;
         if v["payload"]["event"] == "leave" {
             left = Some(v);
