@@ -625,13 +625,14 @@ async fn a_person_reviews_proposals_in_the_browser() {
     // Discovery: the bridge's tools, listed without the chatter in the messages.
     wait_text(c, "#participants", "write_file").await;
     let log = c.find(Locator::Id("messages")).await.unwrap();
-    assert!(!log.text().await.unwrap().contains("tools/list"));
+    assert!(!log.text().await.unwrap().contains("fs answers"));
     by_role(c, "checkbox", "Show discovery")
         .await
         .click()
         .await
         .unwrap();
-    wait_text(c, "#messages", "tools/list").await;
+    wait_text(c, "#messages", "fs answers:").await;
+    wait_text(c, "#messages", "\"name\": \"write_file\"").await;
     by_role(c, "checkbox", "Show discovery")
         .await
         .click()

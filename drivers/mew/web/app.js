@@ -82,8 +82,11 @@ let mode = "review";
 let shown = "";
 /** Proposals answered here whose answer the server has not yet reflected in the queue. */
 const answered = new Set();
-/** Proposal ids the queue held when last drawn: a new one opens the review. */
+/** Proposal ids the queue has held: one never seen before opens the review (one put back
+ * by "later" does not). */
 let queued = new Set();
+/** Ids remembered in `queued` at most (beyond, only those waiting are kept). */
+const MAX_QUEUED = 1024;
 /** @type {number | undefined} */
 let drawTimer;
 
@@ -254,7 +257,8 @@ function onQueue() {
   M.prune(state, answered);
   const ids = new Set(state.queue.map((p) => p.id));
   const arrived = [...ids].some((id) => !queued.has(id));
-  queued = ids;
+  for (const id of ids) queued.add(id);
+  if (queued.size > MAX_QUEUED) queued = new Set(ids);
   if (ui.dialog.open) {
     // Settled anywhere (here, at another screen, withdrawn): the next one, or closed.
     if (!ids.has(shown) || answered.has(shown)) closeOrNext();
