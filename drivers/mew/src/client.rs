@@ -9,6 +9,7 @@ use mew_tokio::{ParticipantRuntime, SendJsonError};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::Failure;
+use crate::connect::replaced_message;
 
 /// Options of `mew client`.
 #[derive(clap::Args)]
@@ -146,11 +147,4 @@ pub async fn run(args: Args) -> Result<(), Failure> {
             }
         }
     }
-}
-
-/// What a client says when another connection of the same participant replaced it.
-pub(crate) fn replaced_message(reason: &str) -> String {
-    format!(
-        "{reason}: another connection joined as this participant; not reconnecting (run one process per participant id)"
-    )
 }

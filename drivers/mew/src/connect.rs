@@ -140,3 +140,10 @@ mod tests {
         assert_eq!(url_for("ws://h:1/ws?space=t", "s"), "ws://h:1/ws?space=t");
     }
 }
+
+/// What a client says when another connection of the same participant replaced it.
+pub(crate) fn replaced_message(reason: &str) -> String {
+    format!(
+        "{reason}: another connection joined as this participant; not reconnecting (run one process per participant id)"
+    )
+}

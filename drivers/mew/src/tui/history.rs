@@ -6,6 +6,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use mew_core::Envelope;
 use serde_json::Value;
 
 /// How long the fetch may take, connecting and reading.
@@ -13,16 +14,23 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// The most an answer may hold (the gateway keeps 16 MB of history by default).
 const MAX_ANSWER: u64 = 64 * 1024 * 1024;
 
-/// The envelopes `me` may see, oldest first (after `since`, an envelope id, when given).
+/// The envelopes `me` may see, oldest first (after `since`, an envelope id, when given);
+/// an entry that is no envelope is left out.
 pub async fn fetch(
     gateway_url: String,
     token: String,
     me: String,
     since: Option<String>,
-) -> Result<Vec<Value>, String> {
-    tokio::task::spawn_blocking(move || fetch_blocking(&gateway_url, &token, &me, since.as_deref()))
-        .await
-        .map_err(|e| e.to_string())?
+) -> Result<Vec<Envelope>, String> {
+    let list = tokio::task::spawn_blocking(move || {
+        fetch_blocking(&gateway_url, &token, &me, since.as_deref())
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    Ok(list
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
+        .collect())
 }
 
 /// Where the gateway's HTTP API is: TLS or not, host (without brackets), port.

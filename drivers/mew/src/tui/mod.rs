@@ -3,46 +3,31 @@
 //! dialog for every proposal of someone else (`y` approve once, `n` reject with a reason,
 //! `a` always allow: grant exactly this call then approve, `Esc` later).
 //!
-//! The screen is a plain struct ([`screen::Screen`]) tested without a terminal; this module
-//! only wires it to the participant runtime and the keyboard. Keys are read on a thread of
+//! What the person sees is the core's space view ([`mew_core::view::View`]): members,
+//! review queue, folds, background chatter, suggestions and slash commands are decided
+//! there. The screen ([`screen::Screen`], tested without a terminal) draws it and turns keys
+//! into its commands; this module only wires it to the participant runtime (the view's
+//! actions become the runtime's calls), the history fetch and the keyboard. Keys are read on a thread of
 //! their own; envelopes arriving in a burst are applied together before one redraw, so a
 //! busy space never waits on the terminal.
 
-mod chatter;
 mod history;
 pub mod screen;
 
 use std::time::Duration;
 
 use mew_core::participant::Event;
+use mew_core::view::Action;
 use mew_driver_common::exit;
 use mew_tokio::ParticipantRuntime;
 use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
-use serde_json::{Value, json};
 
 use crate::Failure;
-use crate::client::replaced_message;
-use screen::{Action, Screen};
+use crate::connect::replaced_message;
+use screen::Screen;
 
-/// Envelopes applied at most per redraw.
+/// Events applied at most per redraw.
 const BURST: usize = 512;
-
-/// The members as a welcome would show them (the runtime consumed the welcome itself).
-async fn welcome(rt: &ParticipantRuntime, me: &str) -> Value {
-    let list = rt
-        .with(|p, _| {
-            p.participants()
-                .map(|(id, caps)| json!({"id": id, "capabilities": caps.to_json()}))
-                .collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_default();
-    let mine = rt
-        .with(|p, _| p.capabilities().to_json())
-        .await
-        .unwrap_or_default();
-    json!({"kind": "system/welcome", "payload": {"you": {"id": me, "capabilities": mine}, "participants": list}})
-}
 
 /// Runs the interface until Ctrl-C, `/quit` or the connection is given up.
 pub async fn run(
@@ -70,10 +55,6 @@ pub async fn run(
         })
         .map_err(|e| Failure::new(exit::RUNTIME, format!("cannot read the keyboard: {e}")))?;
     let (note_tx, mut notes) = tokio::sync::mpsc::channel::<String>(256);
-    let mut terminal = ratatui::init();
-    let mut screen = Screen::new(&me);
-    screen.on_envelope(&welcome(&rt, &me).await);
-    // What happened before this join, for the reviewer: fetched after every join.
     let (hist_tx, mut hist) = tokio::sync::mpsc::channel(4);
     let (url, token) = rt
         .with(|p, _| (p.config().gateway_url.clone(), p.config().token.clone()))
@@ -85,9 +66,25 @@ pub async fn run(
             let _ = tx.send(history::fetch(url, token, me, since).await).await;
         });
     };
-    screen.begin_history();
-    fetch_history(None);
+    let mut terminal = ratatui::init();
+    let mut screen = Screen::new(&me);
+    // The join `connect` waited for; its welcome is among the events that follow.
+    screen.handle_event(&Event::Ready {
+        id: me.clone(),
+        reconnected: false,
+    });
     let result = loop {
+        // What the view asks the participant to do.
+        let mut quit = false;
+        while let Some(a) = screen.poll_action() {
+            match a {
+                Action::FetchHistory { since } => fetch_history(since),
+                a => quit |= perform(&rt, a, &note_tx).await,
+            }
+        }
+        if quit {
+            break Ok(());
+        }
         if let Err(e) = terminal.draw(|f| screen.render(f)) {
             break Err(Failure::new(exit::RUNTIME, format!("cannot draw: {e}")));
         }
@@ -99,43 +96,20 @@ pub async fn run(
                 let mut next = Some(ev);
                 let mut n = 0;
                 while let Some(ev) = next.take() {
-                    match ev {
-                        Event::Message(env) => {
-                            if let Ok(v) = serde_json::to_value(&*env) {
-                                screen.on_envelope(&v);
-                            }
-                        }
-                        Event::Ready { reconnected, .. } => {
-                            screen.on_envelope(&welcome(&rt, &me).await);
-                            screen.note("joined");
-                            if reconnected {
-                                // What was missed while away.
-                                screen.begin_history();
-                                fetch_history(screen.last_seen().map(str::to_owned));
-                            }
-                        }
+                    match &ev {
                         Event::Discovery { .. } | Event::DiscoverySettled => {
-                            let tools = rt
-                                .available_tools()
-                                .await
-                                .unwrap_or_default()
-                                .into_iter()
-                                .map(|t| (t.participant, t.tool.name))
-                                .collect::<Vec<_>>();
-                            screen.set_tools(tools);
-                        }
-                        Event::Disconnected { reason } => {
-                            screen.set_status(format!("disconnected: {reason}; reconnecting…"));
+                            let tools = rt.available_tools().await.unwrap_or_default();
+                            screen.handle_tools(&tools);
                         }
                         Event::Replaced { reason } => {
                             ratatui::restore();
-                            return Err(Failure::new(exit::CONNECT, replaced_message(&reason)));
+                            return Err(Failure::new(exit::CONNECT, replaced_message(reason)));
                         }
                         Event::GaveUp { attempts } => {
                             ratatui::restore();
                             return Err(Failure::new(exit::CONNECT, format!("connection lost; gave up after {attempts} attempts")));
                         }
-                        _ => {}
+                        _ => screen.handle_event(&ev),
                     }
                     n += 1;
                     if n < BURST {
@@ -146,16 +120,12 @@ pub async fn run(
             key = keys.recv() => {
                 let Some(key) = key else { break Ok(()) };
                 let Some(key) = key else { continue }; // a resize: just redraw
-                let mut quit = false;
-                for a in screen.on_key(key) {
-                    quit |= perform(&rt, a, &note_tx).await;
-                }
-                if quit {
+                if screen.on_key(key) {
                     break Ok(());
                 }
             }
             Some(n) = notes.recv() => screen.note(n),
-            Some(h) = hist.recv() => screen.on_history(h),
+            Some(h) = hist.recv() => screen.handle_history(h),
             _ = crate::signal() => break Ok(()),
         }
         // Give a burst of keys or envelopes a moment to arrive before the next frame.
@@ -166,7 +136,7 @@ pub async fn run(
     result
 }
 
-/// Carries out an action; `true` to quit.
+/// Carries out an action of the view; `true` to quit.
 async fn perform(
     rt: &ParticipantRuntime,
     a: Action,
@@ -180,7 +150,7 @@ async fn perform(
     };
     match a {
         Action::Quit => return true,
-        Action::Chat(text) => {
+        Action::Chat { text } => {
             if let Ok(Err(e)) = rt.chat(text, Vec::new()).await {
                 say(format!("not sent: {e}")).await;
             }
@@ -195,30 +165,40 @@ async fn perform(
                 say(format!("not rejected: {e}")).await;
             }
         }
-        Action::Approve { proposal } => fulfil(rt, proposal, notes.clone()),
-        Action::AlwaysAllow {
-            proposal,
+        Action::Fulfil { proposal } => fulfil(rt, proposal, notes.clone()),
+        Action::Grant {
             recipient,
-            capability,
+            capabilities,
+            reason,
         } => {
-            let granted = rt
-                .grant(
-                    recipient.clone(),
-                    vec![capability.clone()],
-                    "always allowed from the review dialog",
-                )
-                .await;
-            match granted {
-                Ok(Ok(_)) => say(format!("granted {recipient} {capability}")).await,
+            let shown = capabilities
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            match rt.grant(recipient.clone(), capabilities, reason).await {
+                Ok(Ok(_)) => say(format!("granted {recipient} {shown}")).await,
                 Ok(Err(e)) => say(format!("grant not sent: {e}")).await,
                 Err(e) => say(format!("grant not sent: {e}")).await,
             }
-            fulfil(rt, proposal, notes.clone());
         }
+        Action::Revoke {
+            recipient,
+            capabilities,
+            reason,
+        } => {
+            let revoked = rt
+                .with(move |p, now| p.revoke(now, &recipient, capabilities, &reason))
+                .await;
+            if let Ok(Err(e)) = revoked {
+                say(format!("revoke not sent: {e}")).await;
+            }
+        }
+        // Carried out by the loop, which owns the history channel.
+        Action::FetchHistory { .. } => {}
     }
     false
 }
-
 /// Fulfils in the background; the result comes back as a note.
 fn fulfil(rt: &ParticipantRuntime, proposal: String, notes: tokio::sync::mpsc::Sender<String>) {
     let rt = rt.clone();
