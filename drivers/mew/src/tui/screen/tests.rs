@@ -141,8 +141,10 @@ fn n_asks_a_reason_and_a_grants_exactly_this_call() {
         vec![
             Action::Grant {
                 recipient: "agent".into(),
-                capabilities: vec![json!({"kind": "mcp/request", "payload": {"method": "tools/call",
-                "params": {"name": "write_file", "arguments": {"path": "ok.txt", "content": "hello"}}}})],
+                capabilities: vec![
+                    json!({"kind": "mcp/request", "payload": {"method": "tools/call",
+                "params": {"name": "write_file", "arguments": {"path": "ok.txt", "content": "hello"}}}})
+                ],
                 reason: "always allowed from the review dialog".into(),
             },
             Action::Fulfil {
@@ -272,8 +274,10 @@ fn three_approvals_bring_a_suggestion_card() {
         acts,
         vec![Action::Grant {
             recipient: "agent".into(),
-            capabilities: vec![json!({"kind": "mcp/request", "payload": {"method": "tools/call", "params": {
-                "name": "write_file", "arguments": {"content": "hello", "path": "src/*"}}}})],
+            capabilities: vec![
+                json!({"kind": "mcp/request", "payload": {"method": "tools/call", "params": {
+                "name": "write_file", "arguments": {"content": "hello", "path": "src/*"}}}})
+            ],
             reason: "approved 3 times by human".into()
         }]
     );
