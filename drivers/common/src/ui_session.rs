@@ -301,7 +301,7 @@ impl PageOut {
         self.queued.fetch_add(len, Ordering::AcqRel);
         self.texts.try_send(text).map_err(|e| match e {
             async_channel::TrySendError::Full(_) => behind(),
-            async_channel::TrySendError::Closed(_) => Ending(1006, "the page is gone".into()),
+            async_channel::TrySendError::Closed(_) => Ending(1001, "the page is gone".into()),
         })
     }
 
@@ -470,7 +470,10 @@ where
             }
         };
         futures_util::select_biased! {
-            cmd = from_gateway.fuse() => s.gateway_command(cmd).await,
+            cmd = from_gateway.fuse() => if let Err(e) = s.gateway_command(cmd).await {
+                s.leave().await;
+                return e;
+            },
             msg = page.next().fuse() => match msg {
                 FromPage::Text(t) => {
                     if let Err(e) = s.command(&t, out) {
@@ -733,10 +736,12 @@ impl Session {
         Ok(())
     }
 
-    /// A command of the core task for the participant's connection.
-    async fn gateway_command(&mut self, cmd: Option<WriterCmd>) {
+    /// A command of the core task for the participant's connection; `Err` when the gateway is going away: the page is told so (it comes back later).
+    async fn gateway_command(&mut self, cmd: Option<WriterCmd>) -> Result<(), Ending> {
         let now = clock::now();
-        let Some(conn) = &mut self.conn else { return };
+        let Some(conn) = &mut self.conn else {
+            return Ok(());
+        };
         let id = conn.id;
         match cmd {
             Some(WriterCmd::Frames(f)) => {
@@ -761,6 +766,10 @@ impl Session {
             Some(WriterCmd::Ping) => {
                 let _ = self.core.send(Input::Pong(id)).await;
             }
+            Some(WriterCmd::Close(1001, reason)) => {
+                self.drop_conn().await;
+                return Err(Ending(1001, reason));
+            }
             Some(WriterCmd::Close(code, reason)) => {
                 self.drop_conn().await;
                 self.p
@@ -771,6 +780,7 @@ impl Session {
                 self.p.handle_disconnected(now, "closed by gateway");
             }
         }
+        Ok(())
     }
 
     /// Tells the core the participant's connection ended.

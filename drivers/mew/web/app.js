@@ -212,8 +212,9 @@ function connect(sp, token) {
   sock.addEventListener("close", (e) => {
     if (sock !== ws) return;
     ws = null;
-    if (!joined) {
-      // Refused at the door: the token is wrong, or the space is not this one.
+    if (!joined || e.code === 1000) {
+      // Refused at the door (the token is wrong, or the space is not this one), or the
+      // person left (`/quit`): logged out.
       sessionStorage.removeItem(TOKEN_KEY);
       showLogin(e.reason || `could not join (closed with ${e.code})`);
       return;

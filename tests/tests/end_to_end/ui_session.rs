@@ -376,3 +376,19 @@ async fn a_gateway_without_a_page_has_no_session() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_going_away_tells_the_page() {
+    let mut gw = gateway::<Tokio>(SessionLimits::default());
+    let mut page = login(&gw, "human-token").await;
+    until(&mut page, |c| {
+        c["members"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["me"] == true))
+    })
+    .await;
+    let stop = tokio::task::spawn_blocking(move || gw.stop());
+    let (code, reason) = closed(&mut page).await;
+    assert_eq!(code, CloseCode::Away, "{reason}");
+    stop.await.unwrap();
+}
