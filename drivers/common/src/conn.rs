@@ -59,6 +59,12 @@ pub struct Halves {
 }
 
 impl Halves {
+    /// The commands for the connection, for one inside the process (the web page's
+    /// session, [`crate::ui_session`]) that carries them out itself.
+    pub(crate) fn into_commands(self) -> async_channel::Receiver<WriterCmd> {
+        self.commands
+    }
+
     /// The next command queued for the writer, if any (tests of core tasks).
     #[cfg(test)]
     pub(crate) fn try_next(&self) -> Option<WriterCmd> {

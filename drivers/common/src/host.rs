@@ -426,7 +426,7 @@ impl<L: ConnLink> GatewayHost<L> {
                     .into_bytes(),
                 headers: Vec::new(),
             },
-            Route::NotFound | Route::WebSocket { .. } | Route::Ui { .. } => {
+            Route::NotFound | Route::WebSocket { .. } | Route::UiSession | Route::Ui { .. } => {
                 Response::error(404, "not_found", "no such endpoint")
             }
             Route::MethodNotAllowed => {

@@ -36,6 +36,7 @@ pub mod server;
 pub mod tls;
 pub mod token_file;
 pub mod ui;
+pub mod ui_session;
 pub mod ws;
 
 pub use rustls;

@@ -31,6 +31,9 @@ pub enum Route {
     Metrics,
     /// `GET /health`.
     Health,
+    /// A WebSocket upgrade on `/ui/session`: the web page's session
+    /// ([`crate::ui_session`]).
+    UiSession,
     /// `/ui` and everything below `/ui/`: the web page ([`crate::ui`]).
     Ui {
         /// The request's path.
@@ -45,6 +48,9 @@ pub enum Route {
 /// Routes a request head. Any request carrying `Upgrade: websocket` is a WebSocket route.
 pub fn route(head: &RequestHead) -> Route {
     if head.header_has_token("upgrade", "websocket") {
+        if head.path == crate::ui_session::PATH {
+            return Route::UiSession;
+        }
         return Route::WebSocket {
             space: head.query_param("space"),
         };
@@ -135,6 +141,7 @@ pub(crate) mod tests {
             route(&head("GET", "/anything/else", &up)),
             Route::WebSocket { space: None }
         );
+        assert_eq!(route(&head("GET", "/ui/session", &up)), Route::UiSession);
         assert_eq!(route(&head("GET", "/health", &[])), Route::Health);
         assert_eq!(route(&head("GET", "/metrics", &[])), Route::Metrics);
         assert_eq!(

@@ -131,6 +131,8 @@ pub struct ServerOptions {
     /// The web page's files, served under `/ui/` ([`crate::ui`]); `None`: no page (`/ui/`
     /// answers 404).
     pub ui: Option<&'static [crate::ui::Asset]>,
+    /// Bounds of the page's sessions (`/ui/session`, served only with a page).
+    pub ui_session: crate::ui_session::SessionLimits,
 }
 
 impl ServerOptions {
@@ -162,6 +164,7 @@ impl Default for ServerOptions {
             trusted_proxies: crate::proxy::TrustedProxies::default(),
             identity: None,
             ui: None,
+            ui_session: crate::ui_session::SessionLimits::default(),
         }
     }
 }
@@ -240,6 +243,7 @@ struct Shared {
     tls: Option<Arc<rustls::ServerConfig>>,
     proxies: crate::proxy::TrustedProxies,
     ui: Option<&'static [crate::ui::Asset]>,
+    sessions: crate::ui_session::Sessions,
 }
 
 /// Counts of open connections, in total, per remote address and before their head.
@@ -462,6 +466,7 @@ impl<R: ServerRuntime> GatewayServer<R> {
             tls: options.tls.as_ref().map(|t| t.config()),
             proxies: options.trusted_proxies.clone(),
             ui: options.ui,
+            sessions: crate::ui_session::Sessions::new(options.ui_session.clone()),
         });
         loop {
             let stop = shutdown_rx.recv();
@@ -562,6 +567,20 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
                 let _ = R::write_all(&mut sock, &r.to_bytes()).await;
             }
         },
+        Route::UiSession if shared.ui.is_some() => {
+            let ep = crate::ui_session::Endpoint {
+                sessions: &shared.sessions,
+                core: shared.core.clone(),
+                space: &shared.space,
+                limits: shared.limits,
+                report_every: shared.report_every,
+            };
+            crate::ui_session::serve::<R>(ep, sock, head, leftover).await;
+        }
+        Route::UiSession => {
+            let r = Response::error(404, "not_found", "this gateway serves no page");
+            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+        }
         r => {
             // Boxed: its body buffer would otherwise be part of every WebSocket's task too.
             let resp = Box::pin(http_response::<R>(
@@ -710,9 +729,8 @@ async fn http_response<R: ServerRuntime>(
     }
     body.truncate(len);
     if let Route::Ui { path } = &route {
-        // Static files and a pure computation: the core task is not involved.
-        let (ui, head, path) = (shared.ui, head.clone(), path.clone());
-        return R::spawn_blocking(move || crate::ui::respond(ui, &head, &path, &body)).await;
+        // Static files: the core task is not involved.
+        return crate::ui::respond(shared.ui, head, path);
     }
     let (tx, rx) = oneshot::channel();
     let req = HttpRequest {

@@ -625,13 +625,14 @@ async fn a_person_reviews_proposals_in_the_browser() {
     // Discovery: the bridge's tools, listed without the chatter in the messages.
     wait_text(c, "#participants", "write_file").await;
     let log = c.find(Locator::Id("messages")).await.unwrap();
-    assert!(!log.text().await.unwrap().contains("tools/list"));
+    assert!(!log.text().await.unwrap().contains("fs answers"));
     by_role(c, "checkbox", "Show discovery")
         .await
         .click()
         .await
         .unwrap();
-    wait_text(c, "#messages", "tools/list").await;
+    wait_text(c, "#messages", "fs answers:").await;
+    wait_text(c, "#messages", "\"name\": \"write_file\"").await;
     by_role(c, "checkbox", "Show discovery")
         .await
         .click()
@@ -946,5 +947,318 @@ async fn a_person_reviews_proposals_in_the_browser() {
         .await
         .unwrap();
     agent.wait(|e| e["kind"] == "participant/resume");
+    c.clone().close().await.unwrap();
+}
+
+// ---- side by side with the terminal ------------------------------------------------------
+
+/// A tmux server of its own running `mew client` (the terminal interface), killed on drop.
+struct Terminal(String);
+
+impl Terminal {
+    fn start(addr: &str, token: &str) -> Terminal {
+        let t = Terminal(format!("mew-web-side-{}", std::process::id()));
+        let client = format!("{MEW} client --gateway ws://{addr} --space {SPACE}");
+        t.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "ui",
+            "-x",
+            "140",
+            "-y",
+            "44",
+            "-e",
+            &format!("MEW_TOKEN={token}"),
+            &client,
+        ]);
+        t
+    }
+
+    fn cmd(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.0])
+            .args(args)
+            .output()
+            .expect("tmux is needed (tests/run.sh installs it with apt-get)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.cmd(&["capture-pane", "-p", "-t", "ui"])
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut a = vec!["send-keys", "-t", "ui"];
+        a.extend_from_slice(keys);
+        self.cmd(&a);
+    }
+
+    /// Waits until `f` accepts the screen; returns what `f` made of it.
+    async fn until<T>(&self, what: &str, f: impl Fn(&str) -> Option<T>) -> T {
+        let end = Instant::now() + WAIT;
+        loop {
+            let s = self.screen();
+            if let Some(v) = f(&s) {
+                return v;
+            }
+            assert!(
+                Instant::now() < end,
+                "the terminal never showed {what}:\n{s}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The members of the participants panel (`● id` lines), sorted.
+    fn members(screen: &str) -> Vec<String> {
+        let mut ids: Vec<String> = screen
+            .lines()
+            .filter_map(|l| l.split("● ").nth(1))
+            .map(|rest| rest.split([' ', '│']).next().unwrap_or_default().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// The text inside the box titled `title`, its rows joined without spaces (a long
+    /// line wraps across rows).
+    fn boxed(screen: &str, title: &str) -> Option<String> {
+        let rows: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+        let top = rows
+            .iter()
+            .position(|r| r.iter().collect::<String>().contains(title))?;
+        let left = rows[top].iter().position(|c| *c == '┌')?;
+        let right = rows[top].iter().rposition(|c| *c == '┐')?;
+        let mut text = String::new();
+        for r in &rows[top + 1..] {
+            if r.get(left) == Some(&'└') {
+                return Some(text);
+            }
+            let inner: String = r.get(left + 1..right.min(r.len()))?.iter().collect();
+            text.extend(inner.chars().filter(|c| !c.is_whitespace()));
+        }
+        None
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.0, "kill-server"])
+            .output();
+    }
+}
+
+/// The members the page lists, sorted.
+async fn page_members(c: &Client) -> Vec<String> {
+    let v = c
+        .execute(
+            "return [...document.querySelectorAll('#participants .member-name')].map(e => e.textContent)",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let t = t.as_str().unwrap().trim_start_matches("● ");
+            t.trim_end_matches(" (you)").to_owned()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Waits until the page lists exactly `want`.
+async fn page_members_are(c: &Client, want: &[&str]) -> Vec<String> {
+    let end = Instant::now() + WAIT;
+    loop {
+        let ids = page_members(c).await;
+        if ids == want {
+            return ids;
+        }
+        assert!(Instant::now() < end, "the page lists {ids:?}, not {want:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the header's review button (behind the dialog, so not in the accessibility
+/// tree) says `text`.
+async fn review_count_is(c: &Client, text: &str) {
+    let end = Instant::now() + WAIT;
+    loop {
+        let v = c
+            .execute(
+                "return document.getElementById('review-open').textContent",
+                vec![],
+            )
+            .await
+            .unwrap();
+        if v == json!(text) {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "the review button says {v}, not {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn squeeze(s: &str) -> String {
+    s.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_terminal_and_the_page_show_the_same_members_queue_and_suggestion() {
+    let dir = scratch("side");
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let gw = gateway(&dir, Some(&root));
+    let end = Instant::now() + Duration::from_secs(40);
+    while !online(&gw.addr, "fs") {
+        assert!(Instant::now() < end, "the filesystem bridge never joined");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // One person at two screens: the terminal, and the page.
+    let term = Terminal::start(&gw.addr, "human-token");
+    term.until("the join", |s| s.contains("joined as human").then_some(()))
+        .await;
+    let b = browser(&dir.join("profile"), 1280, 860).await;
+    let c = &b.client;
+    c.goto(&format!(
+        "http://{}/ui/?space={SPACE}#token=human-token",
+        gw.addr
+    ))
+    .await
+    .unwrap();
+    wait_text(c, "#status", "joined as human").await;
+
+    // The same members, and the same tools discovered.
+    let mut agent = Agent::join(&gw.addr);
+    let all = ["agent", "fs", "human"];
+    let on_page = page_members_are(c, &all).await;
+    let on_term = term
+        .until("three members", |s| {
+            let m = Terminal::members(s);
+            (m == all).then_some(m)
+        })
+        .await;
+    assert_eq!(on_page, on_term);
+    wait_text(c, "#participants", "write_file").await;
+    term.until("the tools", |s| s.contains("· write_file").then_some(()))
+        .await;
+
+    // The same queue: two proposals waiting, the first the same on both.
+    let p1 = agent.propose("list_directory", json!({"path": root}));
+    let p2 = agent.propose("list_directory", json!({"path": root}));
+    wait_dialog(c, true).await;
+    review_count_is(c, "Review 2 waiting proposals").await;
+    by_role(c, "dialog", "Review proposal (1 more waiting)").await;
+    let what = c
+        .find(Locator::Id("review-what"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(what, "agent proposes tools/call list_directory on fs");
+    let review = term
+        .until("the review of two", |s| {
+            (s.contains("(2 to review: Enter)") && s.contains(" review (1 more waiting) "))
+                .then(|| Terminal::boxed(s, " review "))
+                .flatten()
+        })
+        .await;
+    assert!(review.starts_with(&squeeze(&what)), "{review}");
+    let path = root.to_string_lossy().into_owned();
+    let args = c
+        .find(Locator::Id("review-args"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        args.contains(&path) && review.contains(&squeeze(&path)),
+        "{args} / {review}"
+    );
+
+    // Approved at the page: gone from both queues; the next, approved at the terminal, too.
+    by_role(c, "button", "Approve").await.click().await.unwrap();
+    agent.wait(|e| e["kind"] == "mcp/response" && e["from"] == "fs");
+    review_count_is(c, "Review 1 waiting proposal").await;
+    term.until("one left", |s| {
+        s.contains("(1 to review: Enter)").then_some(())
+    })
+    .await;
+    term.keys(&["y"]);
+    agent.wait(|e| e["kind"] == "mcp/response" && e["from"] == "fs");
+    wait_dialog(c, false).await;
+    by_role(c, "button", "No proposals waiting").await;
+    term.until("an empty queue", |s| {
+        (!s.contains("to review: Enter")).then_some(())
+    })
+    .await;
+    let _ = (p1, p2);
+
+    // A third approval of the same call: both suggest the same grant, with the same evidence.
+    agent.propose("list_directory", json!({"path": root}));
+    wait_dialog(c, true).await;
+    by_role(c, "button", "Approve").await.click().await.unwrap();
+    wait_dialog(c, false).await;
+    let card = wait_text(c, "#suggestions", "approved 3 times by human").await;
+    let shown = c
+        .find(Locator::Css("#suggestions pre"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let capability: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(
+        capability["payload"]["params"],
+        json!({"name": "list_directory", "arguments": {"path": path}})
+    );
+    let summary = c
+        .find(Locator::Css("#suggestions .card p:nth-child(2)"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(card.contains(&summary), "{card}");
+    let suggestion = term
+        .until("the suggestion", |s| Terminal::boxed(s, " suggestion "))
+        .await;
+    assert!(
+        suggestion.contains(&squeeze(&summary)),
+        "{suggestion} / {summary}"
+    );
+    assert!(
+        suggestion.contains(&format!("grant{}", capability)),
+        "{suggestion} / {capability}"
+    );
+
+    // The agent leaves (its socket closes when the next envelope finds it gone): gone from
+    // both lists.
+    drop(agent);
+    by_role(c, "textbox", "Message")
+        .await
+        .send_keys("bye\n")
+        .await
+        .unwrap();
+    let left = ["fs", "human"];
+    let on_page = page_members_are(c, &left).await;
+    let on_term = term
+        .until("two members", |s| {
+            let m = Terminal::members(s);
+            (m == left).then_some(m)
+        })
+        .await;
+    assert_eq!(on_page, on_term);
     c.clone().close().await.unwrap();
 }

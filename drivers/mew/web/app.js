@@ -1,16 +1,14 @@
 // @ts-check
 /**
- * The page: log in, speak the MEW protocol over one WebSocket, draw the state of model.js.
- * The token lives in sessionStorage only (this tab), and reaches the gateway in the join
- * message (a browser cannot set headers on a WebSocket).
+ * The page: log in, open the page's session on the gateway (`/ui/session`), draw the view the
+ * gateway sends (model.js keeps the copy) and send the person's clicks and keys back as
+ * commands. The gateway runs the participant and the core's view for the session; nothing
+ * here knows the protocol. The token lives in sessionStorage only (this tab), and reaches the
+ * gateway in the session's first message (a browser cannot set headers on a WebSocket).
  */
 import * as M from "./model.js";
 
-const PROTOCOL = "mew/v0.4";
 const TOKEN_KEY = "mew.token";
-const ID_KEY = "mew.id";
-/** Largest body sent for suggestions (bytes, under the gateway's default frame limit). */
-const MAX_SUGGEST_BODY = 900_000;
 /** Longest wait between reconnection attempts (ms). */
 const MAX_BACKOFF = 30000;
 
@@ -31,7 +29,6 @@ const ui = {
   loginForm: el("login-form", HTMLFormElement),
   loginSpace: el("login-space", HTMLInputElement),
   loginToken: el("login-token", HTMLInputElement),
-  loginId: el("login-id", HTMLInputElement),
   loginError: el("login-error", HTMLElement),
   space: el("space", HTMLElement),
   title: el("space-title", HTMLElement),
@@ -70,66 +67,52 @@ const ui = {
 };
 
 /** @type {M.State} */
-let state = M.newState("");
+let state = M.newState();
 /** @type {WebSocket | null} */
 let ws = null;
 let space = "";
+/** Whether the current session got its view (a close before that is a refusal). */
 let joined = false;
+/** Whether the current socket has not yet sent its first snapshot. */
+let fresh = true;
 let attempts = 0;
 /** @type {"review" | "reason" | "confirm"} */
 let mode = "review";
 /** The proposal the dialog shows. */
 let shown = "";
-/** @type {M.Suggestion[]} */
-let suggestions = [];
-/** Suggestions granted or dismissed (recipient + capability). */
-const decidedSuggestions = new Set();
-/** tools/list requests this page sent, by request id: the participant asked. */
-const toolRequests = new Map();
-/** @type {number | undefined} */
-let suggestTimer;
+/** Proposals answered here whose answer the server has not yet reflected in the queue. */
+const answered = new Set();
+/** Proposal ids the queue has held: one never seen before opens the review (one put back
+ * by "later" does not). */
+let queued = new Set();
+/** Ids remembered in `queued` at most (beyond, only those waiting are kept). */
+const MAX_QUEUED = 1024;
 /** @type {number | undefined} */
 let drawTimer;
 
-/** Random envelope ids from the CSPRNG (crypto.randomUUID needs a secure context). */
-function newId() {
-  const b = crypto.getRandomValues(new Uint8Array(12));
-  return "web-" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
-}
-
 /**
- * Sends an envelope draft; returns the full envelope (or null when not connected).
- * @param {M.Envelope} draft
+ * Sends a command to the session.
+ * @param {M.Command} command
  */
-function send(draft) {
+function send(command) {
   if (!ws || ws.readyState !== WebSocket.OPEN || !joined) {
-    M.note(state, "not sent: not connected");
-    draw();
-    return null;
+    note("not sent: not connected");
+    return false;
   }
-  /** @type {M.Envelope} */
-  const env = { protocol: PROTOCOL, id: newId(), ts: new Date().toISOString(), from: state.me, ...draft };
-  if (Array.isArray(env.to) && env.to.length === 0) delete env.to;
-  ws.send(JSON.stringify(env));
-  return env;
+  ws.send(JSON.stringify({ command }));
+  return true;
 }
 
-/** Ids of envelopes this page sent and drew at once; their echoes are not drawn again. */
-const applied = new Set();
-
 /**
- * Sends an envelope and draws it at once (a gateway that delivers to everyone echoes it;
- * one that delivers only to addressees does not).
- * @param {M.Envelope} draft
+ * A line of the page itself (not of the space) under the messages.
+ * @param {string} text
  */
-function sendShown(draft) {
-  const env = send(draft);
-  if (env) {
-    applied.add(env.id);
-    if (applied.size > 1000) applied.delete(applied.values().next().value);
-    M.apply(state, env);
-  }
-  return env;
+function note(text) {
+  const e = document.createElement("li");
+  e.className = "msg note local";
+  e.textContent = text;
+  ui.messages.append(e);
+  ui.messages.scrollTop = ui.messages.scrollHeight;
 }
 
 // ---- log in and out ------------------------------------------------------------------
@@ -137,7 +120,7 @@ function sendShown(draft) {
 function params() {
   const q = new URLSearchParams(location.search);
   const frag = new URLSearchParams(location.hash.replace(/^#/, ""));
-  return { space: q.get("space") ?? "", token: frag.get("token"), id: frag.get("id") ?? q.get("id") };
+  return { space: q.get("space") ?? "", token: frag.get("token") };
 }
 
 function start() {
@@ -145,16 +128,30 @@ function start() {
   if (p.token) {
     // Out of the address bar and the history at once; kept for this tab only.
     sessionStorage.setItem(TOKEN_KEY, p.token);
-    if (p.id) sessionStorage.setItem(ID_KEY, p.id);
     history.replaceState(null, "", location.pathname + location.search);
   }
   ui.loginSpace.value = p.space;
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token && p.space) {
-    connect(p.space, token, sessionStorage.getItem(ID_KEY) ?? "");
+    connect(p.space, token);
   } else {
     showLogin("");
   }
+}
+
+/** Nothing of a space stays in the page. */
+function clear() {
+  state = M.newState();
+  ui.messages.replaceChildren();
+  drawn.clear();
+  ui.participants.replaceChildren();
+  ui.participants.dataset.sig = "";
+  ui.streams.replaceChildren();
+  ui.suggestions.replaceChildren();
+  answered.clear();
+  queued = new Set();
+  shown = "";
+  if (ui.dialog.open) ui.dialog.close();
 }
 
 /** @param {string} error */
@@ -162,16 +159,7 @@ function showLogin(error) {
   ui.space.hidden = true;
   ui.login.hidden = false;
   ui.loginError.textContent = error;
-  // Nothing of a space stays in the page behind the form.
-  ui.messages.replaceChildren();
-  drawn.clear();
-  ui.participants.replaceChildren();
-  ui.participants.dataset.sig = "";
-  suggestions = [];
-  state = M.newState("");
-  ui.streams.replaceChildren();
-  ui.suggestions.replaceChildren();
-  if (ui.dialog.open) ui.dialog.close();
+  clear();
   (ui.loginSpace.value ? ui.loginToken : ui.loginSpace).focus();
 }
 
@@ -181,208 +169,113 @@ ui.loginForm.addEventListener("submit", (e) => {
   const sp = ui.loginSpace.value.trim();
   if (!token || !sp) return;
   sessionStorage.setItem(TOKEN_KEY, token);
-  if (ui.loginId.value.trim()) sessionStorage.setItem(ID_KEY, ui.loginId.value.trim());
-  else sessionStorage.removeItem(ID_KEY);
   ui.loginToken.value = "";
   const q = new URLSearchParams(location.search);
   q.set("space", sp);
   history.replaceState(null, "", `${location.pathname}?${q}`);
-  connect(sp, token, ui.loginId.value.trim());
+  connect(sp, token);
 });
 
 ui.logout.addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
-  sessionStorage.removeItem(ID_KEY);
   const old = ws;
   ws = null;
   old?.close(1000, "logged out");
-  state = M.newState("");
   showLogin("");
 });
 
 /**
+ * Opens the page's session: the token goes in its first message.
  * @param {string} sp
  * @param {string} token
- * @param {string} id
  */
-function connect(sp, token, id) {
+function connect(sp, token) {
   space = sp;
   joined = false;
+  fresh = true;
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const sock = new WebSocket(`${scheme}://${location.host}/ws?space=${encodeURIComponent(sp)}`);
+  const sock = new WebSocket(`${scheme}://${location.host}/ui/session`);
   ws = sock;
-  state.status = "connecting…";
-  /** @type {string} */
-  let refusal = "";
-  sock.addEventListener("open", () => {
-    /** @type {{[k: string]: string}} */
-    const join = { type: "join", space: sp, token };
-    if (id) join.participantId = id;
-    sock.send(JSON.stringify(join));
-  });
+  ui.status.textContent = "connecting…";
+  sock.addEventListener("open", () => sock.send(JSON.stringify({ token, space: sp })));
   sock.addEventListener("message", (m) => {
     if (sock !== ws || typeof m.data !== "string") return;
-    let env;
+    /** @type {M.Change} */
+    let change;
     try {
-      env = JSON.parse(m.data);
+      change = JSON.parse(m.data);
     } catch {
       return;
     }
-    if (!joined && env.kind === "system/error") {
-      refusal = `${env.payload?.error ?? "refused"}: ${env.payload?.message ?? ""}`;
-      return;
-    }
-    if (held && env.kind !== "system/welcome") {
-      // The history is on its way: this comes after it.
-      if (held.length < MAX_HELD) {
-        held.push(env);
-        return;
-      }
-      flushHeld();
-    }
-    if (env.kind === "system/welcome") {
-      joined = true;
-      attempts = 0;
-      ui.login.hidden = true;
-      ui.space.hidden = false;
-      ui.title.textContent = `Space ${space}`;
-      document.title = `MEW: ${space}`;
-    }
-    onEnvelope(env);
-    if (env.kind === "system/welcome") fetchHistory(token);
+    onChange(change);
   });
   sock.addEventListener("close", (e) => {
     if (sock !== ws) return;
     ws = null;
-    if (!joined) {
-      // Refused at the door: the token is wrong, or the space is not this one.
+    if (!joined || e.code === 1000) {
+      // Refused at the door (the token is wrong, or the space is not this one), or the
+      // person left (`/quit`): logged out.
       sessionStorage.removeItem(TOKEN_KEY);
-      showLogin(refusal || `could not join (${e.reason || "connection closed"})`);
+      showLogin(e.reason || `could not join (closed with ${e.code})`);
       return;
     }
     joined = false;
     attempts += 1;
     const wait = Math.min(MAX_BACKOFF, 500 * 2 ** Math.min(attempts, 6));
     state.status = `disconnected (${e.reason || e.code}); reconnecting in ${Math.round(wait / 1000)}s`;
-    draw();
+    ui.status.textContent = state.status;
     setTimeout(() => {
       const t = sessionStorage.getItem(TOKEN_KEY);
-      if (t && !ws) connect(space, t, sessionStorage.getItem(ID_KEY) ?? "");
+      if (t && !ws) connect(space, t);
     }, wait);
   });
 }
 
-// ---- envelopes -------------------------------------------------------------------------
-
-/** Envelopes held at most while the history is fetched (beyond, shown at once). */
-const MAX_HELD = 4096;
-/** Envelopes that arrived while the history was fetched, or null when not fetching. */
-/** @type {M.Envelope[] | null} */
-let held = null;
-
-/** Shows what was held while the history was fetched. */
-function flushHeld() {
-  const list = held ?? [];
-  held = null;
-  for (const env of list) onEnvelope(env);
-}
-
-/**
- * Fetches what the gateway kept of the space (since the last envelope seen, after a
- * rejoin), so that a reviewer sees what led to a proposal: `GET /participants/{id}/messages`
- * of the gateway that serves this page, with the participant's token.
- * @param {string} token
- */
-async function fetchHistory(token) {
-  if (held) return;
-  held = [];
-  const since = state.lastSeen ? `?since=${encodeURIComponent(state.lastSeen)}` : "";
-  /** @type {M.Envelope[] | string} */
-  let history;
-  try {
-    const r = await fetch(`/participants/${encodeURIComponent(state.me)}/messages${since}`, {
-      headers: { Authorization: `Bearer ${token}` },
-      cache: "no-store",
-    });
-    const body = r.ok ? await r.json() : null;
-    history = Array.isArray(body) ? body : `the gateway answered ${r.status}`;
-  } catch (e) {
-    history = e instanceof Error ? e.message : String(e);
+/** @param {M.Change} change */
+function onChange(change) {
+  if (change.snapshot !== undefined && fresh) {
+    // A new session's view replaces whatever the page drew of an earlier one (its items
+    // are numbered afresh); a later snapshot of the same session is reconciled by number.
+    fresh = false;
+    clear();
   }
-  if (M.applyHistory(state, history) > 0) scheduleSuggest();
-  flushHeld();
-  if (state.pending.length > 0 && !ui.dialog.open) openReview();
+  const t = M.apply(state, change);
+  if (t.error !== undefined) note(t.error);
+  if (!joined && state.me) {
+    joined = true;
+    attempts = 0;
+    ui.login.hidden = true;
+    ui.space.hidden = false;
+    ui.title.textContent = `Space ${space}`;
+    document.title = `MEW: ${space}`;
+  }
+  if (t.all || t.queue) onQueue();
   scheduleDraw();
 }
 
-/** @param {M.Envelope} env */
-function onEnvelope(env) {
-  // Before the check for envelopes already shown: the answer to this page's own discovery,
-  // or a request to it, may have reached the history fetched after the join, which shows it
-  // but neither records tools nor answers.
-  if (env.kind === "mcp/response") {
-    for (const c of [env.correlation_id].flat()) {
-      const who = toolRequests.get(c);
-      if (who !== undefined) {
-        toolRequests.delete(c);
-        M.setTools(state, who, env.payload?.result);
-        scheduleDraw();
-      }
-    }
+/** The queue changed: the dialog follows it. */
+function onQueue() {
+  M.prune(state, answered);
+  const ids = new Set(state.queue.map((p) => p.id));
+  const arrived = [...ids].some((id) => !queued.has(id));
+  for (const id of ids) queued.add(id);
+  if (queued.size > MAX_QUEUED) queued = new Set(ids);
+  if (ui.dialog.open) {
+    // Settled anywhere (here, at another screen, withdrawn): the next one, or closed.
+    if (!ids.has(shown) || answered.has(shown)) closeOrNext();
+  } else if (arrived && joined) {
+    openReview();
   }
-  // Each live envelope comes here once, so each request is answered once.
-  if (env.kind === "mcp/request" && Array.isArray(env.to) && env.to.includes(state.me)) answer(env);
-  if (applied.delete(env.id)) return;
-  if (M.seenBefore(state, env)) return;
-  const out = M.apply(state, env);
-  if (env.kind === "system/welcome") discover([...state.members.keys()]);
-  if (env.kind === "system/presence" && env.payload?.event === "join") discover([env.payload?.participant?.id]);
-  if (out.decided) scheduleSuggest();
-  if (out.settled.includes(shown)) closeOrNext();
-  if (out.proposal && !ui.dialog.open) openReview();
-  scheduleDraw();
-}
-
-/**
- * Asks each participant for its tools (the terminal's runtime does the same discovery).
- * @param {any[]} ids
- */
-function discover(ids) {
-  const me = state.members.get(state.me);
-  const may = me?.capabilities.some((c) => c === "*" || c.startsWith("mcp/request") || c === "mcp/*");
-  if (!may) return;
-  for (const who of ids) {
-    if (typeof who !== "string" || who === state.me) continue;
-    const env = send({ kind: "mcp/request", to: [who], payload: { jsonrpc: "2.0", id: 1, method: "tools/list", params: {} } });
-    if (env) {
-      toolRequests.set(env.id, who);
-      state.discoveryRequests.add(env.id);
-      if (toolRequests.size > 1000) toolRequests.delete(toolRequests.keys().next().value);
-    }
-  }
-}
-
-/**
- * A request to this page: it offers no tools.
- * @param {M.Envelope} env
- */
-function answer(env) {
-  const method = env.payload?.method;
-  const payload =
-    method === "tools/list"
-      ? { jsonrpc: "2.0", id: env.payload?.id ?? 1, result: { tools: [] } }
-      : { jsonrpc: "2.0", id: env.payload?.id ?? 1, error: { code: -32601, message: `${method} is not offered by a web page` } };
-  send({ kind: "mcp/response", to: [env.from], correlation_id: [env.id], payload });
 }
 
 // ---- review ----------------------------------------------------------------------------
 
 function current() {
-  return state.pending.find((p) => p.id === shown) ?? null;
+  return state.queue.find((p) => p.id === shown) ?? null;
 }
 
 function openReview() {
-  const p = state.pending[0];
+  const p = M.next(state, answered);
   if (!p) return;
   shown = p.id;
   setMode("review");
@@ -391,19 +284,23 @@ function openReview() {
   ui.approve.focus();
 }
 
+function waitingTitle() {
+  const waiting = state.queue.filter((p) => !answered.has(p.id)).length - 1;
+  return waiting > 0 ? `Review proposal (${waiting} more waiting)` : "Review proposal";
+}
+
 /** @param {M.Proposal} p */
 function fillDialog(p) {
-  const waiting = state.pending.length - 1;
-  ui.dTitle.textContent = waiting > 0 ? `Review proposal (${waiting} more waiting)` : "Review proposal";
-  ui.dWhat.textContent = `${p.from} proposes ${M.describe(p)}`;
+  ui.dTitle.textContent = waitingTitle();
+  ui.dWhat.textContent = `${p.from} proposes ${p.what}`;
   ui.dFrom.textContent = p.from;
   ui.dMethod.textContent = String(p.payload?.method ?? "?");
   ui.dTool.textContent = typeof p.payload?.params?.name === "string" ? p.payload.params.name : "(none)";
   ui.dTo.textContent = p.to.join(", ");
-  const args = p.payload?.params?.arguments ?? p.payload?.params ?? {};
-  ui.dArgs.textContent = JSON.stringify(args, null, 2);
+  ui.dArgs.textContent = M.pretty(p.payload?.params?.arguments ?? p.payload?.params ?? {});
   ui.dGrantWho.textContent = p.from;
-  ui.dGrant.textContent = M.canonical(M.narrowest(p.payload), 2);
+  // What "always allow" grants, as the core gives it.
+  ui.dGrant.textContent = M.pretty(p.capability);
 }
 
 /** @param {"review" | "reason" | "confirm"} m */
@@ -427,44 +324,30 @@ function setMode(m) {
 /** The dialog shows the next waiting proposal, or closes. */
 function closeOrNext() {
   shown = "";
-  if (state.pending.length > 0) openReview();
+  if (M.next(state, answered)) openReview();
   else if (ui.dialog.open) ui.dialog.close();
   scheduleDraw();
 }
 
-/** Takes the proposal under review out of the queue. */
-function settle() {
+/**
+ * Answers the proposal under review with `command`, then moves on.
+ * @param {(id: string) => M.Command} command
+ */
+function answer(command) {
   const p = current();
-  if (!p) {
-    closeOrNext();
-    return null;
-  }
-  state.pending = state.pending.filter((x) => x.id !== p.id);
-  return p;
-}
-
-/** @param {M.Proposal} p */
-function approve(p) {
-  if (sendShown({ kind: "mcp/request", to: p.to, correlation_id: [p.id], payload: p.payload })) scheduleSuggest();
-}
-
-ui.approve.addEventListener("click", () => {
-  const p = settle();
-  if (p) approve(p);
+  if (p && send(command(p.id))) answered.add(p.id);
   closeOrNext();
-});
+}
+
+ui.approve.addEventListener("click", () => answer((id) => ({ approve: id })));
 
 ui.reject.addEventListener("click", () => {
   if (mode !== "reason") {
     setMode("reason");
     return;
   }
-  const p = settle();
-  if (p) {
-    const reason = ui.dReason.value.trim() || "rejected";
-    if (sendShown({ kind: "mcp/reject", to: [p.from], correlation_id: [p.id], payload: { reason } })) scheduleSuggest();
-  }
-  closeOrNext();
+  const reason = ui.dReason.value.trim() || "rejected";
+  answer((id) => ({ reject: { proposal: id, reason } }));
 });
 
 ui.always.addEventListener("click", () => {
@@ -472,16 +355,7 @@ ui.always.addEventListener("click", () => {
     setMode("confirm");
     return;
   }
-  const p = settle();
-  if (p) {
-    sendShown({
-      kind: "capability/grant",
-      to: [p.from],
-      payload: { recipient: p.from, capabilities: [M.narrowest(p.payload)], reason: "always allowed from the review dialog" },
-    });
-    approve(p);
-  }
-  closeOrNext();
+  answer((id) => ({ always_allow: id }));
 });
 
 function later() {
@@ -490,9 +364,8 @@ function later() {
     ui.approve.focus();
     return;
   }
-  // Deferred: to the back of the queue, the keyboard back to the chat box.
-  const i = state.pending.findIndex((x) => x.id === shown);
-  if (i >= 0) state.pending.push(...state.pending.splice(i, 1));
+  // Deferred: to the back of the queue (the server's), the keyboard back to the chat box.
+  if (shown) send({ later: shown });
   shown = "";
   ui.dialog.close();
   ui.chatInput.focus();
@@ -542,27 +415,21 @@ ui.chatForm.addEventListener("submit", (e) => {
     openReview();
     return;
   }
-  const r = M.command(state, line);
-  for (const n of r.notes) M.note(state, n);
-  for (const d of r.send) sendShown(d);
-  draw();
+  send({ line });
 });
 
 /**
+ * The grant form is the chat's `/grant` and `/revoke`, which the core reads.
  * @param {"grant" | "revoke"} what
  */
 function grantOrRevoke(what) {
   const who = ui.grantWho.value;
   const text = ui.grantCap.value.trim();
   if (!who || !text) {
-    M.note(state, `${what}: choose a participant and a capability`);
-    draw();
+    note(`${what}: choose a participant and a capability`);
     return;
   }
-  const r = M.command(state, `/${what} ${who} ${text}`);
-  for (const d of r.send) sendShown(d);
-  ui.grantCap.value = "";
-  draw();
+  if (send({ line: `/${what} ${who} ${text}` })) ui.grantCap.value = "";
 }
 ui.grant.addEventListener("click", () => grantOrRevoke("grant"));
 ui.revoke.addEventListener("click", () => grantOrRevoke("revoke"));
@@ -575,70 +442,173 @@ document.addEventListener("keydown", (e) => {
     if (e.key === "Escape") /** @type {HTMLElement} */ (t).blur();
     return;
   }
-  if (e.key === "r" && state.pending.length > 0) openReview();
+  if (e.key === "r" && state.queue.length > 0) openReview();
   else if (e.key === "/") ui.chatInput.focus();
   else return;
   e.preventDefault();
 });
 
-// ---- suggestions -------------------------------------------------------------------------
+// ---- drawing -----------------------------------------------------------------------------
 
-function scheduleSuggest() {
-  clearTimeout(suggestTimer);
-  suggestTimer = window.setTimeout(refreshSuggestions, 200);
+function scheduleDraw() {
+  if (drawTimer !== undefined) return;
+  // Changes arriving in a burst are drawn once.
+  drawTimer = window.setTimeout(() => {
+    drawTimer = undefined;
+    draw();
+  }, 16);
 }
 
-async function refreshSuggestions() {
-  try {
-    // The newest decisions that fit the gateway's body limit (1 MiB by default).
-    let observed = state.observed;
-    let body = JSON.stringify({ observed, min: M.SUGGEST_AFTER });
-    while (body.length > MAX_SUGGEST_BODY && observed.length > 1) {
-      observed = observed.slice(Math.floor(observed.length / 2));
-      body = JSON.stringify({ observed, min: M.SUGGEST_AFTER });
+/** Message elements by item sequence number, so a redraw only adds what is new. */
+const drawn = new Map();
+
+function draw() {
+  ui.status.textContent = state.status;
+  const n = state.queue.filter((p) => !answered.has(p.id)).length;
+  ui.reviewOpen.disabled = n === 0;
+  ui.reviewOpen.textContent = n === 0 ? "No proposals waiting" : `Review ${n} waiting proposal${n === 1 ? "" : "s"}`;
+  if (ui.dialog.open && current()) ui.dTitle.textContent = waitingTitle();
+  drawMessages();
+  drawParticipants();
+  drawSuggestions();
+  ui.streams.replaceChildren(
+    ...(state.streams.length === 0 ? [li("no open streams")] : state.streams.map((s) => li(`${s.id} of ${s.owner}`))),
+  );
+}
+
+/** @param {string} text */
+function li(text) {
+  const e = document.createElement("li");
+  e.textContent = text;
+  return e;
+}
+
+function drawMessages() {
+  const showBackground = ui.showDiscovery.checked;
+  const atBottom = ui.messages.scrollHeight - ui.messages.scrollTop - ui.messages.clientHeight < 40;
+  const keep = new Set(state.items.map((i) => i.seq));
+  for (const [seq, e] of drawn) {
+    if (!keep.has(seq)) {
+      e.remove();
+      drawn.delete(seq);
     }
-    const r = await fetch("api/suggest", { method: "POST", headers: { "Content-Type": "application/json" }, body });
-    if (!r.ok) return;
-    const v = await r.json();
-    suggestions = Array.isArray(v.suggestions) ? v.suggestions : [];
-    drawSuggestions();
-  } catch {
-    // The gateway is away: the card keeps what it had.
   }
+  for (const item of state.items) {
+    let e = drawn.get(item.seq);
+    if (!e) {
+      e = document.createElement("li");
+      e.className = `msg ${item.kind}`;
+      if (item.kind === "chat") {
+        const b = document.createElement("strong");
+        b.textContent = `${item.from}: `;
+        const span = document.createElement("span");
+        span.textContent = item.text;
+        e.append(b, span);
+      } else if (item.kind !== "reasoning") {
+        e.append(item.text);
+      }
+      if (item.body.length > 0) {
+        const pre = document.createElement("pre");
+        pre.className = "body";
+        pre.textContent = item.body.join("\n");
+        e.append(pre);
+      }
+      // Before the first local note, so the page's own lines stay last.
+      ui.messages.append(e);
+      drawn.set(item.seq, e);
+    }
+    e.hidden = item.background && !showBackground;
+    if (item.kind === "reasoning" && item.context) drawFold(e, item.context);
+  }
+  if (atBottom) ui.messages.scrollTop = ui.messages.scrollHeight;
 }
 
-/** @param {M.Suggestion} s */
-const suggestionKey = (s) => s.recipient + M.canonical(s.capability);
+/**
+ * A reasoning sequence: the core's one-line summary, the latest thought below, followed live.
+ * @param {HTMLElement} e
+ * @param {string} ctx
+ */
+function drawFold(e, ctx) {
+  const f = state.folds[ctx];
+  if (!f) return;
+  let details = e.querySelector("details");
+  if (!details) {
+    details = document.createElement("details");
+    details.append(document.createElement("summary"), document.createElement("p"));
+    e.append(details);
+  }
+  const summary = /** @type {HTMLElement} */ (details.querySelector("summary"));
+  const latest = /** @type {HTMLElement} */ (details.querySelector("p"));
+  summary.textContent = f.summary;
+  latest.textContent = f.conclusion ?? f.latest;
+}
+
+function drawParticipants() {
+  const selected = ui.grantWho.value;
+  const others = state.members.filter((m) => !m.me);
+  ui.grantWho.replaceChildren(
+    ...others.map((m) => {
+      const o = document.createElement("option");
+      o.value = m.id;
+      o.textContent = m.id;
+      return o;
+    }),
+  );
+  if (others.some((m) => m.id === selected)) ui.grantWho.value = selected;
+  // Redrawn only when what they show changed, so focus inside the list is not lost.
+  const sig = JSON.stringify(state.members);
+  if (ui.participants.dataset.sig === sig) return;
+  ui.participants.dataset.sig = sig;
+  ui.participants.replaceChildren(
+    ...state.members.map((m) => {
+      const e = document.createElement("li");
+      e.className = "member online";
+      const name = document.createElement("p");
+      name.className = "member-name";
+      const you = m.me ? " (you)" : "";
+      name.textContent = `● ${m.id}${you}`;
+      name.setAttribute("aria-label", `${m.id}${you}, online`);
+      e.append(name);
+      if (m.tools.length > 0) e.append(small(`tools: ${m.tools.join(", ")}`));
+      if (m.capabilities.length > 0) e.append(small(`capabilities: ${m.capabilities.join(", ")}`));
+      if (!m.me) {
+        const row = document.createElement("div");
+        row.className = "row controls";
+        row.setAttribute("role", "group");
+        row.setAttribute("aria-label", `Controls for ${m.id}`);
+        for (const action of M.CONTROLS) {
+          const text = action[0].toUpperCase() + action.slice(1);
+          row.append(button(text, `${text} ${m.id}`, () => send({ control: { target: m.id, action } })));
+        }
+        e.append(row);
+      }
+      return e;
+    }),
+  );
+}
 
 function drawSuggestions() {
-  const open = suggestions.filter((s) => !decidedSuggestions.has(suggestionKey(s)));
-  ui.noSuggestions.hidden = open.length > 0;
+  ui.noSuggestions.hidden = state.suggestions.length > 0;
+  const sig = JSON.stringify(state.suggestions);
+  if (ui.suggestions.dataset.sig === sig) return;
+  ui.suggestions.dataset.sig = sig;
   ui.suggestions.replaceChildren(
-    ...open.map((s) => {
+    ...state.suggestions.map((s) => {
       const li = document.createElement("li");
       li.className = "card";
       const title = document.createElement("p");
-      const tool = s.capability?.payload?.params?.name;
-      title.textContent = `Let ${s.recipient} call ${s.capability?.payload?.method ?? "?"}${tool ? " " + tool : ""} directly`;
+      title.textContent = `Let ${s.recipient} act directly`;
       title.className = "card-title";
       const evidence = document.createElement("p");
-      evidence.textContent = `approved ${s.approved.length} times by ${s.approvers.join(", ")} (${s.first} to ${s.last}), never rejected`;
+      evidence.textContent = s.summary;
       const pre = document.createElement("pre");
-      pre.textContent = M.canonical(s.capability, 2);
+      pre.textContent = M.pretty(s.capability);
       pre.tabIndex = 0;
       pre.setAttribute("aria-label", `capability for ${s.recipient}`);
       const row = document.createElement("div");
       row.className = "row";
-      const g = button("Grant", `Grant suggested capability to ${s.recipient}`, () => {
-        decidedSuggestions.add(suggestionKey(s));
-        sendShown({ kind: "capability/grant", to: [s.recipient], payload: s.grant });
-        drawSuggestions();
-        draw();
-      });
-      const d = button("Dismiss", `Dismiss suggestion for ${s.recipient}`, () => {
-        decidedSuggestions.add(suggestionKey(s));
-        drawSuggestions();
-      });
+      const g = button("Grant", `Grant suggested capability to ${s.recipient}`, () => send({ grant_suggestion: s.key }));
+      const d = button("Dismiss", `Dismiss suggestion for ${s.recipient}`, () => send({ dismiss_suggestion: s.key }));
       row.append(g, d);
       li.append(title, evidence, pre, row);
       return li;
@@ -660,151 +630,6 @@ function button(text, label, onClick) {
   return b;
 }
 
-// ---- drawing -----------------------------------------------------------------------------
-
-function scheduleDraw() {
-  if (drawTimer !== undefined) return;
-  // Envelopes arriving in a burst are drawn once.
-  drawTimer = window.setTimeout(() => {
-    drawTimer = undefined;
-    draw();
-  }, 16);
-}
-
-/** Message elements by item sequence number, so a redraw only adds what is new. */
-const drawn = new Map();
-
-function draw() {
-  ui.status.textContent = state.status;
-  const n = state.pending.length;
-  ui.reviewOpen.disabled = n === 0;
-  ui.reviewOpen.textContent = n === 0 ? "No proposals waiting" : `Review ${n} waiting proposal${n === 1 ? "" : "s"}`;
-  if (ui.dialog.open) {
-    const p = current();
-    if (p) {
-      const waiting = n - 1;
-      ui.dTitle.textContent = waiting > 0 ? `Review proposal (${waiting} more waiting)` : "Review proposal";
-    }
-  }
-  drawMessages();
-  drawParticipants();
-  ui.streams.replaceChildren(
-    ...(state.streams.size === 0
-      ? [li("no open streams")]
-      : [...state.streams].map(([id, owner]) => li(`${id} of ${owner}`))),
-  );
-}
-
-/** @param {string} text */
-function li(text) {
-  const e = document.createElement("li");
-  e.textContent = text;
-  return e;
-}
-
-function drawMessages() {
-  const showDiscovery = ui.showDiscovery.checked;
-  const atBottom = ui.messages.scrollHeight - ui.messages.scrollTop - ui.messages.clientHeight < 40;
-  const keep = new Set(state.items.map((i) => i.seq));
-  for (const [seq, e] of drawn) {
-    if (!keep.has(seq)) {
-      e.remove();
-      drawn.delete(seq);
-    }
-  }
-  for (const item of state.items) {
-    let e = drawn.get(item.seq);
-    if (!e) {
-      e = document.createElement("li");
-      e.className = `msg ${item.type}`;
-      if (item.type === "chat") {
-        const b = document.createElement("strong");
-        b.textContent = `${item.from}: `;
-        const span = document.createElement("span");
-        span.textContent = item.text;
-        e.append(b, span);
-      } else if (item.type !== "reasoning") {
-        e.textContent = item.text;
-      }
-      ui.messages.append(e);
-      drawn.set(item.seq, e);
-    }
-    e.hidden = Boolean(item.discovery) && !showDiscovery;
-    if (item.type === "reasoning" && item.context) drawFold(e, item.context);
-  }
-  if (atBottom) ui.messages.scrollTop = ui.messages.scrollHeight;
-}
-
-/**
- * A reasoning sequence: one summary line, its thoughts folded below, followed live.
- * @param {HTMLElement} e
- * @param {string} ctx
- */
-function drawFold(e, ctx) {
-  const f = state.reasoning.get(ctx);
-  if (!f) return;
-  let details = e.querySelector("details");
-  if (!details) {
-    details = document.createElement("details");
-    const summary = document.createElement("summary");
-    const list = document.createElement("ol");
-    details.append(summary, list);
-    e.append(details);
-  }
-  const summary = /** @type {HTMLElement} */ (details.querySelector("summary"));
-  const list = /** @type {HTMLElement} */ (details.querySelector("ol"));
-  summary.textContent = M.foldSummary(f);
-  while (list.children.length < f.thoughts.length) list.append(li(f.thoughts[list.children.length]));
-}
-
-function drawParticipants() {
-  const ids = [...state.members.keys()];
-  const selected = ui.grantWho.value;
-  ui.grantWho.replaceChildren(
-    ...ids.filter((id) => id !== state.me).map((id) => {
-      const o = document.createElement("option");
-      o.value = id;
-      o.textContent = id;
-      return o;
-    }),
-  );
-  if (ids.includes(selected)) ui.grantWho.value = selected;
-  // Redrawn only when what they show changed, so focus inside the list is not lost.
-  const sig = JSON.stringify([...state.members]);
-  if (ui.participants.dataset.sig === sig) return;
-  ui.participants.dataset.sig = sig;
-  ui.participants.replaceChildren(
-    ...[...state.members].map(([id, m]) => {
-      const e = document.createElement("li");
-      e.className = m.online ? "member online" : "member offline";
-      const name = document.createElement("p");
-      name.className = "member-name";
-      name.textContent = `${m.online ? "●" : "○"} ${id}${id === state.me ? " (you)" : ""}`;
-      name.setAttribute("aria-label", `${id}${id === state.me ? " (you)" : ""}, ${m.online ? "online" : "offline"}`);
-      e.append(name);
-      if (m.tools.length > 0) e.append(small(`tools: ${m.tools.join(", ")}`));
-      if (m.capabilities.length > 0) e.append(small(`capabilities: ${m.capabilities.join(", ")}`));
-      if (id !== state.me) {
-        const row = document.createElement("div");
-        row.className = "row controls";
-        row.setAttribute("role", "group");
-        row.setAttribute("aria-label", `Controls for ${id}`);
-        for (const c of ["pause", "resume", "forget", "compact", "clear", "restart", "shutdown"]) {
-          const text = c[0].toUpperCase() + c.slice(1);
-          row.append(
-            button(text, `${text} ${id}`, () => {
-              if (sendShown({ kind: `participant/${c}`, to: [id], payload: {} })) M.note(state, `sent ${c} to ${id}`);
-              draw();
-            }),
-          );
-        }
-        e.append(row);
-      }
-      return e;
-    }),
-  );
-}
-
 /** @param {string} text */
 function small(text) {
   const e = document.createElement("p");
@@ -814,9 +639,6 @@ function small(text) {
 }
 
 // A fault of the page shows in the messages rather than silently stopping it.
-window.addEventListener("error", (e) => {
-  M.note(state, `page error: ${e.message}`);
-  scheduleDraw();
-});
+window.addEventListener("error", (e) => note(`page error: ${e.message}`));
 
 start();

@@ -186,10 +186,13 @@ impl View {
                     .iter()
                     .filter(|e| e.kind != Kind::SystemWelcome && !self.seen_set.contains(&e.id))
                     .collect();
+                // What also arrived live while the history was fetched happens now (a join
+                // seen live is applied, not only told), at its place in the history.
+                let live: BTreeSet<&str> = held.iter().map(|e| e.id.as_str()).collect();
                 if !fresh.is_empty() {
                     self.note(format!("earlier in the space ({}):", fresh.len()));
                     for e in fresh {
-                        self.apply(e, true);
+                        self.apply(e, !live.contains(e.id.as_str()));
                     }
                     self.note("now:");
                 }

@@ -677,3 +677,23 @@ fn the_change_stream_serializes_as_the_page_reads_it() {
     let cmd: Command = serde_json::from_value(json!({"always_allow": "p1"})).unwrap();
     assert_eq!(cmd, Command::AlwaysAllow("p1".into()));
 }
+
+#[test]
+fn a_join_that_arrives_live_while_the_history_is_fetched_is_applied() {
+    let mut v = space();
+    v.handle_event(&Event::Ready {
+        id: "human".into(),
+        reconnected: false,
+    });
+    actions(&mut v);
+    let join = json!({"kind": "system/presence", "id": "g2", "payload": {"event": "join",
+                      "participant": {"id": "newcomer", "capabilities": [{"kind": "chat"}]}}});
+    msg(&mut v, join.clone());
+    // The gateway's history already holds it when it answers.
+    v.handle_history(Ok(vec![env(join)]));
+    assert!(
+        ids(&v.state().members).contains(&"newcomer"),
+        "{:?}",
+        v.state().members
+    );
+}

@@ -18,3 +18,4 @@ mod mcp_client_real;
 mod reload;
 mod secrets;
 mod security;
+mod ui_session;
