@@ -9,34 +9,18 @@
 //! its hooks: sockets, timers, tasks ([`server::ServerRuntime`], [`participant::Runtime`]).
 #![forbid(unsafe_code)]
 
-pub mod agent;
-pub mod bridge;
-pub mod client_tls;
+pub mod client;
 pub mod clock;
-pub mod conn;
-pub mod direct;
-pub mod durable;
 pub mod exit;
-pub mod files;
-pub mod frames;
-pub mod host;
-pub mod http;
-pub mod jwt;
-pub mod link;
-pub mod logs;
-pub mod metrics;
-pub mod node_inputs;
-pub mod participant;
-pub mod process;
-pub mod proxy;
-pub mod response;
-pub mod route;
 pub mod secret;
 pub mod server;
-pub mod tls;
-pub mod token_file;
-pub mod ui;
-pub mod ws;
+pub mod state;
+
+pub use client::{agent, bridge, link, participant, process, tls as client_tls, token_file};
+pub use server::{
+    conn, frames, host, http, jwt, metrics, node_inputs, proxy, response, route, tls, ui, ws,
+};
+pub use state::{direct, durable, files, logs};
 
 pub use rustls;
 
