@@ -16,14 +16,11 @@ pub mod secret;
 pub mod server;
 pub mod state;
 
-pub use client::{agent, bridge, link, participant, process, tls as client_tls, token_file};
-pub use server::{
-    conn, frames, host, http, jwt, metrics, node_inputs, proxy, response, route, tls, ui, ws,
-};
-pub use state::{direct, durable, files, logs};
+/// The client TLS settings at their former path, which the terminal interface still names.
+pub use client::tls as client_tls;
 
 pub use rustls;
 
-pub use http::{HeadError, RequestHead, parse_head, percent_decode};
-pub use response::Response;
-pub use route::{Route, route};
+pub use server::http::{HeadError, RequestHead, parse_head, percent_decode};
+pub use server::response::Response;
+pub use server::route::{Route, route};

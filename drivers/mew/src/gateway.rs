@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use mew_core::gateway::{LoggingConfig, SpaceConfig};
 use mew_core::ids::IdGen;
-use mew_driver_common::files::SpaceLayout;
-use mew_driver_common::{exit, files, secret};
+use mew_driver_common::state::files::SpaceLayout;
+use mew_driver_common::state::files;
+use mew_driver_common::{exit, secret};
 use mew_tokio::{GatewayServer, ServerOptions, ServerTls, TlsFiles, clock};
 use std::sync::Arc;
 
@@ -355,7 +356,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     };
     let identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>> = match &config.gateway.jwt {
         Some(jwt) => {
-            let (v, warning) = mew_driver_common::jwt::JwtVerifier::new(jwt, &layout.config_dir)
+            let (v, warning) = mew_driver_common::server::jwt::JwtVerifier::new(jwt, &layout.config_dir)
                 .map_err(|e| Failure::new(exit::UNREADABLE, format!("gateway.auth.jwt: {e}")))?;
             if let Some(w) = warning {
                 tracing::warn!("gateway.auth.jwt: {w}");
@@ -370,7 +371,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         Some(fsync) if cluster.is_none() && !default_space => {
             let dir = layout.root.join(".mew").join("state");
             let restored =
-                mew_driver_common::durable::open(&dir, config.clone(), fsync).map_err(|e| {
+                mew_driver_common::state::durable::open(&dir, config.clone(), fsync).map_err(|e| {
                     let code = if e.unreadable() {
                         exit::UNREADABLE
                     } else {

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mew_core::gateway::SpaceConfig;
-use mew_driver_common::{exit, files};
+use mew_driver_common::exit;
+use mew_driver_common::state::files;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -105,7 +106,7 @@ pub fn reset(args: ResetArgs) -> Result<String, Failure> {
             ));
         }
     }
-    mew_driver_common::durable::reset(&state).map_err(|e| {
+    mew_driver_common::state::durable::reset(&state).map_err(|e| {
         Failure::new(
             exit::RUNTIME,
             format!("cannot remove {}: {e}", state.display()),
@@ -279,7 +280,7 @@ fn any_token(dir: &Path, config: &Path) -> Option<String> {
 
 /// `GET path` of the space's gateway on loopback: over HTTPS when the space serves TLS
 /// (`tls_cert`, its certificate, the only one trusted: see
-/// [`mew_driver_common::client_tls::pinned_config`]), else plain HTTP.
+/// [`mew_driver_common::client::tls::pinned_config`]), else plain HTTP.
 fn http_get(port: u16, path: &str, token: Option<&str>, tls_cert: Option<&Path>) -> Option<Value> {
     if let Some(cert) = tls_cert {
         return https_get(port, path, token, cert);
@@ -301,8 +302,8 @@ fn http_get(port: u16, path: &str, token: Option<&str>, tls_cert: Option<&Path>)
 /// it (the gateway's answers to these requests carry their length and no chunks).
 fn https_get(port: u16, path: &str, token: Option<&str>, cert: &Path) -> Option<Value> {
     use std::io::{Read, Write};
-    let config = mew_driver_common::client_tls::pinned_config(cert).ok()?;
-    let name = mew_driver_common::client_tls::server_name("localhost").ok()?;
+    let config = mew_driver_common::client::tls::pinned_config(cert).ok()?;
+    let name = mew_driver_common::client::tls::server_name("localhost").ok()?;
     let conn = rustls::ClientConnection::new(config, name).ok()?;
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
@@ -431,7 +432,7 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
                 && crate::autostart::log_has_from(
                     &log_dir.join(format!("{}.log", p.id)),
                     p.log_offset,
-                    mew_driver_common::bridge::SERVER_READY_LOG,
+                    mew_driver_common::client::bridge::SERVER_READY_LOG,
                 )
             {
                 ready.insert((p.id.clone(), p.log_offset));
@@ -793,7 +794,7 @@ const DOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Runs `mew space down`.
 pub fn down(args: DirArgs) -> Result<String, Failure> {
-    use mew_driver_common::process::{Stop, signal_group};
+    use mew_driver_common::client::process::{Stop, signal_group};
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let dir = &args.space_dir;

@@ -18,8 +18,8 @@ use mew_core::participant;
 use mew_core::tools::ToolsAgent;
 
 use crate::clock::{self, timeout};
-use crate::link::Link;
-use crate::participant::Runtime;
+use crate::client::link::Link;
+use crate::client::participant::Runtime;
 
 /// Where the model is: an OpenAI-compatible chat-completions API.
 #[derive(Clone)]

@@ -30,7 +30,7 @@ use tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tungstenite::{Error as WsError, Message};
 
 use crate::clock::{self, Sleep};
-use crate::link::Link;
+use crate::client::link::Link;
 
 /// How many events may wait for the application before the oldest are dropped.
 pub const EVENT_QUEUE: usize = 4096;
@@ -113,7 +113,7 @@ struct Inner<R: Runtime> {
     /// Dropped when the task ends: [`ParticipantRuntime::close`] waits on them.
     on_stop: Vec<oneshot::Sender<()>>,
     /// Read before every connection when `MEW_TOKEN_FILE` is set.
-    token_file: Option<crate::token_file::TokenFile>,
+    token_file: Option<crate::client::token_file::TokenFile>,
 }
 
 /// The async handle on a participant. Clonable; the task stops when every handle is dropped
@@ -138,7 +138,7 @@ impl<R: Runtime> ParticipantRuntime<R> {
     /// When `MEW_TOKEN_FILE` is set, the token is read from that file before every
     /// connection (see [`ParticipantRuntime::start_with_token_file`]).
     pub fn start(config: ParticipantConfig, seed: Option<u64>) -> (Self, R::Events) {
-        Self::start_with_token_file(config, seed, crate::token_file::TokenFile::from_env())
+        Self::start_with_token_file(config, seed, crate::client::token_file::TokenFile::from_env())
     }
 
     /// [`ParticipantRuntime::start`] with the token read from `token_file` (when given)
@@ -147,7 +147,7 @@ impl<R: Runtime> ParticipantRuntime<R> {
     pub fn start_with_token_file(
         config: ParticipantConfig,
         seed: Option<u64>,
-        token_file: Option<crate::token_file::TokenFile>,
+        token_file: Option<crate::client::token_file::TokenFile>,
     ) -> (Self, R::Events) {
         let (jobs_tx, jobs_rx) = async_channel::bounded::<Job<R>>(256);
         let (internal_tx, internal_rx) = async_channel::bounded(1024);
@@ -624,7 +624,7 @@ pub async fn open_within<R: Runtime>(
     })?;
     match crate::clock::timeout::<R, _>(within, R::open(req, ws_config(max_frame))).await {
         Some(Ok(ws)) => Ok(ws),
-        Some(Err(WsError::Io(e))) => match crate::client_tls::certificate_failure(&e) {
+        Some(Err(WsError::Io(e))) => match crate::client::tls::certificate_failure(&e) {
             Some(why) => Err(OpenFailure {
                 reason: format!("cannot connect to {url}: {why}"),
                 fatal: true,

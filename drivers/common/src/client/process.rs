@@ -20,7 +20,7 @@ use futures_util::{AsyncReadExt, AsyncWriteExt, FutureExt};
 use mew_core::mcp::ExitStatus;
 
 use crate::clock::{self, Sleep};
-use crate::participant::Runtime;
+use crate::client::participant::Runtime;
 
 /// What a runtime supplies to run child processes: spawn with piped stdio, wait, kill.
 pub trait ProcessRuntime: Runtime {

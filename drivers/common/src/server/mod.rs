@@ -22,4 +22,6 @@ pub mod tls;
 pub mod ui;
 pub mod ws;
 
-pub use serve::*;
+pub use serve::{
+    CoreTask, GatewayServer, ReloadHandle, ServerOptions, ServerRuntime, ShutdownHandle,
+};

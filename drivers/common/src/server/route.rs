@@ -1,6 +1,6 @@
 //! Which endpoint a request head asks for.
 
-use crate::http::{RequestHead, percent_decode};
+use crate::server::http::{RequestHead, percent_decode};
 
 /// The gateway's endpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub enum Route {
     Metrics,
     /// `GET /health`.
     Health,
-    /// `/ui` and everything below `/ui/`: the web page ([`crate::ui`]).
+    /// `/ui` and everything below `/ui/`: the web page ([`crate::server::ui`]).
     Ui {
         /// The request's path.
         path: String,
@@ -49,7 +49,7 @@ pub fn route(head: &RequestHead) -> Route {
             space: head.query_param("space"),
         };
     }
-    if head.path == "/ui" || head.path.starts_with(crate::ui::PREFIX) {
+    if head.path == "/ui" || head.path.starts_with(crate::server::ui::PREFIX) {
         return Route::Ui {
             path: head.path.clone(),
         };

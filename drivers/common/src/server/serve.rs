@@ -22,13 +22,14 @@ use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Error as WsError, Message};
 
 use crate::clock::{self, Sleep};
-use crate::conn::{self, CoreInput};
-use crate::host::{GatewayHost, HttpRequest, Input, report_every};
-use crate::http::{self, HeadError, RequestHead};
-use crate::logs::{LogWriter, Rotation};
-use crate::participant::ws_config;
-use crate::route::{Route, route};
-use crate::{Response, ws};
+use crate::server::conn::{self, CoreInput};
+use crate::server::host::{GatewayHost, HttpRequest, Input, report_every};
+use crate::server::http::{self, HeadError, RequestHead};
+use crate::state::logs::{LogWriter, Rotation};
+use crate::client::participant::ws_config;
+use crate::server::route::{Route, route};
+use crate::Response;
+use crate::server::ws;
 
 /// What a gateway server needs from an async runtime.
 pub trait ServerRuntime: Sleep + Send + Sync + Sized {
@@ -43,9 +44,9 @@ pub trait ServerRuntime: Sleep + Send + Sync + Sized {
         + Unpin
         + 'static;
     /// The socket under [`ServerRuntime::Ws`]: reads from [`ServerRuntime::Sock`], and keeps
-    /// what the WebSocket layer writes in a [`crate::frames::ControlFrames`] for the connection's
-    /// writer, which writes its frames straight to the socket (see [`crate::frames`]).
-    type Raw: crate::frames::RawSocket + 'static;
+    /// what the WebSocket layer writes in a [`crate::server::frames::ControlFrames`] for the connection's
+    /// writer, which writes its frames straight to the socket (see [`crate::server::frames`]).
+    type Raw: crate::server::frames::RawSocket + 'static;
 
     /// Runs `fut` in the background.
     fn spawn(fut: impl Future<Output = ()> + Send + 'static);
@@ -100,7 +101,7 @@ pub trait ServerRuntime: Sleep + Send + Sync + Sized {
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
     /// Folder of the audit logs (`envelope-history.jsonl`, `capability-decisions.jsonl`);
-    /// see [`crate::files::SpaceLayout`] for where a `space.yaml` puts them.
+    /// see [`crate::state::files::SpaceLayout`] for where a `space.yaml` puts them.
     pub log_dir: PathBuf,
     /// Seed for the core's ids and tokens; `None` draws one from the OS.
     pub seed: Option<u64>,
@@ -122,15 +123,15 @@ pub struct ServerOptions {
     /// writer; past it they are dropped and counted (`audit_dropped`), never waited for.
     pub log_queue: usize,
     /// Serve TLS (`https://`, `wss://`) with this certificate; `None` serves plain text.
-    pub tls: Option<Arc<crate::tls::ServerTls>>,
+    pub tls: Option<Arc<crate::server::tls::ServerTls>>,
     /// Peers whose `X-Forwarded-For` / `Forwarded` header names the client (counted per
     /// address and logged as that client); everyone else is the address it connects from.
-    pub trusted_proxies: crate::proxy::TrustedProxies,
-    /// Checks bearer tokens the space does not list (JWTs; see [`crate::jwt`]).
+    pub trusted_proxies: crate::server::proxy::TrustedProxies,
+    /// Checks bearer tokens the space does not list (JWTs; see [`crate::server::jwt`]).
     pub identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>>,
-    /// The web page's files, served under `/ui/` ([`crate::ui`]); `None`: no page (`/ui/`
+    /// The web page's files, served under `/ui/` ([`crate::server::ui`]); `None`: no page (`/ui/`
     /// answers 404).
-    pub ui: Option<&'static [crate::ui::Asset]>,
+    pub ui: Option<&'static [crate::server::ui::Asset]>,
 }
 
 impl ServerOptions {
@@ -142,7 +143,7 @@ impl ServerOptions {
         self.max_connections = g.connections.max_connections;
         self.max_connections_per_address = g.connections.max_connections_per_address;
         self.max_unauthenticated = g.connections.max_unauthenticated;
-        self.trusted_proxies = crate::proxy::TrustedProxies::parse(&g.trusted_proxies)?;
+        self.trusted_proxies = crate::server::proxy::TrustedProxies::parse(&g.trusted_proxies)?;
         Ok(self)
     }
 }
@@ -157,9 +158,9 @@ impl Default for ServerOptions {
             max_connections: 10_000,
             max_connections_per_address: 1_000,
             max_unauthenticated: 1_024,
-            log_queue: crate::logs::LOG_QUEUE,
+            log_queue: crate::state::logs::LOG_QUEUE,
             tls: None,
-            trusted_proxies: crate::proxy::TrustedProxies::default(),
+            trusted_proxies: crate::server::proxy::TrustedProxies::default(),
             identity: None,
             ui: None,
         }
@@ -238,8 +239,8 @@ struct Shared {
     report_every: (usize, usize),
     slots: Slots,
     tls: Option<Arc<rustls::ServerConfig>>,
-    proxies: crate::proxy::TrustedProxies,
-    ui: Option<&'static [crate::ui::Asset]>,
+    proxies: crate::server::proxy::TrustedProxies,
+    ui: Option<&'static [crate::server::ui::Asset]>,
 }
 
 /// Counts of open connections, in total, per remote address and before their head.
@@ -388,9 +389,9 @@ impl<R: ServerRuntime> GatewayServer<R> {
     }
 
     /// [`GatewayServer::serve`] for a space restored from its state folder
-    /// ([`crate::durable::open`]): the core keeps the space on disk as it serves it.
-    pub async fn serve_durable(self, restored: crate::durable::Restored) -> io::Result<()> {
-        self.serve_with(Some(crate::durable::core_task::<R>(restored)))
+    /// ([`crate::state::durable::open`]): the core keeps the space on disk as it serves it.
+    pub async fn serve_durable(self, restored: crate::state::durable::Restored) -> io::Result<()> {
+        self.serve_with(Some(crate::state::durable::core_task::<R>(restored)))
             .await
     }
 
@@ -600,9 +601,9 @@ async fn tls_handshake<R: ServerRuntime>(
         Ok(1..) => {}
         _ => return None,
     }
-    if first[0] != crate::tls::HANDSHAKE_RECORD {
+    if first[0] != crate::server::tls::HANDSHAKE_RECORD {
         tracing::debug!("plain-text request on the TLS port");
-        let _ = R::write_all(&mut sock, &crate::tls::plain_text_refusal()).await;
+        let _ = R::write_all(&mut sock, &crate::server::tls::plain_text_refusal()).await;
         let _ = R::shutdown(&mut sock).await;
         return None;
     }
@@ -618,7 +619,7 @@ async fn tls_handshake<R: ServerRuntime>(
 /// The gateway's WebSocket settings: frames and messages over `max` bytes refused, and a
 /// small read buffer, since an idle connection holds it for its lifetime (tungstenite
 /// allocates it up front). tungstenite writes only its pongs and close replies (the
-/// connection's writer writes the frames, see [`crate::frames`]): its write buffer stays
+/// connection's writer writes the frames, see [`crate::server::frames`]): its write buffer stays
 /// as small as they are.
 fn server_ws_config(max: usize) -> WebSocketConfig {
     ws_config(max)
@@ -712,7 +713,7 @@ async fn http_response<R: ServerRuntime>(
     if let Route::Ui { path } = &route {
         // Static files and a pure computation: the core task is not involved.
         let (ui, head, path) = (shared.ui, head.clone(), path.clone());
-        return R::spawn_blocking(move || crate::ui::respond(ui, &head, &path, &body)).await;
+        return R::spawn_blocking(move || crate::server::ui::respond(ui, &head, &path, &body)).await;
     }
     let (tx, rx) = oneshot::channel();
     let req = HttpRequest {

@@ -18,7 +18,7 @@ use mew_core::automation;
 use serde_json::{Value, json};
 
 use crate::Response;
-use crate::http::RequestHead;
+use crate::server::http::RequestHead;
 
 /// One embedded file of the page.
 #[derive(Debug, Clone, Copy)]
@@ -183,7 +183,7 @@ mod tests {
         },
     ];
 
-    use crate::route::tests::head;
+    use crate::server::route::tests::head;
 
     fn header<'a>(r: &'a Response, name: &str) -> Option<&'a str> {
         r.headers

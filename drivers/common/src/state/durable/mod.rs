@@ -36,10 +36,10 @@ use serde_json::json;
 
 use crate::Response;
 use crate::clock::{self, Sleep};
-use crate::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
-use crate::direct::DirectAppend;
-use crate::host::{Flow, GatewayHost, INPUT_BATCH, Input, Reply};
-use crate::node_inputs::{NodeInputs, Unhandled};
+use crate::server::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
+use crate::state::direct::DirectAppend;
+use crate::server::host::{Flow, GatewayHost, INPUT_BATCH, Input, Reply};
+use crate::server::node_inputs::{NodeInputs, Unhandled};
 use crate::server::CoreTask;
 
 /// The node id a single node writes into its records.
@@ -734,7 +734,7 @@ impl Drop for Syncer {
 }
 
 /// The log thread: writes what was handed over every [`MESSAGE_WRITE`], at once when
-/// outputs wait for it or a [`crate::direct::CAPACITY`] of it is queued, and flushes
+/// outputs wait for it or a [`crate::state::direct::CAPACITY`] of it is queued, and flushes
 /// once outputs wait for a flush or the period since the last one passed; reports what
 /// was asked for; takes over the log file a snapshot put in place.
 fn sync_loop(
@@ -776,7 +776,7 @@ fn sync_loop(
         if st.queued > 0
             && (st.stop
                 || asked > written
-                || st.queued >= crate::direct::CAPACITY
+                || st.queued >= crate::state::direct::CAPACITY
                 || last_write.elapsed() >= MESSAGE_WRITE)
         {
             std::mem::swap(&mut batch, &mut st.queue);
@@ -1306,7 +1306,7 @@ async fn run<S: Sleep + Send>(
             // Busy: let readers queue more before the next pass, as the plain gateway's
             // core does, so that a pass (its hand-over, the writers it wakes) carries more
             // entries.
-            crate::conn::yield_now().await;
+            crate::server::conn::yield_now().await;
         }
     }
     if let Err(e) = run.state.finish() {
@@ -1496,10 +1496,10 @@ participants:
     }
 
     /// Frames queued for a connection's writer so far.
-    fn frames(h: &crate::conn::Halves) -> Vec<String> {
+    fn frames(h: &crate::server::conn::Halves) -> Vec<String> {
         let mut out = Vec::new();
         while let Some(cmd) = h.try_next() {
-            if let crate::host::WriterCmd::Frames(f) = cmd {
+            if let crate::server::host::WriterCmd::Frames(f) = cmd {
                 out.extend(
                     f.texts()
                         .iter()
@@ -1542,7 +1542,7 @@ participants:
         run.settle(&mut host, now);
         until(&mut run, &mut host, &flushed);
         let join = |run: &mut Running, host: &mut GatewayHost<SocketLink>, token: &str| {
-            let (link, halves) = crate::conn::link();
+            let (link, halves) = crate::server::conn::link();
             let (tx, mut rx) = oneshot::channel();
             let input = Input::Connect {
                 bearer: Some(token.into()),
@@ -1592,8 +1592,8 @@ participants:
         );
         run.settle(&mut host, now);
         let (tx, mut read) = oneshot::channel();
-        let req = crate::host::HttpRequest {
-            route: crate::route::Route::GetMessages {
+        let req = crate::server::host::HttpRequest {
+            route: crate::server::route::Route::GetMessages {
                 participant: "agent".into(),
                 since: None,
             },
