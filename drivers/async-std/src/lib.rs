@@ -20,12 +20,12 @@ pub use mew_driver_common::client::agent::{
     AgentExit, DataSink, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
 };
 pub use mew_driver_common::client::bridge::{BridgeHandle, BridgeSnapshot};
-pub use mew_driver_common::clock;
 pub use mew_driver_common::client::participant::{
     CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
 };
-pub use mew_driver_common::server::{ReloadHandle, ServerOptions, ShutdownHandle};
+pub use mew_driver_common::clock;
 pub use mew_driver_common::server::tls::{ServerTls, TlsFiles};
+pub use mew_driver_common::server::{ReloadHandle, ServerOptions, ShutdownHandle};
 pub use runtime::{AsyncStd, ServerSock};
 
 /// A bound, not yet serving gateway (see [`mew_driver_common::server::GatewayServer`]).

@@ -20,12 +20,12 @@ use futures_io::{AsyncRead, AsyncWrite};
 use futures_util::future::Either;
 use futures_util::{AsyncReadExt, AsyncWriteExt};
 use mew_core::participant::Event;
-use mew_driver_common::client::tls;
-use mew_driver_common::clock::Sleep;
-use mew_driver_common::server::frames::{ControlFrames, RawSocket};
-use mew_driver_common::client::participant::{Runtime, url_target};
 use mew_driver_common::client::process::{ProcessRuntime, Spawned};
+use mew_driver_common::client::socket::{Runtime, url_target};
+use mew_driver_common::client::tls as client_tls;
+use mew_driver_common::clock::Sleep;
 use mew_driver_common::server::ServerRuntime;
+use mew_driver_common::server::frames::{ControlFrames, RawSocket};
 
 /// The async-std / smol runtime hooks for the shared participant runtime.
 #[derive(Debug, Clone, Copy)]

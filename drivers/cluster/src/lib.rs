@@ -35,10 +35,10 @@ use mew_core::gateway::{Gateway, SpaceConfig};
 use mew_core::secret::TokenHash;
 use mew_driver_common::Response;
 use mew_driver_common::clock;
+use mew_driver_common::server::conn::CoreTask;
 use mew_driver_common::server::conn::{CoreInput, SocketLink};
 use mew_driver_common::server::host::{GatewayHost, Reply};
 use mew_driver_common::server::node_inputs::{NodeInputs, Unhandled};
-use mew_driver_common::server::CoreTask;
 use std::future::Future;
 use std::pin::Pin;
 

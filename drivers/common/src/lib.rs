@@ -15,6 +15,7 @@ pub mod exit;
 pub mod secret;
 pub mod server;
 pub mod state;
+pub mod websocket;
 
 /// The client TLS settings at their former path, which the terminal interface still names.
 pub use client::tls as client_tls;

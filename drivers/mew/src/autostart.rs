@@ -462,7 +462,7 @@ fn spawn(l: &Launch, log: &Path) -> std::io::Result<Child> {
     // Another participant's token must not reach this process.
     for (k, _) in std::env::vars_os() {
         if k.to_str().is_some_and(|k| {
-            k.starts_with("MEW_TOKEN") || (!l.model_key && k == crate::client::agent::KEY_ENV)
+            k.starts_with("MEW_TOKEN") || (!l.model_key && k == crate::agent::KEY_ENV)
         }) {
             cmd.env_remove(&k);
         }

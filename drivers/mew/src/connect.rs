@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use mew_core::participant::ParticipantConfig;
-use mew_driver_common::client::tls::{self, ClientTlsOptions};
+use mew_driver_common::client::tls::{self as client_tls, ClientTlsOptions};
 use mew_driver_common::exit;
 
 use crate::Failure;
@@ -94,7 +94,8 @@ impl ConnectArgs {
                 .token
                 .clone()
                 .or_else(|| {
-                    let f = mew_driver_common::client::token_file::TokenFile(self.token_file.clone()?);
+                    let f =
+                        mew_driver_common::client::token_file::TokenFile(self.token_file.clone()?);
                     f.read().ok()
                 })
                 .unwrap_or_default(),

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use mew_core::gateway::{LoggingConfig, SpaceConfig};
 use mew_core::ids::IdGen;
-use mew_driver_common::state::files::SpaceLayout;
 use mew_driver_common::state::files;
+use mew_driver_common::state::files::SpaceLayout;
 use mew_driver_common::{exit, secret};
 use mew_tokio::{GatewayServer, ServerOptions, ServerTls, TlsFiles, clock};
 use std::sync::Arc;
@@ -356,8 +356,10 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     };
     let identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>> = match &config.gateway.jwt {
         Some(jwt) => {
-            let (v, warning) = mew_driver_common::server::jwt::JwtVerifier::new(jwt, &layout.config_dir)
-                .map_err(|e| Failure::new(exit::UNREADABLE, format!("gateway.auth.jwt: {e}")))?;
+            let (v, warning) =
+                mew_driver_common::server::jwt::JwtVerifier::new(jwt, &layout.config_dir).map_err(
+                    |e| Failure::new(exit::UNREADABLE, format!("gateway.auth.jwt: {e}")),
+                )?;
             if let Some(w) = warning {
                 tracing::warn!("gateway.auth.jwt: {w}");
             }
@@ -370,8 +372,8 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     let durable = match config.gateway.durability {
         Some(fsync) if cluster.is_none() && !default_space => {
             let dir = layout.root.join(".mew").join("state");
-            let restored =
-                mew_driver_common::state::durable::open(&dir, config.clone(), fsync).map_err(|e| {
+            let restored = mew_driver_common::state::durable::open(&dir, config.clone(), fsync)
+                .map_err(|e| {
                     let code = if e.unreadable() {
                         exit::UNREADABLE
                     } else {

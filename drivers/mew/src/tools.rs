@@ -11,7 +11,7 @@ use mew_core::agent::AgentSettings;
 use mew_driver_common::exit;
 
 use crate::Failure;
-use crate::client::agent::{CONFIG_ENV, read_file, tool_set};
+use crate::agent::{CONFIG_ENV, read_file, tool_set};
 
 /// `mew tools` subcommands.
 #[derive(clap::Subcommand, Debug)]

@@ -5,11 +5,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use mew_core::participant::Event;
-use mew_driver_common::client::tls;
-use mew_driver_common::clock::Sleep;
-use mew_driver_common::client::participant::Runtime;
-use mew_driver_common::client::participant::url_target;
 use mew_driver_common::client::process::{ProcessRuntime, Spawned};
+use mew_driver_common::client::socket::Runtime;
+use mew_driver_common::client::socket::url_target;
+use mew_driver_common::client::tls as client_tls;
+use mew_driver_common::clock::Sleep;
 use std::io;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;

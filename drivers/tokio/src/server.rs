@@ -8,14 +8,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use mew_driver_common::server::frames::{ControlFrames, RawSocket};
 use mew_driver_common::server::ServerRuntime;
+use mew_driver_common::server::frames::{ControlFrames, RawSocket};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
-use crate::client::participant::Tokio;
+use crate::participant::Tokio;
 
 pub use mew_driver_common::server::{ReloadHandle, ServerOptions, ShutdownHandle};
 

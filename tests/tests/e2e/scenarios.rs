@@ -6,10 +6,11 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::{Driver, QUIET, RawClient, WAIT, http, space, temp_dir};
-use mew_driver_common::client::participant::Runtime;
+use mew_driver_common::client::socket::Runtime;
 
 /// The participant runtime of the driver under test.
-type ParticipantRuntime<D> = mew_driver_common::client::participant::ParticipantRuntime<<D as Driver>::Rt>;
+type ParticipantRuntime<D> =
+    mew_driver_common::client::participant::ParticipantRuntime<<D as Driver>::Rt>;
 use futures_util::{SinkExt, StreamExt};
 
 fn start<D: Driver>(extra: &str) -> super::RunningGateway {

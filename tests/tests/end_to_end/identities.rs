@@ -15,8 +15,8 @@ use e2e::drivers::{AsyncStd, Tokio};
 use e2e::{Driver, RawClient, RunningGateway, temp_dir};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use mew_core::gateway::SpaceConfig;
-use mew_driver_common::server::jwt::JwtVerifier;
 use mew_driver_common::server::ServerOptions;
+use mew_driver_common::server::jwt::JwtVerifier;
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://idp.test";

@@ -17,9 +17,9 @@ use mew_core::agent::{AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output
 use mew_core::participant;
 use mew_core::tools::ToolsAgent;
 
-use crate::clock::{self, timeout};
 use crate::client::link::Link;
-use crate::client::participant::Runtime;
+use crate::client::socket::Runtime;
+use crate::clock::{self, timeout};
 
 /// Where the model is: an OpenAI-compatible chat-completions API.
 #[derive(Clone)]

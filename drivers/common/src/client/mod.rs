@@ -8,5 +8,6 @@ pub mod bridge;
 pub mod link;
 pub mod participant;
 pub mod process;
+pub mod socket;
 pub mod tls;
 pub mod token_file;

@@ -21,6 +21,16 @@ use crate::clock::{self, Sleep};
 use crate::server::frames::{Batch, RawSocket};
 use crate::server::host::{CLOSE_GRACE, ConnLink, Input, WRITE_BATCH, WriterCmd};
 
+/// A task that owns the space's core instead of [`run_core`] (a replicated space's
+/// node): given the host and the connections' inputs, it runs until the shutdown is done.
+pub type CoreTask = Box<
+    dyn FnOnce(
+            crate::server::host::GatewayHost<SocketLink>,
+            async_channel::Receiver<CoreInput>,
+        ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send,
+>;
+
 /// The answer channel for a connection id.
 pub type ConnReply = oneshot::Sender<ConnId>;
 /// The answer channel for an HTTP response.

@@ -26,8 +26,8 @@ use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output};
 
 use crate::Response;
 use crate::server::frames::{Frames, PassFrames, Pending};
-use crate::state::logs::LogHandle;
 use crate::server::route::Route;
+use crate::state::logs::LogHandle;
 
 /// What a connection's writer is asked to do.
 #[derive(Debug)]
@@ -422,8 +422,12 @@ impl<L: ConnLink> GatewayHost<L> {
             Route::Metrics => Response {
                 status: 200,
                 content_type: crate::server::metrics::CONTENT_TYPE,
-                body: crate::server::metrics::render(&self.gateway, self.audit_dropped(), &self.timing)
-                    .into_bytes(),
+                body: crate::server::metrics::render(
+                    &self.gateway,
+                    self.audit_dropped(),
+                    &self.timing,
+                )
+                .into_bytes(),
                 headers: Vec::new(),
             },
             Route::NotFound | Route::WebSocket { .. } | Route::Ui { .. } => {

@@ -22,6 +22,5 @@ pub mod tls;
 pub mod ui;
 pub mod ws;
 
-pub use serve::{
-    CoreTask, GatewayServer, ReloadHandle, ServerOptions, ServerRuntime, ShutdownHandle,
-};
+pub use conn::CoreTask;
+pub use serve::{GatewayServer, ReloadHandle, ServerOptions, ServerRuntime, ShutdownHandle};

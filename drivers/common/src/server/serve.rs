@@ -21,15 +21,15 @@ use mew_core::gateway::{Gateway, SpaceConfig, check_space};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Error as WsError, Message};
 
+use crate::Response;
 use crate::clock::{self, Sleep};
-use crate::server::conn::{self, CoreInput};
+use crate::server::conn::{self, CoreInput, CoreTask};
 use crate::server::host::{GatewayHost, HttpRequest, Input, report_every};
 use crate::server::http::{self, HeadError, RequestHead};
-use crate::state::logs::{LogWriter, Rotation};
-use crate::client::participant::ws_config;
 use crate::server::route::{Route, route};
-use crate::Response;
 use crate::server::ws;
+use crate::state::logs::{LogWriter, Rotation};
+use crate::websocket::ws_config;
 
 /// What a gateway server needs from an async runtime.
 pub trait ServerRuntime: Sleep + Send + Sync + Sized {
@@ -166,16 +166,6 @@ impl Default for ServerOptions {
         }
     }
 }
-
-/// A task that owns the space's core instead of [`conn::run_core`] (a replicated space's
-/// node): given the host and the connections' inputs, it runs until the shutdown is done.
-pub type CoreTask = Box<
-    dyn FnOnce(
-            GatewayHost<conn::SocketLink>,
-            async_channel::Receiver<CoreInput>,
-        ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
-        + Send,
->;
 
 /// A bound, not yet serving gateway.
 pub struct GatewayServer<R: ServerRuntime> {
@@ -713,7 +703,8 @@ async fn http_response<R: ServerRuntime>(
     if let Route::Ui { path } = &route {
         // Static files and a pure computation: the core task is not involved.
         let (ui, head, path) = (shared.ui, head.clone(), path.clone());
-        return R::spawn_blocking(move || crate::server::ui::respond(ui, &head, &path, &body)).await;
+        return R::spawn_blocking(move || crate::server::ui::respond(ui, &head, &path, &body))
+            .await;
     }
     let (tx, rx) = oneshot::channel();
     let req = HttpRequest {

@@ -36,11 +36,10 @@ use serde_json::json;
 
 use crate::Response;
 use crate::clock::{self, Sleep};
-use crate::server::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
-use crate::state::direct::DirectAppend;
+use crate::server::conn::{ConnReply, CoreInput, CoreTask, HttpReply, SocketLink};
 use crate::server::host::{Flow, GatewayHost, INPUT_BATCH, Input, Reply};
 use crate::server::node_inputs::{NodeInputs, Unhandled};
-use crate::server::CoreTask;
+use crate::state::direct::DirectAppend;
 
 /// The node id a single node writes into its records.
 pub const LOCAL_NODE: &str = "local";
