@@ -83,18 +83,21 @@ pub use config::{
     ReconnectPolicy, default_pause_exempt,
 };
 pub use context::{ContextUsage, Status};
-pub use controls::{CompactOutcome, Control, ForgetDirection, PauseState};
-pub use discovery::{AvailableTool, DiscoveryState, DiscoveryStatus, ToolInfo};
-pub use error::{CommandError, RequestError, SendError, ToolError};
-pub use event::{Event, Output, RouteReason};
-pub use grants::{grant_envelope, grant_payload, revoke_envelope};
-pub use proposals::{ReviewState, ReviewedProposal};
-pub use requests::{RequestId, RequestOptions, RequestRoute};
-pub use streams::{StreamInfo, StreamRole};
-pub use tools::{
-    CallId, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, ResourceSpec,
-    ToolSpec,
+pub use controls::{CompactOutcome, PauseState};
+pub use discovery::{AvailableTool, DiscoveryStatus, ToolInfo};
+pub use error::{
+    CommandError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RequestError,
+    SendError, ToolError,
 };
+pub use event::{
+    CallId, Control, DiscoveryState, Event, ForgetDirection, Output, RequestId, RequestRoute,
+    ReviewState, RouteReason,
+};
+pub use grants::{grant_envelope, grant_payload, revoke_envelope};
+pub use proposals::ReviewedProposal;
+pub use requests::RequestOptions;
+pub use streams::{StreamInfo, StreamRole};
+pub use tools::{ResourceSpec, ToolSpec};
 
 use crate::capability::CapabilitySet;
 use crate::envelope::{Envelope, Kind};
