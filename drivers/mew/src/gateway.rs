@@ -513,24 +513,17 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     })
 }
 
-/// A size in bytes: a number, optionally followed by KiB, MiB or GiB (or K, M, G).
+/// A size in bytes: a number, optionally followed by a unit (KiB, MiB, GiB, TiB; K, M, G, T
+/// and KB, MB, GB, TB count in 1024s too), at least 1MiB.
 fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (e.g. 512MiB, 1GiB)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        _ => return Err(format!("{text:?}: unknown unit (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(1 << shift)
-        .filter(|&b| b >= 1 << 20)
-        .ok_or_else(|| format!("{text:?}: use between 1MiB and 16EiB"))
+    let bytes = parse_size::Config::new()
+        .with_binary()
+        .parse_size(text.trim())
+        .map_err(|e| format!("{text:?} is not a size (e.g. 512MiB, 1GiB): {e}"))?;
+    if bytes < 1 << 20 {
+        return Err(format!("{text:?}: use at least 1MiB"));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -542,8 +535,15 @@ mod tests {
         assert_eq!(parse_size("1GiB"), Ok(1 << 30));
         assert_eq!(parse_size("64M"), Ok(64 << 20));
         assert_eq!(parse_size("2097152"), Ok(2 << 20));
+        assert_eq!(parse_size("1.5 GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("2TB"), Ok(2 << 40));
         assert!(parse_size("12").unwrap_err().contains("1MiB"));
-        assert!(parse_size("3TB").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("3XB").unwrap_err().contains("not a size"));
         assert!(parse_size("lots").unwrap_err().contains("not a size"));
+        assert!(
+            parse_size("99999999999GiB")
+                .unwrap_err()
+                .contains("not a size")
+        );
     }
 }
