@@ -167,7 +167,8 @@ async fn start_durable(k: usize, fsync: mew_core::gateway::Fsync) -> Server {
     let (config, tokens) = bench_space(k, false);
     let dir = std::env::temp_dir().join(format!("mew-fanout-state-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let restored = mew_driver_common::durable::open(&dir, config.clone(), fsync).expect("state");
+    let restored =
+        mew_driver_common::state::durable::open(&dir, config.clone(), fsync).expect("state");
     let server = mew_tokio::GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
         .await
         .expect("bind gateway");

@@ -18,13 +18,14 @@ use e2e::{Driver, RunningGateway, WAIT, space, temp_dir};
 use mew_core::agent::{AgentConfig, AgentEvent, AgentFile, AgentSettings};
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::participant::{Event, ParticipantConfig, RequestOptions};
-use mew_driver_common::agent::{AgentExit, HttpTransport, ModelEndpoint, run_agent};
-use mew_driver_common::bridge::spawn_bridge;
-use mew_driver_common::client_tls::{self, ClientTlsOptions};
-use mew_driver_common::participant::{ParticipantRuntime, Runtime};
-use mew_driver_common::process::{ProcessRuntime, ServerCommand};
+use mew_driver_common::client::agent::{AgentExit, HttpTransport, ModelEndpoint, run_agent};
+use mew_driver_common::client::bridge::spawn_bridge;
+use mew_driver_common::client::participant::ParticipantRuntime;
+use mew_driver_common::client::process::{ProcessRuntime, ServerCommand};
+use mew_driver_common::client::socket::Runtime;
+use mew_driver_common::client::tls::{self as client_tls, ClientTlsOptions};
 use mew_driver_common::server::ServerOptions;
-use mew_driver_common::tls::{ServerTls, TlsFiles};
+use mew_driver_common::server::tls::{ServerTls, TlsFiles};
 use serde_json::json;
 
 /// Writes a private CA (`ca.pem`) and a certificate for localhost it signed (`cert.pem`,

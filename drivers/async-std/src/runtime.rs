@@ -20,12 +20,12 @@ use futures_io::{AsyncRead, AsyncWrite};
 use futures_util::future::Either;
 use futures_util::{AsyncReadExt, AsyncWriteExt};
 use mew_core::participant::Event;
-use mew_driver_common::client_tls;
+use mew_driver_common::client::process::{ProcessRuntime, Spawned};
+use mew_driver_common::client::socket::{Runtime, url_target};
+use mew_driver_common::client::tls as client_tls;
 use mew_driver_common::clock::Sleep;
-use mew_driver_common::frames::{ControlFrames, RawSocket};
-use mew_driver_common::participant::{Runtime, url_target};
-use mew_driver_common::process::{ProcessRuntime, Spawned};
 use mew_driver_common::server::ServerRuntime;
+use mew_driver_common::server::frames::{ControlFrames, RawSocket};
 
 /// The async-std / smol runtime hooks for the shared participant runtime.
 #[derive(Debug, Clone, Copy)]
@@ -104,7 +104,7 @@ impl AsyncWrite for ServerSock {
 /// The socket under a server WebSocket: tungstenite reads from the connection, and what it
 /// writes by itself (pongs, close replies) waits in the control bytes for the connection's
 /// writer, which writes every frame straight to the connection
-/// ([`mew_driver_common::frames`]).
+/// ([`mew_driver_common::server::frames`]).
 pub struct WsSock {
     sock: ServerSock,
     control: ControlFrames,

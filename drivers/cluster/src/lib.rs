@@ -35,10 +35,10 @@ use mew_core::gateway::{Gateway, SpaceConfig};
 use mew_core::secret::TokenHash;
 use mew_driver_common::Response;
 use mew_driver_common::clock;
-use mew_driver_common::conn::{CoreInput, SocketLink};
-use mew_driver_common::host::{GatewayHost, Reply};
-use mew_driver_common::node_inputs::{NodeInputs, Unhandled};
-use mew_driver_common::server::CoreTask;
+use mew_driver_common::server::conn::CoreTask;
+use mew_driver_common::server::conn::{CoreInput, SocketLink};
+use mew_driver_common::server::host::{GatewayHost, Reply};
+use mew_driver_common::server::node_inputs::{NodeInputs, Unhandled};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -238,7 +238,7 @@ pub async fn connect(
         }
         Err(_) => None,
     };
-    // The same restore path as a single node's files (`mew_driver_common::durable`).
+    // The same restore path as a single node's files (`mew_driver_common::state::durable`).
     let (replica, gateway) = Replica::open(&opts.node_id, config.clone(), snapshot.as_deref())
         .map_err(|e| ClusterError::Snapshot(e.to_string()))?;
     let mut stream = stream;

@@ -12,8 +12,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use mew_core::participant::{Event, Output, Participant, ParticipantConfig};
+use mew_driver_common::client::socket::client_request;
 use mew_driver_common::clock;
-use mew_driver_common::participant::{client_request, ws_config};
+use mew_driver_common::websocket::ws_config;
 use tungstenite::{Message, WebSocket};
 
 type Ws = WebSocket<TcpStream>;

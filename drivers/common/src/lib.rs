@@ -1,46 +1,39 @@
-//! Runtime-neutral pieces shared by the MEW drivers.
+//! Runtime-neutral pieces shared by the MEW drivers, grouped by the side they are on.
 //!
-//! Plain std pieces: HTTP request heads from a bounded buffer, endpoint routing, the server
-//! side of the WebSocket handshake, response formatting, configuration and token files, and
-//! a buffered log writer on its own thread. And the async parts written once over
-//! runtime-neutral channels (`async-channel`, `futures-channel`): the gateway server
-//! ([`server`], over the [`host`] of the core task and the [`conn`] loops) and the
-//! participant runtime ([`participant`]). A driver for a given async runtime supplies only
-//! its hooks: sockets, timers, tasks ([`server::ServerRuntime`], [`participant::Runtime`]).
+//! - [`server`]: what serves a space. The gateway server over a runtime's sockets, the core
+//!   task's runtime-neutral half ([`server::host`]) and each connection's reader and writer
+//!   ([`server::conn`]), frames written straight to the socket, the HTTP side of the port
+//!   (request heads, routing, responses, the WebSocket handshake, the web page, `/metrics`),
+//!   TLS on the port, proxies, JWT identities, and a node's inputs ([`server::node_inputs`]).
+//! - [`state`]: what keeps a space on disk. The durable single node ([`state::durable`]:
+//!   recovery, the log's flushing thread, the core task that holds outputs until their
+//!   entries are kept), the audit and virtual participants' log writer, appends around the
+//!   page cache, where a space's files go.
+//! - [`client`]: what joins a space. The participant runtime, the client socket hook and
+//!   link every client runtime shares, the agent runtime, the MCP bridge runtime and the MCP
+//!   server's child process it drives, TLS for `wss://` gateways, token files.
+//! - Shared by the three: the wall clock and entropy handed to the core ([`clock`]), secrets
+//!   from the OS ([`secret`]), WebSocket settings ([`websocket`]), and the `mew` program's
+//!   exit codes ([`exit`]).
+//!
+//! The server and the state it serves use each other (the server writes logs and runs a
+//! durable space's core task, which runs on the server's host), file by file without a
+//! circle; neither uses the client side, and the client side uses neither. The async parts are written once over
+//! runtime-neutral channels (`async-channel`, `futures-channel`): a driver for a given async
+//! runtime supplies only its hooks: sockets, timers, tasks ([`server::ServerRuntime`],
+//! [`client::socket::Runtime`]).
 #![forbid(unsafe_code)]
 
-pub mod agent;
-pub mod bridge;
-pub mod client_tls;
+pub mod client;
 pub mod clock;
-pub mod conn;
-pub mod direct;
-pub mod durable;
 pub mod exit;
-pub mod files;
-pub mod frames;
-pub mod host;
-pub mod http;
-pub mod jwt;
-pub mod link;
-pub mod logs;
-pub mod metrics;
-pub mod node_inputs;
-pub mod participant;
-pub mod process;
-pub mod proxy;
-pub mod response;
-pub mod route;
 pub mod secret;
 pub mod server;
-pub mod tls;
-pub mod token_file;
-pub mod ui;
-pub mod ui_session;
-pub mod ws;
+pub mod state;
+pub mod websocket;
 
 pub use rustls;
 
-pub use http::{HeadError, RequestHead, parse_head, percent_decode};
-pub use response::Response;
-pub use route::{Route, route};
+pub use server::http::{HeadError, RequestHead, parse_head, percent_decode};
+pub use server::response::Response;
+pub use server::route::{Route, route};

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use mew_core::Time;
 use mew_core::gateway::AuditFile;
 use mew_driver_common::exit;
-use mew_driver_common::files::SpaceLayout;
-use mew_driver_common::logs::rotated_files;
+use mew_driver_common::state::files::SpaceLayout;
+use mew_driver_common::state::logs::rotated_files;
 use serde_json::Value;
 
 use crate::Failure;

@@ -10,8 +10,9 @@ use std::path::PathBuf;
 
 use mew_core::automation::{decisions, suggest};
 use mew_core::gateway::SpaceConfig;
-use mew_driver_common::logs::rotated_files;
-use mew_driver_common::{exit, files};
+use mew_driver_common::exit;
+use mew_driver_common::state::files;
+use mew_driver_common::state::logs::rotated_files;
 use serde_json::json;
 
 use crate::Failure;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use mew_core::gateway::{ParticipantEntry, ParticipantType, RestartPolicy, substitute};
 use mew_core::supervise::{RestartVerdict, Supervision};
-use mew_driver_common::process::terminate_group;
+use mew_driver_common::client::process::terminate_group;
 use mew_driver_common::{clock, exit};
 use mew_tokio::Tokio;
 use tokio::process::{Child, Command};
@@ -476,7 +476,7 @@ fn spawn(l: &Launch, log: &Path) -> std::io::Result<Child> {
 /// The process's output log, appended to, private to the user running the space (it may
 /// hold what the process was given).
 fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
-    mew_driver_common::files::open_private_append(path)
+    mew_driver_common::state::files::open_private_append(path)
 }
 
 /// Lines of a process's log shown when it fails.

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use mew_core::participant::ParticipantConfig;
-use mew_driver_common::client_tls::{self, ClientTlsOptions};
+use mew_driver_common::client::tls::{self as client_tls, ClientTlsOptions};
 use mew_driver_common::exit;
 
 use crate::Failure;
@@ -41,7 +41,7 @@ pub struct ConnectArgs {
     pub token: Option<String>,
     /// The environment variable MEW_TOKEN_FILE: a file holding the token, read again before
     /// every (re)connection, for tokens that expire (JWTs an identity provider renews).
-    #[arg(long = "token-file", env = mew_driver_common::token_file::TOKEN_FILE_ENV, hide = true)]
+    #[arg(long = "token-file", env = mew_driver_common::client::token_file::TOKEN_FILE_ENV, hide = true)]
     pub token_file: Option<std::path::PathBuf>,
     /// Participant id named in the join. A mew-rs gateway checks it against the token; the
     /// reference's gateway takes the id from here, so give it when joining one. A welcome
@@ -94,7 +94,8 @@ impl ConnectArgs {
                 .token
                 .clone()
                 .or_else(|| {
-                    let f = mew_driver_common::token_file::TokenFile(self.token_file.clone()?);
+                    let f =
+                        mew_driver_common::client::token_file::TokenFile(self.token_file.clone()?);
                     f.read().ok()
                 })
                 .unwrap_or_default(),

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use mew_core::gateway::{LoggingConfig, SpaceConfig};
 use mew_core::ids::IdGen;
-use mew_driver_common::files::SpaceLayout;
-use mew_driver_common::{exit, files, secret};
+use mew_driver_common::state::files;
+use mew_driver_common::state::files::SpaceLayout;
+use mew_driver_common::{exit, secret};
 use mew_tokio::{GatewayServer, ServerOptions, ServerTls, TlsFiles, clock};
 use std::sync::Arc;
 
@@ -355,8 +356,10 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     };
     let identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>> = match &config.gateway.jwt {
         Some(jwt) => {
-            let (v, warning) = mew_driver_common::jwt::JwtVerifier::new(jwt, &layout.config_dir)
-                .map_err(|e| Failure::new(exit::UNREADABLE, format!("gateway.auth.jwt: {e}")))?;
+            let (v, warning) =
+                mew_driver_common::server::jwt::JwtVerifier::new(jwt, &layout.config_dir).map_err(
+                    |e| Failure::new(exit::UNREADABLE, format!("gateway.auth.jwt: {e}")),
+                )?;
             if let Some(w) = warning {
                 tracing::warn!("gateway.auth.jwt: {w}");
             }
@@ -369,8 +372,8 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     let durable = match config.gateway.durability {
         Some(fsync) if cluster.is_none() && !default_space => {
             let dir = layout.root.join(".mew").join("state");
-            let restored =
-                mew_driver_common::durable::open(&dir, config.clone(), fsync).map_err(|e| {
+            let restored = mew_driver_common::state::durable::open(&dir, config.clone(), fsync)
+                .map_err(|e| {
                     let code = if e.unreadable() {
                         exit::UNREADABLE
                     } else {
@@ -510,24 +513,17 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
     })
 }
 
-/// A size in bytes: a number, optionally followed by KiB, MiB or GiB (or K, M, G).
+/// A size in bytes: a number, optionally followed by a unit (KiB, MiB, GiB, TiB; K, M, G, T
+/// and KB, MB, GB, TB count in 1024s too), at least 1MiB.
 fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (e.g. 512MiB, 1GiB)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        _ => return Err(format!("{text:?}: unknown unit (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(1 << shift)
-        .filter(|&b| b >= 1 << 20)
-        .ok_or_else(|| format!("{text:?}: use between 1MiB and 16EiB"))
+    let bytes = parse_size::Config::new()
+        .with_binary()
+        .parse_size(text.trim())
+        .map_err(|e| format!("{text:?} is not a size (e.g. 512MiB, 1GiB): {e}"))?;
+    if bytes < 1 << 20 {
+        return Err(format!("{text:?}: use at least 1MiB"));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -539,8 +535,15 @@ mod tests {
         assert_eq!(parse_size("1GiB"), Ok(1 << 30));
         assert_eq!(parse_size("64M"), Ok(64 << 20));
         assert_eq!(parse_size("2097152"), Ok(2 << 20));
+        assert_eq!(parse_size("1.5 GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("2TB"), Ok(2 << 40));
         assert!(parse_size("12").unwrap_err().contains("1MiB"));
-        assert!(parse_size("3TB").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("3XB").unwrap_err().contains("not a size"));
         assert!(parse_size("lots").unwrap_err().contains("not a size"));
+        assert!(
+            parse_size("99999999999GiB")
+                .unwrap_err()
+                .contains("not a size")
+        );
     }
 }

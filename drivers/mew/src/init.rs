@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use mew_core::gateway::SpaceConfig;
-use mew_driver_common::{exit, files, secret};
+use mew_driver_common::state::files;
+use mew_driver_common::{exit, secret};
 
 use crate::Failure;
 

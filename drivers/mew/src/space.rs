@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mew_core::gateway::SpaceConfig;
-use mew_driver_common::{exit, files};
+use mew_driver_common::exit;
+use mew_driver_common::state::files;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -105,7 +106,7 @@ pub fn reset(args: ResetArgs) -> Result<String, Failure> {
             ));
         }
     }
-    mew_driver_common::durable::reset(&state).map_err(|e| {
+    mew_driver_common::state::durable::reset(&state).map_err(|e| {
         Failure::new(
             exit::RUNTIME,
             format!("cannot remove {}: {e}", state.display()),
@@ -279,52 +280,32 @@ fn any_token(dir: &Path, config: &Path) -> Option<String> {
 
 /// `GET path` of the space's gateway on loopback: over HTTPS when the space serves TLS
 /// (`tls_cert`, its certificate, the only one trusted: see
-/// [`mew_driver_common::client_tls::pinned_config`]), else plain HTTP.
+/// [`mew_driver_common::client::tls::pinned_agent`]), else plain HTTP.
 fn http_get(port: u16, path: &str, token: Option<&str>, tls_cert: Option<&Path>) -> Option<Value> {
-    if let Some(cert) = tls_cert {
-        return https_get(port, path, token, cert);
-    }
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(2)))
-        .build()
-        .into();
-    let mut req = agent.get(format!("http://127.0.0.1:{port}{path}"));
+    let timeout = Duration::from_secs(2);
+    let (agent, url) = match tls_cert {
+        Some(cert) => (
+            mew_driver_common::client::tls::pinned_agent(cert, timeout).ok()?,
+            format!("https://127.0.0.1:{port}{path}"),
+        ),
+        None => (
+            ureq::Agent::config_builder()
+                .timeout_global(Some(timeout))
+                .build()
+                .into(),
+            format!("http://127.0.0.1:{port}{path}"),
+        ),
+    };
+    let mut req = agent.get(url);
     if let Some(t) = token {
         req = req.header("Authorization", format!("Bearer {t}"));
     }
     let mut resp = req.call().ok()?;
-    let text = resp.body_mut().read_to_string().ok()?;
-    serde_json::from_str(&text).ok()
-}
-
-/// [`http_get`] over TLS: one request on its own connection, read until the gateway closes
-/// it (the gateway's answers to these requests carry their length and no chunks).
-fn https_get(port: u16, path: &str, token: Option<&str>, cert: &Path) -> Option<Value> {
-    use std::io::{Read, Write};
-    let config = mew_driver_common::client_tls::pinned_config(cert).ok()?;
-    let name = mew_driver_common::client_tls::server_name("localhost").ok()?;
-    let conn = rustls::ClientConnection::new(config, name).ok()?;
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let sock = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    sock.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    sock.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
-    let mut tls = rustls::StreamOwned::new(conn, sock);
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        tls,
-        "GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n{auth}\r\n"
-    )
-    .ok()?;
-    tls.flush().ok()?;
-    let mut answer = Vec::new();
-    // A peer that closes without TLS's close_notify still gave its whole answer.
-    let _ = tls.read_to_end(&mut answer);
-    let text = String::from_utf8(answer).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    if head.split_whitespace().nth(1) != Some("200") {
+    if !resp.status().is_success() {
         return None;
     }
-    serde_json::from_str(body).ok()
+    let text = resp.body_mut().read_to_string().ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// The certificate a space serves (`gateway.tls.cert` of its space.yaml), if it serves TLS.
@@ -431,7 +412,7 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
                 && crate::autostart::log_has_from(
                     &log_dir.join(format!("{}.log", p.id)),
                     p.log_offset,
-                    mew_driver_common::bridge::SERVER_READY_LOG,
+                    mew_driver_common::client::bridge::SERVER_READY_LOG,
                 )
             {
                 ready.insert((p.id.clone(), p.log_offset));
@@ -793,7 +774,7 @@ const DOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Runs `mew space down`.
 pub fn down(args: DirArgs) -> Result<String, Failure> {
-    use mew_driver_common::process::{Stop, signal_group};
+    use mew_driver_common::client::process::{Stop, signal_group};
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let dir = &args.space_dir;

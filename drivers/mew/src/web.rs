@@ -1,8 +1,8 @@
 //! The space's web page (`drivers/mew/web/`), embedded in the program: the gateway serves it
-//! under `/ui/` (see `mew_driver_common::ui` for the headers and the policy) and `mew space
+//! under `/ui/` (see `mew_driver_common::server::ui` for the headers and the policy) and `mew space
 //! up` / `mew space connect --web` print its link for the space's human.
 
-use mew_driver_common::ui::Asset;
+use mew_driver_common::server::ui::Asset;
 
 /// Every file of the page, by its path under `/ui/`.
 pub static ASSETS: &[Asset] = &[

@@ -14,18 +14,18 @@ pub mod mcp_process;
 mod participant;
 mod server;
 
-pub use mew_driver_common::agent::{
+pub use mew_driver_common::client::agent::{
     AgentExit, DataSink, HttpTransport, ModelEndpoint, ModelFuture, ModelTransport,
 };
-pub use mew_driver_common::bridge::{BridgeHandle, BridgeSnapshot};
-pub use mew_driver_common::tls::{ServerTls, TlsFiles};
+pub use mew_driver_common::client::bridge::{BridgeHandle, BridgeSnapshot};
+pub use mew_driver_common::server::tls::{ServerTls, TlsFiles};
 pub use participant::{
     CallError, EVENT_QUEUE, ParticipantRuntime, SendJsonError, Stopped, Tokio, ToolHandler,
 };
 pub use server::{GatewayServer, ReloadHandle, ServerOptions, ServerSock, ShutdownHandle};
 
 /// Runs an agent on tokio until it is told to stop (see
-/// [`mew_driver_common::agent::run_agent`]).
+/// [`mew_driver_common::client::agent::run_agent`]).
 pub async fn run_agent(
     config: mew_core::agent::AgentConfig,
     endpoint: ModelEndpoint,
@@ -34,29 +34,29 @@ pub async fn run_agent(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     on_event: impl FnMut(&mew_core::agent::AgentEvent) + Send,
 ) -> AgentExit {
-    mew_driver_common::agent::run_agent::<Tokio>(
+    mew_driver_common::client::agent::run_agent::<Tokio>(
         config, endpoint, transport, seed, shutdown, on_event,
     )
     .await
 }
 
 /// Starts an MCP bridge in the background on the current tokio runtime (see
-/// [`mew_driver_common::bridge::spawn_bridge`]).
+/// [`mew_driver_common::client::bridge::spawn_bridge`]).
 pub fn spawn_bridge(
     config: mew_core::bridge::BridgeConfig,
     command: mcp_process::ServerCommand,
     seed: Option<u64>,
 ) -> BridgeHandle {
-    mew_driver_common::bridge::spawn_bridge::<Tokio>(config, command, seed)
+    mew_driver_common::client::bridge::spawn_bridge::<Tokio>(config, command, seed)
 }
 
 /// Runs an MCP bridge on tokio until it exits; `shutdown` resolving starts a clean stop
-/// (see [`mew_driver_common::bridge::run_bridge`]).
+/// (see [`mew_driver_common::client::bridge::run_bridge`]).
 pub async fn run_bridge(
     config: mew_core::bridge::BridgeConfig,
     command: mcp_process::ServerCommand,
     seed: Option<u64>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> mew_core::bridge::Exit {
-    mew_driver_common::bridge::run_bridge::<Tokio>(config, command, seed, shutdown).await
+    mew_driver_common::client::bridge::run_bridge::<Tokio>(config, command, seed, shutdown).await
 }

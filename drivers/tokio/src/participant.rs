@@ -5,11 +5,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use mew_core::participant::Event;
-use mew_driver_common::client_tls;
+use mew_driver_common::client::process::{ProcessRuntime, Spawned};
+use mew_driver_common::client::socket::Runtime;
+use mew_driver_common::client::socket::url_target;
+use mew_driver_common::client::tls as client_tls;
 use mew_driver_common::clock::Sleep;
-use mew_driver_common::participant::Runtime;
-use mew_driver_common::participant::url_target;
-use mew_driver_common::process::{ProcessRuntime, Spawned};
 use std::io;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -23,13 +23,13 @@ use tokio_util::either::Either;
 pub type ClientStream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TcpStream>>>;
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
-pub use mew_driver_common::participant::{
+pub use mew_driver_common::client::participant::{
     CallError, EVENT_QUEUE, SendJsonError, Stopped, ToolHandler,
 };
 
 /// The async handle on a participant, driven on tokio. Clonable; the task stops when every
 /// handle is dropped or `close` is called.
-pub type ParticipantRuntime = mew_driver_common::participant::ParticipantRuntime<Tokio>;
+pub type ParticipantRuntime = mew_driver_common::client::participant::ParticipantRuntime<Tokio>;
 
 /// The tokio runtime hooks for the shared participant runtime.
 #[derive(Debug, Clone, Copy)]

@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use mew_driver_common::frames::{ControlFrames, RawSocket};
 use mew_driver_common::server::ServerRuntime;
+use mew_driver_common::server::frames::{ControlFrames, RawSocket};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
@@ -92,7 +92,7 @@ impl AsyncWrite for ServerSock {
 /// The socket under a server WebSocket: tungstenite reads from the connection, and what it
 /// writes by itself (pongs, close replies) waits in the control bytes for the connection's
 /// writer, which writes every frame straight to the connection
-/// ([`mew_driver_common::frames`]).
+/// ([`mew_driver_common::server::frames`]).
 pub struct WsSock {
     sock: ServerSock,
     control: ControlFrames,

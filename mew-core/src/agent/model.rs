@@ -31,17 +31,6 @@ impl Role {
     }
 }
 
-/// A tool call the model asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolCall {
-    /// The model's id for it (answered by a `tool` message with this `tool_call_id`).
-    pub id: String,
-    /// The function name as the model saw it (see [`super::toolname`]).
-    pub name: String,
-    /// Arguments as the JSON text the model wrote (may be invalid JSON).
-    pub arguments: String,
-}
-
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -182,7 +171,7 @@ impl ModelRequest {
     }
 }
 
-pub use super::reply::{ModelReply, TextCalls, Usage};
+pub use super::reply::{ModelReply, TextCalls, ToolCall, Usage};
 
 /// What the driver saw of one model call.
 #[derive(Debug, Clone, PartialEq, Eq)]

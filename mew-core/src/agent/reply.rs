@@ -18,7 +18,16 @@
 
 use serde_json::{Map, Value, json};
 
-use super::model::ToolCall;
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The model's id for it (answered by a `tool` message with this `tool_call_id`).
+    pub id: String,
+    /// The function name as the model saw it (see [`super::toolname`]).
+    pub name: String,
+    /// Arguments as the JSON text the model wrote (may be invalid JSON).
+    pub arguments: String,
+}
 
 /// Token counts the API reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,7 +9,7 @@
 //! bytes; anything else (`?`, several wildcards in one alternative) is compiled once to an
 //! anchored expression for the linear-time `regex` engine, which never backtracks.
 
-use super::string::bytes_eq;
+use super::text::bytes_eq;
 use regex::Regex;
 
 /// Deepest brace nesting accepted.
@@ -162,7 +162,7 @@ impl Glob {
                 .map_err(|e| {
                     format!(
                         "glob {src:?} is too complex: {}",
-                        super::string::one_line(&e.to_string())
+                        super::text::one_line(&e.to_string())
                     )
                 })?;
             Matcher::Regex(compiled)

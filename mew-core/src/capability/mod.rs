@@ -22,6 +22,7 @@ mod glob;
 mod jsonpath;
 mod line;
 mod string;
+mod text;
 mod value;
 
 pub use line::check_line;

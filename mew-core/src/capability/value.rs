@@ -12,7 +12,8 @@
 
 use super::glob::Glob;
 use super::jsonpath::{JsonPath, MAX_DESCENT, descend};
-use super::string::{StrPat, bytes_eq};
+use super::string::StrPat;
+use super::text::bytes_eq;
 use serde_json::{Map, Number, Value};
 
 /// Deepest array/object nesting accepted in a pattern.

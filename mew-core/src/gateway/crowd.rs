@@ -19,7 +19,7 @@
 //! before the next single announcement, so announcements never overtake each other.
 
 use super::Gateway;
-use super::system::{LeftId, PInfo, PresenceJoin, PresenceLeave};
+use super::system::{LeftId, PInfo, PresenceJoin, PresenceLeave, write};
 use crate::Time;
 use crate::capability::CapabilitySet;
 use serde::Serialize;
@@ -65,6 +65,46 @@ struct Batch<'a> {
 }
 
 impl Gateway {
+    /// `system/presence` join for `member`, to every other online member (gathered for a
+    /// batch in a crowd).
+    pub(super) fn send_presence_join(&mut self, now: Time, member: usize) {
+        let m = self.members.get(member);
+        let change = Change::Join {
+            id: m.id.clone(),
+            caps: m.caps.clone(),
+            person: m.conns.person(),
+        };
+        if self.gather_presence(now, change, 0) {
+            return;
+        }
+        let id = self.envelope_id();
+        let m = self.members.get(member);
+        let payload = PresenceJoin {
+            event: "join",
+            participant: PInfo::of(m),
+        };
+        let frame = write(&id, now, None, "system/presence", None, payload);
+        self.gateway_broadcast(now, frame, &id, Some(member));
+    }
+
+    /// `system/presence` leave for `participant`, to every online member (gathered for a
+    /// batch in a crowd).
+    pub(super) fn send_presence_leave(&mut self, now: Time, participant: &str) {
+        let change = Change::Leave {
+            id: Arc::from(participant),
+        };
+        if self.gather_presence(now, change, 1) {
+            return;
+        }
+        let id = self.envelope_id();
+        let payload = PresenceLeave {
+            event: "leave",
+            participant: LeftId { id: participant },
+        };
+        let frame = write(&id, now, None, "system/presence", None, payload);
+        self.gateway_broadcast(now, frame, &id, None);
+    }
+
     /// Whether the space is a crowd, with `extra` participants counted beside those online
     /// (the one leaving, who is no longer among them).
     pub(super) fn crowded(&self, extra: usize) -> bool {
@@ -126,7 +166,7 @@ impl Gateway {
             online: self.audience.len(),
         };
         let id = self.envelope_id();
-        let frame = super::system::write(&id, now, None, "system/presence", None, payload);
+        let frame = write(&id, now, None, "system/presence", None, payload);
         self.gateway_broadcast(now, frame, &id, None);
     }
 }

@@ -14,8 +14,9 @@
 //! strip, say, the space owner's own access.
 
 use super::config::compile_json_caps;
-use super::enforce::{Op, Refusal};
 use super::member::Grant;
+use super::op::Op;
+use super::refusal::Refusal;
 use super::{Gateway, GatewayEvent};
 use crate::Time;
 use crate::capability::CapabilitySet;

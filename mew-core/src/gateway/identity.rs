@@ -14,8 +14,8 @@
 //!   [`CLOCK_LEEWAY`].
 
 use super::conn::Phase;
-use super::join::{JoinRefusal, refuse};
 use super::member::{Hold, Member, Origin};
+use super::refusal::{JoinRefusal, refuse};
 use super::{ConnId, Gateway};
 use crate::Time;
 use std::sync::Arc;

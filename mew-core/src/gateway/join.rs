@@ -6,6 +6,7 @@
 
 use super::conn::{Conn, Phase};
 use super::member::{Hold, Member, Origin};
+use super::refusal::{JoinRefusal, refuse};
 use super::system::ErrorPayload;
 use super::{ConnId, Gateway, GatewayEvent};
 use crate::Time;
@@ -99,19 +100,6 @@ pub(super) enum JoinToken {
     Sealed(TokenHash),
     /// Taken out and judged by the identity verifier where the connection arrived.
     Judged(super::identity::Judgement),
-}
-
-/// Why a join was refused.
-pub(super) struct JoinRefusal {
-    pub(super) code: &'static str,
-    pub(super) message: String,
-}
-
-pub(super) fn refuse(code: &'static str, message: impl Into<String>) -> JoinRefusal {
-    JoinRefusal {
-        code,
-        message: message.into(),
-    }
 }
 
 impl Gateway {

@@ -25,8 +25,9 @@
 //! its leave and refuses its tokens until it is invited again.
 
 use super::config::compile_json_caps;
-use super::enforce::{Op, Refusal};
 use super::member::{Hold, Member, Origin};
+use super::op::Op;
+use super::refusal::Refusal;
 use super::system::PInfo;
 use super::{Gateway, GatewayEvent};
 use crate::Time;

@@ -9,8 +9,9 @@
 //! `reasoning/cancel` and `stream/close`. After `participant/shutdown` only
 //! `chat/acknowledge` and `participant/status` are accepted until the participant rejoins.
 
-use super::enforce::{Op, Refusal};
 use super::member::Hold;
+use super::op::Op;
+use super::refusal::Refusal;
 use super::{Gateway, GatewayEvent};
 use crate::Time;
 use crate::envelope::Kind;

@@ -26,8 +26,9 @@
 
 use super::config::DeliveryMode;
 use super::deliver::Recipient;
-use super::enforce::{Op, Refusal};
 use super::member::Hold;
+use super::op::Op;
+use super::refusal::Refusal;
 use super::{ConnId, Gateway, GatewayEvent};
 use crate::Time;
 use bytes::Bytes;

@@ -174,46 +174,6 @@ impl Gateway {
         }
     }
 
-    /// `system/presence` join for `member`, to every other online member (gathered for a
-    /// batch in a crowd).
-    pub(super) fn send_presence_join(&mut self, now: Time, member: usize) {
-        let m = self.members.get(member);
-        let change = super::crowd::Change::Join {
-            id: m.id.clone(),
-            caps: m.caps.clone(),
-            person: m.conns.person(),
-        };
-        if self.gather_presence(now, change, 0) {
-            return;
-        }
-        let id = self.envelope_id();
-        let m = self.members.get(member);
-        let payload = PresenceJoin {
-            event: "join",
-            participant: PInfo::of(m),
-        };
-        let frame = write(&id, now, None, "system/presence", None, payload);
-        self.gateway_broadcast(now, frame, &id, Some(member));
-    }
-
-    /// `system/presence` leave for `participant`, to every online member (gathered for a
-    /// batch in a crowd).
-    pub(super) fn send_presence_leave(&mut self, now: Time, participant: &str) {
-        let change = super::crowd::Change::Leave {
-            id: Arc::from(participant),
-        };
-        if self.gather_presence(now, change, 1) {
-            return;
-        }
-        let id = self.envelope_id();
-        let payload = PresenceLeave {
-            event: "leave",
-            participant: LeftId { id: participant },
-        };
-        let frame = write(&id, now, None, "system/presence", None, payload);
-        self.gateway_broadcast(now, frame, &id, None);
-    }
-
     /// Builds a `system/error` frame addressed to `to`.
     pub(super) fn error_frame(
         &mut self,

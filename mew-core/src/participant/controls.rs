@@ -4,60 +4,12 @@
 use super::Participant;
 use super::context::Status;
 use super::error::{CommandError, RequestError, SendError};
-use super::event::Event;
+use super::event::{Control, Event, ForgetDirection};
 use crate::envelope::{Envelope, Kind};
 use crate::time::Time;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// Which end of the context `participant/forget` trims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForgetDirection {
-    /// Oldest entries first.
-    Oldest,
-    /// Newest entries first.
-    Newest,
-}
-
-/// A control request.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Control {
-    /// Stop sending non-exempt envelopes.
-    Pause {
-        /// Reason.
-        reason: String,
-        /// Automatic resume after this long.
-        timeout: Option<Duration>,
-    },
-    /// Lift the pause.
-    Resume,
-    /// Report status.
-    RequestStatus {
-        /// Requested metrics.
-        fields: Vec<String>,
-    },
-    /// Drop part of the context; complete with `complete_forget`.
-    Forget {
-        /// Which end.
-        direction: ForgetDirection,
-        /// How many entries.
-        entries: Option<u64>,
-    },
-    /// Compact; complete with `complete_compact`.
-    Compact {
-        /// Reason.
-        reason: Option<String>,
-        /// Desired ceiling.
-        target_tokens: Option<u64>,
-    },
-    /// Wipe the context; complete with `complete_clear`.
-    Clear,
-    /// Back to baseline; complete with `complete_restart`.
-    Restart,
-    /// Cease; complete with `complete_shutdown`.
-    Shutdown,
-}
 
 impl Control {
     fn kind(&self) -> Kind {

@@ -2,30 +2,15 @@
 //! retries with backoff, TTL refresh, and `participant/tool` naming.
 
 use super::Participant;
+use super::error::METHOD_NOT_FOUND;
 use super::error::{CommandError, RequestError};
-use super::event::Event;
-use super::requests::{Purpose, RequestId, RequestOptions};
-use super::tools::METHOD_NOT_FOUND;
+use super::event::{DiscoveryState, Event, RequestId};
+use super::requests::{Purpose, RequestOptions};
 use crate::capability::Precheck;
 use crate::envelope::Envelope;
 use crate::time::Time;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
-
-/// Where discovery of one participant stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DiscoveryState {
-    /// Scheduled, not yet asked.
-    NotStarted,
-    /// Asked (or waiting to retry).
-    InProgress,
-    /// Tools known.
-    Completed,
-    /// Every attempt failed.
-    Failed,
-    /// The participant answered with no tools (or does not serve `tools/list`).
-    NoTools,
-}
 
 /// A tool another participant offers.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,6 +4,15 @@ use crate::envelope::Kind;
 use serde_json::Value;
 use thiserror::Error;
 
+/// JSON-RPC: the request is not a valid request object.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC: unknown method (also used for an unknown tool or resource).
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC: invalid parameters (schema violations).
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC: internal error.
+pub const INTERNAL_ERROR: i64 = -32603;
+
 /// Why an envelope could not be sent.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum SendError {
@@ -133,7 +142,7 @@ impl ToolError {
     /// An internal error (-32603) with this message.
     pub fn internal(message: impl Into<String>) -> ToolError {
         ToolError {
-            code: super::tools::INTERNAL_ERROR,
+            code: INTERNAL_ERROR,
             message: message.into(),
             data: None,
         }

@@ -1,14 +1,120 @@
-//! What the participant hands to its driver: [`Output`]s, some of which carry [`Event`]s.
+//! What the participant hands to its driver: [`Output`]s, some of which carry [`Event`]s,
+//! and the values those carry (ids of requests and calls, states of reviews and discovery,
+//! control requests), which the modules that keep them emit.
 
-use super::controls::Control;
-use super::discovery::DiscoveryState;
 use super::error::RequestError;
-use super::proposals::ReviewState;
-use super::requests::{RequestId, RequestRoute};
-use super::tools::CallId;
 use crate::envelope::{Envelope, ParseError};
 use crate::time::Time;
 use serde_json::Value;
+use std::time::Duration;
+
+/// Which end of the context `participant/forget` trims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForgetDirection {
+    /// Oldest entries first.
+    Oldest,
+    /// Newest entries first.
+    Newest,
+}
+
+/// A control request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Control {
+    /// Stop sending non-exempt envelopes.
+    Pause {
+        /// Reason.
+        reason: String,
+        /// Automatic resume after this long.
+        timeout: Option<Duration>,
+    },
+    /// Lift the pause.
+    Resume,
+    /// Report status.
+    RequestStatus {
+        /// Requested metrics.
+        fields: Vec<String>,
+    },
+    /// Drop part of the context; complete with `complete_forget`.
+    Forget {
+        /// Which end.
+        direction: ForgetDirection,
+        /// How many entries.
+        entries: Option<u64>,
+    },
+    /// Compact; complete with `complete_compact`.
+    Compact {
+        /// Reason.
+        reason: Option<String>,
+        /// Desired ceiling.
+        target_tokens: Option<u64>,
+    },
+    /// Wipe the context; complete with `complete_clear`.
+    Clear,
+    /// Back to baseline; complete with `complete_restart`.
+    Restart,
+    /// Cease; complete with `complete_shutdown`.
+    Shutdown,
+}
+
+/// Where discovery of one participant stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscoveryState {
+    /// Scheduled, not yet asked.
+    NotStarted,
+    /// Asked (or waiting to retry).
+    InProgress,
+    /// Tools known.
+    Completed,
+    /// Every attempt failed.
+    Failed,
+    /// The participant answered with no tools (or does not serve `tools/list`).
+    NoTools,
+}
+
+/// State of a proposal under review.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReviewState {
+    /// Nobody acted yet.
+    Open,
+    /// A fulfilling request was sent (by `by`).
+    Fulfilling {
+        /// The fulfiller.
+        by: String,
+    },
+    /// A fulfilment got a successful response.
+    Fulfilled,
+    /// Someone rejected it.
+    Rejected {
+        /// Rejecter.
+        by: String,
+        /// Reason code.
+        reason: String,
+    },
+    /// The proposer withdrew it.
+    Withdrawn {
+        /// Reason code.
+        reason: String,
+    },
+    /// Older than the proposal timeout without an outcome.
+    Expired,
+}
+
+/// The envelope id of one of our requests or proposals.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub(crate) String);
+
+/// How an MCP operation went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestRoute {
+    /// A direct `mcp/request`.
+    Request,
+    /// An `mcp/proposal` awaiting fulfilment.
+    Proposal,
+}
+
+/// Handle of a tool call or resource read handed to the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(pub u64);
 
 /// One thing for the driver to do.
 #[derive(Debug, Clone, PartialEq)]

@@ -84,19 +84,22 @@ pub use config::{
     ReconnectPolicy, default_pause_exempt,
 };
 pub use context::{ContextUsage, Status};
-pub use controls::{CompactOutcome, Control, ForgetDirection, PauseState};
-pub use discovery::{AvailableTool, DiscoveryState, DiscoveryStatus, ToolInfo};
-pub use error::{CommandError, RequestError, SendError, ToolError};
-pub use event::{Event, Output, RouteReason};
+pub use controls::{CompactOutcome, PauseState};
+pub use discovery::{AvailableTool, DiscoveryStatus, ToolInfo};
+pub use error::{
+    CommandError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RequestError,
+    SendError, ToolError,
+};
+pub use event::{
+    CallId, Control, DiscoveryState, Event, ForgetDirection, Output, RequestId, RequestRoute,
+    ReviewState, RouteReason,
+};
 pub use grants::{grant_envelope, grant_payload, revoke_envelope};
 pub use members::{MemberChange, Members};
-pub use proposals::{ReviewState, ReviewedProposal};
-pub use requests::{RequestId, RequestOptions, RequestRoute};
+pub use proposals::ReviewedProposal;
+pub use requests::RequestOptions;
 pub use streams::{StreamInfo, StreamRole};
-pub use tools::{
-    CallId, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, ResourceSpec,
-    ToolSpec,
-};
+pub use tools::{ResourceSpec, ToolSpec};
 
 use crate::capability::CapabilitySet;
 use crate::envelope::{Envelope, Kind};
@@ -154,6 +157,34 @@ impl Draft {
     pub fn payload(mut self, payload: Value) -> Draft {
         self.payload = Some(payload);
         self
+    }
+
+    /// A draft from an envelope given as JSON (`kind`, `to`, `correlation_id`, `context`,
+    /// `payload`; the rest is the participant's to fill in). `Err` says what is missing.
+    pub fn from_value(v: &Value) -> Result<Draft, String> {
+        let Some(kind) = v.get("kind").and_then(Value::as_str) else {
+            return Err("no string `kind`".into());
+        };
+        let strings = |key: &str| -> Vec<String> {
+            match v.get(key) {
+                Some(Value::String(s)) => vec![s.clone()],
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect(),
+                _ => Vec::new(),
+            }
+        };
+        let mut draft = Draft::new(Kind::parse(kind))
+            .to(strings("to"))
+            .correlation(strings("correlation_id"));
+        if let Some(c) = v.get("context").and_then(Value::as_str) {
+            draft = draft.context(c);
+        }
+        if let Some(p) = v.get("payload") {
+            draft = draft.payload(p.clone());
+        }
+        Ok(draft)
     }
 }
 

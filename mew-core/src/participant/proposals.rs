@@ -3,40 +3,12 @@
 
 use super::Participant;
 use super::error::{CommandError, RequestError};
-use super::event::Event;
-use super::requests::{Purpose, RequestId, RequestOptions};
+use super::event::{Event, RequestId, ReviewState};
+use super::requests::{Purpose, RequestOptions};
 use crate::envelope::{Envelope, Kind};
 use crate::time::Time;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
-
-/// State of a proposal under review.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReviewState {
-    /// Nobody acted yet.
-    Open,
-    /// A fulfilling request was sent (by `by`).
-    Fulfilling {
-        /// The fulfiller.
-        by: String,
-    },
-    /// A fulfilment got a successful response.
-    Fulfilled,
-    /// Someone rejected it.
-    Rejected {
-        /// Rejecter.
-        by: String,
-        /// Reason code.
-        reason: String,
-    },
-    /// The proposer withdrew it.
-    Withdrawn {
-        /// Reason code.
-        reason: String,
-    },
-    /// Older than the proposal timeout without an outcome.
-    Expired,
-}
 
 impl ReviewState {
     fn is_final(&self) -> bool {

@@ -3,7 +3,7 @@
 
 use super::Participant;
 use super::error::RequestError;
-use super::event::{Event, RouteReason};
+use super::event::{Event, RequestId, RequestRoute, RouteReason};
 use crate::envelope::{Envelope, Kind};
 use crate::time::Time;
 use serde_json::{Map, Value, json};
@@ -12,10 +12,6 @@ use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
-
-/// The envelope id of one of our requests or proposals.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RequestId(pub(crate) String);
 
 impl RequestId {
     /// The id as sent on the wire.
@@ -40,15 +36,6 @@ impl From<String> for RequestId {
     fn from(s: String) -> Self {
         RequestId(s)
     }
-}
-
-/// How an MCP operation went out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestRoute {
-    /// A direct `mcp/request`.
-    Request,
-    /// An `mcp/proposal` awaiting fulfilment.
-    Proposal,
 }
 
 /// Per-call options of [`Participant::mcp_request`].

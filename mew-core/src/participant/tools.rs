@@ -2,27 +2,16 @@
 //! addressed to us, argument validation, and completion of calls by the application.
 
 use super::Participant;
-use super::error::{CommandError, ToolError};
-use super::event::Event;
+use super::error::{
+    CommandError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, ToolError,
+};
+use super::event::{CallId, Event};
 use crate::envelope::{Envelope, Kind};
 use crate::schema::Schema;
 use crate::time::Time;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-
-/// JSON-RPC: the request is not a valid request object.
-pub const INVALID_REQUEST: i64 = -32600;
-/// JSON-RPC: unknown method (also used for an unknown tool or resource).
-pub const METHOD_NOT_FOUND: i64 = -32601;
-/// JSON-RPC: invalid parameters (schema violations).
-pub const INVALID_PARAMS: i64 = -32602;
-/// JSON-RPC: internal error.
-pub const INTERNAL_ERROR: i64 = -32603;
-
-/// Handle of a tool call or resource read handed to the application.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CallId(pub u64);
 
 impl fmt::Display for CallId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

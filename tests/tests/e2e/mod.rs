@@ -29,7 +29,7 @@ pub const QUIET: Duration = Duration::from_millis(300);
 /// A driver under test: its gateway server and its participant runtime.
 pub trait Driver {
     /// The participant runtime hooks (the participant scenarios run this runtime).
-    type Rt: mew_driver_common::participant::Runtime;
+    type Rt: mew_driver_common::client::socket::Runtime;
 
     /// Starts a gateway for `config` on `addr` with these options.
     fn start_with(

@@ -6,10 +6,11 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::{Driver, QUIET, RawClient, WAIT, http, space, temp_dir};
-use mew_driver_common::participant::Runtime;
+use mew_driver_common::client::socket::Runtime;
 
 /// The participant runtime of the driver under test.
-type ParticipantRuntime<D> = mew_driver_common::participant::ParticipantRuntime<<D as Driver>::Rt>;
+type ParticipantRuntime<D> =
+    mew_driver_common::client::participant::ParticipantRuntime<<D as Driver>::Rt>;
 use futures_util::{SinkExt, StreamExt};
 
 fn start<D: Driver>(extra: &str) -> super::RunningGateway {
@@ -781,7 +782,7 @@ pub async fn heartbeat_and_idle_close<D: Driver>() {
 pub async fn agent_answers_with_a_tool<D: Driver>() {
     use mew_core::agent::{AgentConfig, AgentFile, AgentSettings};
     use mew_core::participant::{ParticipantConfig, ToolSpec};
-    use mew_driver_common::agent::{AgentExit, HttpTransport, ModelEndpoint, run_agent};
+    use mew_driver_common::client::agent::{AgentExit, HttpTransport, ModelEndpoint, run_agent};
     use mew_tests::model_server::{ModelServer, Turn};
     use std::sync::Arc;
     let gw = start::<D>(

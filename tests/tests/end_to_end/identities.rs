@@ -15,8 +15,8 @@ use e2e::drivers::{AsyncStd, Tokio};
 use e2e::{Driver, RawClient, RunningGateway, temp_dir};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use mew_core::gateway::SpaceConfig;
-use mew_driver_common::jwt::JwtVerifier;
 use mew_driver_common::server::ServerOptions;
+use mew_driver_common::server::jwt::JwtVerifier;
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://idp.test";
@@ -342,7 +342,7 @@ async fn keys_from_a_url_and_unknown_subjects_with_defaults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runtime_reconnects_with_a_fresh_token_from_its_file() {
     use mew_core::participant::{Event, ParticipantConfig, ReconnectPolicy};
-    use mew_driver_common::token_file::TokenFile;
+    use mew_driver_common::client::token_file::TokenFile;
     let dir = temp_dir("jwt-token-file");
     let idp = Idp::new();
     let gw = start::<Tokio>(&dir, jwt_space(&dir, &idp, "jwks_file: jwks.json", false));
@@ -415,7 +415,7 @@ async fn start_durable(dir: &Path, config: SpaceConfig) -> RunningGateway {
         shutdown_grace: std::time::Duration::from_millis(50),
         ..Default::default()
     };
-    let restored = mew_driver_common::durable::open(
+    let restored = mew_driver_common::state::durable::open(
         &dir.join(".mew/state"),
         config.clone(),
         mew_core::gateway::Fsync::Always,

@@ -11,7 +11,7 @@ use e2e::drivers::{AsyncStd, Tokio};
 use e2e::{Driver, RunningGateway, WAIT, space, temp_dir};
 use futures_util::{SinkExt, StreamExt};
 use mew_driver_common::server::ServerOptions;
-use mew_driver_common::tls::{ServerTls, TlsFiles};
+use mew_driver_common::server::tls::{ServerTls, TlsFiles};
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

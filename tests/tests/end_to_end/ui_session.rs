@@ -12,7 +12,7 @@ use e2e::drivers::{AsyncStd, Tokio};
 use e2e::{Driver, RawClient, RunningGateway, WAIT, space};
 use futures_util::{SinkExt, StreamExt};
 use mew_driver_common::server::ServerOptions;
-use mew_driver_common::ui_session::SessionLimits;
+use mew_driver_common::server::ui_session::SessionLimits;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;

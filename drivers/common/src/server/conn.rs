@@ -18,8 +18,18 @@ use tungstenite::{Error as WsError, Message};
 
 use crate::Response;
 use crate::clock::{self, Sleep};
-use crate::frames::{Batch, RawSocket};
-use crate::host::{CLOSE_GRACE, ConnLink, Input, WRITE_BATCH, WriterCmd};
+use crate::server::frames::{Batch, RawSocket};
+use crate::server::host::{CLOSE_GRACE, ConnLink, Input, WRITE_BATCH, WriterCmd};
+
+/// A task that owns the space's core instead of [`run_core`] (a replicated space's
+/// node): given the host and the connections' inputs, it runs until the shutdown is done.
+pub type CoreTask = Box<
+    dyn FnOnce(
+            crate::server::host::GatewayHost<SocketLink>,
+            async_channel::Receiver<CoreInput>,
+        ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send,
+>;
 
 /// The answer channel for a connection id.
 pub type ConnReply = oneshot::Sender<ConnId>;
@@ -28,7 +38,7 @@ pub type HttpReply = oneshot::Sender<Response>;
 /// What connections send the core task.
 pub type CoreInput = Input<SocketLink, ConnReply, HttpReply>;
 
-impl<T> crate::host::Reply<T> for oneshot::Sender<T> {
+impl<T> crate::server::host::Reply<T> for oneshot::Sender<T> {
     fn reply(self, value: T) -> Result<(), T> {
         self.send(value)
     }
@@ -109,7 +119,7 @@ fn lock<W>(ws: &Shared<W>) -> std::sync::MutexGuard<'_, W> {
 /// Runs a server-side WebSocket connection to its end: registers it with the core task,
 /// spawns the writer with `spawn`, reads until the peer or the core ends it, then reports
 /// it closed. `bearer` is the upgrade request's token; `raw` finds the socket under the
-/// WebSocket, which the writer writes to (see [`crate::frames`]).
+/// WebSocket, which the writer writes to (see [`crate::server::frames`]).
 pub async fn serve_websocket<S, W, X>(
     ws: W,
     raw: fn(&mut W) -> &mut X,
@@ -364,10 +374,10 @@ async fn writer<S: Sleep, W, X>(
 /// Runs the core task: applies inputs in batches, arms the core's timer, carries out its
 /// outputs; returns when the shutdown is complete.
 pub async fn run_core<S: Sleep>(
-    mut host: crate::host::GatewayHost<SocketLink>,
+    mut host: crate::server::host::GatewayHost<SocketLink>,
     rx: async_channel::Receiver<CoreInput>,
 ) {
-    use crate::host::{Flow, INPUT_BATCH};
+    use crate::server::host::{Flow, INPUT_BATCH};
     loop {
         let wake = host.next_wake();
         let timer = async {

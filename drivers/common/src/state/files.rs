@@ -130,7 +130,7 @@ pub fn write_token_file(base: &Path, participant: &str, token: &str) -> io::Resu
 /// and an existing one narrowed to 0700. For a space's own folders whose files may hold a
 /// secret (logs of started processes and of the supervisor, the run file).
 pub fn private_dir(dir: &Path) -> io::Result<()> {
-    crate::logs::create_private_dir(dir)?;
+    crate::state::logs::create_private_dir(dir)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

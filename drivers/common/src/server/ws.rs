@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use crate::http::RequestHead;
+use crate::server::http::RequestHead;
 
 /// Why an upgrade request was refused (answered with 400, or 426 for a wrong version).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -11,7 +11,7 @@
 //! its session ([`crate::ui_session`]) and sends the person's commands back.
 
 use crate::Response;
-use crate::http::RequestHead;
+use crate::server::http::RequestHead;
 
 /// One embedded file of the page.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +122,7 @@ mod tests {
         },
     ];
 
-    use crate::route::tests::head;
+    use crate::server::route::tests::head;
 
     fn header<'a>(r: &'a Response, name: &str) -> Option<&'a str> {
         r.headers

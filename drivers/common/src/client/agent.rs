@@ -17,9 +17,9 @@ use mew_core::agent::{AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output
 use mew_core::participant;
 use mew_core::tools::ToolsAgent;
 
+use crate::client::link::Link;
+use crate::client::socket::Runtime;
 use crate::clock::{self, timeout};
-use crate::link::Link;
-use crate::participant::Runtime;
 
 /// Where the model is: an OpenAI-compatible chat-completions API.
 #[derive(Clone)]

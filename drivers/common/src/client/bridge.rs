@@ -18,9 +18,9 @@ use mew_core::bridge::{Bridge, BridgeConfig, Exit, Output};
 use mew_core::mcp::{self, McpEvent};
 use mew_core::participant::Event;
 
+use crate::client::link::{Link, LinkEvent};
+use crate::client::process::{McpProcess, ProcessEvent, ProcessRuntime, ServerCommand};
 use crate::clock;
-use crate::link::{Link, LinkEvent};
-use crate::process::{McpProcess, ProcessEvent, ProcessRuntime, ServerCommand};
 
 /// The log message (at `info`) saying the MCP server completed initialize and its lists:
 /// `mew space up` counts a bridge as started once its log says this.

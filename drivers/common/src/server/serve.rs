@@ -21,14 +21,15 @@ use mew_core::gateway::{Gateway, SpaceConfig, check_space};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Error as WsError, Message};
 
+use crate::Response;
 use crate::clock::{self, Sleep};
-use crate::conn::{self, CoreInput};
-use crate::host::{GatewayHost, HttpRequest, Input, report_every};
-use crate::http::{self, HeadError, RequestHead};
-use crate::logs::{LogWriter, Rotation};
-use crate::participant::ws_config;
-use crate::route::{Route, route};
-use crate::{Response, ws};
+use crate::server::conn::{self, CoreInput, CoreTask};
+use crate::server::host::{GatewayHost, HttpRequest, Input, report_every};
+use crate::server::http::{self, HeadError, RequestHead};
+use crate::server::route::{Route, route};
+use crate::server::ws;
+use crate::state::logs::{LogWriter, Rotation};
+use crate::websocket::ws_config;
 
 /// What a gateway server needs from an async runtime.
 pub trait ServerRuntime: Sleep + Send + Sync + Sized {
@@ -43,9 +44,9 @@ pub trait ServerRuntime: Sleep + Send + Sync + Sized {
         + Unpin
         + 'static;
     /// The socket under [`ServerRuntime::Ws`]: reads from [`ServerRuntime::Sock`], and keeps
-    /// what the WebSocket layer writes in a [`crate::frames::ControlFrames`] for the connection's
-    /// writer, which writes its frames straight to the socket (see [`crate::frames`]).
-    type Raw: crate::frames::RawSocket + 'static;
+    /// what the WebSocket layer writes in a [`crate::server::frames::ControlFrames`] for the connection's
+    /// writer, which writes its frames straight to the socket (see [`crate::server::frames`]).
+    type Raw: crate::server::frames::RawSocket + 'static;
 
     /// Runs `fut` in the background.
     fn spawn(fut: impl Future<Output = ()> + Send + 'static);
@@ -100,7 +101,7 @@ pub trait ServerRuntime: Sleep + Send + Sync + Sized {
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
     /// Folder of the audit logs (`envelope-history.jsonl`, `capability-decisions.jsonl`);
-    /// see [`crate::files::SpaceLayout`] for where a `space.yaml` puts them.
+    /// see [`crate::state::files::SpaceLayout`] for where a `space.yaml` puts them.
     pub log_dir: PathBuf,
     /// Seed for the core's ids and tokens; `None` draws one from the OS.
     pub seed: Option<u64>,
@@ -122,17 +123,17 @@ pub struct ServerOptions {
     /// writer; past it they are dropped and counted (`audit_dropped`), never waited for.
     pub log_queue: usize,
     /// Serve TLS (`https://`, `wss://`) with this certificate; `None` serves plain text.
-    pub tls: Option<Arc<crate::tls::ServerTls>>,
+    pub tls: Option<Arc<crate::server::tls::ServerTls>>,
     /// Peers whose `X-Forwarded-For` / `Forwarded` header names the client (counted per
     /// address and logged as that client); everyone else is the address it connects from.
-    pub trusted_proxies: crate::proxy::TrustedProxies,
-    /// Checks bearer tokens the space does not list (JWTs; see [`crate::jwt`]).
+    pub trusted_proxies: crate::server::proxy::TrustedProxies,
+    /// Checks bearer tokens the space does not list (JWTs; see [`crate::server::jwt`]).
     pub identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>>,
-    /// The web page's files, served under `/ui/` ([`crate::ui`]); `None`: no page (`/ui/`
+    /// The web page's files, served under `/ui/` ([`crate::server::ui`]); `None`: no page (`/ui/`
     /// answers 404).
-    pub ui: Option<&'static [crate::ui::Asset]>,
+    pub ui: Option<&'static [crate::server::ui::Asset]>,
     /// Bounds of the page's sessions (`/ui/session`, served only with a page).
-    pub ui_session: crate::ui_session::SessionLimits,
+    pub ui_session: crate::server::ui_session::SessionLimits,
 }
 
 impl ServerOptions {
@@ -144,7 +145,7 @@ impl ServerOptions {
         self.max_connections = g.connections.max_connections;
         self.max_connections_per_address = g.connections.max_connections_per_address;
         self.max_unauthenticated = g.connections.max_unauthenticated;
-        self.trusted_proxies = crate::proxy::TrustedProxies::parse(&g.trusted_proxies)?;
+        self.trusted_proxies = crate::server::proxy::TrustedProxies::parse(&g.trusted_proxies)?;
         Ok(self)
     }
 }
@@ -159,25 +160,15 @@ impl Default for ServerOptions {
             max_connections: 10_000,
             max_connections_per_address: 1_000,
             max_unauthenticated: 1_024,
-            log_queue: crate::logs::LOG_QUEUE,
+            log_queue: crate::state::logs::LOG_QUEUE,
             tls: None,
-            trusted_proxies: crate::proxy::TrustedProxies::default(),
+            trusted_proxies: crate::server::proxy::TrustedProxies::default(),
             identity: None,
             ui: None,
-            ui_session: crate::ui_session::SessionLimits::default(),
+            ui_session: crate::server::ui_session::SessionLimits::default(),
         }
     }
 }
-
-/// A task that owns the space's core instead of [`conn::run_core`] (a replicated space's
-/// node): given the host and the connections' inputs, it runs until the shutdown is done.
-pub type CoreTask = Box<
-    dyn FnOnce(
-            GatewayHost<conn::SocketLink>,
-            async_channel::Receiver<CoreInput>,
-        ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
-        + Send,
->;
 
 /// A bound, not yet serving gateway.
 pub struct GatewayServer<R: ServerRuntime> {
@@ -241,9 +232,9 @@ struct Shared {
     report_every: (usize, usize),
     slots: Slots,
     tls: Option<Arc<rustls::ServerConfig>>,
-    proxies: crate::proxy::TrustedProxies,
-    ui: Option<&'static [crate::ui::Asset]>,
-    sessions: crate::ui_session::Sessions,
+    proxies: crate::server::proxy::TrustedProxies,
+    ui: Option<&'static [crate::server::ui::Asset]>,
+    sessions: crate::server::ui_session::Sessions,
 }
 
 /// Counts of open connections, in total, per remote address and before their head.
@@ -392,9 +383,9 @@ impl<R: ServerRuntime> GatewayServer<R> {
     }
 
     /// [`GatewayServer::serve`] for a space restored from its state folder
-    /// ([`crate::durable::open`]): the core keeps the space on disk as it serves it.
-    pub async fn serve_durable(self, restored: crate::durable::Restored) -> io::Result<()> {
-        self.serve_with(Some(crate::durable::core_task::<R>(restored)))
+    /// ([`crate::state::durable::open`]): the core keeps the space on disk as it serves it.
+    pub async fn serve_durable(self, restored: crate::state::durable::Restored) -> io::Result<()> {
+        self.serve_with(Some(crate::state::durable::core_task::<R>(restored)))
             .await
     }
 
@@ -466,7 +457,7 @@ impl<R: ServerRuntime> GatewayServer<R> {
             tls: options.tls.as_ref().map(|t| t.config()),
             proxies: options.trusted_proxies.clone(),
             ui: options.ui,
-            sessions: crate::ui_session::Sessions::new(options.ui_session.clone()),
+            sessions: crate::server::ui_session::Sessions::new(options.ui_session.clone()),
         });
         loop {
             let stop = shutdown_rx.recv();
@@ -568,14 +559,14 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
             }
         },
         Route::UiSession if shared.ui.is_some() => {
-            let ep = crate::ui_session::Endpoint {
+            let ep = crate::server::ui_session::Endpoint {
                 sessions: &shared.sessions,
                 core: shared.core.clone(),
                 space: &shared.space,
                 limits: shared.limits,
                 report_every: shared.report_every,
             };
-            crate::ui_session::serve::<R>(ep, sock, head, leftover).await;
+            crate::server::ui_session::serve::<R>(ep, sock, head, leftover).await;
         }
         Route::UiSession => {
             let r = Response::error(404, "not_found", "this gateway serves no page");
@@ -619,9 +610,9 @@ async fn tls_handshake<R: ServerRuntime>(
         Ok(1..) => {}
         _ => return None,
     }
-    if first[0] != crate::tls::HANDSHAKE_RECORD {
+    if first[0] != crate::server::tls::HANDSHAKE_RECORD {
         tracing::debug!("plain-text request on the TLS port");
-        let _ = R::write_all(&mut sock, &crate::tls::plain_text_refusal()).await;
+        let _ = R::write_all(&mut sock, &crate::server::tls::plain_text_refusal()).await;
         let _ = R::shutdown(&mut sock).await;
         return None;
     }
@@ -637,7 +628,7 @@ async fn tls_handshake<R: ServerRuntime>(
 /// The gateway's WebSocket settings: frames and messages over `max` bytes refused, and a
 /// small read buffer, since an idle connection holds it for its lifetime (tungstenite
 /// allocates it up front). tungstenite writes only its pongs and close replies (the
-/// connection's writer writes the frames, see [`crate::frames`]): its write buffer stays
+/// connection's writer writes the frames, see [`crate::server::frames`]): its write buffer stays
 /// as small as they are.
 fn server_ws_config(max: usize) -> WebSocketConfig {
     ws_config(max)
@@ -730,7 +721,7 @@ async fn http_response<R: ServerRuntime>(
     body.truncate(len);
     if let Route::Ui { path } = &route {
         // Static files: the core task is not involved.
-        return crate::ui::respond(shared.ui, head, path);
+        return crate::server::ui::respond(shared.ui, head, path);
     }
     let (tx, rx) = oneshot::channel();
     let req = HttpRequest {

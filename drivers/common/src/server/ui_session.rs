@@ -29,23 +29,21 @@ use futures_channel::oneshot;
 use futures_util::{FutureExt, Sink, SinkExt, Stream, StreamExt};
 use mew_core::Envelope;
 use mew_core::gateway::ConnId;
-use mew_core::participant::{self, Event, Participant, ParticipantConfig, RequestId};
+use mew_core::participant::{self, Draft, Event, Participant, ParticipantConfig, RequestId};
 use mew_core::view::{self, View};
 use serde_json::{Value, json};
 use tungstenite::error::CapacityError;
 use tungstenite::{Error as WsError, Message};
 
+use crate::Response;
 use crate::clock::{self, Sleep};
-use crate::conn::CoreInput;
-use crate::frames::{Batch, RawSocket};
-use crate::host::{HttpRequest, Input, WRITE_BATCH, WriterCmd};
-use crate::http::RequestHead;
-use crate::route::Route;
 use crate::server::ServerRuntime;
-use crate::{Response, ws};
-
-/// The path of the session endpoint.
-pub const PATH: &str = "/ui/session";
+use crate::server::conn::CoreInput;
+use crate::server::frames::{Batch, RawSocket};
+use crate::server::host::{HttpRequest, Input, WRITE_BATCH, WriterCmd};
+use crate::server::http::RequestHead;
+use crate::server::route::{Route, UI_SESSION as PATH};
+use crate::server::ws;
 
 /// Bounds of the page sessions of one server.
 #[derive(Debug, Clone)]
@@ -119,7 +117,7 @@ pub(crate) struct Endpoint<'a> {
     pub(crate) space: &'a str,
     /// The space's limits (the participant reads frames within them).
     pub(crate) limits: mew_core::Limits,
-    /// How often written frames are reported to the core (see [`crate::host`]).
+    /// How often written frames are reported to the core (see [`crate::server::host`]).
     pub(crate) report_every: (usize, usize),
 }
 
@@ -172,7 +170,7 @@ pub(crate) async fn serve<R: ServerRuntime>(
         return;
     }
     let limits = ep.sessions.limits.clone();
-    let config = crate::participant::ws_config(limits.max_command)
+    let config = crate::websocket::ws_config(limits.max_command)
         .read_buffer_size(4 * 1024)
         .write_buffer_size(0);
     let ws = R::websocket(sock, leftover, config).await;
@@ -386,7 +384,7 @@ async fn page_writer<S: Sleep, W, X: RawSocket>(
 struct GatewayConn {
     id: ConnId,
     commands: async_channel::Receiver<WriterCmd>,
-    /// Frames and bytes taken and not yet reported (see [`crate::host`]).
+    /// Frames and bytes taken and not yet reported (see [`crate::server::host`]).
     taken: (usize, usize),
 }
 
@@ -560,7 +558,7 @@ impl Session {
                     .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
                     .and_then(|(_, v)| v.strip_prefix("Bearer "))
                     .map(str::to_owned);
-                let (link, halves) = crate::conn::link();
+                let (link, halves) = crate::server::conn::link();
                 let (reply, id) = oneshot::channel();
                 let connect = Input::Connect {
                     bearer,
@@ -704,7 +702,7 @@ impl Session {
                 .revoke(now, &recipient, capabilities, &reason)
                 .err()
                 .map(|e| format!("revoke not sent: {e}")),
-            view::Action::Send(v) => match crate::participant::draft_from_json(&v.to_string()) {
+            view::Action::Send(v) => match Draft::from_value(&v) {
                 Ok(d) => self.p.send(now, d).err().map(|e| format!("not sent: {e}")),
                 Err(e) => Some(format!("not sent: {e}")),
             },

@@ -5,18 +5,25 @@
 //! PEM file (`--ca-file` / `MEW_CA_FILE`). One configuration per process, used by every
 //! client link ([`install`]; without it, the system's roots alone). A certificate that does
 //! not verify is not retried: the link reports it to the core as a refusal
-//! ([`GatewayCore::handle_refused`](crate::link::GatewayCore::handle_refused)), which gives up
+//! ([`GatewayCore::handle_refused`](crate::client::link::GatewayCore::handle_refused)), which gives up
 //! at once. Verification can be turned off only by [`ClientTlsOptions::insecure_skip_verify`]
 //! (`--insecure-skip-verify`), which the programs announce with a warning on every start.
 
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use rustls::ClientConfig;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{
+    Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, TcpConnector,
+    Transport, TransportAdapter,
+};
 
 /// The environment variable naming a PEM file of extra trusted CA certificates.
 pub const CA_FILE_ENV: &str = "MEW_CA_FILE";
@@ -138,6 +145,104 @@ pub fn pinned_config(cert: &std::path::Path) -> Result<Arc<ClientConfig>, String
         .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider(), Some(pinned))))
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+/// A blocking HTTP client (`ureq`) whose `https://` requests trust exactly the first
+/// certificate of the PEM file `cert`, whatever names it carries (as [`pinned_config`]);
+/// each request gives up after `timeout`. For a space's own tools, which ask its gateway on
+/// loopback.
+pub fn pinned_agent(cert: &std::path::Path, timeout: Duration) -> Result<ureq::Agent, String> {
+    Ok(agent(pinned_config(cert)?, timeout))
+}
+
+/// A blocking HTTP client (`ureq`) whose `https://` requests use this rustls configuration
+/// (for example [`current`]: the roots and CA file the program was given); each request
+/// gives up after `timeout`.
+pub fn agent(tls: Arc<ClientConfig>, timeout: Duration) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build();
+    let connector = TcpConnector::default().chain(PinnedTls(tls));
+    ureq::Agent::with_parts(config, connector, DefaultResolver::default())
+}
+
+/// `ureq`'s TLS step with a rustls configuration of ours (its own takes root certificates
+/// only, which a certificate signed by a private CA does not chain to on its own).
+#[derive(Debug)]
+struct PinnedTls(Arc<ClientConfig>);
+
+impl<In: Transport> Connector<In> for PinnedTls {
+    type Out = Either<In, PinnedTransport>;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        let Some(transport) = chained else {
+            return Ok(None);
+        };
+        if !details.needs_tls() || transport.is_tls() {
+            return Ok(Some(Either::A(transport)));
+        }
+        // The name only goes out as SNI: the pinned certificate is trusted whatever it says.
+        let host = details.uri.host().unwrap_or("localhost");
+        let name = server_name(host).map_err(|_| ureq::Error::Tls("bad TLS server name"))?;
+        let mut conn = rustls::ClientConnection::new(self.0.clone(), name)?;
+        let mut sock = TransportAdapter::new(transport.boxed(), details.current_time.clone());
+        sock.set_timeout(details.timeout);
+        conn.complete_io(&mut sock)?;
+        let buffers = LazyBuffers::new(
+            details.config.input_buffer_size(),
+            details.config.output_buffer_size(),
+        );
+        Ok(Some(Either::B(PinnedTransport {
+            buffers,
+            stream: rustls::StreamOwned { conn, sock },
+        })))
+    }
+}
+
+/// A connection through [`PinnedTls`].
+struct PinnedTransport {
+    buffers: LazyBuffers,
+    stream: rustls::StreamOwned<rustls::ClientConnection, TransportAdapter>,
+}
+
+impl std::fmt::Debug for PinnedTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedTransport").finish_non_exhaustive()
+    }
+}
+
+impl Transport for PinnedTransport {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        &mut self.buffers
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), ureq::Error> {
+        self.stream.get_mut().set_timeout(timeout);
+        let output = &self.buffers.output()[..amount];
+        self.stream.write_all(output)?;
+        Ok(())
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, ureq::Error> {
+        self.stream.get_mut().set_timeout(timeout);
+        let input = self.buffers.input_append_buf();
+        let n = self.stream.read(input)?;
+        self.buffers.input_appended(n);
+        Ok(n > 0)
+    }
+
+    fn is_open(&mut self) -> bool {
+        self.stream.get_mut().get_mut().is_open()
+    }
+
+    fn is_tls(&self) -> bool {
+        true
+    }
 }
 
 /// Accepts any certificate ([`ClientTlsOptions::insecure_skip_verify`]), or only the one it

@@ -19,8 +19,8 @@ use futures_io::{AsyncRead, AsyncWrite};
 use futures_util::{AsyncReadExt, AsyncWriteExt, FutureExt};
 use mew_core::mcp::ExitStatus;
 
+use crate::client::socket::Runtime;
 use crate::clock::{self, Sleep};
-use crate::participant::Runtime;
 
 /// What a runtime supplies to run child processes: spawn with piped stdio, wait, kill.
 pub trait ProcessRuntime: Runtime {

@@ -11,7 +11,7 @@
 //! - Every file rotates by size: `name` becomes `name.1` (and `name.1` becomes `name.2`, up
 //!   to the retention count; the oldest is deleted).
 //! - Files are flushed at most every 2 ms while lines keep coming, and 2 ms after the last.
-//!   Audit files are written around the page cache ([`crate::direct`]): each flush sends
+//!   Audit files are written around the page cache ([`crate::state::direct`]): each flush sends
 //!   the whole blocks written since the last one around it and the last few kilobytes
 //!   through it, so a record is in its file within those 2 ms.
 //! - Files are created 0600 in folders created 0700: the logs say who did what.
@@ -27,7 +27,7 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use mew_core::gateway::{AuditBatch, AuditFile};
 
-use crate::direct::DirectAppend;
+use crate::state::direct::DirectAppend;
 
 /// When files rotate and how many old ones are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -316,7 +316,7 @@ impl Writer {
         // context switch per pass of a space's task, which cost more than the records).
         // After `IDLE` without any, it blocks until the next one. What it wrote reaches
         // the files at most every `LINGER` while records keep coming, and `LINGER` after the
-        // last: each flush of an audit file is a write of its own (see `crate::direct`).
+        // last: each flush of an audit file is a write of its own (see `crate::state::direct`).
         let mut last_work = std::time::Instant::now();
         let mut last_flush = last_work;
         let mut unflushed = false;

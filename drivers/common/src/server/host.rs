@@ -25,16 +25,16 @@ use mew_core::Time;
 use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output};
 
 use crate::Response;
-use crate::frames::{Frames, PassFrames, Pending};
-use crate::logs::LogHandle;
-use crate::route::Route;
+use crate::server::frames::{Frames, PassFrames, Pending};
+use crate::server::route::Route;
+use crate::state::logs::LogHandle;
 
 /// What a connection's writer is asked to do.
 #[derive(Debug)]
 pub enum WriterCmd {
     /// Send text frames in order: everything one pass over the core's outputs had for this
     /// connection, so a busy connection's writer is woken once per pass, not once per frame
-    /// (framed once per pass for all recipients, see [`crate::frames`]).
+    /// (framed once per pass for all recipients, see [`crate::server::frames`]).
     Frames(Frames),
     /// Send a ping.
     Ping,
@@ -155,7 +155,7 @@ pub struct GatewayHost<L> {
     /// The frames of the current pass, framed once for all their recipients.
     pass: PassFrames,
     /// Sampled time of the core per inbound frame, for `GET /metrics`.
-    timing: crate::metrics::CoreTiming,
+    timing: crate::server::metrics::CoreTiming,
     /// Whether backlogs are counted here (see [`GatewayHost::track_backlogs`]).
     track_backlog: bool,
     /// Connections found over their backlog limit since the last `take_slow`.
@@ -182,7 +182,7 @@ impl<L: ConnLink> GatewayHost<L> {
             grace,
             shutdown_deadline: None,
             pass: PassFrames::default(),
-            timing: crate::metrics::CoreTiming::default(),
+            timing: crate::server::metrics::CoreTiming::default(),
             track_backlog: false,
             slow: Vec::new(),
             restored: None,
@@ -421,9 +421,13 @@ impl<L: ConnLink> GatewayHost<L> {
             ),
             Route::Metrics => Response {
                 status: 200,
-                content_type: crate::metrics::CONTENT_TYPE,
-                body: crate::metrics::render(&self.gateway, self.audit_dropped(), &self.timing)
-                    .into_bytes(),
+                content_type: crate::server::metrics::CONTENT_TYPE,
+                body: crate::server::metrics::render(
+                    &self.gateway,
+                    self.audit_dropped(),
+                    &self.timing,
+                )
+                .into_bytes(),
                 headers: Vec::new(),
             },
             Route::NotFound | Route::WebSocket { .. } | Route::UiSession | Route::Ui { .. } => {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::http::RequestHead;
+use crate::server::http::RequestHead;
 
 /// The networks whose forwarding headers are believed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

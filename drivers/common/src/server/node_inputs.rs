@@ -1,5 +1,5 @@
 //! A server's inputs fed to a [`mew_core::cluster::Node`], written once for the two hosts of
-//! a node: a durable single node ([`crate::durable`]) and a cluster member (`mew-cluster`).
+//! a node: a durable single node ([`crate::state::durable`]) and a cluster member (`mew-cluster`).
 //! Inputs that change the space go into the node's log; connections and posts wait here for
 //! their entries to come back; reads are answered from the node's replica at once.
 
@@ -10,9 +10,9 @@ use mew_core::cluster::Node;
 use mew_core::gateway::SpaceConfig;
 use mew_core::secret::TokenHash;
 
-use crate::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
-use crate::host::{GatewayHost, HttpRequest, Input, Reply};
-use crate::route::Route;
+use crate::server::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
+use crate::server::host::{GatewayHost, HttpRequest, Input, Reply};
+use crate::server::route::Route;
 
 /// Connections and posts a node has put into its log and not yet answered.
 #[derive(Default)]

@@ -1,6 +1,6 @@
 //! Which endpoint a request head asks for.
 
-use crate::http::{RequestHead, percent_decode};
+use crate::server::http::{RequestHead, percent_decode};
 
 /// The gateway's endpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,9 +32,9 @@ pub enum Route {
     /// `GET /health`.
     Health,
     /// A WebSocket upgrade on `/ui/session`: the web page's session
-    /// ([`crate::ui_session`]).
+    /// (served by `server::ui_session`).
     UiSession,
-    /// `/ui` and everything below `/ui/`: the web page ([`crate::ui`]).
+    /// `/ui` and everything below `/ui/`: the web page ([`crate::server::ui`]).
     Ui {
         /// The request's path.
         path: String,
@@ -45,17 +45,20 @@ pub enum Route {
     MethodNotAllowed,
 }
 
+/// The path of the web page's session endpoint.
+pub const UI_SESSION: &str = "/ui/session";
+
 /// Routes a request head. Any request carrying `Upgrade: websocket` is a WebSocket route.
 pub fn route(head: &RequestHead) -> Route {
     if head.header_has_token("upgrade", "websocket") {
-        if head.path == crate::ui_session::PATH {
+        if head.path == UI_SESSION {
             return Route::UiSession;
         }
         return Route::WebSocket {
             space: head.query_param("space"),
         };
     }
-    if head.path == "/ui" || head.path.starts_with(crate::ui::PREFIX) {
+    if head.path == "/ui" || head.path.starts_with(crate::server::ui::PREFIX) {
         return Route::Ui {
             path: head.path.clone(),
         };

@@ -26,8 +26,10 @@ use mew_core::participant::{self, ParticipantConfig};
 use tungstenite::Message;
 use tungstenite::protocol::CloseFrame;
 
+use crate::client::socket::{
+    Incoming, OpenFailure, Runtime, open_within, read_client, write_within,
+};
 use crate::clock;
-use crate::participant::{Incoming, OpenFailure, Runtime, open_within, read_client, write_within};
 
 /// Longest wait for the close frame and the last queued frames when a core is done.
 pub const CLOSE_WITHIN: Duration = Duration::from_secs(2);

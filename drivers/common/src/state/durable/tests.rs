@@ -1,0 +1,568 @@
+//! A simulation of crashes: 200 seeded runs of grants, revocations, invitations and
+//! chats through the node and its files, each killed at a random point (before a pass
+//! is written, halfway through writing it, after it, halfway through a snapshot). The
+//! space always starts again, every acknowledged change is there, and the state is
+//! exactly that after the last acknowledged change or after the one that was in
+//! flight: never half of one.
+
+use std::fs;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use mew_core::Time;
+use mew_core::cluster::journal;
+use mew_core::cluster::{Node, NodeOutput, Replica};
+use mew_core::gateway::{Fsync, SpaceConfig};
+
+use super::log::LogEvent;
+use super::recovery::discard_outputs;
+use super::task::Running;
+use super::*;
+use crate::server::conn::SocketLink;
+use crate::server::host::{GatewayHost, Input};
+use mew_core::gateway::ConnId;
+use mew_core::secret::TokenHash;
+
+const SPACE: &str = r#"
+space: {id: durable-sim}
+participants:
+  human: {tokens: [human-token], capabilities: [{kind: "*"}]}
+  agent: {tokens: [agent-token], capabilities: [{kind: chat}]}
+"#;
+
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// The replicated state, as a snapshot at rest would keep it.
+fn state(r: &Restored) -> serde_json::Value {
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&r.node.replica().snapshot_at_rest(&r.gateway).unwrap()).unwrap();
+    // The log's clock and node bookkeeping move with entries that change nothing.
+    v["now"] = serde_json::Value::Null;
+    v["nodes"] = serde_json::Value::Null;
+    v["applied"] = serde_json::Value::Null;
+    v
+}
+
+/// One pass as the core task makes it; `Err` when the run is killed in it.
+fn pass(r: &mut Restored, kill: Option<u8>, rng: &mut Rng) -> Result<(), ()> {
+    while let Some(o) = r.node.poll_output() {
+        if let NodeOutput::Publish { record, .. } = o {
+            let seq = r.node.applied() + 1;
+            let bytes = Bytes::from(record.encode());
+            r.state.append(seq, &bytes);
+            r.node.handle_entry(&mut r.gateway, seq, bytes);
+            if r.node.replica().used_entropy() {
+                r.node.request_snapshot();
+            }
+        }
+    }
+    match kill {
+        Some(0) => return Err(()),
+        Some(1) => {
+            // Part of the pass reached the file.
+            let n = rng.below(r.state.pending.len() as u64 + 1) as usize;
+            let at = r.state.log_bytes;
+            std::os::unix::fs::FileExt::write_all_at(&r.state.log, &r.state.pending[..n], at)
+                .unwrap();
+            return Err(());
+        }
+        _ => {}
+    }
+    r.state.commit().unwrap();
+    discard_outputs(&mut r.gateway);
+    r.node.handle_drained(&r.gateway);
+    while let Some(o) = r.node.poll_output() {
+        if let NodeOutput::Snapshot { applied, bytes } = o {
+            if kill == Some(2) {
+                // Killed while writing the snapshot: a partial temporary file.
+                let enc = journal::encode_snapshot(applied, &bytes);
+                let n = rng.below(enc.len() as u64) as usize;
+                fs::write(r.state.dir.join("snapshot.tmp"), &enc[..n]).unwrap();
+                return Err(());
+            }
+            r.state.write_snapshot(applied, &bytes).unwrap();
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn two_hundred_crashes_lose_nothing_acknowledged_and_apply_nothing_by_half() {
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    // In memory where there is such a folder: the runs test the logic, not the disk.
+    let shm = Path::new("/dev/shm");
+    let tmp = if shm.is_dir() {
+        shm.to_owned()
+    } else {
+        std::env::temp_dir()
+    };
+    let base = tmp.join(format!("mew-durable-sim-{}", std::process::id()));
+    for seed in 0..200u64 {
+        let dir = base.join(seed.to_string());
+        let _ = fs::remove_dir_all(&dir);
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        // Some runs restart more than once before the kill, so that they start from a
+        // snapshot and a log.
+        let ops = 5 + rng.below(40);
+        let kill_at = rng.below(ops);
+        let kill_how = rng.below(4) as u8;
+        // A killed process loses what was not written, never what was: flushing to the
+        // disk (a power loss's concern) is left out to keep 200 runs quick.
+        let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000)).unwrap();
+        // Few entries between snapshots, so that runs cross several.
+        r.node = {
+            let mut o = r.node.options().clone();
+            o.snapshot_every = 4 + rng.below(30);
+            let (replica, g) = Replica::open(LOCAL_NODE, config.clone(), None).unwrap();
+            r.gateway = g;
+            Node::new(o, replica, 0, Box::new(|| [7; 16]))
+        };
+        let mut now = Time::from_unix_millis(1_000_000);
+        r.node.start(now);
+        r.node
+            .handle_connected(now, Some(TokenHash::of("human-token")));
+        pass(&mut r, None, &mut rng).unwrap();
+        // The human's connection is the replica's first.
+        let conn = first_conn(&r);
+        let mut acked = state(&r);
+        let mut grants = Vec::new();
+        for i in 0..ops {
+            now = now + Duration::from_millis(1 + rng.below(500));
+            let body = match rng.below(5) {
+                0 | 1 => {
+                    grants.push(format!("g{i}"));
+                    format!(
+                        r#""kind":"capability/grant","to":["agent"],"payload":{{"recipient":"agent","capabilities":[{{"kind":"x-{i}"}}]}}"#
+                    )
+                }
+                2 if !grants.is_empty() => {
+                    let g = grants.remove(rng.below(grants.len() as u64) as usize);
+                    format!(
+                        r#""kind":"capability/revoke","to":["agent"],"payload":{{"recipient":"agent","grant_id":"{g}"}}"#
+                    )
+                }
+                3 => format!(
+                    r#""kind":"space/invite","payload":{{"participant_id":"guest-{i}","initial_capabilities":[{{"kind":"chat"}}]}}"#
+                ),
+                _ => format!(r#""kind":"chat","payload":{{"text":"chat {i}"}}"#),
+            };
+            let frame = format!(r#"{{"protocol":"mew/v0.4","id":"g{i}",{body}}}"#);
+            r.node
+                .handle_frame(now, &mut r.gateway, conn, Bytes::from(frame));
+            let kill = (i == kill_at).then_some(kill_how);
+            let before = acked.clone();
+            match pass(&mut r, kill, &mut rng) {
+                Ok(()) => acked = state(&r),
+                Err(()) => {
+                    // The change in flight, applied whole.
+                    discard_outputs(&mut r.gateway);
+                    let in_flight = state(&r);
+                    drop(r);
+                    let restored = open(&dir, config.clone(), Fsync::EveryMs(3_600_000))
+                        .unwrap_or_else(|e| panic!("seed {seed}: did not start: {e}"));
+                    let got = state(&restored);
+                    assert!(
+                        got == before || got == in_flight,
+                        "seed {seed} (kill {kill_how} at op {i}): the restored state is neither the acknowledged one nor the one in flight"
+                    );
+                    if kill_how >= 2 {
+                        assert_eq!(got, in_flight, "seed {seed}: a written pass is kept");
+                    }
+                    break;
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+    let _ = fs::remove_dir_all(&base);
+}
+
+fn has(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Frames queued for a connection's writer so far.
+fn frames(h: &crate::server::conn::Halves) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(cmd) = h.try_next() {
+        if let crate::server::host::WriterCmd::Frames(f) = cmd {
+            out.extend(
+                f.texts()
+                    .iter()
+                    .map(|t| String::from_utf8_lossy(t).into_owned()),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn a_change_and_all_after_it_wait_for_its_flush_and_chats_leave_at_once() {
+    use futures_channel::oneshot;
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    let dir = scratch("hold");
+    let (mut run, mut host, events) = running(&dir, Fsync::Always);
+    let now = Time::from_unix_millis(1_000_000);
+    // The thread's reports are taken here, one at a time, as the core task takes them:
+    // what waits leaves only once the report that covers it is taken.
+    let until =
+        |run: &mut Running, host: &mut GatewayHost<SocketLink>, done: &dyn Fn(&Running) -> bool| {
+            while !done(run) {
+                let ev = events.recv_blocking().unwrap();
+                run.handle_event(host, now, ev);
+            }
+        };
+    let flushed = |run: &Running| run.durable >= run.state.written();
+    let log_has = |id: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !has(&fs::read(dir.join(LOG)).unwrap(), id.as_bytes()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{id} is never written"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    run.node.start(now);
+    run.settle(&mut host, now);
+    until(&mut run, &mut host, &flushed);
+    let join = |run: &mut Running, host: &mut GatewayHost<SocketLink>, token: &str| {
+        let (link, halves) = crate::server::conn::link();
+        let (tx, mut rx) = oneshot::channel();
+        let input = Input::Connect {
+            bearer: Some(token.into()),
+            link,
+            reply: tx,
+        };
+        run.input(host, now, input);
+        run.settle(host, now);
+        assert_eq!(rx.try_recv(), Ok(None), "the id waits for the flush");
+        assert!(
+            frames(&halves).is_empty(),
+            "the welcome waits for the flush"
+        );
+        until(run, host, &flushed);
+        let conn = rx.try_recv().unwrap().expect("answered once flushed");
+        assert!(frames(&halves)[0].contains("system/welcome"));
+        (conn, halves)
+    };
+    let (human, _human_rx) = join(&mut run, &mut host, "human-token");
+    let (_, agent_rx) = join(&mut run, &mut host, "agent-token");
+    frames(&agent_rx);
+    let envelope = |id: &str, body: &str| {
+        Bytes::from(format!(r#"{{"protocol":"mew/v0.4","id":"{id}",{body}}}"#))
+    };
+    let chat = r#""kind":"chat","payload":{"text":"hi"}"#;
+    let grant = r#""kind":"capability/grant","to":["agent"],"payload":{"recipient":"agent","capabilities":[{"kind":"x-1"}]}"#;
+    // A chat leaves at once, and reaches the file within MESSAGE_WRITE.
+    run.input(
+        &mut host,
+        now,
+        Input::Frame(human, envelope("first-chat", chat)),
+    );
+    run.settle(&mut host, now);
+    assert!(frames(&agent_rx).iter().any(|f| f.contains("first-chat")));
+    log_has("first-chat");
+    // A grant waits for the flush, and what follows it waits behind it: a chat, a read.
+    run.input(
+        &mut host,
+        now,
+        Input::Frame(human, envelope("held-grant", grant)),
+    );
+    run.settle(&mut host, now);
+    run.input(
+        &mut host,
+        now,
+        Input::Frame(human, envelope("after-grant", chat)),
+    );
+    run.settle(&mut host, now);
+    let (tx, mut read) = oneshot::channel();
+    let req = crate::server::host::HttpRequest {
+        route: crate::server::route::Route::GetMessages {
+            participant: "agent".into(),
+            since: None,
+        },
+        bearer: Some("agent-token".into()),
+        body: Bytes::new(),
+    };
+    run.input(&mut host, now, Input::Http(req, tx));
+    run.settle(&mut host, now);
+    // Written at once (the flush asked for it), and held until the flush is reported.
+    log_has("held-grant");
+    assert!(
+        frames(&agent_rx).is_empty(),
+        "nothing leaves before the flush"
+    );
+    assert_eq!(read.try_recv().map(|r| r.is_some()), Ok(false));
+    until(&mut run, &mut host, &flushed);
+    let got = frames(&agent_rx);
+    let at = |id: &str| got.iter().position(|f| f.contains(id));
+    assert!(at("held-grant").is_some(), "{got:?}");
+    assert!(at("held-grant") < at("after-grant"), "in order: {got:?}");
+    let resp = read
+        .try_recv()
+        .unwrap()
+        .expect("the read is answered once flushed");
+    assert!(has(&resp.body, b"held-grant"));
+    // An invitation is followed at once by a snapshot, which holds its entry (never
+    // written to a log): its answer goes with nothing after it to carry it.
+    let (_, human_rx) = (human, &_human_rx);
+    frames(human_rx);
+    run.input(
+        &mut host,
+        now,
+        Input::Frame(
+            human,
+            envelope(
+                "inv",
+                r#""kind":"space/invite","payload":{"participant_id":"guest","initial_capabilities":[{"kind":"chat"}]}"#,
+            ),
+        ),
+    );
+    run.settle(&mut host, now);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut acked = false;
+    while !acked {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the invitation is never answered"
+        );
+        match events.try_recv() {
+            Ok(ev) => run.handle_event(&mut host, now, ev),
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+        acked = frames(human_rx)
+            .iter()
+            .any(|f| f.contains("space/invite-ack"));
+    }
+    // Killed once a change was written, whatever its flush: the restart has it.
+    run.input(
+        &mut host,
+        now,
+        Input::Frame(human, envelope("unflushed-grant", grant)),
+    );
+    run.settle(&mut host, now);
+    log_has("unflushed-grant");
+    drop(run);
+    let r = open(&dir, config, Fsync::Always).unwrap();
+    let history = r
+        .gateway
+        .http_messages("agent", Some("agent-token"), None)
+        .unwrap();
+    assert!(history.iter().any(|b| has(b, b"unflushed-grant")));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn with_every_ms_a_change_waits_for_its_write_only() {
+    let dir = scratch("every");
+    let (mut run, mut host, events) = running(&dir, Fsync::EveryMs(3_600_000));
+    let now = Time::from_unix_millis(1_000_000);
+    run.node.start(now);
+    run.settle(&mut host, now);
+    // The node's start is a change: reported written at once, though an hour's flush
+    // period has not passed.
+    match events.recv_blocking().unwrap() {
+        LogEvent::Written(mark) => assert_eq!(mark, run.state.written()),
+        other => panic!("{other:?}"),
+    }
+    assert!(has(&fs::read(dir.join(LOG)).unwrap(), b"node_up"));
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() {
+    use std::os::unix::fs::MetadataExt;
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    let dir = scratch("thread");
+    let mut rng = Rng(7);
+    let mut r = open(&dir, config.clone(), Fsync::Always).unwrap();
+    let now = Time::from_unix_millis(1_000_000);
+    let conn = human_joined(&mut r, now, &mut rng);
+    let (tx, events) = async_channel::unbounded();
+    r.state.start_syncer(tx).unwrap();
+    // A pass as the core task makes it with the thread: entries handed over.
+    let chat = |r: &mut Restored, id: &str| {
+        r.node
+            .handle_frame(now, &mut r.gateway, conn, chat_frame(id));
+        while let Some(o) = r.node.poll_output() {
+            match o {
+                NodeOutput::Publish { record, .. } => {
+                    let seq = r.node.applied() + 1;
+                    r.state.append_record(seq, &record);
+                    r.node.handle_own_record(&mut r.gateway, seq, record);
+                }
+                NodeOutput::Snapshot { applied, bytes } => {
+                    r.state.write_snapshot(applied, &bytes).unwrap();
+                }
+                _ => {}
+            }
+        }
+        r.state.write().unwrap();
+        discard_outputs(&mut r.gateway);
+        r.node.handle_drained(&r.gateway);
+        while let Some(o) = r.node.poll_output() {
+            if let NodeOutput::Snapshot { applied, bytes } = o {
+                r.state.write_snapshot(applied, &bytes).unwrap();
+            }
+        }
+    };
+    let flushed = |r: &Restored| {
+        let want = r.state.written();
+        r.state.want_flush(want);
+        loop {
+            if let LogEvent::Synced(mark) = events.recv_blocking().unwrap()
+                && mark >= want
+            {
+                break;
+            }
+        }
+    };
+    let path = dir.join(LOG);
+    for i in 0..20 {
+        chat(&mut r, &format!("before-{i}"));
+    }
+    flushed(&r);
+    let bytes = fs::read(&path).unwrap();
+    // The entries, then at most a block of zeros (the direct write's padding).
+    let end = r.state.log_bytes as usize;
+    assert!(bytes.len() >= end && bytes.len() - end < 4096);
+    assert!(bytes[end..].iter().all(|b| *b == 0));
+    assert!(has(&bytes, b"before-0") && has(&bytes, b"before-19"));
+    // A snapshot puts a new file in the old one's place, which holds only its header.
+    let before = fs::metadata(&path).unwrap().ino();
+    r.node.request_snapshot();
+    chat(&mut r, "in-snapshot");
+    assert_ne!(fs::metadata(&path).unwrap().ino(), before, "a new log file");
+    assert!(!dir.join(LOG_NEXT).exists());
+    assert_eq!(r.state.log_bytes, journal::LOG_HEADER.len() as u64);
+    for i in 0..5 {
+        chat(&mut r, &format!("after-{i}"));
+    }
+    // Flushes go to the new file and report its bytes.
+    flushed(&r);
+    let bytes = fs::read(&path).unwrap();
+    assert!(bytes.starts_with(journal::LOG_HEADER));
+    assert!(has(&bytes, b"after-4") && !has(&bytes, b"before-19"));
+    let kept = state(&r);
+    drop(r);
+    let restored = open(&dir, config, Fsync::Always).unwrap();
+    assert_eq!(restored.report.cut, None);
+    assert_eq!(
+        restored.report.replayed, 5,
+        "the entries after the snapshot"
+    );
+    assert_eq!(state(&restored), kept);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn only_an_input_that_may_mint_a_token_carries_entropy_in_the_log() {
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    let dir = scratch("entropy");
+    let mut rng = Rng(3);
+    let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000)).unwrap();
+    let now = Time::from_unix_millis(1_000_000);
+    let conn = human_joined(&mut r, now, &mut rng);
+    r.node
+        .handle_frame(now, &mut r.gateway, conn, chat_frame("plain-chat"));
+    pass(&mut r, None, &mut rng).unwrap();
+    let log = fs::read(dir.join(LOG)).unwrap();
+    let at = log.windows(10).position(|w| w == b"plain-chat").unwrap();
+    let head_start = log[..at].iter().rposition(|b| *b == b'{').unwrap();
+    let line_start = log[..head_start].iter().rposition(|b| *b == b'\n').unwrap();
+    assert!(
+        !has(&log[line_start..at], b"\"e\":"),
+        "a chat's record has no entropy"
+    );
+    // An invitation's does, and the token it minted holds after a restart from the
+    // log alone (killed before the snapshot that follows an invitation).
+    let invite = r#"{"protocol":"mew/v0.4","id":"inv","kind":"space/invite","payload":{"participant_id":"guest","initial_capabilities":[{"kind":"chat"}]}}"#;
+    r.node
+        .handle_frame(now, &mut r.gateway, conn, Bytes::from(invite));
+    while let Some(o) = r.node.poll_output() {
+        if let NodeOutput::Publish { record, .. } = o {
+            assert!(record.entropy.is_some(), "an invitation carries entropy");
+            let seq = r.node.applied() + 1;
+            let bytes = Bytes::from(record.encode());
+            r.state.append(seq, &bytes);
+            r.node.handle_entry(&mut r.gateway, seq, bytes);
+        }
+    }
+    r.state.write().unwrap();
+    discard_outputs(&mut r.gateway);
+    let before_kill = state(&r);
+    drop(r);
+    let restored = open(&dir, config, Fsync::EveryMs(3_600_000)).unwrap();
+    assert_eq!(
+        state(&restored),
+        before_kill,
+        "the same token digest after replay"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A state folder of this test run, emptied.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mew-durable-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    dir
+}
+
+/// The core task's state over a new space in `dir`, its log thread started: the
+/// thread's reports come on the channel, for the test to hand to [`Running::handle_event`].
+fn running(
+    dir: &Path,
+    fsync: Fsync,
+) -> (
+    Running,
+    GatewayHost<SocketLink>,
+    async_channel::Receiver<LogEvent>,
+) {
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    let Restored {
+        mut state,
+        node,
+        gateway,
+        ..
+    } = open(dir, config, fsync).unwrap();
+    let mut host = GatewayHost::new(gateway, None, dir.to_owned(), Duration::from_secs(1));
+    host.track_backlogs();
+    let (tx, events) = async_channel::unbounded();
+    state.start_syncer(tx).unwrap();
+    (
+        Running::new(state, node, fsync == Fsync::Always),
+        host,
+        events,
+    )
+}
+
+/// The node started and the human connected, in one pass: its connection.
+fn human_joined(r: &mut Restored, now: Time, rng: &mut Rng) -> ConnId {
+    r.node.start(now);
+    r.node
+        .handle_connected(now, Some(TokenHash::of("human-token")));
+    pass(r, None, rng).unwrap();
+    first_conn(r)
+}
+
+fn chat_frame(id: &str) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"protocol":"mew/v0.4","id":"{id}","kind":"chat","payload":{{"text":"hi"}}}}"#
+    ))
+}
+
+fn first_conn(r: &Restored) -> ConnId {
+    let v: serde_json::Value =
+        serde_json::from_slice(&r.node.replica().snapshot(&r.gateway).unwrap()).unwrap();
+    let c = &v["owners"][0][0];
+    serde_json::from_value(c.clone()).unwrap()
+}
