@@ -31,8 +31,11 @@ use bytes::Bytes;
 use mew_core::Time;
 use mew_core::cluster::journal::{self, FormatError};
 use mew_core::cluster::{Encoder, Node, NodeOptions, NodeOutput, Record, Replica};
-use mew_core::gateway::{AuditFile, Fsync, Gateway, SnapshotError, SpaceConfig};
+use mew_core::gateway::{
+    Fsync, Gateway, IdentityVerifier, Input as GwInput, SnapshotError, SpaceConfig,
+};
 use serde_json::json;
+use std::sync::Arc;
 
 use crate::Response;
 use crate::clock::{self, Sleep};
@@ -41,6 +44,9 @@ use crate::direct::DirectAppend;
 use crate::host::{Flow, GatewayHost, INPUT_BATCH, Input, Reply};
 use crate::node_inputs::{NodeInputs, Unhandled};
 use crate::server::CoreTask;
+
+/// The host of a durable space: its node owns the space's gateway.
+type Host = GatewayHost<SocketLink, Node>;
 
 /// The node id a single node writes into its records.
 pub const LOCAL_NODE: &str = "local";
@@ -261,10 +267,8 @@ struct SyncState {
 pub struct Restored {
     /// The files.
     pub state: StateDir,
-    /// The node, its replica caught up.
+    /// The node, its replica (and the space's gateway) caught up.
     pub node: Node,
-    /// The space's core.
-    pub gateway: Gateway,
     /// What was found.
     pub report: RestoreReport,
 }
@@ -276,9 +280,15 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
     }
 }
 
-/// Opens (creating it if needed) the state folder `dir` and restores the space from it.
-pub fn open(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, StateError> {
-    match open_once(dir, config.clone(), fsync) {
+/// Opens (creating it if needed) the state folder `dir` and restores the space from it;
+/// `verifier` judges the bearer tokens the configuration does not list (JWTs), if any.
+pub fn open(
+    dir: &Path,
+    config: SpaceConfig,
+    fsync: Fsync,
+    verifier: Option<Arc<dyn IdentityVerifier>>,
+) -> Result<Restored, StateError> {
+    match open_once(dir, config.clone(), fsync, verifier.clone()) {
         Err(StateError::Snapshot {
             source: SnapshotError::OtherConfig,
             ..
@@ -296,7 +306,7 @@ pub fn open(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, S
                 "space.yaml changed since the space's state was saved: that state was moved to {} and the space starts afresh",
                 aside.display()
             );
-            let mut restored = open_once(dir, config, fsync)?;
+            let mut restored = open_once(dir, config, fsync, verifier)?;
             restored.report.set_aside = Some(aside);
             Ok(restored)
         }
@@ -304,7 +314,12 @@ pub fn open(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, S
     }
 }
 
-fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, StateError> {
+fn open_once(
+    dir: &Path,
+    config: SpaceConfig,
+    fsync: Fsync,
+    verifier: Option<Arc<dyn IdentityVerifier>>,
+) -> Result<Restored, StateError> {
     let mut builder = fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -321,13 +336,13 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_err(&snap_path)(e)),
     };
-    let (replica, mut gateway) =
-        Replica::open(LOCAL_NODE, config, snapshot.as_ref().map(|(_, s)| &s[..])).map_err(
-            |source| StateError::Snapshot {
-                path: snap_path.clone(),
-                source,
-            },
-        )?;
+    let snap = snapshot.as_ref().map(|(_, s)| &s[..]);
+    let replica = Replica::open(LOCAL_NODE, config, snap, verifier).map_err(|source| {
+        StateError::Snapshot {
+            path: snap_path.clone(),
+            source,
+        }
+    })?;
     let log_path = dir.join(LOG);
     // A log being created when the process stopped (the snapshot before it holds
     // everything): never renamed into place, never read.
@@ -397,7 +412,7 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
                 log_path.clone(),
             )
         })?;
-        node.handle_record(&mut gateway, seq, rec);
+        node.handle_record(seq, rec);
         report.replayed += 1;
         // What the entries did was carried out in the earlier life.
         while let Some(o) = node.poll_output() {
@@ -405,8 +420,9 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
                 return Err(StateError::Broken(why, log_path));
             }
         }
-        discard_outputs(&mut gateway);
+        discard_outputs(node.gateway_mut());
     }
+    let gateway = node.gateway();
     let h = gateway.health();
     report.members = gateway.participants().len();
     report.grants = gateway.grant_count();
@@ -425,7 +441,6 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
             syncer: None,
         },
         node,
-        gateway,
         report,
     })
 }
@@ -442,9 +457,7 @@ fn open_rw(path: &Path, truncate: bool) -> io::Result<File> {
 
 fn discard_outputs(g: &mut Gateway) {
     while g.poll_output().is_some() {}
-    for f in AuditFile::ALL {
-        while g.take_audit(f, Vec::new).is_some() {}
-    }
+    while g.poll_audit(Vec::new).is_some() {}
 }
 
 impl StateDir {
@@ -850,7 +863,6 @@ pub fn core_task<S: Sleep + Send>(restored: Restored) -> CoreTask {
 
 struct Running {
     state: StateDir,
-    node: Node,
     inputs: NodeInputs,
     /// What the pass in progress will carry out once its entries are kept.
     pass: Vec<Held>,
@@ -917,13 +929,12 @@ enum Held {
 impl Running {
     /// A durable node over `state`, nothing held yet; with `hold_reads`, answers to reads
     /// wait for the flush like everything else (see [`NodeInputs::reads`]).
-    fn new(state: StateDir, node: Node, hold_reads: bool) -> Running {
+    fn new(state: StateDir, hold_reads: bool) -> Running {
         let mark = state.written();
         Running {
             written: mark,
             durable: mark,
             state,
-            node,
             inputs: NodeInputs {
                 reads: hold_reads.then(Vec::new),
                 ..NodeInputs::default()
@@ -937,20 +948,20 @@ impl Running {
         }
     }
 
-    fn input(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, input: CoreInput) {
+    fn input(&mut self, host: &mut Host, now: Time, input: CoreInput) {
         if self.stopping {
             // Shutting down: connections end outside the log (the next start's `NodeUp`
             // ends them in the state too).
             host.apply(now, input);
             return;
         }
-        match self.inputs.feed(&mut self.node, host, now, input) {
+        match self.inputs.feed(host, now, input) {
             None => {}
             Some(Unhandled::Reconfigure(config)) => {
                 // Applied outside the log, so a snapshot follows at once: the state on disk
                 // is then the one under the new file, which the next start reads.
                 host.reconfigure(now, *config);
-                self.node.request_snapshot();
+                host.core_mut().request_snapshot();
             }
             Some(Unhandled::Shutdown) => {
                 // What was held leaves first, written and flushed: the shutdown's closes
@@ -975,8 +986,8 @@ impl Running {
 
     /// Carries out the node's outputs: each record is applied at once and encoded for the
     /// log; what answers or sends waits for the pass's end ([`Running::settle`]).
-    fn pump(&mut self, host: &mut GatewayHost<SocketLink>) {
-        while let Some(o) = self.node.poll_output() {
+    fn pump(&mut self, host: &mut Host) {
+        while let Some(o) = host.core_mut().poll_output() {
             match o {
                 NodeOutput::Publish { record, .. } => self.publish(host, record),
                 NodeOutput::Connected { local, conn } => {
@@ -1041,17 +1052,18 @@ impl Running {
         }
     }
 
-    fn publish(&mut self, host: &mut GatewayHost<SocketLink>, record: Record) {
-        let seq = self.node.applied() + 1;
+    fn publish(&mut self, host: &mut Host, record: Record) {
+        let node = host.core_mut();
+        let seq = node.applied() + 1;
         // Encoded once, into the pass's entries; applied as it is, not read back.
         self.state.append_record(seq, &record);
-        if !self.node.handle_own_record(host.gateway_mut(), seq, record) {
+        if !node.handle_own_record(seq, record) {
             self.pass_changes = true;
         }
-        if self.node.replica().used_entropy() || self.state.log_large() {
+        if node.replica().used_entropy() || self.state.log_large() {
             // The entropy is an invitation's token: the snapshot right after this pass
             // keeps only its digest, and the log holding it is cut.
-            self.node.request_snapshot();
+            node.request_snapshot();
         }
     }
 
@@ -1074,7 +1086,7 @@ impl Running {
     /// under `fsync: always` (the thread goes at once then), and what follows leaves behind
     /// it; a pass of messages only carries out at once when nothing is held. A snapshot
     /// follows when one is due.
-    fn settle(&mut self, host: &mut GatewayHost<SocketLink>, now: Time) {
+    fn settle(&mut self, host: &mut Host, now: Time) {
         loop {
             self.pump(host);
             if let Err(e) = self.state.write() {
@@ -1115,10 +1127,10 @@ impl Running {
                 }
             }
             for conn in host.take_slow() {
-                self.node.handle_slow(now, conn);
+                host.core_mut().handle_slow(now, conn);
             }
-            self.node.handle_drained(host.gateway());
-            self.node.handle_timeout(now, host.gateway());
+            host.core_mut().handle_drained();
+            host.core_mut().handle_timeout(now);
             let durable = self.durable;
             self.pump(host);
             if self.durable > durable {
@@ -1133,7 +1145,7 @@ impl Running {
     }
 
     /// A report of the log's threads: what waited for it is carried out.
-    fn handle_event(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, event: LogEvent) {
+    fn handle_event(&mut self, host: &mut Host, now: Time, event: LogEvent) {
         match event {
             LogEvent::Written(mark) => self.written = self.written.max(mark),
             LogEvent::Synced(mark) => {
@@ -1149,7 +1161,7 @@ impl Running {
         self.settle(host, now);
     }
 
-    fn release(&mut self, host: &mut GatewayHost<SocketLink>, now: Time) {
+    fn release(&mut self, host: &mut Host, now: Time) {
         let mut ready = Vec::new();
         while let Some((need, _)) = self.held.front()
             && self.ready(*need)
@@ -1161,19 +1173,19 @@ impl Running {
         if !ready.is_empty() {
             self.carry_out(host, now, ready);
             for conn in host.take_slow() {
-                self.node.handle_slow(now, conn);
+                host.core_mut().handle_slow(now, conn);
             }
         }
     }
 
-    fn carry_out(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, items: Vec<Held>) {
+    fn carry_out(&mut self, host: &mut Host, now: Time, items: Vec<Held>) {
         for h in items {
             match h {
                 Held::Conn(reply, conn) => {
                     if reply.reply(conn).is_err() {
                         // Gone while waiting: its close goes into the log.
                         host.unregister(conn);
-                        self.node.handle_disconnected(now, conn);
+                        host.core_mut().handle_disconnected(now, conn);
                     }
                 }
                 Held::Http(reply, resp) => {
@@ -1198,14 +1210,13 @@ impl Running {
 
 async fn run<S: Sleep + Send>(
     restored: Restored,
-    mut host: GatewayHost<SocketLink>,
+    host: GatewayHost<SocketLink>,
     rx: async_channel::Receiver<CoreInput>,
 ) {
     use futures_util::future::{Either, select};
     let Restored {
         mut state,
-        node,
-        gateway,
+        mut node,
         report,
     } = restored;
     let (tx, events) = async_channel::unbounded();
@@ -1213,20 +1224,27 @@ async fn run<S: Sleep + Send>(
         Ok(()) => {}
         Err(e) => {
             tracing::error!("cannot start writing the space's state: {e}; the gateway stops");
+            let mut host = host;
             host.cut_all();
             return;
         }
     };
-    let built = host.replace_gateway(gateway);
-    host.gateway_mut().adopt_host_settings(&built);
+    // The node's gateway takes over the address the server gave the one it built.
+    let mut host = host.with_core(|built| {
+        if let Some(url) = built.connection_url() {
+            node.gateway_mut().set_connection_url(url);
+        }
+        node
+    });
     // One node is the only writer of the held participants' logs: a start, restored or not,
     // welcomes them as the plain server does.
-    host.gateway_mut().welcome_held(clock::now());
+    host.gateway_mut()
+        .handle_input(clock::now(), GwInput::WelcomeHeld);
     host.track_backlogs();
     host.set_restored(report.to_json());
     let hold_reads = state.fsync() == Fsync::Always;
-    let mut run = Running::new(state, node, hold_reads);
-    run.node.start(clock::now());
+    let mut run = Running::new(state, hold_reads);
+    host.core_mut().start(clock::now());
     run.settle(&mut host, clock::now());
     while !run.broken {
         // Reports that came meanwhile first: inputs never starve what waits for them.
@@ -1239,7 +1257,7 @@ async fn run<S: Sleep + Send>(
         let wake = if run.stopping {
             host.next_wake().map(clock::until)
         } else {
-            run.node.poll_timeout(host.gateway()).map(clock::until)
+            host.core().poll_timeout().map(clock::until)
         };
         let timer = async {
             match wake {
@@ -1277,7 +1295,7 @@ async fn run<S: Sleep + Send>(
                         break;
                     }
                 } else {
-                    run.node.handle_timeout(now, host.gateway());
+                    host.core_mut().handle_timeout(now);
                     run.settle(&mut host, now);
                 }
                 continue;
@@ -1325,7 +1343,7 @@ mod tests {
     //! flight: never half of one.
 
     use super::*;
-    use mew_core::gateway::ConnId;
+    use mew_core::gateway::{Bearer, ConnId};
     use mew_core::secret::TokenHash;
 
     const SPACE: &str = r#"
@@ -1348,8 +1366,7 @@ participants:
     /// The replicated state, as a snapshot at rest would keep it.
     fn state(r: &Restored) -> serde_json::Value {
         let mut v: serde_json::Value =
-            serde_json::from_slice(&r.node.replica().snapshot_at_rest(&r.gateway).unwrap())
-                .unwrap();
+            serde_json::from_slice(&r.node.replica().snapshot_at_rest().unwrap()).unwrap();
         // The log's clock and node bookkeeping move with entries that change nothing.
         v["now"] = serde_json::Value::Null;
         v["nodes"] = serde_json::Value::Null;
@@ -1364,7 +1381,7 @@ participants:
                 let seq = r.node.applied() + 1;
                 let bytes = Bytes::from(record.encode());
                 r.state.append(seq, &bytes);
-                r.node.handle_entry(&mut r.gateway, seq, bytes);
+                r.node.handle_entry(seq, bytes);
                 if r.node.replica().used_entropy() {
                     r.node.request_snapshot();
                 }
@@ -1383,8 +1400,8 @@ participants:
             _ => {}
         }
         r.state.commit().unwrap();
-        discard_outputs(&mut r.gateway);
-        r.node.handle_drained(&r.gateway);
+        discard_outputs(r.node.gateway_mut());
+        r.node.handle_drained();
         while let Some(o) = r.node.poll_output() {
             if let NodeOutput::Snapshot { applied, bytes } = o {
                 if kill == Some(2) {
@@ -1422,19 +1439,18 @@ participants:
             let kill_how = rng.below(4) as u8;
             // A killed process loses what was not written, never what was: flushing to the
             // disk (a power loss's concern) is left out to keep 200 runs quick.
-            let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000)).unwrap();
+            let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000), None).unwrap();
             // Few entries between snapshots, so that runs cross several.
             r.node = {
                 let mut o = r.node.options().clone();
                 o.snapshot_every = 4 + rng.below(30);
-                let (replica, g) = Replica::open(LOCAL_NODE, config.clone(), None).unwrap();
-                r.gateway = g;
-                Node::new(o, replica, 0, Box::new(|| [7; 16]))
+                let replica = Replica::open(LOCAL_NODE, config.clone(), None, None).unwrap();
+                Node::new(o, replica, 0, Box::new(mew_core::ids::IdGen::new(7)))
             };
             let mut now = Time::from_unix_millis(1_000_000);
             r.node.start(now);
             r.node
-                .handle_connected(now, Some(TokenHash::of("human-token")));
+                .handle_connected(now, Bearer::Hashed(TokenHash::of("human-token")));
             pass(&mut r, None, &mut rng).unwrap();
             // The human's connection is the replica's first.
             let conn = first_conn(&r);
@@ -1461,18 +1477,17 @@ participants:
                     _ => format!(r#""kind":"chat","payload":{{"text":"chat {i}"}}"#),
                 };
                 let frame = format!(r#"{{"protocol":"mew/v0.4","id":"g{i}",{body}}}"#);
-                r.node
-                    .handle_frame(now, &mut r.gateway, conn, Bytes::from(frame));
+                r.node.handle_frame(now, conn, Bytes::from(frame));
                 let kill = (i == kill_at).then_some(kill_how);
                 let before = acked.clone();
                 match pass(&mut r, kill, &mut rng) {
                     Ok(()) => acked = state(&r),
                     Err(()) => {
                         // The change in flight, applied whole.
-                        discard_outputs(&mut r.gateway);
+                        discard_outputs(r.node.gateway_mut());
                         let in_flight = state(&r);
                         drop(r);
-                        let restored = open(&dir, config.clone(), Fsync::EveryMs(3_600_000))
+                        let restored = open(&dir, config.clone(), Fsync::EveryMs(3_600_000), None)
                             .unwrap_or_else(|e| panic!("seed {seed}: did not start: {e}"));
                         let got = state(&restored);
                         assert!(
@@ -1519,9 +1534,7 @@ participants:
         let now = Time::from_unix_millis(1_000_000);
         // The thread's reports are taken here, one at a time, as the core task takes them:
         // what waits leaves only once the report that covers it is taken.
-        let until = |run: &mut Running,
-                     host: &mut GatewayHost<SocketLink>,
-                     done: &dyn Fn(&Running) -> bool| {
+        let until = |run: &mut Running, host: &mut Host, done: &dyn Fn(&Running) -> bool| {
             while !done(run) {
                 let ev = events.recv_blocking().unwrap();
                 run.handle_event(host, now, ev);
@@ -1538,10 +1551,10 @@ participants:
                 std::thread::sleep(Duration::from_millis(1));
             }
         };
-        run.node.start(now);
+        host.core_mut().start(now);
         run.settle(&mut host, now);
         until(&mut run, &mut host, &flushed);
-        let join = |run: &mut Running, host: &mut GatewayHost<SocketLink>, token: &str| {
+        let join = |run: &mut Running, host: &mut Host, token: &str| {
             let (link, halves) = crate::conn::link();
             let (tx, mut rx) = oneshot::channel();
             let input = Input::Connect {
@@ -1659,9 +1672,10 @@ participants:
         run.settle(&mut host, now);
         log_has("unflushed-grant");
         drop(run);
-        let r = open(&dir, config, Fsync::Always).unwrap();
+        let r = open(&dir, config, Fsync::Always, None).unwrap();
         let history = r
-            .gateway
+            .node
+            .gateway()
             .http_messages("agent", Some("agent-token"), None)
             .unwrap();
         assert!(history.iter().any(|b| has(b, b"unflushed-grant")));
@@ -1673,7 +1687,7 @@ participants:
         let dir = scratch("every");
         let (mut run, mut host, events) = running(&dir, Fsync::EveryMs(3_600_000));
         let now = Time::from_unix_millis(1_000_000);
-        run.node.start(now);
+        host.core_mut().start(now);
         run.settle(&mut host, now);
         // The node's start is a change: reported written at once, though an hour's flush
         // period has not passed.
@@ -1691,21 +1705,20 @@ participants:
         let config = SpaceConfig::from_yaml(SPACE).unwrap();
         let dir = scratch("thread");
         let mut rng = Rng(7);
-        let mut r = open(&dir, config.clone(), Fsync::Always).unwrap();
+        let mut r = open(&dir, config.clone(), Fsync::Always, None).unwrap();
         let now = Time::from_unix_millis(1_000_000);
         let conn = human_joined(&mut r, now, &mut rng);
         let (tx, events) = async_channel::unbounded();
         r.state.start_syncer(tx).unwrap();
         // A pass as the core task makes it with the thread: entries handed over.
         let chat = |r: &mut Restored, id: &str| {
-            r.node
-                .handle_frame(now, &mut r.gateway, conn, chat_frame(id));
+            r.node.handle_frame(now, conn, chat_frame(id));
             while let Some(o) = r.node.poll_output() {
                 match o {
                     NodeOutput::Publish { record, .. } => {
                         let seq = r.node.applied() + 1;
                         r.state.append_record(seq, &record);
-                        r.node.handle_own_record(&mut r.gateway, seq, record);
+                        r.node.handle_own_record(seq, record);
                     }
                     NodeOutput::Snapshot { applied, bytes } => {
                         r.state.write_snapshot(applied, &bytes).unwrap();
@@ -1714,8 +1727,8 @@ participants:
                 }
             }
             r.state.write().unwrap();
-            discard_outputs(&mut r.gateway);
-            r.node.handle_drained(&r.gateway);
+            discard_outputs(r.node.gateway_mut());
+            r.node.handle_drained();
             while let Some(o) = r.node.poll_output() {
                 if let NodeOutput::Snapshot { applied, bytes } = o {
                     r.state.write_snapshot(applied, &bytes).unwrap();
@@ -1761,7 +1774,7 @@ participants:
         assert!(has(&bytes, b"after-4") && !has(&bytes, b"before-19"));
         let kept = state(&r);
         drop(r);
-        let restored = open(&dir, config, Fsync::Always).unwrap();
+        let restored = open(&dir, config, Fsync::Always, None).unwrap();
         assert_eq!(restored.report.cut, None);
         assert_eq!(
             restored.report.replayed, 5,
@@ -1776,11 +1789,10 @@ participants:
         let config = SpaceConfig::from_yaml(SPACE).unwrap();
         let dir = scratch("entropy");
         let mut rng = Rng(3);
-        let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000)).unwrap();
+        let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000), None).unwrap();
         let now = Time::from_unix_millis(1_000_000);
         let conn = human_joined(&mut r, now, &mut rng);
-        r.node
-            .handle_frame(now, &mut r.gateway, conn, chat_frame("plain-chat"));
+        r.node.handle_frame(now, conn, chat_frame("plain-chat"));
         pass(&mut r, None, &mut rng).unwrap();
         let log = fs::read(dir.join(LOG)).unwrap();
         let at = log.windows(10).position(|w| w == b"plain-chat").unwrap();
@@ -1793,22 +1805,21 @@ participants:
         // An invitation's does, and the token it minted holds after a restart from the
         // log alone (killed before the snapshot that follows an invitation).
         let invite = r#"{"protocol":"mew/v0.4","id":"inv","kind":"space/invite","payload":{"participant_id":"guest","initial_capabilities":[{"kind":"chat"}]}}"#;
-        r.node
-            .handle_frame(now, &mut r.gateway, conn, Bytes::from(invite));
+        r.node.handle_frame(now, conn, Bytes::from(invite));
         while let Some(o) = r.node.poll_output() {
             if let NodeOutput::Publish { record, .. } = o {
                 assert!(record.entropy.is_some(), "an invitation carries entropy");
                 let seq = r.node.applied() + 1;
                 let bytes = Bytes::from(record.encode());
                 r.state.append(seq, &bytes);
-                r.node.handle_entry(&mut r.gateway, seq, bytes);
+                r.node.handle_entry(seq, bytes);
             }
         }
         r.state.write().unwrap();
-        discard_outputs(&mut r.gateway);
+        discard_outputs(r.node.gateway_mut());
         let before_kill = state(&r);
         drop(r);
-        let restored = open(&dir, config, Fsync::EveryMs(3_600_000)).unwrap();
+        let restored = open(&dir, config, Fsync::EveryMs(3_600_000), None).unwrap();
         assert_eq!(
             state(&restored),
             before_kill,
@@ -1826,37 +1837,23 @@ participants:
 
     /// The core task's state over a new space in `dir`, its log thread started: the
     /// thread's reports come on the channel, for the test to hand to [`Running::handle_event`].
-    fn running(
-        dir: &Path,
-        fsync: Fsync,
-    ) -> (
-        Running,
-        GatewayHost<SocketLink>,
-        async_channel::Receiver<LogEvent>,
-    ) {
+    fn running(dir: &Path, fsync: Fsync) -> (Running, Host, async_channel::Receiver<LogEvent>) {
         let config = SpaceConfig::from_yaml(SPACE).unwrap();
         let Restored {
-            mut state,
-            node,
-            gateway,
-            ..
-        } = open(dir, config, fsync).unwrap();
-        let mut host = GatewayHost::new(gateway, None, dir.to_owned(), Duration::from_secs(1));
+            mut state, node, ..
+        } = open(dir, config, fsync, None).unwrap();
+        let mut host = GatewayHost::new(node, None, dir.to_owned(), Duration::from_secs(1));
         host.track_backlogs();
         let (tx, events) = async_channel::unbounded();
         state.start_syncer(tx).unwrap();
-        (
-            Running::new(state, node, fsync == Fsync::Always),
-            host,
-            events,
-        )
+        (Running::new(state, fsync == Fsync::Always), host, events)
     }
 
     /// The node started and the human connected, in one pass: its connection.
     fn human_joined(r: &mut Restored, now: Time, rng: &mut Rng) -> ConnId {
         r.node.start(now);
         r.node
-            .handle_connected(now, Some(TokenHash::of("human-token")));
+            .handle_connected(now, Bearer::Hashed(TokenHash::of("human-token")));
         pass(r, None, rng).unwrap();
         first_conn(r)
     }
@@ -1869,7 +1866,7 @@ participants:
 
     fn first_conn(r: &Restored) -> ConnId {
         let v: serde_json::Value =
-            serde_json::from_slice(&r.node.replica().snapshot(&r.gateway).unwrap()).unwrap();
+            serde_json::from_slice(&r.node.replica().snapshot().unwrap()).unwrap();
         let c = &v["owners"][0][0];
         serde_json::from_value(c.clone()).unwrap()
     }

@@ -12,7 +12,11 @@ pub use net::{Endpoint, Net};
 
 use bytes::Bytes;
 use mew_core::Time;
-use mew_core::gateway::{AuditFile, ConnId, Gateway, GatewayEvent, Output, SpaceConfig};
+use mew_core::gateway::{
+    AuditFile, Bearer, ConnId, Gateway, GatewayEvent, Input, Output, SpaceConfig,
+};
+use mew_core::ids::IdGen;
+use mew_core::secret::TokenSource;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -42,6 +46,12 @@ pub fn seed_or(default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The invitation-token source of a simulated gateway: seeded, derived from the
+/// simulation's seed, never the generator of ids.
+pub fn seeded_tokens(seed: u64) -> Box<dyn TokenSource> {
+    Box::new(IdGen::new(seed.rotate_left(29) ^ 0x5EC2_E770_C0FF_EE00))
+}
+
 /// The start of simulated time: 2025-01-09T10:00:00Z.
 pub const EPOCH: Time = Time::from_unix_millis(1_736_416_800_000);
 
@@ -55,7 +65,7 @@ impl Sim {
     pub fn with_latency(config: SpaceConfig, seed: u64, max_latency_ms: u64) -> Sim {
         let seed = seed_or(seed);
         Sim {
-            gw: Gateway::new(config, seed),
+            gw: Gateway::new(config, seed, seeded_tokens(seed), None),
             clock: Clock::new(EPOCH),
             net: Net::new(seed, max_latency_ms),
             seed,
@@ -78,7 +88,16 @@ impl Sim {
     /// Opens a connection (with an Authorization bearer when given) and settles.
     pub fn connect(&mut self, bearer: Option<&str>) -> ConnId {
         let now = self.now();
-        let conn = self.gw.handle_connected(now, bearer);
+        let conn = self
+            .gw
+            .handle_input(
+                now,
+                Input::Connected {
+                    bearer: Bearer::from(bearer),
+                },
+            )
+            .conn()
+            .expect("a connection");
         self.net.endpoints.insert(
             conn,
             Endpoint {
@@ -139,7 +158,7 @@ impl Sim {
             }
         }
         self.clock.advance_to(end);
-        self.gw.handle_timeout(end);
+        self.gw.handle_input(end, Input::Timeout);
         self.pump();
     }
 
@@ -147,11 +166,17 @@ impl Sim {
         self.clock.advance_to(t);
         let now = self.now();
         while let Some(f) = self.net.pop_due(now) {
-            self.gw.handle_frame(now, f.conn, f.frame);
+            self.gw.handle_input(
+                now,
+                Input::Frame {
+                    conn: f.conn,
+                    frame: f.frame,
+                },
+            );
             self.pump();
         }
         if self.gw.poll_timeout().is_some_and(|d| d <= now) {
-            self.gw.handle_timeout(now);
+            self.gw.handle_input(now, Input::Timeout);
         }
         self.pump();
     }
@@ -171,7 +196,14 @@ impl Sim {
                     let len = frame.len();
                     ep.inbox.push(frame);
                     if ep.drains {
-                        self.gw.handle_sent(now, conn, 1, len);
+                        self.gw.handle_input(
+                            now,
+                            Input::Sent {
+                                conn,
+                                frames: 1,
+                                bytes: len,
+                            },
+                        );
                     }
                 }
                 Output::Ping { conn } => {
@@ -179,24 +211,23 @@ impl Sim {
                 }
                 Output::Close { conn, code, reason } => {
                     self.net.endpoints.entry(conn).or_default().closed = Some((code, reason));
-                    self.gw.handle_disconnected(now, conn);
+                    self.gw.handle_input(now, Input::Disconnected { conn });
                 }
                 Output::AppendLog { path, line } => self.log_lines.push((path, line)),
                 Output::Event(e) => self.events.push(*e),
             }
         }
-        for file in AuditFile::ALL {
-            if let Some(batch) = self.gw.take_audit(file, Vec::new) {
-                let text = String::from_utf8(batch.bytes).expect("audit lines are UTF-8");
-                assert_eq!(
-                    text.lines().count() as u64,
-                    batch.lines,
-                    "seed {}",
-                    self.seed
-                );
-                self.audits
-                    .extend(text.lines().map(|l| (file, l.to_owned())));
-            }
+        while let Some(batch) = self.gw.poll_audit(Vec::new) {
+            let text = String::from_utf8(batch.bytes).expect("audit lines are UTF-8");
+            assert_eq!(
+                text.lines().count() as u64,
+                batch.lines,
+                "seed {}",
+                self.seed
+            );
+            let file = batch.file;
+            self.audits
+                .extend(text.lines().map(|l| (file, l.to_owned())));
         }
     }
 

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use mew_core::capability::CapabilitySet;
+use mew_core::gateway::{Bearer, Input};
 use mew_core::gateway::{ConnId, Gateway, Output, SpaceConfig};
 use mew_core::{GATEWAY_ID, Time};
 use proptest::prelude::*;
@@ -131,7 +132,12 @@ impl Harness {
     fn new(seed: u64) -> Harness {
         let now = Time::from_unix_millis(1_736_416_800_000);
         Harness {
-            gw: Gateway::new(SpaceConfig::from_yaml(YAML).unwrap(), seed),
+            gw: Gateway::new(
+                SpaceConfig::from_yaml(YAML).unwrap(),
+                seed,
+                mew_tests::sim::seeded_tokens(seed),
+                None,
+            ),
             now,
             conns: Vec::new(),
             who: BTreeMap::new(),
@@ -159,7 +165,13 @@ impl Harness {
             .as_deref()
             .and_then(|s| self.gw.capabilities_of(s))
             .map(|v| CapabilitySet::compile(v.as_array().unwrap()).unwrap());
-        self.gw.handle_frame(self.now, conn, Bytes::from(frame));
+        self.gw.handle_input(
+            self.now,
+            Input::Frame {
+                conn,
+                frame: Bytes::from(frame),
+            },
+        );
         self.drain(sender.as_deref().zip(caps_before.as_ref()));
     }
 
@@ -197,7 +209,7 @@ impl Harness {
                 }
                 Output::Close { conn, .. } => {
                     self.closed.push(conn);
-                    self.gw.handle_disconnected(self.now, conn);
+                    self.gw.handle_input(self.now, Input::Disconnected { conn });
                     self.conns.retain(|c| *c != conn);
                     self.who.remove(&conn);
                     self.welcome_caps.remove(&conn);
@@ -235,7 +247,14 @@ impl Harness {
             Step::Connect(t) => {
                 let c = self
                     .gw
-                    .handle_connected(self.now, t.map(|t| TOKENS[t as usize]));
+                    .handle_input(
+                        self.now,
+                        Input::Connected {
+                            bearer: Bearer::from(t.map(|t| TOKENS[t as usize])),
+                        },
+                    )
+                    .conn()
+                    .expect("a connection");
                 self.conns.push(c);
                 self.drain(None);
             }
@@ -325,7 +344,13 @@ impl Harness {
             Step::Garbage { conn, bytes } => {
                 if let Some(c) = self.conn(conn) {
                     let sender = self.who.get(&c).cloned();
-                    self.gw.handle_frame(self.now, c, Bytes::from(bytes));
+                    self.gw.handle_input(
+                        self.now,
+                        Input::Frame {
+                            conn: c,
+                            frame: Bytes::from(bytes),
+                        },
+                    );
                     let caps = sender.as_deref().and_then(|s| self.gw.capabilities_of(s));
                     let set = caps.map(|v| CapabilitySet::compile(v.as_array().unwrap()).unwrap());
                     self.drain(sender.as_deref().zip(set.as_ref()));
@@ -338,12 +363,13 @@ impl Harness {
             }
             Step::Tick(ms) => {
                 self.now = self.now + Duration::from_millis(u64::from(ms));
-                self.gw.handle_timeout(self.now);
+                self.gw.handle_input(self.now, Input::Timeout);
                 self.drain(None);
             }
             Step::Close(i) => {
                 if let Some(c) = self.conn(i) {
-                    self.gw.handle_disconnected(self.now, c);
+                    self.gw
+                        .handle_input(self.now, Input::Disconnected { conn: c });
                     self.closed.push(c);
                     self.conns.retain(|x| *x != c);
                     self.who.remove(&c);
@@ -353,7 +379,14 @@ impl Harness {
             }
             Step::Sent(i) => {
                 if let Some(c) = self.conn(i) {
-                    self.gw.handle_sent(self.now, c, 1000, 1 << 20);
+                    self.gw.handle_input(
+                        self.now,
+                        Input::Sent {
+                            conn: c,
+                            frames: 1000,
+                            bytes: 1 << 20,
+                        },
+                    );
                 }
             }
         }

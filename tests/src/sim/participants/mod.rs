@@ -19,6 +19,7 @@ use super::{Clock, EPOCH, seed_or};
 use bytes::Bytes;
 use link::{Dir, Link, Msg};
 use mew_core::Time;
+use mew_core::gateway::{Bearer, Input};
 use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output as GwOutput, SpaceConfig};
 use mew_core::ids::IdGen;
 use mew_core::participant::{
@@ -142,7 +143,7 @@ impl World {
     /// [`World::new`] with exactly this seed, whatever `MEW_SIM_SEED` says.
     pub fn with_exact_seed(config: SpaceConfig, seed: u64, latency_ms: (u64, u64)) -> World {
         World {
-            gw: Gateway::new(config, seed),
+            gw: Gateway::new(config, seed, crate::sim::seeded_tokens(seed), None),
             clock: Clock::new(EPOCH),
             seed,
             rng: IdGen::new(seed ^ 0x0057_0F1D_5EED),
@@ -421,7 +422,7 @@ impl World {
         if let Some(link) = self.links.remove(&conn)
             && !link.gateway_closed
         {
-            self.gw.handle_disconnected(now, conn);
+            self.gw.handle_input(now, Input::Disconnected { conn });
         }
         if let Some(p) = self.nodes[n.0].machine.as_mut() {
             p.handle_disconnected(now, "connection lost");
@@ -471,7 +472,16 @@ impl World {
             return;
         }
         let bearer = self.nodes[node].bearer.clone();
-        let conn = self.gw.handle_connected(now, bearer.as_deref());
+        let conn = self
+            .gw
+            .handle_input(
+                now,
+                Input::Connected {
+                    bearer: Bearer::from(bearer.as_deref()),
+                },
+            )
+            .conn()
+            .expect("a connection");
         self.links.insert(conn, Link::new(node));
         self.nodes[node].conn = Some(conn);
         if let Some(p) = self.nodes[node].machine.as_mut() {
@@ -505,7 +515,14 @@ impl World {
                     }
                     let len = frame.len();
                     self.push(conn, Dir::Down, Msg::Frame(frame));
-                    self.gw.handle_sent(now, conn, 1, len);
+                    self.gw.handle_input(
+                        now,
+                        Input::Sent {
+                            conn,
+                            frames: 1,
+                            bytes: len,
+                        },
+                    );
                 }
                 GwOutput::Ping { conn } => self.push(conn, Dir::Down, Msg::Ping),
                 GwOutput::Close { conn, code, reason } => {
@@ -514,7 +531,7 @@ impl World {
                         && !l.gateway_closed
                     {
                         l.gateway_closed = true;
-                        self.gw.handle_disconnected(now, conn);
+                        self.gw.handle_input(now, Input::Disconnected { conn });
                     }
                 }
                 GwOutput::Event(e) => self.gw_events.push(*e),
@@ -652,7 +669,7 @@ impl World {
             }
         }
         if self.gw.poll_timeout().is_some_and(|t| t <= now) {
-            self.gw.handle_timeout(now);
+            self.gw.handle_input(now, Input::Timeout);
             self.pump();
         }
         for i in 0..self.nodes.len() {
@@ -697,15 +714,19 @@ impl World {
                     return;
                 }
                 match msg {
-                    Msg::Frame(f) => self.gw.handle_frame(now, conn, f),
+                    Msg::Frame(frame) => {
+                        self.gw.handle_input(now, Input::Frame { conn, frame });
+                    }
                     Msg::Ping => self.push(conn, Dir::Down, Msg::Pong),
-                    Msg::Pong => self.gw.handle_pong(now, conn),
+                    Msg::Pong => {
+                        self.gw.handle_input(now, Input::Pong { conn });
+                    }
                     Msg::Close { .. } => {
                         if let Some(l) = self.links.get_mut(&conn) {
                             l.gateway_closed = true;
                             l.up = Default::default();
                         }
-                        self.gw.handle_disconnected(now, conn);
+                        self.gw.handle_input(now, Input::Disconnected { conn });
                     }
                 }
             }
