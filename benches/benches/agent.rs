@@ -7,6 +7,7 @@ use mew_core::Time;
 use mew_core::agent::{
     Agent, AgentConfig, AgentFile, AgentSettings, ModelCallId, ModelOutcome, Output,
 };
+use mew_core::participant::GatewayInputs;
 use mew_core::participant::{Output as POutput, ParticipantConfig};
 use serde_json::{Value, json};
 use std::hint::black_box;

@@ -56,10 +56,14 @@ fn serve(node: &str) {
         };
         let task = match std::env::var(URL_ENV) {
             Ok(url) => Some(
-                mew_cluster::connect(mew_cluster::ClusterOptions::new(&url, node), config.clone())
-                    .await
-                    .expect("join the cluster")
-                    .core_task(),
+                mew_cluster::connect(
+                    mew_cluster::ClusterOptions::new(&url, node),
+                    config.clone(),
+                    None,
+                )
+                .await
+                .expect("join the cluster")
+                .core_task(),
             ),
             Err(_) => None,
         };

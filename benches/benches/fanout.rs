@@ -168,7 +168,7 @@ async fn start_durable(k: usize, fsync: mew_core::gateway::Fsync) -> Server {
     let dir = std::env::temp_dir().join(format!("mew-fanout-state-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let restored =
-        mew_driver_common::state::durable::open(&dir, config.clone(), fsync).expect("state");
+        mew_driver_common::state::durable::open(&dir, config.clone(), fsync, None).expect("state");
     let server = mew_tokio::GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
         .await
         .expect("bind gateway");
@@ -219,6 +219,7 @@ async fn start_cluster(k: usize, nodes: usize) -> Server {
         let node = mew_cluster::connect(
             mew_cluster::ClusterOptions::new(&url, &format!("n{n}")),
             config.clone(),
+            None,
         )
         .await
         .expect("join the cluster");

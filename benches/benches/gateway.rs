@@ -8,8 +8,9 @@ use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mew_core::Time;
 use mew_core::capability::{Capability, CapabilitySet};
+use mew_core::gateway::{Bearer, Input};
 use mew_core::gateway::{
-    AuditFile, ConnId, DeliveryMode, Gateway, LoggingConfig, ParticipantEntry, SpaceConfig,
+    ConnId, DeliveryMode, Gateway, LoggingConfig, ParticipantEntry, SpaceConfig,
 };
 use mew_core::ids::IdGen;
 use std::hint::black_box;
@@ -38,14 +39,22 @@ fn setup(n: usize, delivery: DeliveryMode) -> (Gateway, Vec<ConnId>) {
 
 fn setup_with(n: usize, delivery: DeliveryMode, logging: LoggingConfig) -> (Gateway, Vec<ConnId>) {
     let now = Time::from_unix_millis(1_736_416_800_000);
-    let mut gw = Gateway::new(space(n, delivery, logging), 1);
+    let tokens = Box::new(IdGen::new(2));
+    let mut gw = Gateway::new(space(n, delivery, logging), 1, tokens, None);
     let conns: Vec<ConnId> = (0..n)
-        .map(|i| gw.handle_connected(now, Some(&format!("t{i}"))))
+        .map(|i| {
+            gw.handle_input(
+                now,
+                Input::Connected {
+                    bearer: Bearer::Token(&format!("t{i}")),
+                },
+            )
+            .conn()
+            .expect("a connection")
+        })
         .collect();
     while gw.poll_output().is_some() {}
-    for file in AuditFile::ALL {
-        let _ = gw.take_audit(file, Vec::new);
-    }
+    while gw.poll_audit(Vec::new).is_some() {}
     (gw, conns)
 }
 
@@ -69,7 +78,13 @@ fn broadcast(c: &mut Criterion) {
         g.throughput(Throughput::Elements(1));
         g.bench_function(BenchmarkId::from_parameter(n), |b| {
             b.iter(|| {
-                gw.handle_frame(now, conns[0], frame.clone());
+                gw.handle_input(
+                    now,
+                    Input::Frame {
+                        conn: conns[0],
+                        frame: frame.clone(),
+                    },
+                );
                 assert_eq!(drain(&mut gw), n);
             })
         });
@@ -84,7 +99,13 @@ fn broadcast(c: &mut Criterion) {
         g.throughput(Throughput::Elements(1));
         g.bench_function(BenchmarkId::from_parameter(n), |b| {
             b.iter(|| {
-                gw.handle_frame(now, conns[0], heap.clone());
+                gw.handle_input(
+                    now,
+                    Input::Frame {
+                        conn: conns[0],
+                        frame: heap.clone(),
+                    },
+                );
                 assert_eq!(drain(&mut gw), n);
             })
         });
@@ -100,17 +121,19 @@ fn broadcast(c: &mut Criterion) {
         g.throughput(Throughput::Elements(1));
         g.bench_function(BenchmarkId::from_parameter(n), |b| {
             b.iter(|| {
-                gw.handle_frame(now, conns[0], heap.clone());
+                gw.handle_input(
+                    now,
+                    Input::Frame {
+                        conn: conns[0],
+                        frame: heap.clone(),
+                    },
+                );
                 assert_eq!(drain(&mut gw), n);
                 k += 1;
                 if k.is_multiple_of(64) {
-                    for file in AuditFile::ALL {
-                        if let Some(batch) =
-                            gw.take_audit(file, || spares.pop().unwrap_or_default())
-                        {
-                            black_box(&batch.bytes);
-                            spares.push(batch.bytes);
-                        }
+                    while let Some(batch) = gw.poll_audit(|| spares.pop().unwrap_or_default()) {
+                        black_box(&batch.bytes);
+                        spares.push(batch.bytes);
                     }
                 }
             })
@@ -130,7 +153,13 @@ fn directed(c: &mut Criterion) {
         g.throughput(Throughput::Elements(1));
         g.bench_function(BenchmarkId::from_parameter(n), |b| {
             b.iter(|| {
-                gw.handle_frame(now, conns[0], frame.clone());
+                gw.handle_input(
+                    now,
+                    Input::Frame {
+                        conn: conns[0],
+                        frame: frame.clone(),
+                    },
+                );
                 assert_eq!(drain(&mut gw), 1);
             })
         });

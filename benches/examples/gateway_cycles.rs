@@ -17,7 +17,7 @@
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::capability::{Capability, CapabilitySet};
-use mew_core::gateway::{AuditFile, Gateway, LoggingConfig, ParticipantEntry, SpaceConfig};
+use mew_core::gateway::{Bearer, Gateway, Input, LoggingConfig, ParticipantEntry, SpaceConfig};
 use mew_core::ids::IdGen;
 use std::hint::black_box;
 
@@ -49,9 +49,18 @@ fn main() {
     if durable {
         return run_durable(cfg, now, n, iters);
     }
-    let mut gw = Gateway::new(cfg, 1);
+    let mut gw = Gateway::new(cfg, 1, Box::new(IdGen::new(2)), None);
     let conns: Vec<_> = (0..n)
-        .map(|i| gw.handle_connected(now, Some(&format!("t{i}"))))
+        .map(|i| {
+            gw.handle_input(
+                now,
+                Input::Connected {
+                    bearer: Bearer::Token(&format!("t{i}")),
+                },
+            )
+            .conn()
+            .expect("a connection")
+        })
         .collect();
     while gw.poll_output().is_some() {}
     let frame = chat_frame();
@@ -59,17 +68,21 @@ fn main() {
     let mut delivered = 0usize;
     let mut spares: Vec<Vec<u8>> = Vec::new();
     for i in 0..iters {
-        gw.handle_frame(now, conns[0], frame.clone());
+        gw.handle_input(
+            now,
+            Input::Frame {
+                conn: conns[0],
+                frame: frame.clone(),
+            },
+        );
         while let Some(o) = gw.poll_output() {
             black_box(&o);
             delivered += 1;
         }
         if audit && i % 64 == 63 {
-            for file in AuditFile::ALL {
-                if let Some(batch) = gw.take_audit(file, || spares.pop().unwrap_or_default()) {
-                    black_box(&batch.bytes);
-                    spares.push(batch.bytes);
-                }
+            while let Some(batch) = gw.poll_audit(|| spares.pop().unwrap_or_default()) {
+                black_box(&batch.bytes);
+                spares.push(batch.bytes);
             }
         }
     }
@@ -87,18 +100,19 @@ fn chat_frame() -> Bytes {
 /// encoded into the log's buffer and applied through the replica.
 fn run_durable(cfg: SpaceConfig, now: Time, n: usize, iters: usize) {
     use mew_core::cluster::{Encoder, Node, NodeOptions, NodeOutput, Replica, journal};
-    let (replica, mut gw) = Replica::open("local", cfg, None).expect("replica");
-    let mut node = Node::new(NodeOptions::new("local"), replica, 0, Box::new(|| [7; 16]));
+    let replica = Replica::open("local", cfg, None, None).expect("replica");
+    let tokens = Box::new(IdGen::new(7));
+    let mut node = Node::new(NodeOptions::new("local"), replica, 0, tokens);
     let mut log = Vec::new();
     let mut encoder = Encoder::new();
-    let mut pump = |node: &mut Node, gw: &mut Gateway, log: &mut Vec<u8>| {
+    let mut pump = |node: &mut Node, log: &mut Vec<u8>| {
         let mut conns = Vec::new();
         while let Some(o) = node.poll_output() {
             match o {
                 NodeOutput::Publish { record, .. } => {
                     let seq = node.applied() + 1;
                     journal::push_with(log, seq, |out| encoder.encode_into(&record, out));
-                    black_box(node.handle_own_record(gw, seq, record));
+                    black_box(node.handle_own_record(seq, record));
                 }
                 NodeOutput::Connected { conn, .. } => conns.push(conn),
                 _ => {}
@@ -107,20 +121,20 @@ fn run_durable(cfg: SpaceConfig, now: Time, n: usize, iters: usize) {
         conns
     };
     node.start(now);
-    pump(&mut node, &mut gw, &mut log);
+    pump(&mut node, &mut log);
     let mut conns = Vec::new();
     for i in 0..n {
-        node.handle_connected_bearer(now, &gw, Some(&format!("t{i}")));
-        conns.extend(pump(&mut node, &mut gw, &mut log));
+        node.handle_connected(now, Bearer::Token(&format!("t{i}")));
+        conns.extend(pump(&mut node, &mut log));
     }
-    while gw.poll_output().is_some() {}
+    while node.gateway_mut().poll_output().is_some() {}
     let frame = chat_frame();
     let start = std::time::Instant::now();
     let mut delivered = 0usize;
     for i in 0..iters {
-        node.handle_frame(now, &mut gw, conns[0], frame.clone());
-        pump(&mut node, &mut gw, &mut log);
-        while let Some(o) = gw.poll_output() {
+        node.handle_frame(now, conns[0], frame.clone());
+        pump(&mut node, &mut log);
+        while let Some(o) = node.gateway_mut().poll_output() {
             black_box(&o);
             delivered += 1;
         }

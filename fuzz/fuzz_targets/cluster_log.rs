@@ -9,7 +9,7 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use mew_core::Time;
 use mew_core::cluster::{Entry, Record, Replica, ReplicaEvent};
-use mew_core::gateway::{ConnId, Gateway, SpaceConfig};
+use mew_core::gateway::{ConnId, SpaceConfig};
 use mew_core::secret::TokenHash;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -72,11 +72,11 @@ fn frame(data: &mut &[u8]) -> Bytes {
     Bytes::from(text)
 }
 
-fn apply_all(reps: &mut [(Replica, Gateway)], seq: u64, rec: &Record, conns: &mut Vec<ConnId>) {
-    for (r, g) in reps.iter_mut() {
+fn apply_all(reps: &mut [Replica], seq: u64, rec: &Record, conns: &mut Vec<ConnId>) {
+    for r in reps.iter_mut() {
         // A gap cannot arise here (sequence numbers are consecutive); anything else a log
         // holds must be taken without a panic.
-        r.handle_record(g, seq, rec.clone())
+        r.handle_record(seq, rec.clone())
             .expect("consecutive entries apply");
         while let Some(ev) = r.poll_output() {
             if let ReplicaEvent::Connected { conn, .. } = ev
@@ -86,14 +86,16 @@ fn apply_all(reps: &mut [(Replica, Gateway)], seq: u64, rec: &Record, conns: &mu
                 conns.push(conn);
             }
         }
-        while g.poll_output().is_some() {}
+        while r.gateway_mut().poll_output().is_some() {}
     }
 }
 
 fuzz_target!(|input: &[u8]| {
     let mut data = input;
-    let mut reps: Vec<(Replica, Gateway)> =
-        NODES.iter().map(|n| Replica::new(n, config())).collect();
+    let mut reps: Vec<Replica> = NODES
+        .iter()
+        .map(|n| Replica::new(n, config(), None))
+        .collect();
     let mut conns: Vec<ConnId> = Vec::new();
     let mut clock = 1_700_000_000_000u64;
     let mut seq = 0u64;
@@ -192,7 +194,7 @@ fuzz_target!(|input: &[u8]| {
                 }
                 _ => Entry::Beat,
             };
-            let entropy = (op & 0x80 != 0).then(|| [byte(&mut data); 16]);
+            let entropy = (op & 0x80 != 0).then(|| [byte(&mut data); 24]);
             Record {
                 node,
                 at: Time::from_unix_millis(clock),
@@ -208,9 +210,9 @@ fuzz_target!(|input: &[u8]| {
     }
     // Every replica holds the same space.
     let (first, rest) = reps.split_first_mut().unwrap();
-    let snap = first.0.snapshot(&mut first.1).expect("a snapshot");
-    for (r, g) in rest {
-        assert_eq!(r.snapshot(g).expect("a snapshot"), snap, "replicas agree");
+    let snap = first.snapshot().expect("a snapshot");
+    for r in rest.iter() {
+        assert_eq!(r.snapshot().expect("a snapshot"), snap, "replicas agree");
     }
-    Replica::restore("a", config(), &snap).expect("the snapshot restores");
+    Replica::restore("a", config(), &snap, None).expect("the snapshot restores");
 });

@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use mew_core::Time;
+use mew_core::gateway::{Bearer, Input};
 use mew_core::gateway::{ConnId, Gateway, Output, SpaceConfig};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -91,7 +92,7 @@ fuzz_target!(|input: &[u8]| {
     let config = CONFIG
         .get_or_init(|| SpaceConfig::from_yaml(YAML).expect("fuzz config is valid"))
         .clone();
-    let mut gw = Gateway::new(config, 7);
+    let mut gw = Gateway::new(config, 7, Box::new(mew_core::ids::IdGen::new(8)), None);
     let mut conns: Vec<ConnId> = Vec::new();
     while !data.is_empty() {
         let op = byte(&mut data);
@@ -100,19 +101,40 @@ fuzz_target!(|input: &[u8]| {
         match op % 10 {
             0 => {
                 let bearer = (pick % 6 < 5).then(|| TOKENS[pick % 5]);
-                conns.push(gw.handle_connected(now, bearer));
+                conns.push(
+                    gw.handle_input(
+                        now,
+                        Input::Connected {
+                            bearer: Bearer::from(bearer),
+                        },
+                    )
+                    .conn()
+                    .expect("a connection"),
+                );
             }
             1 | 2 => {
                 if let Some(c) = conn {
                     let f = envelope(&mut data);
-                    gw.handle_frame(now, c, Bytes::from(f));
+                    gw.handle_input(
+                        now,
+                        Input::Frame {
+                            conn: c,
+                            frame: Bytes::from(f),
+                        },
+                    );
                 }
             }
             3 => {
                 if let Some(c) = conn {
                     let len = byte(&mut data) as usize;
                     let raw = take(&mut data, len).to_vec();
-                    gw.handle_frame(now, c, Bytes::from(raw));
+                    gw.handle_input(
+                        now,
+                        Input::Frame {
+                            conn: c,
+                            frame: Bytes::from(raw),
+                        },
+                    );
                 }
             }
             4 => {
@@ -122,64 +144,105 @@ fuzz_target!(|input: &[u8]| {
                         TOKENS[pick % 5],
                         IDS[byte(&mut data) as usize % 5]
                     );
-                    gw.handle_frame(now, c, Bytes::from(f));
+                    gw.handle_input(
+                        now,
+                        Input::Frame {
+                            conn: c,
+                            frame: Bytes::from(f),
+                        },
+                    );
                 }
             }
             5 => {
                 now = now + Duration::from_millis(u64::from(byte(&mut data)) * 500);
-                gw.handle_timeout(now);
+                gw.handle_input(now, Input::Timeout);
             }
             6 => {
                 if let Some(c) = conn {
-                    gw.handle_disconnected(now, c);
+                    gw.handle_input(now, Input::Disconnected { conn: c });
                 }
             }
             7 => {
                 if let Some(c) = conn {
-                    gw.handle_sent(now, c, pick, pick * 100);
-                    gw.handle_pong(now, c);
+                    gw.handle_input(
+                        now,
+                        Input::Sent {
+                            conn: c,
+                            frames: pick,
+                            bytes: pick * 100,
+                        },
+                    );
+                    gw.handle_input(now, Input::Pong { conn: c });
                 }
             }
             8 => {
                 if let Some(c) = conn {
                     let f = format!("#stream-{}#{}", pick % 4, pick);
-                    gw.handle_frame(now, c, Bytes::from(f));
+                    gw.handle_input(
+                        now,
+                        Input::Frame {
+                            conn: c,
+                            frame: Bytes::from(f),
+                        },
+                    );
                 }
             }
             _ => {
                 let body = envelope(&mut data);
                 let who = IDS[pick % 5];
-                let _ = gw.handle_post(now, who, Some(TOKENS[pick % 5]), body.as_bytes());
+                let _ = gw
+                    .handle_input(
+                        now,
+                        Input::Post {
+                            participant: who,
+                            bearer: Bearer::Token(TOKENS[pick % 5]),
+                            body: body.as_bytes(),
+                        },
+                    )
+                    .posted()
+                    .expect("an answer");
                 let _ = gw.http_messages(who, Some(TOKENS[pick % 5]), Some("g1"));
                 if pick % 7 == 0 {
                     let c = match conn {
                         Some(c) => c,
-                        None => gw.handle_connected(now, None),
+                        None => gw
+                            .handle_input(
+                                now,
+                                Input::Connected {
+                                    bearer: Bearer::None,
+                                },
+                            )
+                            .conn()
+                            .expect("a connection"),
                     };
-                    gw.handle_oversize(now, c, 1 << 30);
+                    gw.handle_input(
+                        now,
+                        Input::Oversize {
+                            conn: c,
+                            size: 1 << 30,
+                        },
+                    );
                 }
             }
         }
         while let Some(o) = gw.poll_output() {
             if let Output::Close { conn, .. } = o {
-                gw.handle_disconnected(now, conn);
+                gw.handle_input(now, Input::Disconnected { conn });
                 conns.retain(|c| *c != conn);
             }
         }
         // Whatever came in, every audit line is one JSON object.
-        for file in mew_core::gateway::AuditFile::ALL {
-            if let Some(batch) = gw.take_audit(file, Vec::new) {
-                let text = std::str::from_utf8(&batch.bytes).expect("audit lines are UTF-8");
-                assert_eq!(text.lines().count() as u64, batch.lines);
-                for line in text.lines() {
-                    let v: serde_json::Value =
-                        serde_json::from_str(line).expect("an audit line is one JSON value");
-                    assert!(v.is_object(), "{line}");
-                }
+        while let Some(batch) = gw.poll_audit(Vec::new) {
+            let text = std::str::from_utf8(&batch.bytes).expect("audit lines are UTF-8");
+            assert_eq!(text.lines().count() as u64, batch.lines);
+            for line in text.lines() {
+                let v: serde_json::Value =
+                    serde_json::from_str(line).expect("an audit line is one JSON value");
+                assert!(v.is_object(), "{line}");
             }
         }
         let _ = gw.poll_timeout();
     }
     let _ = gw.participants();
-    gw.close(now);
+    gw.handle_input(now, Input::Close);
 });

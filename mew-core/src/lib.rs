@@ -9,9 +9,9 @@
 //!
 //! | call | what it is |
 //! |---|---|
-//! | `new(config, ..)` | builds the machine (with a `seed` where it draws ids or jitter); nothing happens until an input or `start` |
+//! | `new(config, ..)` | builds the machine (with a `seed` where it draws ids or jitter, and what it depends on: the gateway's token source and identity verifier); nothing happens until an input or `start` |
 //! | `start(now)` / `close(now, ..)` | commands: begin, and end for good |
-//! | `handle_*(now, ..)` | inputs: something happened (`handle_connected`, `handle_frame`, `handle_pong`, `handle_disconnected`, `handle_exited`, ...) |
+//! | `handle_input(now, Input)` / `handle_*(now, ..)` | inputs: something happened. The gateway takes them through one typed entry ([`gateway::Gateway::handle_input`] with a [`gateway::Input`]); the other machines through `handle_connected`, `handle_frame`, `handle_pong`, `handle_disconnected`, `handle_exited`, ... |
 //! | other `&mut self` methods taking `now` | commands of the application (`send`, `run`, `call`, ...) |
 //! | `poll_output()` | the next thing for the driver to do, in order, until `None` |
 //! | `poll_timeout()` + `handle_timeout(now)` | when the machine next needs a tick, and the tick |
@@ -19,8 +19,8 @@
 //! `now` comes first, after `&mut self`, wherever time could matter. Inputs without it are
 //! those of a machine that keeps no clock ([`mcp::McpServer`]) and those whose time is the
 //! log's: a [`cluster::Replica`] applying an entry, and the [`cluster::Node`] around it
-//! (`handle_entry`, `handle_drained`). Each machine's type has a table of its inputs and the
-//! outputs each may queue.
+//! (`handle_entry`, `handle_drained`), which owns the replica and so the space's gateway.
+//! Each machine's type has a table of its inputs and the outputs each may queue.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

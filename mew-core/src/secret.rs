@@ -1,26 +1,74 @@
 //! Secrets: where tokens come from, and how they are compared.
 //!
-//! The core has no randomness of its own, so tokens come from a [`TokenSource`] the driver
-//! injects: the operating system's CSPRNG in servers, a seeded [`IdGen`] in simulations (and
-//! by default, which is why servers must replace it). Ids are never drawn from the token
-//! source, so the ids a participant sees say nothing about any token.
+//! The core has no randomness of its own, so invitation tokens come from a [`TokenSource`]
+//! the driver gives the gateway when it builds it: the operating system's CSPRNG in
+//! servers, a seeded [`IdGen`] in simulations, and for a replica of a space kept in a log
+//! [`LogEntropy`] (none: its tokens come from the entropy the log carries with each entry,
+//! which the node that published the entry drew from its own source). Every token is
+//! [`TOKEN_ENTROPY`] random bytes written by [`token_of`], whichever the source. Ids are
+//! never drawn from the token source, so the ids a participant sees say nothing about any
+//! token.
 
 use crate::ids::IdGen;
 
-/// Where fresh tokens come from.
+/// Random bytes in every invitation token: 192 bits.
+pub const TOKEN_ENTROPY: usize = 24;
+
+/// Randomness for one token.
+pub type Entropy = [u8; TOKEN_ENTROPY];
+
+/// Where fresh token randomness comes from.
 pub trait TokenSource: Send {
-    /// A fresh token: at least 128 bits of entropy from a real source, URL-safe characters.
-    fn token(&mut self) -> String;
+    /// [`TOKEN_ENTROPY`] fresh random bytes (from a real source outside simulations);
+    /// `None` when this source has none ([`LogEntropy`]).
+    fn entropy(&mut self) -> Option<Entropy>;
+
+    /// A fresh token ([`token_of`] the next entropy); `None` as [`TokenSource::entropy`].
+    fn token(&mut self) -> Option<String> {
+        self.entropy().map(|e| token_of(&e))
+    }
 }
 
-/// Length of a token drawn from an [`IdGen`] (57-character alphabet: about 140 bits).
-pub const SEEDED_TOKEN_LEN: usize = 24;
-
-/// Deterministic tokens, for simulations and tests only.
+/// Deterministic randomness, for simulations and tests only.
 impl TokenSource for IdGen {
-    fn token(&mut self) -> String {
-        IdGen::token(self, SEEDED_TOKEN_LEN)
+    fn entropy(&mut self) -> Option<Entropy> {
+        let mut e = [0u8; TOKEN_ENTROPY];
+        for chunk in e.chunks_mut(8) {
+            chunk.copy_from_slice(&self.next_u64().to_le_bytes());
+        }
+        Some(e)
     }
+}
+
+/// The token source of a replica of a space kept in a log: none of its own. Its tokens
+/// come only from the entropy the log carries with an entry
+/// ([`crate::gateway::Input::Entropy`]), so that every replica mints the same; an input
+/// that carries none and would mint a token is refused.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LogEntropy;
+
+impl TokenSource for LogEntropy {
+    fn entropy(&mut self) -> Option<Entropy> {
+        None
+    }
+}
+
+/// The token `entropy` makes: base64url without padding, 32 characters, never beginning
+/// with `-` (a token pasted into a command line would be taken for an option: a first
+/// character that would be `-` is written `_`, which costs 0.02 bits).
+pub fn token_of(entropy: &Entropy) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(TOKEN_ENTROPY / 3 * 4);
+    for group in entropy.chunks_exact(3) {
+        let n = u32::from(group[0]) << 16 | u32::from(group[1]) << 8 | u32::from(group[2]);
+        for shift in [18, 12, 6, 0] {
+            out.push(ALPHABET[(n >> shift & 63) as usize] as char);
+        }
+    }
+    if out.starts_with('-') {
+        out.replace_range(..1, "_");
+    }
+    out
 }
 
 /// The SHA-256 digest of a token: what the gateway keeps and compares instead of the token,
@@ -96,6 +144,28 @@ mod tests {
         assert!(!equal(b"abc", b"abd"));
         assert!(!equal(b"abc", b"ab"));
         assert!(equal(b"", b""));
+    }
+
+    #[test]
+    fn tokens_are_base64url_of_their_192_bits() {
+        // RFC 4648's alphabet: bytes 0xfb 0xff 0xbf encode to "-_-_".
+        let mut e = [0u8; TOKEN_ENTROPY];
+        assert_eq!(token_of(&e), "A".repeat(32));
+        e[..6].copy_from_slice(&[0x00, 0x10, 0x83, 0xfb, 0xff, 0xbf]);
+        assert_eq!(&token_of(&e)[..8], "ABCD-_-_");
+        // Never a leading '-'.
+        e[0] = 0xf8;
+        let t = token_of(&e);
+        assert_eq!((t.len(), &t[..1]), (32, "_"));
+        let mut g = IdGen::new(7);
+        let a = token_of(&g.entropy().unwrap());
+        let b = token_of(&g.entropy().unwrap());
+        assert_ne!(a, b);
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        );
+        assert_eq!(LogEntropy.entropy(), None);
     }
 
     #[test]

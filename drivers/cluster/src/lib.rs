@@ -31,7 +31,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use mew_core::cluster::{Node, NodeOptions, NodeOutput, Record, Replica, Undo};
-use mew_core::gateway::{Gateway, SpaceConfig};
+use mew_core::gateway::{IdentityVerifier, SpaceConfig};
 use mew_core::secret::TokenHash;
 use mew_driver_common::Response;
 use mew_driver_common::clock;
@@ -41,11 +41,15 @@ use mew_driver_common::server::host::{GatewayHost, Reply};
 use mew_driver_common::server::node_inputs::{NodeInputs, Unhandled};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use async_nats::jetstream;
 use feed::{Feed, Read};
 
 mod feed;
+
+/// The host of a cluster node: the node owns the space's gateway.
+type Host = GatewayHost<SocketLink, Node>;
 
 /// How a node joins the cluster.
 #[derive(Debug, Clone)]
@@ -125,7 +129,6 @@ const SNAPSHOT_BUCKET: &str = "mew-snapshots";
 pub struct ClusterNode {
     nats: Nats,
     replica: Replica,
-    gateway: Gateway,
     /// The log's last entry when the node joined: inputs wait until it is applied.
     log_last: u64,
 }
@@ -165,6 +168,7 @@ fn stream_name(space: &str) -> String {
 pub async fn connect(
     opts: ClusterOptions,
     config: SpaceConfig,
+    verifier: Option<Arc<dyn IdentityVerifier>>,
 ) -> Result<ClusterNode, ClusterError> {
     let id_ok = !opts.node_id.is_empty()
         && opts.node_id.len() <= 64
@@ -239,7 +243,7 @@ pub async fn connect(
         Err(_) => None,
     };
     // The same restore path as a single node's files (`mew_driver_common::state::durable`).
-    let (replica, gateway) = Replica::open(&opts.node_id, config.clone(), snapshot.as_deref())
+    let replica = Replica::open(&opts.node_id, config.clone(), snapshot.as_deref(), verifier)
         .map_err(|e| ClusterError::Snapshot(e.to_string()))?;
     let mut stream = stream;
     let info = stream.info().await.map_err(|e| js_err(&e))?.clone();
@@ -267,14 +271,12 @@ pub async fn connect(
         },
         log_last: info.state.last_sequence,
         replica,
-        gateway,
     })
 }
 
 /// The running node's I/O besides the host.
 struct Running {
     nats: Nats,
-    core: Node,
     inputs: NodeInputs,
     /// Inputs the stream did not take, handed back at the end of the loop's pass (at most
     /// one per input of the pass).
@@ -341,8 +343,8 @@ impl Running {
     }
 
     /// Carries out what the node decided.
-    async fn outputs(&mut self, host: &mut GatewayHost<SocketLink>) {
-        while let Some(o) = self.core.poll_output() {
+    async fn outputs(&mut self, host: &mut Host) {
+        while let Some(o) = host.core_mut().poll_output() {
             match o {
                 NodeOutput::Publish { record, undo } => self.publish(record, undo).await,
                 NodeOutput::Connected { local, conn } => {
@@ -351,7 +353,7 @@ impl Running {
                         if reply.reply(conn).is_err() {
                             // Gone while waiting: the space learns it through the log.
                             host.unregister(conn);
-                            self.core.handle_disconnected(clock::now(), conn);
+                            host.core_mut().handle_disconnected(clock::now(), conn);
                         }
                     }
                 }
@@ -417,8 +419,8 @@ impl Running {
     }
 
     /// Hands one input from a connection or the HTTP API to the node.
-    fn input(&mut self, host: &mut GatewayHost<SocketLink>, input: CoreInput) -> bool {
-        match self.inputs.feed(&mut self.core, host, clock::now(), input) {
+    fn input(&mut self, host: &mut Host, input: CoreInput) -> bool {
+        match self.inputs.feed(host, clock::now(), input) {
             None => {}
             Some(Unhandled::Shutdown) => return false,
             Some(Unhandled::Reconfigure(_)) => {
@@ -432,13 +434,13 @@ impl Running {
     }
 
     /// After a batch of entries: the gateway's outputs, slow consumers, the node's own.
-    async fn after_batch(&mut self, host: &mut GatewayHost<SocketLink>) {
+    async fn after_batch(&mut self, host: &mut Host) {
         host.drain();
         let now = clock::now();
         for conn in host.take_slow() {
-            self.core.handle_slow(now, conn);
+            host.core_mut().handle_slow(now, conn);
         }
-        self.core.handle_drained(host.gateway());
+        host.core_mut().handle_drained();
         self.outputs(host).await;
         host.drain();
     }
@@ -446,22 +448,16 @@ impl Running {
 
 async fn run(
     node: ClusterNode,
-    mut host: GatewayHost<SocketLink>,
+    host: GatewayHost<SocketLink>,
     rx: async_channel::Receiver<CoreInput>,
 ) {
     let ClusterNode {
         nats,
         replica,
-        gateway,
         log_last,
     } = node;
-    // The replica takes over what the server set on the gateway it built (the identity
-    // verifier, which judges JWTs where they arrive).
-    let built = host.replace_gateway(gateway);
-    host.gateway_mut().adopt_host_settings(&built);
-    host.track_backlogs();
     let start = replica.applied();
-    let core = Node::new(
+    let mut core = Node::new(
         NodeOptions {
             node_id: nats.opts.node_id.clone(),
             heartbeat: nats.opts.heartbeat,
@@ -473,9 +469,16 @@ async fn run(
         log_last,
         mew_driver_common::secret::EntropyPool::source(),
     );
+    // The node's gateway takes over the address the server gave the one it built.
+    let mut host = host.with_core(|built| {
+        if let Some(url) = built.connection_url() {
+            core.gateway_mut().set_connection_url(url);
+        }
+        core
+    });
+    host.track_backlogs();
     let mut run = Running {
         nats,
-        core,
         inputs: NodeInputs::default(),
         refused: Vec::new(),
         acks: FuturesUnordered::new(),
@@ -498,7 +501,7 @@ async fn run(
         tracing::error!("cannot read the space's log: {e}");
         return;
     }
-    run.core.start(clock::now());
+    host.core_mut().start(clock::now());
     run.outputs(&mut host).await;
     let mut stopping: Option<tokio::time::Instant> = None;
     loop {
@@ -507,8 +510,9 @@ async fn run(
         {
             break;
         }
-        run.core.handle_log_state(clock::now(), run.connected());
-        let wake = run.core.poll_timeout(host.gateway());
+        host.core_mut()
+            .handle_log_state(clock::now(), run.connected());
+        let wake = host.core().poll_timeout();
         let timer = async {
             match wake {
                 // Not sooner than 20 ms: a timer due is pushed along by a tick through the log.
@@ -520,14 +524,14 @@ async fn run(
         };
         tokio::select! {
             biased;
-            r = feed.read(run.core.applied()) => {
+            r = feed.read(host.core().applied()) => {
                 let mut ok = true;
                 let mut batch = 0;
                 let mut next = Some(r);
                 while let Some(r) = next.take() {
                     match r {
                         Read::Entry(seq, payload) => {
-                            run.core.handle_entry(host.gateway_mut(), seq, payload);
+                            host.core_mut().handle_entry(seq, payload);
                         }
                         Read::Nothing => {}
                         Read::Ended(why) => {
@@ -535,8 +539,8 @@ async fn run(
                             ok = false;
                         }
                     }
-                    while ok && let Some((seq, payload)) = feed.next_buffered(run.core.applied()) {
-                        run.core.handle_entry(host.gateway_mut(), seq, payload);
+                    while ok && let Some((seq, payload)) = feed.next_buffered(host.core().applied()) {
+                        host.core_mut().handle_entry(seq, payload);
                     }
                     run.outputs(&mut host).await;
                     if !ok || run.broken {
@@ -544,13 +548,13 @@ async fn run(
                     }
                     batch += 1;
                     if batch < 256 {
-                        next = feed.read_ready(run.core.applied());
+                        next = feed.read_ready(host.core().applied());
                     }
                 }
                 if !ok || run.broken {
                     break;
                 }
-                let applied = run.core.applied();
+                let applied = host.core().applied();
                 feed.settle(applied);
                 if feed.gap(applied) {
                     tracing::debug!(applied, "entries missing from the republished log; reading the stream");
@@ -563,11 +567,11 @@ async fn run(
             Some(f) = run.acks.next(), if !run.acks.is_empty() => {
                 if let Some((undo, why)) = f {
                     tracing::warn!("an input could not be put into the space's log: {why}");
-                    run.core.handle_refused(clock::now(), undo, &why);
+                    host.core_mut().handle_refused(clock::now(), undo, &why);
                 }
             }
             // Inputs wait until the replica has caught up with the log as it was at start.
-            input = rx.recv(), if stopping.is_none() && run.core.ready() => {
+            input = rx.recv(), if stopping.is_none() && host.core().ready() => {
                 let Ok(input) = input else { break };
                 if !run.input(&mut host, input) {
                     // This node stops: its connections close; the space goes on elsewhere.
@@ -594,11 +598,11 @@ async fn run(
         }
         // Checked after every pass rather than as a branch of the biased select, where a
         // node busy with a stream of entries would never beat and be declared gone.
-        run.core.handle_timeout(clock::now(), host.gateway());
+        host.core_mut().handle_timeout(clock::now());
         run.outputs(&mut host).await;
         for (undo, why) in std::mem::take(&mut run.refused) {
             tracing::warn!("an input could not be put into the space's log: {why}");
-            run.core.handle_refused(clock::now(), undo, &why);
+            host.core_mut().handle_refused(clock::now(), undo, &why);
         }
         run.outputs(&mut host).await;
         host.drain();

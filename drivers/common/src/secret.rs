@@ -1,50 +1,52 @@
 //! Secrets (tokens) from the operating system's CSPRNG, never from the seeded generator the
 //! core uses for ids: an id a participant sees says nothing about any token.
 
-/// Random bytes in a generated token: 192 bits.
-pub const TOKEN_BYTES: usize = 24;
+/// Random bytes in a generated token: 192 bits, as in every token the core mints.
+pub const TOKEN_BYTES: usize = mew_core::secret::TOKEN_ENTROPY;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use mew_core::secret::{Entropy, TokenSource, token_of};
 
-/// A fresh token: [`TOKEN_BYTES`] bytes from the OS CSPRNG, base64url (32 characters),
-/// never beginning with `-` (one draw in 64 would, and be taken for an option by every
-/// command line it is pasted into: such a draw is thrown away, which costs 0.02 bits).
+/// [`TOKEN_BYTES`] fresh bytes from the OS CSPRNG.
+///
+/// # Panics
+/// When the OS has no entropy source at all, which leaves nothing safe to hand out.
+fn os_entropy() -> Entropy {
+    let mut bytes = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    bytes
+}
+
+/// A fresh token: [`TOKEN_BYTES`] bytes from the OS CSPRNG, written as the core writes every
+/// token ([`mew_core::secret::token_of`]: base64url, 32 characters, never beginning with
+/// `-`).
 ///
 /// # Panics
 /// When the OS has no entropy source at all, which leaves nothing safe to hand out.
 pub fn token() -> String {
-    loop {
-        let mut bytes = [0u8; TOKEN_BYTES];
-        getrandom::fill(&mut bytes).expect("the OS random source is available");
-        let out = URL_SAFE_NO_PAD.encode(bytes);
-        if !out.starts_with('-') {
-            return out;
-        }
-    }
+    token_of(&os_entropy())
 }
 
 /// The operating system's CSPRNG as the core's token source (invites, the default space).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OsTokens;
 
-impl mew_core::secret::TokenSource for OsTokens {
-    fn token(&mut self) -> String {
-        token()
+impl TokenSource for OsTokens {
+    fn entropy(&mut self) -> Option<Entropy> {
+        Some(os_entropy())
     }
 }
 
-/// Entropy for a replicated space's records ([`mew_core::cluster::Node`] draws 16 bytes for
-/// every frame that might create a token): OS CSPRNG bytes drawn a block at a time, so that
-/// a busy space makes one `getrandom` call per 64 frames rather than one per frame. Bytes
-/// handed out are wiped from the block.
+/// The token source of a replicated space's node ([`mew_core::cluster::Node`] draws
+/// [`TOKEN_BYTES`] for every frame that might mint a token): OS CSPRNG bytes drawn a block
+/// at a time, so that a busy space makes one `getrandom` call per 64 such frames rather
+/// than one per frame. Bytes handed out are wiped from the block.
 pub struct EntropyPool {
     block: Box<[u8; EntropyPool::BLOCK]>,
     at: usize,
 }
 
 impl EntropyPool {
-    const BLOCK: usize = 1024;
+    const BLOCK: usize = 64 * TOKEN_BYTES;
 
     /// An empty pool (it fills at the first draw).
     pub fn new() -> EntropyPool {
@@ -54,27 +56,32 @@ impl EntropyPool {
         }
     }
 
-    /// 16 bytes never handed out before.
+    /// [`TOKEN_BYTES`] bytes never handed out before.
     ///
     /// # Panics
     /// When the OS has no entropy source at all, which leaves nothing safe to hand out.
-    pub fn draw(&mut self) -> [u8; 16] {
-        if self.at + 16 > EntropyPool::BLOCK {
+    pub fn draw(&mut self) -> Entropy {
+        if self.at + TOKEN_BYTES > EntropyPool::BLOCK {
             getrandom::fill(&mut self.block[..]).expect("the OS random source is available");
             self.at = 0;
         }
-        let mut e = [0u8; 16];
-        let part = &mut self.block[self.at..self.at + 16];
+        let mut e = [0u8; TOKEN_BYTES];
+        let part = &mut self.block[self.at..self.at + TOKEN_BYTES];
         e.copy_from_slice(part);
         part.fill(0);
-        self.at += 16;
+        self.at += TOKEN_BYTES;
         e
     }
 
-    /// The pool as a [`mew_core::cluster::Node`]'s entropy source.
-    pub fn source() -> Box<dyn FnMut() -> [u8; 16] + Send> {
-        let mut pool = EntropyPool::new();
-        Box::new(move || pool.draw())
+    /// The pool as a [`mew_core::cluster::Node`]'s token source.
+    pub fn source() -> Box<dyn TokenSource> {
+        Box::new(EntropyPool::new())
+    }
+}
+
+impl TokenSource for EntropyPool {
+    fn entropy(&mut self) -> Option<Entropy> {
+        Some(self.draw())
     }
 }
 
@@ -97,6 +104,7 @@ pub fn is_connection_env(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
     use mew_core::secret::equal;
 
     #[test]
@@ -109,7 +117,9 @@ mod tests {
             a.bytes()
                 .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
         );
-        let raw = URL_SAFE_NO_PAD.decode(&a).unwrap();
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&a)
+            .unwrap();
         assert_eq!(raw.len(), TOKEN_BYTES);
         assert!(equal(a.as_bytes(), a.clone().as_bytes()));
         assert!(!equal(a.as_bytes(), b.as_bytes()));
@@ -119,8 +129,8 @@ mod tests {
     #[test]
     fn pooled_entropy_is_never_handed_out_twice() {
         let mut pool = EntropyPool::new();
-        let draws: std::collections::HashSet<[u8; 16]> = (0..200).map(|_| pool.draw()).collect();
-        // 200 draws cross three blocks; 128-bit draws do not repeat.
+        let draws: std::collections::HashSet<Entropy> = (0..200).map(|_| pool.draw()).collect();
+        // 200 draws cross four blocks; 192-bit draws do not repeat.
         assert_eq!(draws.len(), 200);
         assert!(
             pool.block[..pool.at].iter().all(|b| *b == 0),

@@ -310,6 +310,19 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             "--cluster needs --config: every node must serve the same space.yaml",
         ));
     }
+    let identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>> = match &config.gateway.jwt {
+        Some(jwt) => {
+            let (v, warning) =
+                mew_driver_common::server::jwt::JwtVerifier::new(jwt, &layout.config_dir).map_err(
+                    |e| Failure::new(exit::UNREADABLE, format!("gateway.auth.jwt: {e}")),
+                )?;
+            if let Some(w) = warning {
+                tracing::warn!("gateway.auth.jwt: {w}");
+            }
+            Some(Arc::new(v))
+        }
+        None => None,
+    };
     let cluster = match (&args.cluster, &args.node_id) {
         (Some(url), Some(node)) => {
             let mut opts = mew_cluster::ClusterOptions::new(url, node);
@@ -322,7 +335,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
             opts.node_timeout = std::time::Duration::from_secs_f64(args.node_timeout);
             opts.heartbeat = (opts.node_timeout / 5).min(std::time::Duration::from_secs(1));
             opts.max_log_bytes = args.cluster_log_max;
-            let node = mew_cluster::connect(opts, config.clone())
+            let node = mew_cluster::connect(opts, config.clone(), identity.clone())
                 .await
                 .map_err(|e| match e {
                     mew_cluster::ClusterError::NodeId(_) => {
@@ -354,33 +367,25 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         })?)),
         None => None,
     };
-    let identity: Option<Arc<dyn mew_core::gateway::IdentityVerifier>> = match &config.gateway.jwt {
-        Some(jwt) => {
-            let (v, warning) =
-                mew_driver_common::server::jwt::JwtVerifier::new(jwt, &layout.config_dir).map_err(
-                    |e| Failure::new(exit::UNREADABLE, format!("gateway.auth.jwt: {e}")),
-                )?;
-            if let Some(w) = warning {
-                tracing::warn!("gateway.auth.jwt: {w}");
-            }
-            Some(Arc::new(v))
-        }
-        None => None,
-    };
     // A single node with a space.yaml keeps its state in `<space>/.mew/state/`; a cluster
     // member keeps it in the cluster's log.
     let durable = match config.gateway.durability {
         Some(fsync) if cluster.is_none() && !default_space => {
             let dir = layout.root.join(".mew").join("state");
-            let restored = mew_driver_common::state::durable::open(&dir, config.clone(), fsync)
-                .map_err(|e| {
-                    let code = if e.unreadable() {
-                        exit::UNREADABLE
-                    } else {
-                        exit::RUNTIME
-                    };
-                    Failure::new(code, e.to_string())
-                })?;
+            let restored = mew_driver_common::state::durable::open(
+                &dir,
+                config.clone(),
+                fsync,
+                identity.clone(),
+            )
+            .map_err(|e| {
+                let code = if e.unreadable() {
+                    exit::UNREADABLE
+                } else {
+                    exit::RUNTIME
+                };
+                Failure::new(code, e.to_string())
+            })?;
             let r = &restored.report;
             if r.restored() {
                 say!(

@@ -44,8 +44,8 @@ pub use model::{
 use crate::envelope::{Envelope, Kind};
 use crate::ids::IdGen;
 use crate::participant::{
-    self, ClientState, CompactOutcome, Control, Draft, ForgetDirection, Participant, RequestError,
-    RequestId, RequestOptions, Status,
+    self, AroundParticipant, ClientState, CompactOutcome, Control, Draft, ForgetDirection,
+    Participant, RequestError, RequestId, RequestOptions, Status,
 };
 use crate::time::Time;
 use model::{TextCalls, Verdict};
@@ -436,36 +436,6 @@ impl Agent {
         self.pump(now);
     }
 
-    /// The WebSocket opened.
-    pub fn handle_connected(&mut self, now: Time) {
-        self.p.handle_connected(now);
-        self.pump(now);
-    }
-
-    /// A pong arrived.
-    pub fn handle_pong(&mut self, now: Time) {
-        self.p.handle_pong(now);
-        self.pump(now);
-    }
-
-    /// One inbound text frame.
-    pub fn handle_frame(&mut self, now: Time, frame: &str) {
-        self.p.handle_frame(now, frame);
-        self.pump(now);
-    }
-
-    /// The WebSocket closed or could not open.
-    pub fn handle_disconnected(&mut self, now: Time, reason: &str) {
-        self.p.handle_disconnected(now, reason);
-        self.pump(now);
-    }
-
-    /// The connection cannot succeed by trying again; given up at once.
-    pub fn handle_refused(&mut self, now: Time, reason: &str) {
-        self.p.handle_refused(now, reason);
-        self.pump(now);
-    }
-
     /// A piece of a streamed reply's body (`stream: true` requests answered 200), as it
     /// arrives; the whole body still comes with [`Agent::handle_model`]. The reasoning in
     /// it is shown as `reasoning/thought` envelopes, a paragraph at a time.
@@ -846,5 +816,16 @@ impl Agent {
             };
             self.on_step_reply(now, slot, reply);
         }
+    }
+}
+
+/// The connection's inputs go to the agent's participant (see [`AroundParticipant`]).
+impl AroundParticipant for Agent {
+    type Inner = Participant;
+    fn inner(&mut self) -> &mut Participant {
+        &mut self.p
+    }
+    fn after_input(&mut self, now: Time) {
+        self.pump(now);
     }
 }

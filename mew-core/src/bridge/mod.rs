@@ -28,6 +28,21 @@ mod output;
 mod serve;
 mod status;
 
+/// The connection's inputs go to the bridge's participant (see [`AroundParticipant`]); a
+/// refusal's reason is kept for the bridge's exit.
+impl AroundParticipant for Bridge {
+    type Inner = Participant;
+    fn inner(&mut self) -> &mut Participant {
+        &mut self.participant
+    }
+    fn after_input(&mut self, now: Time) {
+        self.pump(now);
+    }
+    fn before_refused(&mut self, reason: &str) {
+        self.refused = Some(reason.to_owned());
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -36,7 +51,7 @@ pub use output::{Exit, Output};
 pub use status::ServerState;
 
 use crate::mcp::{self, ExitStatus, McpClient, McpEvent, Phase};
-use crate::participant::{self, CompactOutcome, Control, Participant};
+use crate::participant::{self, AroundParticipant, CompactOutcome, Control, Participant};
 use crate::time::Time;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -219,37 +234,6 @@ impl Bridge {
     }
 
     // ---- gateway side ----
-
-    /// The WebSocket opened.
-    pub fn handle_connected(&mut self, now: Time) {
-        self.participant.handle_connected(now);
-        self.pump(now);
-    }
-
-    /// A pong arrived.
-    pub fn handle_pong(&mut self, now: Time) {
-        self.participant.handle_pong(now);
-        self.pump(now);
-    }
-
-    /// One inbound text frame.
-    pub fn handle_frame(&mut self, now: Time, frame: &str) {
-        self.participant.handle_frame(now, frame);
-        self.pump(now);
-    }
-
-    /// The WebSocket closed or could not open; the participant reconnects per its policy.
-    pub fn handle_disconnected(&mut self, now: Time, reason: &str) {
-        self.participant.handle_disconnected(now, reason);
-        self.pump(now);
-    }
-
-    /// The connection cannot succeed by trying again; given up at once (the bridge exits).
-    pub fn handle_refused(&mut self, now: Time, reason: &str) {
-        self.refused = Some(reason.to_owned());
-        self.participant.handle_refused(now, reason);
-        self.pump(now);
-    }
 
     // ---- server side ----
 

@@ -4,6 +4,7 @@
 use super::*;
 use crate::mcp::jsonrpc::codes;
 use crate::mcp::{McpConfig, RestartBackoff};
+use crate::participant::GatewayInputs;
 use crate::participant::ParticipantConfig;
 use serde_json::{Value, json};
 use std::time::Duration;

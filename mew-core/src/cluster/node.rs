@@ -2,16 +2,17 @@
 //! what the entries it reads back mean for the sockets this node holds, when to beat, when
 //! to push the space's timers along, and whether it is this node's turn to write a snapshot.
 //!
-//! The [`Gateway`] stays with the driver's host, which drains its outputs for the sockets
-//! it holds; the calls that need it take it.
+//! The node owns its [`Replica`] and so the space's [`Gateway`]: a driver steps the node
+//! alone, and drains the gateway's outputs for the sockets it holds from
+//! [`Node::gateway_mut`].
 
 use super::record::{Entry, Record};
 use super::replica::{Replica, ReplicaEvent};
 use crate::Time;
 use crate::gateway::{
-    ConnId, Gateway, HttpAccepted, HttpError, may_need_entropy, node_error, take_join_token,
+    Bearer, ConnId, Gateway, HttpAccepted, HttpError, may_need_entropy, node_error, take_join_token,
 };
-use crate::secret::TokenHash;
+use crate::secret::{TokenHash, TokenSource};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -142,7 +143,7 @@ pub enum NodeOutput {
 /// | input                              | outputs it may cause                          |
 /// |------------------------------------|-----------------------------------------------|
 /// | [`Node::start`]             | `Publish` (`NodeUp`)                           |
-/// | [`Node::handle_connected`] (`_bearer`) and the other inputs of a connection or the HTTP API | `Publish` |
+/// | [`Node::handle_connected`] and the other inputs of a connection or the HTTP API | `Publish` |
 /// | [`Node::handle_refused`]           | `Abandon`, `Direct`, `PostRefused`             |
 /// | [`Node::handle_entry`]             | `Connected`, `Posted`, `Close`, `NodeGone`, `Warning`, `Broken` |
 /// | [`Node::handle_record`], [`Node::handle_own_record`] (an entry not read back from bytes) | the same |
@@ -151,11 +152,13 @@ pub enum NodeOutput {
 /// | [`Node::handle_log_state`]         | nothing: beats and ticks wait while the log is down |
 ///
 /// [`Node::handle_entry`] takes no `now`: an entry takes effect at the time it carries, the
-/// same on every node (the gateway's own outputs for it are drained from the gateway).
+/// same on every node. The gateway's own outputs for it are drained from
+/// [`Node::gateway_mut`].
 pub struct Node {
     opts: NodeOptions,
     replica: Replica,
-    entropy: Box<dyn FnMut() -> [u8; 16] + Send>,
+    /// Where the entropy of the records that may mint a token comes from.
+    tokens: Box<dyn TokenSource>,
     /// The log's last entry when the node started: inputs wait until it is applied.
     log_last: u64,
     log_up: bool,
@@ -177,19 +180,20 @@ pub struct Node {
 
 impl Node {
     /// A node over `replica` (new or restored), whose log held `log_last` entries when the
-    /// node started. `entropy` draws 16 random bytes for inputs that may create tokens.
+    /// node started. `tokens` gives the randomness a record carries when its input may
+    /// mint an invitation token (the operating system's CSPRNG in servers).
     pub fn new(
         opts: NodeOptions,
         replica: Replica,
         log_last: u64,
-        entropy: Box<dyn FnMut() -> [u8; 16] + Send>,
+        tokens: Box<dyn TokenSource>,
     ) -> Node {
         let last_snapshot = replica.applied();
         Node {
             id: std::sync::Arc::from(opts.node_id.as_str()),
             opts,
             replica,
-            entropy,
+            tokens,
             log_last,
             log_up: true,
             next_local: 0,
@@ -207,6 +211,17 @@ impl Node {
     /// The replica.
     pub fn replica(&self) -> &Replica {
         &self.replica
+    }
+
+    /// The space's gateway (queries).
+    pub fn gateway(&self) -> &Gateway {
+        self.replica.gateway()
+    }
+
+    /// The space's gateway, to drain its outputs after the node's inputs and entries (and
+    /// for the inputs a single node applies outside its log: a reload, its shutdown).
+    pub fn gateway_mut(&mut self) -> &mut Gateway {
+        self.replica.gateway_mut()
     }
 
     /// The node's options.
@@ -231,12 +246,14 @@ impl Node {
     }
 
     /// When [`Node::handle_timeout`] is due next.
-    pub fn poll_timeout(&self, g: &Gateway) -> Option<Time> {
+    pub fn poll_timeout(&self) -> Option<Time> {
         let tick = if self.log_up {
-            g.poll_timeout().map(|due| match self.tick_sent {
-                Some(t) => due.max(t + TICK_SPACING),
-                None => due,
-            })
+            self.gateway()
+                .poll_timeout()
+                .map(|due| match self.tick_sent {
+                    Some(t) => due.max(t + TICK_SPACING),
+                    None => due,
+                })
         } else {
             None
         };
@@ -247,7 +264,7 @@ impl Node {
     }
 
     fn publish(&mut self, now: Time, entry: Entry, undo: Undo, entropy: bool) {
-        let entropy = entropy.then(|| (self.entropy)());
+        let entropy = if entropy { self.tokens.entropy() } else { None };
         let record = Record {
             node: self.id.clone(),
             at: now,
@@ -271,21 +288,26 @@ impl Node {
         self.log_up = up;
     }
 
-    /// A WebSocket completed its handshake with this bearer token's digest; returns the
-    /// node's number for it, named again by `Connected` or `Abandon`.
-    pub fn handle_connected(&mut self, now: Time, token: Option<TokenHash>) -> u64 {
+    /// A WebSocket completed its handshake with this bearer token; returns the node's
+    /// number for it, named again by `Connected` or `Abandon`. A token the space's
+    /// identity verifier takes (a JWT) is judged here, where it arrived, and its judgement
+    /// logged (no replica could check it again, and the log holds no token); any other
+    /// goes in by digest.
+    pub fn handle_connected(&mut self, now: Time, bearer: Bearer<'_>) -> u64 {
+        let token = match bearer {
+            Bearer::None => None,
+            Bearer::Token(t) => match self.gateway().judge_token(t) {
+                Some(judged) => {
+                    return self.connect(now, |local| Entry::ConnectJudged { local, judged });
+                }
+                None => Some(TokenHash::of(t)),
+            },
+            Bearer::Hashed(h) => Some(h),
+            Bearer::Judged(judged) => {
+                return self.connect(now, |local| Entry::ConnectJudged { local, judged });
+            }
+        };
         self.connect(now, |local| Entry::Connect { local, token })
-    }
-
-    /// A WebSocket completed its handshake with this bearer token: one the space's identity
-    /// verifier takes (a JWT) is judged here, where it arrived, and its judgement logged
-    /// (no replica could check it again, and the log holds no token); any other goes in by
-    /// digest, as with [`Node::handle_connected`]. Returns the node's number for it.
-    pub fn handle_connected_bearer(&mut self, now: Time, g: &Gateway, bearer: Option<&str>) -> u64 {
-        match bearer.and_then(|b| g.judge_token(b)) {
-            Some(judged) => self.connect(now, |local| Entry::ConnectJudged { local, judged }),
-            None => self.handle_connected(now, bearer.map(TokenHash::of)),
-        }
     }
 
     /// Publishes a connection's entry under the node's next number for it.
@@ -299,10 +321,10 @@ impl Node {
     /// A frame from a connection this node holds. A join's token never enters the log: it
     /// is judged here when the identity verifier takes it, else sealed (only its digest is
     /// logged).
-    pub fn handle_frame(&mut self, now: Time, g: &mut Gateway, conn: ConnId, frame: Bytes) {
-        let joined = g.conn_joined(conn);
+    pub fn handle_frame(&mut self, now: Time, conn: ConnId, frame: Bytes) {
+        let joined = self.gateway().conn_joined(conn);
         let entry = match (!joined).then(|| take_join_token(&frame)).flatten() {
-            Some((frame, token)) => match g.judge_token(&token) {
+            Some((frame, token)) => match self.gateway().judge_token(&token) {
                 Some(judged) => Entry::JudgedJoin {
                     conn,
                     frame,
@@ -349,14 +371,22 @@ impl Node {
     }
 
     /// `POST /participants/{participant}/messages`; returns the node's number for it,
-    /// named again by `Posted` or `PostRefused`.
+    /// named again by `Posted` or `PostRefused`. The log holds the bearer token's digest
+    /// (a post is authenticated by the tokens the space keeps, never a judged one).
     pub fn handle_post(
         &mut self,
         now: Time,
         participant: String,
-        token: Option<TokenHash>,
+        bearer: Bearer<'_>,
         body: Bytes,
     ) -> u64 {
+        let token = match bearer {
+            Bearer::None => None,
+            Bearer::Token(t) => Some(TokenHash::of(t)),
+            Bearer::Hashed(h) => Some(h),
+            // No member holds it: the digest of nothing a space lists, refused alike.
+            Bearer::Judged(_) => Some(TokenHash::of("")),
+        };
         self.next_local += 1;
         let local = self.next_local;
         let entry = Entry::Post {
@@ -388,11 +418,11 @@ impl Node {
         }
     }
 
-    /// Entry `seq` of the log, as stored: applied to the replica (and `g`, whose outputs
-    /// the driver drains afterwards).
-    pub fn handle_entry(&mut self, g: &mut Gateway, seq: u64, bytes: Bytes) {
+    /// Entry `seq` of the log, as stored: applied to the replica (and its gateway, whose
+    /// outputs the driver drains afterwards).
+    pub fn handle_entry(&mut self, seq: u64, bytes: Bytes) {
         match Record::decode(bytes) {
-            Ok(rec) => self.handle_record(g, seq, rec),
+            Ok(rec) => self.handle_record(seq, rec),
             Err(e) => {
                 self.out.push_back(NodeOutput::Warning(format!(
                     "unreadable log entry {seq} skipped: {e}"
@@ -405,7 +435,7 @@ impl Node {
 
     /// [`Node::handle_entry`] for a record this node holds whole: a single node whose log
     /// is its own file applies what it publishes without reading its bytes back.
-    pub fn handle_record(&mut self, g: &mut Gateway, seq: u64, rec: Record) {
+    pub fn handle_record(&mut self, seq: u64, rec: Record) {
         if let Entry::Oversize { conn, .. } = rec.entry
             && *rec.node == *self.opts.node_id
             && let Some(i) = self.oversize.iter().position(|c| *c == conn)
@@ -413,7 +443,7 @@ impl Node {
             self.oversize.swap_remove(i);
             self.oversize_done.push(conn);
         }
-        if let Err(e) = self.replica.handle_record(g, seq, rec) {
+        if let Err(e) = self.replica.handle_record(seq, rec) {
             self.out.push_back(NodeOutput::Broken(format!(
                 "{e}; this node must restart from the latest snapshot"
             )));
@@ -428,7 +458,7 @@ impl Node {
     /// may let such a record's effects out once the record is written, before it is
     /// flushed to the disk; anything else (a grant, a revocation, an invitation, a join, a
     /// post, a refused frame, ...) is flushed first.
-    pub fn handle_own_record(&mut self, g: &mut Gateway, seq: u64, rec: Record) -> bool {
+    pub fn handle_own_record(&mut self, seq: u64, rec: Record) -> bool {
         let message = match &rec.entry {
             // A tick's effects (timers: pings, expiries) follow from the time alone: a
             // restart that lost it does the same at its first tick.
@@ -437,9 +467,9 @@ impl Node {
             Entry::Frame { .. } => None,
             _ => Some(false),
         };
-        let chats = g.stats().chats_received();
-        self.handle_record(g, seq, rec);
-        message.unwrap_or_else(|| g.stats().chats_received() == chats + 1)
+        let chats = self.gateway().stats().chats_received();
+        self.handle_record(seq, rec);
+        message.unwrap_or_else(|| self.gateway().stats().chats_received() == chats + 1)
     }
 
     fn replica_events(&mut self) {
@@ -469,7 +499,7 @@ impl Node {
     /// The driver carried out the gateway's outputs after a batch of entries: sockets
     /// whose oversize refusal is out close, and the node elected for it (the live node
     /// with the smallest id) takes a snapshot when one is due.
-    pub fn handle_drained(&mut self, g: &Gateway) {
+    pub fn handle_drained(&mut self) {
         for conn in std::mem::take(&mut self.oversize_done) {
             self.out.push_back(NodeOutput::Close {
                 conn,
@@ -486,9 +516,9 @@ impl Node {
             self.last_snapshot = applied;
             self.snapshot_asked = false;
             let snap = if self.opts.snapshot_at_rest {
-                self.replica.snapshot_at_rest(g)
+                self.replica.snapshot_at_rest()
             } else {
-                self.replica.snapshot(g)
+                self.replica.snapshot()
             };
             match snap {
                 Ok(bytes) => self.out.push_back(NodeOutput::Snapshot { applied, bytes }),
@@ -508,7 +538,7 @@ impl Node {
 
     /// Time passed: a beat when one is due, a tick when a timer of the space is (one in
     /// flight at a time). Cheap; drivers call it after every pass of their loop.
-    pub fn handle_timeout(&mut self, now: Time, g: &Gateway) {
+    pub fn handle_timeout(&mut self, now: Time) {
         if let Some(at) = self.next_beat
             && now >= at
         {
@@ -517,7 +547,7 @@ impl Node {
                 self.publish(now, Entry::Beat, Undo::Nothing, false);
             }
         }
-        let due = g.poll_timeout().is_some_and(|t| t <= now);
+        let due = self.gateway().poll_timeout().is_some_and(|t| t <= now);
         let spaced = self
             .tick_sent
             .is_none_or(|t| now.saturating_since(t) >= TICK_SPACING);

@@ -3,7 +3,8 @@
 //! A record is a one-line JSON head, a newline, then the raw body (a frame's bytes, an HTTP
 //! body) unchanged: frames are neither escaped nor re-serialised on their way through the
 //! log. The head names the node that published the record, that node's clock reading and,
-//! for inputs that may need it, 16 bytes of entropy drawn by that node.
+//! for inputs that may need it, [`crate::secret::TOKEN_ENTROPY`] bytes of entropy drawn by
+//! that node.
 
 use crate::Time;
 use crate::gateway::{ConnId, Identity, Judgement};
@@ -109,8 +110,8 @@ pub struct Record {
     pub node: std::sync::Arc<str>,
     /// The publishing node's clock.
     pub at: Time,
-    /// Randomness for the input (tokens it may create), drawn by the publishing node.
-    pub entropy: Option<[u8; 16]>,
+    /// Randomness for the input (the token it may mint), drawn by the publishing node.
+    pub entropy: Option<secret::Entropy>,
     /// The input.
     pub entry: Entry,
 }
@@ -371,7 +372,18 @@ impl Record {
             },
         };
         let entropy = match &h.e {
-            Some(e) => Some(secret::unhex(e).ok_or_else(|| bad("bad entropy"))?),
+            Some(e) => Some(match secret::unhex::<{ secret::TOKEN_ENTROPY }>(e) {
+                Some(e) => e,
+                // 16 bytes, as earlier versions drew: read, so that their logs replay.
+                // An invitation replayed from one mints another token than the one it
+                // answered (its inviter invites again).
+                None => {
+                    let short = secret::unhex::<16>(e).ok_or_else(|| bad("bad entropy"))?;
+                    let mut full = [0u8; secret::TOKEN_ENTROPY];
+                    full[..16].copy_from_slice(&short);
+                    full
+                }
+            }),
             None => None,
         };
         Ok(Record {
@@ -434,6 +446,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn entropy_is_read_at_its_size_and_at_the_size_earlier_versions_wrote() {
+        let rec = Record {
+            node: "a".into(),
+            at: Time::from_unix_millis(5),
+            entropy: Some([7; secret::TOKEN_ENTROPY]),
+            entry: Entry::Beat,
+        };
+        assert_eq!(Record::decode(Bytes::from(rec.encode())).unwrap(), rec);
+        let old = format!(r#"{{"t":"beat","n":"a","at":5,"e":"{}"}}"#, "07".repeat(16));
+        let read = Record::decode(Bytes::from(format!("{old}\n"))).unwrap();
+        let mut want = [0; secret::TOKEN_ENTROPY];
+        want[..16].fill(7);
+        assert_eq!(read.entropy, Some(want));
+        let bad = format!(r#"{{"t":"beat","n":"a","at":5,"e":"{}"}}"#, "07".repeat(20));
+        assert!(Record::decode(Bytes::from(format!("{bad}\n"))).is_err());
+    }
+
+    #[test]
     fn the_caching_encoder_writes_what_a_record_writes() {
         let node: std::sync::Arc<str> = "local".into();
         let other: std::sync::Arc<str> = "n\"2".into();
@@ -448,7 +478,7 @@ mod tests {
             (&node, 5, None, frame(2, b"{\"a\":1}")),
             (&node, 6, None, frame(u64::MAX, b"")),
             (&other, 6, None, frame(3, b"x")),
-            (&other, 6, Some([9; 16]), frame(3, b"y")),
+            (&other, 6, Some([9; 24]), frame(3, b"y")),
             (&other, 6, None, Entry::Beat),
             (&node, 6, None, frame(4, b"z")),
         ] {
@@ -544,7 +574,7 @@ mod tests {
                     "n\"1\u{1}".into()
                 },
                 at: Time::from_unix_millis(5 + i as u64 * 1_000_003),
-                entropy: (i % 3 != 0).then_some([7; 16]),
+                entropy: (i % 3 != 0).then_some([7; 24]),
                 entry,
             };
             let bytes = r.encode();

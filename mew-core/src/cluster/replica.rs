@@ -2,9 +2,14 @@
 
 use super::record::{Entry, Record};
 use crate::Time;
-use crate::gateway::{ConnId, Gateway, HttpAccepted, HttpError, SnapshotError, SpaceConfig};
+use crate::gateway::{
+    Answer, Bearer, ConnId, Gateway, HttpAccepted, HttpError, IdentityVerifier, Input,
+    SnapshotError, SpaceConfig,
+};
+use crate::secret::{Entropy, LogEntropy};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a node that never announced its timeout may stay silent.
@@ -16,7 +21,7 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const LOG_QUIET: Duration = Duration::from_secs(2);
 
 /// Something the node that holds this replica must act on (besides the outputs of the
-/// [`Gateway`] it holds beside the replica, which [`Replica::new`] returns).
+/// [`Gateway`] the replica holds, drained from [`Replica::gateway_mut`]).
 #[derive(Debug)]
 pub enum ReplicaEvent {
     /// A connection this node published has its id: answer the socket waiting for it.
@@ -67,10 +72,10 @@ struct NodeState {
     timeout_ms: u64,
 }
 
-/// What a replica of one space adds to its gateway core: time, connection owners and live
-/// nodes from the log. The [`Gateway`] stays with the node's host (which drains its
-/// outputs); every call takes it, and it must be the one [`Replica::new`] or
-/// [`Replica::restore`] returned.
+/// One node's copy of a space: its [`Gateway`], and what the log adds to it (time,
+/// connection owners, live nodes). The gateway's outputs are drained from
+/// [`Replica::gateway_mut`] after each entry; its invitation tokens come only from the
+/// entropy the entries carry ([`LogEntropy`]), so every replica mints the same.
 ///
 /// | input | what it may queue |
 /// |---|---|
@@ -79,6 +84,7 @@ struct NodeState {
 ///
 /// Neither takes `now`: an entry takes effect at the time it carries.
 pub struct Replica {
+    gateway: Gateway,
     node: String,
     now: Time,
     applied: u64,
@@ -106,21 +112,44 @@ fn seed_of(config: &SpaceConfig) -> u64 {
 }
 
 impl Replica {
-    /// An empty space (before the log's first entry), held by `node`.
-    pub fn new(node: &str, config: SpaceConfig) -> (Replica, Gateway) {
+    /// An empty space (before the log's first entry), held by `node`, whose bearer tokens
+    /// that the configuration does not list are judged by `verifier` (when there is one).
+    pub fn new(
+        node: &str,
+        config: SpaceConfig,
+        verifier: Option<Arc<dyn IdentityVerifier>>,
+    ) -> Replica {
         let seed = seed_of(&config);
-        let mut gateway = Gateway::new(config, seed);
+        let gateway = Gateway::new(config, seed, Box::new(LogEntropy), verifier);
+        Replica::around(
+            node,
+            gateway,
+            Time::ZERO,
+            0,
+            BTreeMap::new(),
+            BTreeMap::new(),
+        )
+    }
+
+    fn around(
+        node: &str,
+        mut gateway: Gateway,
+        now: Time,
+        applied: u64,
+        owners: BTreeMap<ConnId, String>,
+        nodes: BTreeMap<String, NodeState>,
+    ) -> Replica {
         gateway.set_replicated();
-        let r = Replica {
+        Replica {
+            gateway,
             node: node.to_owned(),
-            now: Time::ZERO,
-            applied: 0,
-            owners: BTreeMap::new(),
-            nodes: BTreeMap::new(),
+            now,
+            applied,
+            owners,
+            nodes,
             events: VecDeque::new(),
             used_entropy: false,
-        };
-        (r, gateway)
+        }
     }
 
     /// A replica in the state of `snapshot` (from [`Replica::snapshot`] on any node).
@@ -128,21 +157,24 @@ impl Replica {
         node: &str,
         config: SpaceConfig,
         snapshot: &[u8],
-    ) -> Result<(Replica, Gateway), SnapshotError> {
+        verifier: Option<Arc<dyn IdentityVerifier>>,
+    ) -> Result<Replica, SnapshotError> {
         let s: ReplicaState<'_> = serde_json::from_slice(snapshot)
             .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-        let mut gateway = Gateway::restore(config, s.gateway.get().as_bytes())?;
-        gateway.set_replicated();
-        let r = Replica {
-            node: node.to_owned(),
-            now: s.now,
-            applied: s.applied,
-            owners: s.owners.into_iter().collect(),
-            nodes: s.nodes,
-            events: VecDeque::new(),
-            used_entropy: false,
-        };
-        Ok((r, gateway))
+        let gateway = Gateway::restore(
+            config,
+            s.gateway.get().as_bytes(),
+            Box::new(LogEntropy),
+            verifier,
+        )?;
+        Ok(Replica::around(
+            node,
+            gateway,
+            s.now,
+            s.applied,
+            s.owners.into_iter().collect(),
+            s.nodes,
+        ))
     }
 
     /// The one way a node's replica starts, whether its log is a cluster's stream or a
@@ -153,11 +185,23 @@ impl Replica {
         node: &str,
         config: SpaceConfig,
         snapshot: Option<&[u8]>,
-    ) -> Result<(Replica, Gateway), SnapshotError> {
+        verifier: Option<Arc<dyn IdentityVerifier>>,
+    ) -> Result<Replica, SnapshotError> {
         match snapshot {
-            Some(s) => Replica::restore(node, config, s),
-            None => Ok(Replica::new(node, config)),
+            Some(s) => Replica::restore(node, config, s, verifier),
+            None => Ok(Replica::new(node, config, verifier)),
         }
+    }
+
+    /// The space's gateway.
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// The space's gateway, to drain its outputs (and for the inputs a single node applies
+    /// outside its log: a reload, its shutdown).
+    pub fn gateway_mut(&mut self) -> &mut Gateway {
+        &mut self.gateway
     }
 
     /// Whether the last entry applied drew a token from the entropy its record carried
@@ -169,14 +213,14 @@ impl Replica {
 
     /// The replica's state after entry [`Replica::applied`], as bytes. The gateway's
     /// outputs must have been drained.
-    pub fn snapshot(&self, gateway: &Gateway) -> Result<Vec<u8>, SnapshotError> {
-        self.snapshot_with(gateway.snapshot()?)
+    pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
+        self.snapshot_with(self.gateway.snapshot()?)
     }
 
     /// [`Replica::snapshot`] for a node's own files, without live tokens (see
     /// [`Gateway::snapshot_at_rest`]).
-    pub fn snapshot_at_rest(&self, gateway: &Gateway) -> Result<Vec<u8>, SnapshotError> {
-        self.snapshot_with(gateway.snapshot_at_rest()?)
+    pub fn snapshot_at_rest(&self) -> Result<Vec<u8>, SnapshotError> {
+        self.snapshot_with(self.gateway.snapshot_at_rest()?)
     }
 
     fn snapshot_with(&self, g: Vec<u8>) -> Result<Vec<u8>, SnapshotError> {
@@ -225,12 +269,7 @@ impl Replica {
 
     /// Applies entry `seq` of the log. Entries already applied are ignored; a gap is an
     /// error (the replica must be rebuilt from a snapshot).
-    pub fn handle_record(
-        &mut self,
-        g: &mut Gateway,
-        seq: u64,
-        rec: Record,
-    ) -> Result<(), ApplyError> {
+    pub fn handle_record(&mut self, seq: u64, rec: Record) -> Result<(), ApplyError> {
         if seq <= self.applied {
             return Ok(());
         }
@@ -272,48 +311,75 @@ impl Replica {
                 );
             }
         }
-        let had_entropy = rec.entropy.is_some();
-        if let Some(e) = rec.entropy {
-            g.provide_entropy(e);
-        }
+        let mut entropy = rec.entropy;
+        self.used_entropy = false;
         let owned = |owners: &BTreeMap<ConnId, String>, conn: &ConnId| {
             owners.get(conn).is_some_and(|n| n == node)
         };
         match rec.entry {
             Entry::NodeUp { .. } => {
                 // Whatever the node held before it restarted is gone.
-                self.close_node_conns(g, now, node);
+                self.close_node_conns(now, node);
             }
             Entry::Beat | Entry::Tick => {}
             Entry::Connect { local, token } => {
-                let conn = g.handle_connected_hashed(now, token);
-                self.connected(node, local, conn);
+                let a = self.apply(
+                    now,
+                    &mut entropy,
+                    Input::Connected {
+                        bearer: token.into(),
+                    },
+                );
+                self.connected(node, local, a);
             }
             Entry::ConnectJudged { local, judged } => {
-                let conn = g.handle_connected_judged(now, judged);
-                self.connected(node, local, conn);
+                let bearer = Bearer::Judged(judged);
+                let a = self.apply(now, &mut entropy, Input::Connected { bearer });
+                self.connected(node, local, a);
             }
             Entry::Frame { conn, frame } if owned(&self.owners, &conn) => {
-                g.handle_frame(now, conn, frame);
+                self.apply(now, &mut entropy, Input::Frame { conn, frame });
             }
             Entry::SealedJoin { conn, frame, token } if owned(&self.owners, &conn) => {
-                g.handle_sealed_join(now, conn, frame, token);
+                let bearer = Bearer::Hashed(token);
+                self.apply(
+                    now,
+                    &mut entropy,
+                    Input::Join {
+                        conn,
+                        frame,
+                        bearer,
+                    },
+                );
             }
             Entry::JudgedJoin {
                 conn,
                 frame,
                 judged,
             } if owned(&self.owners, &conn) => {
-                g.handle_judged_join(now, conn, frame, judged);
+                let bearer = Bearer::Judged(judged);
+                self.apply(
+                    now,
+                    &mut entropy,
+                    Input::Join {
+                        conn,
+                        frame,
+                        bearer,
+                    },
+                );
             }
             Entry::Oversize { conn, size } if owned(&self.owners, &conn) => {
-                g.handle_oversize(now, conn, size);
+                self.apply(now, &mut entropy, Input::Oversize { conn, size });
             }
-            Entry::Pong { conn } if owned(&self.owners, &conn) => g.handle_pong(now, conn),
-            Entry::Slow { conn } if owned(&self.owners, &conn) => g.handle_slow(now, conn),
+            Entry::Pong { conn } if owned(&self.owners, &conn) => {
+                self.apply(now, &mut entropy, Input::Pong { conn });
+            }
+            Entry::Slow { conn } if owned(&self.owners, &conn) => {
+                self.apply(now, &mut entropy, Input::Slow { conn });
+            }
             Entry::Closed { conn } if owned(&self.owners, &conn) => {
                 self.owners.remove(&conn);
-                g.handle_disconnected(now, conn);
+                self.apply(now, &mut entropy, Input::Disconnected { conn });
             }
             // A connection of another node, or one already closed: a stale entry.
             Entry::Frame { .. }
@@ -329,19 +395,36 @@ impl Replica {
                 token,
                 body,
             } => {
-                let result = g.handle_post_hashed(now, &participant, token, &body);
-                if node == self.node {
+                let post = Input::Post {
+                    participant: &participant,
+                    bearer: token.into(),
+                    body: &body,
+                };
+                let result = self.apply(now, &mut entropy, post).posted();
+                if node == self.node
+                    && let Some(result) = result
+                {
                     self.events
                         .push_back(ReplicaEvent::Posted { local, result });
                 }
             }
         }
-        self.used_entropy = had_entropy && g.take_entropy().is_none();
-        self.expire_nodes(g, now);
-        if g.poll_timeout().is_some_and(|t| t <= now) {
-            g.handle_timeout(now);
+        self.expire_nodes(now);
+        if self.gateway.poll_timeout().is_some_and(|t| t <= now) {
+            self.gateway.handle_input(now, Input::Timeout);
         }
         Ok(())
+    }
+
+    /// Applies an entry's input, with the entry's entropy when it carries some.
+    fn apply(&mut self, now: Time, entropy: &mut Option<Entropy>, input: Input<'_>) -> Answer {
+        let given = entropy.take();
+        if let Some(e) = given {
+            self.gateway.handle_input(now, Input::Entropy(e));
+        }
+        let answer = self.gateway.handle_input(now, input);
+        self.used_entropy = given.is_some() && self.gateway.drew_entropy();
+        answer
     }
 
     /// Passes over entry `seq`, which could not be read (it counts as applied, and changes
@@ -351,7 +434,7 @@ impl Replica {
     }
 
     /// Declares gone every node silent for longer than its timeout.
-    fn expire_nodes(&mut self, g: &mut Gateway, now: Time) {
+    fn expire_nodes(&mut self, now: Time) {
         let silent = |s: &NodeState| now.saturating_since(s.last).as_millis() as u64 > s.timeout_ms;
         if !self.nodes.values().any(silent) {
             return;
@@ -364,7 +447,7 @@ impl Replica {
             .collect();
         for node in gone {
             self.nodes.remove(&node);
-            let connections = self.close_node_conns(g, now, &node);
+            let connections = self.close_node_conns(now, &node);
             self.events
                 .push_back(ReplicaEvent::NodeGone { node, connections });
         }
@@ -373,7 +456,10 @@ impl Replica {
     /// Closes every connection `node` holds; how many there were.
     /// A connection of `node` got its id: remembered as that node's, and reported when
     /// the node is this one.
-    fn connected(&mut self, node: &str, local: u64, conn: ConnId) {
+    fn connected(&mut self, node: &str, local: u64, answer: Answer) {
+        let Some(conn) = answer.conn() else {
+            return;
+        };
         self.owners.insert(conn, node.to_owned());
         if node == self.node {
             self.events
@@ -381,7 +467,7 @@ impl Replica {
         }
     }
 
-    fn close_node_conns(&mut self, g: &mut Gateway, now: Time, node: &str) -> usize {
+    fn close_node_conns(&mut self, now: Time, node: &str) -> usize {
         let conns: Vec<ConnId> = self
             .owners
             .iter()
@@ -390,7 +476,8 @@ impl Replica {
             .collect();
         for c in &conns {
             self.owners.remove(c);
-            g.handle_disconnected(now, *c);
+            self.gateway
+                .handle_input(now, Input::Disconnected { conn: *c });
         }
         if node == self.node && !conns.is_empty() {
             self.events.push_back(ReplicaEvent::Evicted {
@@ -398,5 +485,93 @@ impl Replica {
             });
         }
         conns.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::Output;
+    use crate::secret::{TOKEN_ENTROPY, TokenHash, token_of};
+    use bytes::Bytes;
+
+    const SPACE: &str = "space: {id: s}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n";
+
+    fn rec(at: u64, entropy: Option<Entropy>, entry: Entry) -> Record {
+        Record {
+            node: "a".into(),
+            at: Time::from_unix_millis(at),
+            entropy,
+            entry,
+        }
+    }
+
+    fn invite(id: &str, guest: &str) -> Bytes {
+        Bytes::from(format!(
+            r#"{{"protocol":"mew/v0.4","id":"{id}","kind":"space/invite","payload":{{"participant_id":"{guest}"}}}}"#
+        ))
+    }
+
+    /// The frames the gateway sent for the last entry, as JSON.
+    fn sent(r: &mut Replica) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        while let Some(o) = r.gateway_mut().poll_output() {
+            if let Output::Transmit { frame, .. } = o {
+                out.push(serde_json::from_slice(&frame).unwrap());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn invitation_tokens_are_the_entrys_192_bits_and_never_made_up() {
+        let config = SpaceConfig::from_yaml(SPACE).unwrap();
+        let mut r = Replica::new("a", config, None);
+        let token = Some(TokenHash::of("human-token"));
+        r.handle_record(1, rec(1_000, None, Entry::Connect { local: 1, token }))
+            .unwrap();
+        let conn = match r.poll_output() {
+            Some(ReplicaEvent::Connected { conn, .. }) => conn,
+            other => panic!("{other:?}"),
+        };
+        sent(&mut r);
+        // With the entry's entropy: the token is those bytes, as every token is written.
+        let entropy = [0x5a; TOKEN_ENTROPY];
+        let frame = invite("i1", "guest");
+        let entry = Entry::Frame { conn, frame };
+        r.handle_record(2, rec(1_001, Some(entropy), entry))
+            .unwrap();
+        assert!(r.used_entropy());
+        let ack = sent(&mut r)
+            .into_iter()
+            .find(|v| v["kind"] == "space/invite-ack")
+            .expect("an acknowledgement");
+        assert_eq!(ack["payload"]["token"], token_of(&entropy).as_str());
+        assert_eq!(token_of(&entropy).len(), 32);
+        // Without: refused (no replica has a source of its own), on every replica alike.
+        let frame = invite("i2", "other");
+        r.handle_record(3, rec(1_002, None, Entry::Frame { conn, frame }))
+            .unwrap();
+        assert!(!r.used_entropy());
+        let frames = sent(&mut r);
+        assert!(frames.iter().all(|v| v["kind"] != "space/invite-ack"));
+        let err = frames
+            .iter()
+            .find(|v| v["kind"] == "system/error")
+            .expect("a refusal");
+        assert_eq!(err["payload"]["error"], "internal_error");
+        // Entropy given with an entry that mints nothing is dropped, not kept for the next.
+        let chat = Bytes::from_static(
+            br#"{"protocol":"mew/v0.4","id":"c1","kind":"chat","payload":{"text":"hi"}}"#,
+        );
+        let entry = Entry::Frame { conn, frame: chat };
+        r.handle_record(4, rec(1_003, Some([1; TOKEN_ENTROPY]), entry))
+            .unwrap();
+        assert!(!r.used_entropy());
+        sent(&mut r);
+        let frame = invite("i3", "third");
+        r.handle_record(5, rec(1_004, None, Entry::Frame { conn, frame }))
+            .unwrap();
+        assert!(sent(&mut r).iter().all(|v| v["kind"] != "space/invite-ack"));
     }
 }

@@ -61,6 +61,15 @@ impl Slab {
         ConnId::new(slot, 0)
     }
 
+    pub(super) fn get(&self, id: ConnId) -> Option<&Conn> {
+        let s = self.slots.get(id.slot())?;
+        if s.generation == id.generation() {
+            s.conn.as_ref()
+        } else {
+            None
+        }
+    }
+
     pub(super) fn get_mut(&mut self, id: ConnId) -> Option<&mut Conn> {
         let s = self.slots.get_mut(id.slot())?;
         if s.generation == id.generation() {

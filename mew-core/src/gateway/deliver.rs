@@ -335,7 +335,7 @@ impl Gateway {
         }
     }
 
-    /// [`Gateway::handle_slow`]'s work.
+    /// [`Input::Slow`](super::Input::Slow)'s work.
     pub(super) fn on_slow(&mut self, now: Time, conn: ConnId) {
         if self
             .conns

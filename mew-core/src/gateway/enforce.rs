@@ -27,7 +27,7 @@ pub(super) struct Accepted {
 }
 
 impl Gateway {
-    /// [`Gateway::handle_frame`]'s work.
+    /// [`Input::Frame`](super::Input::Frame)'s work.
     pub(super) fn on_frame(&mut self, now: Time, conn: ConnId, frame: Bytes) {
         let Some(c) = self.conns.get_mut(conn) else {
             return;
@@ -47,27 +47,27 @@ impl Gateway {
         self.finish_closes(now);
     }
 
-    /// [`Gateway::handle_sealed_join`] and [`Gateway::handle_judged_join`]'s work.
+    /// [`Input::Join`](super::Input::Join)'s work.
     pub(super) fn on_token_join(
         &mut self,
         now: Time,
         conn: ConnId,
         frame: Bytes,
-        token: JoinToken,
+        bearer: super::Bearer<'_>,
     ) {
         let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
         if matches!(c.phase, Phase::Pending { .. }) {
             c.last_activity = now;
-            self.pending_frame(now, conn, &frame, token);
+            self.pending_frame(now, conn, &frame, JoinToken::Given(bearer));
             self.finish_closes(now);
         } else {
-            self.handle_frame(now, conn, frame);
+            self.on_frame(now, conn, frame);
         }
     }
 
-    /// [`Gateway::handle_oversize`]'s work.
+    /// [`Input::Oversize`](super::Input::Oversize)'s work.
     pub(super) fn on_oversize(&mut self, now: Time, conn: ConnId, size: usize) {
         let Some(c) = self.conns.get_mut(conn) else {
             return;

@@ -27,7 +27,7 @@ impl Gateway {
             .min()
     }
 
-    /// [`Gateway::handle_timeout`]'s work.
+    /// [`Input::Timeout`](super::Input::Timeout)'s work.
     pub(super) fn on_timeout(&mut self, now: Time) {
         let idle = self.config.gateway.idle_timeout;
         let interval = self.config.gateway.heartbeat_interval;
@@ -106,9 +106,9 @@ impl Gateway {
         self.conn_timer = self.earliest_conn_timer();
     }
 
-    /// When `handle_timeout` next has work, if ever.
+    /// When `Input::Timeout` next has work, if ever.
     ///
-    /// A connection's timers count from the bound `handle_timeout` last computed (or an
+    /// A connection's timers count from the bound `Input::Timeout` last computed (or an
     /// earlier one), so the answer may be early, never late: a wake-up with nothing due
     /// does nothing.
     pub(super) fn next_timeout(&self) -> Option<Time> {

@@ -152,26 +152,28 @@ impl Gateway {
         }
     }
 
-    /// [`Gateway::handle_post`]'s work.
+    /// [`Input::Post`](super::Input::Post)'s work.
     pub(super) fn on_post(
         &mut self,
         now: Time,
         participant: &str,
-        bearer: Option<&str>,
+        bearer: super::Bearer<'_>,
         body: &[u8],
     ) -> Result<HttpAccepted, HttpError> {
-        let bearer = bearer.map(crate::secret::TokenHash::of);
-        self.handle_post_hashed(now, participant, bearer, body)
-    }
-
-    /// [`Gateway::handle_post_hashed`]'s work.
-    pub(super) fn on_post_hashed(
-        &mut self,
-        now: Time,
-        participant: &str,
-        bearer: Option<crate::secret::TokenHash>,
-        body: &[u8],
-    ) -> Result<HttpAccepted, HttpError> {
+        // Posts are authenticated by the tokens the space keeps (a judged token is no
+        // member's: 403).
+        let bearer = match bearer {
+            super::Bearer::None => None,
+            super::Bearer::Token(t) => Some(crate::secret::TokenHash::of(t)),
+            super::Bearer::Hashed(h) => Some(h),
+            super::Bearer::Judged(_) => {
+                return Err(http_error(
+                    403,
+                    "forbidden",
+                    "the token does not authenticate this participant",
+                ));
+            }
+        };
         let member = self.http_auth(participant, bearer)?;
         self.attach_virtual(now, member);
         let max = self.config.gateway.limits.max_frame_bytes;

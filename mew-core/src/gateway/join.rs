@@ -8,7 +8,7 @@ use super::conn::{Conn, Phase};
 use super::member::{Hold, Member, Origin};
 use super::refusal::{JoinRefusal, refuse};
 use super::system::ErrorPayload;
-use super::{ConnId, Gateway, GatewayEvent};
+use super::{Bearer, ConnId, Gateway, GatewayEvent};
 use crate::Time;
 use crate::envelope::check_depth;
 use crate::secret::TokenHash;
@@ -73,7 +73,7 @@ pub fn may_need_entropy(frame: &[u8]) -> bool {
 
 /// Takes the token out of a join message: the message without it and the token's digest,
 /// or `None` when `frame` is not a join carrying a token. A replicated space logs joins this
-/// way (see [`Gateway::handle_sealed_join`]), so its log holds no token.
+/// way (and applies them as [`Input::Join`](super::Input::Join)), so its log holds no token.
 pub fn seal_join(frame: &[u8]) -> Option<(Bytes, TokenHash)> {
     take_join_token(frame).map(|(frame, token)| (frame, TokenHash::of(&token)))
 }
@@ -92,13 +92,18 @@ pub fn take_join_token(frame: &[u8]) -> Option<(Bytes, String)> {
     Some((Bytes::from(serde_json::to_vec(&v).ok()?), token))
 }
 
-/// What a join message's token became on its way to the core.
-pub(super) enum JoinToken {
+/// Where a join message's token is.
+pub(super) enum JoinToken<'a> {
     /// Still in the message.
     InFrame,
-    /// Taken out and digested ([`seal_join`]).
-    Sealed(TokenHash),
-    /// Taken out and judged by the identity verifier where the connection arrived.
+    /// Taken out of it ([`Input::Join`](super::Input::Join)).
+    Given(Bearer<'a>),
+}
+
+/// A bearer token resolved: judged by the identity verifier, or to be looked up by digest.
+pub(super) enum Resolved {
+    None,
+    Hashed(TokenHash),
     Judged(super::identity::Judgement),
 }
 
@@ -118,29 +123,49 @@ impl Gateway {
         })
     }
 
-    /// [`Gateway::handle_connected`]'s work.
-    pub(super) fn on_connected(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
-        if let Some(token) = bearer
-            && let Some(judged) = self.on_judge_token(token)
-        {
-            return self.on_connected_judged(now, judged);
-        }
-        self.handle_connected_hashed(now, bearer.map(TokenHash::of))
-    }
-
-    /// [`Gateway::handle_connected_judged`]'s work.
-    pub(super) fn on_connected_judged(
-        &mut self,
-        now: Time,
-        judged: super::identity::Judgement,
-    ) -> ConnId {
+    /// [`Input::Connected`](super::Input::Connected)'s work.
+    pub(super) fn on_connected(&mut self, now: Time, bearer: Bearer<'_>) -> ConnId {
         let conn = self.new_conn(now);
-        match self.judged_member(now, judged, None) {
-            Ok((member, expires)) => self.join_verified(now, conn, member, expires),
-            Err(r) => self.refuse_join(now, conn, None, r),
+        match self.resolve(bearer) {
+            Resolved::None => {}
+            Resolved::Judged(judged) => match self.judged_member(now, judged, None) {
+                Ok((member, expires)) => self.join_verified(now, conn, member, expires),
+                Err(r) => self.refuse_join(now, conn, None, r),
+            },
+            Resolved::Hashed(token) => match self.members.by_hash(&token) {
+                Some(m) if !self.members.get(m).removed => {
+                    if let Some(c) = self.conns.get_mut(conn) {
+                        c.joined_with = Some(token);
+                    }
+                    self.join_member(now, conn, m);
+                }
+                _ => self.refuse_join(
+                    now,
+                    conn,
+                    None,
+                    refuse(
+                        "unknown_token",
+                        "the bearer token is not valid for this space",
+                    ),
+                ),
+            },
         }
         self.finish_closes(now);
         conn
+    }
+
+    /// What a bearer token comes to: a token the identity verifier takes is judged, any
+    /// other is looked up by its digest.
+    pub(super) fn resolve(&self, bearer: Bearer<'_>) -> Resolved {
+        match bearer {
+            Bearer::None => Resolved::None,
+            Bearer::Token(t) => match self.on_judge_token(t) {
+                Some(judged) => Resolved::Judged(judged),
+                None => Resolved::Hashed(TokenHash::of(t)),
+            },
+            Bearer::Hashed(h) => Resolved::Hashed(h),
+            Bearer::Judged(j) => Resolved::Judged(j),
+        }
     }
 
     fn new_conn(&mut self, now: Time) -> ConnId {
@@ -160,39 +185,13 @@ impl Gateway {
         id
     }
 
-    /// [`Gateway::handle_connected_hashed`]'s work.
-    pub(super) fn on_connected_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
-        let conn = self.new_conn(now);
-        if let Some(token) = bearer {
-            match self.members.by_hash(&token) {
-                Some(m) if !self.members.get(m).removed => {
-                    if let Some(c) = self.conns.get_mut(conn) {
-                        c.joined_with = Some(token);
-                    }
-                    self.join_member(now, conn, m);
-                }
-                _ => self.refuse_join(
-                    now,
-                    conn,
-                    None,
-                    refuse(
-                        "unknown_token",
-                        "the bearer token is not valid for this space",
-                    ),
-                ),
-            }
-        }
-        self.finish_closes(now);
-        conn
-    }
-
     /// A frame on a connection that has not joined: it must be a join.
     pub(super) fn pending_frame(
         &mut self,
         now: Time,
         conn: ConnId,
         frame: &Bytes,
-        token: JoinToken,
+        token: JoinToken<'_>,
     ) {
         let parsed = self.parse_small_json(frame);
         let Some(mut req) = parsed.as_ref().and_then(parse_join) else {
@@ -212,15 +211,19 @@ impl Gateway {
                 .raw_token
                 .take()
                 .and_then(|raw| self.verified_member(now, &raw, req.participant.as_deref())),
-            JoinToken::Sealed(hash) => {
-                req.token = Some(hash);
-                req.raw_token = None;
-                None
-            }
-            JoinToken::Judged(judged) => {
+            JoinToken::Given(bearer) => {
                 req.token = None;
                 req.raw_token = None;
-                Some(self.judged_member(now, judged, req.participant.as_deref()))
+                match self.resolve(bearer) {
+                    Resolved::None => None,
+                    Resolved::Hashed(hash) => {
+                        req.token = Some(hash);
+                        None
+                    }
+                    Resolved::Judged(judged) => {
+                        Some(self.judged_member(now, judged, req.participant.as_deref()))
+                    }
+                }
             }
         };
         if let Some(verified) = verified {
@@ -424,7 +427,7 @@ impl Gateway {
         }
     }
 
-    /// [`Gateway::handle_disconnected`]'s work.
+    /// [`Input::Disconnected`](super::Input::Disconnected)'s work.
     pub(super) fn on_disconnected(&mut self, now: Time, conn: ConnId) {
         let Some(c) = self.conns.remove(conn) else {
             return;

@@ -117,7 +117,15 @@ impl Gateway {
                 .map_err(|e| Refusal::new("invalid_capability", e).about_id(op.id))?,
         };
         self.check_covered(op, &caps)?;
-        let token = self.fresh_token();
+        // Only a replica given no entropy with the input has none: every replica refuses
+        // alike, where any fallback would mint a token someone could predict.
+        let Some(token) = self.fresh_token() else {
+            return Err(Refusal::new(
+                "internal_error",
+                "no randomness for an invitation token; invite again",
+            )
+            .about_id(op.id));
+        };
         let idx = match existing {
             Some(i) => {
                 let m = self.members.get_mut(i);

@@ -1,8 +1,9 @@
 //! The gateway's space state machine (connections, enforcement, delivery, space operations).
 //!
-//! One [`Gateway`] is one space. Drivers feed it connections, text frames, acknowledgements
-//! of written bytes and timer ticks, and drain [`Output`]s: frames to transmit, pings, closes,
-//! log lines and audit records. Every protocol rule lives here; a driver only moves bytes.
+//! One [`Gateway`] is one space. Drivers feed it [`Input`]s (connections, text frames,
+//! acknowledgements of written bytes, timer ticks) and drain [`Output`]s (frames to
+//! transmit, pings, closes, log lines) and audit batches. Every protocol rule lives here; a
+//! driver only moves bytes.
 //!
 //! Where the protocol is silent, this module decides (and the rest of the crate follows):
 //! - Delivery ([`DeliveryMode`]): `all` (default) hands every accepted envelope to every
@@ -22,7 +23,7 @@
 //!   `correlation_id`, are completed and re-serialised; every other envelope is forwarded as
 //!   the exact bytes received, one shared buffer for all recipients.
 //! - A connection is closed as a slow consumer (1013) when the frames or bytes handed to it
-//!   and not yet reported written ([`Gateway::handle_sent`]) pass the configured limits; a
+//!   and not yet reported written ([`Input::Sent`]) pass the configured limits; a
 //!   single frame alone never counts as a backlog. Idle connections close with 1001, refused
 //!   joins and kicks with 1008, replaced connections with 1000.
 //! - A participant holds one connection (a new one replaces the old) unless configured as a
@@ -74,7 +75,7 @@ pub use system::node_error;
 
 use crate::Time;
 use crate::ids::IdGen;
-use crate::secret::TokenHash;
+use crate::secret::{Entropy, TokenHash, TokenSource};
 use bytes::Bytes;
 use conn::Slab;
 use deliver::Recipient;
@@ -292,35 +293,200 @@ pub struct HealthInfo {
     pub history_bytes: usize,
 }
 
+/// What happened on the driver's side: the inputs [`Gateway::handle_input`] takes (the
+/// table on [`Gateway`] says what each may queue).
+#[derive(Debug)]
+pub enum Input<'a> {
+    /// A new transport connection, with the bearer token of its upgrade request;
+    /// answered with its id ([`Answer::Connected`]).
+    Connected {
+        /// The `Authorization` header's token, in the form it reaches the core.
+        bearer: Bearer<'a>,
+    },
+    /// One complete text frame from a connection (envelope JSON, join message, or
+    /// `#id#data`).
+    Frame {
+        /// The connection.
+        conn: ConnId,
+        /// The frame.
+        frame: Bytes,
+    },
+    /// A join message whose token was taken out before it reached the core
+    /// ([`take_join_token`], [`seal_join`]): `frame` without its token, `bearer` what the
+    /// token became. On a joined connection it is an ordinary frame.
+    Join {
+        /// The connection.
+        conn: ConnId,
+        /// The join message without its token.
+        frame: Bytes,
+        /// The token.
+        bearer: Bearer<'a>,
+    },
+    /// `POST /participants/{participant}/messages` with a (possibly partial) envelope body;
+    /// answered with [`Answer::Posted`]. Only a token the configuration lists (or an
+    /// invitation's) authenticates a post: a judged one is refused (403).
+    Post {
+        /// The participant of the path.
+        participant: &'a str,
+        /// The `Authorization` header's token.
+        bearer: Bearer<'a>,
+        /// The body.
+        body: &'a [u8],
+    },
+    /// The driver saw a frame larger than the limit and did not buffer it.
+    Oversize {
+        /// The connection.
+        conn: ConnId,
+        /// The frame's size.
+        size: usize,
+    },
+    /// A pong (or any sign of life below the message layer) from a connection.
+    Pong {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// The driver wrote `frames`/`bytes` of this connection's `Transmit`s to the socket
+    /// (a sign of life too: a dead peer's socket stops taking them).
+    Sent {
+        /// The connection.
+        conn: ConnId,
+        /// Frames written since the last report.
+        frames: usize,
+        /// Their bytes.
+        bytes: usize,
+    },
+    /// Close a connection as a slow consumer (1013): what a replicated space's node asks
+    /// for when [`Gateway::backlog_exceeded`] says so of one of its sockets.
+    Slow {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// The transport closed (peer close, error, or after an `Output::Close`).
+    Disconnected {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// Runs every timer due at `now`.
+    Timeout,
+    /// Randomness for the next input only, which draws an invitation's token from it
+    /// instead of the token source: a replicated space's log carries it with the entry,
+    /// so every replica mints the same token. The next input drops it unused
+    /// ([`Gateway::drew_entropy`] tells whether it was used).
+    Entropy(Entropy),
+    /// A re-read configuration (tokens already resolved, as at start); answered with the
+    /// changes made, in file order ([`Answer::Reconfigured`]), or why nothing changed
+    /// (the new configuration names another space).
+    Reconfigure(Box<SpaceConfig>),
+    /// Welcomes the participants the gateway holds from the start (`output_log` with
+    /// `auto_connect`) into their logs, as the reference does when it starts a space. A
+    /// server gives it once when it starts a space, not when it restores one.
+    WelcomeHeld,
+    /// Graceful shutdown: close every connection with code 1001.
+    Close,
+}
+
+/// A bearer token in the form it reaches the gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bearer<'a> {
+    /// No token.
+    None,
+    /// The token as presented: judged by the identity verifier when it takes it, else
+    /// looked up by its digest.
+    Token(&'a str),
+    /// The token's SHA-256 digest (a space kept in a log logs nothing else of it).
+    Hashed(TokenHash),
+    /// The identity verifier's judgement of the token, made where it arrived
+    /// ([`Gateway::judge_token`]).
+    Judged(Judgement),
+}
+
+impl<'a> From<Option<&'a str>> for Bearer<'a> {
+    fn from(token: Option<&'a str>) -> Bearer<'a> {
+        token.map_or(Bearer::None, Bearer::Token)
+    }
+}
+
+impl From<Option<TokenHash>> for Bearer<'_> {
+    fn from(token: Option<TokenHash>) -> Self {
+        token.map_or(Bearer::None, Bearer::Hashed)
+    }
+}
+
+/// What an input answers at once (most answer nothing: what they cause is queued as
+/// [`Output`]s).
+#[derive(Debug)]
+pub enum Answer {
+    /// Nothing.
+    Nothing,
+    /// [`Input::Connected`]: the new connection's id.
+    Connected(ConnId),
+    /// [`Input::Post`]: the HTTP answer.
+    Posted(Result<HttpAccepted, HttpError>),
+    /// [`Input::Reconfigure`]: the changes made, in file order, or why none was.
+    Reconfigured(Result<Vec<ConfigChange>, String>),
+}
+
+impl Answer {
+    /// The connection of [`Answer::Connected`].
+    pub fn conn(self) -> Option<ConnId> {
+        match self {
+            Answer::Connected(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The answer of [`Answer::Posted`].
+    pub fn posted(self) -> Option<Result<HttpAccepted, HttpError>> {
+        match self {
+            Answer::Posted(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The answer of [`Answer::Reconfigured`].
+    pub fn reconfigured(self) -> Option<Result<Vec<ConfigChange>, String>> {
+        match self {
+            Answer::Reconfigured(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
 /// The state machine of one space.
 ///
-/// A driver feeds it what happens on its sockets and HTTP endpoints and carries out the
-/// [`Output`]s it queues, draining [`Gateway::poll_output`] after every input, and the audit
-/// lines with [`Gateway::take_audit`]:
+/// A driver feeds it what happens on its sockets and HTTP endpoints, one [`Input`] at a
+/// time through [`Gateway::handle_input`], and carries out the [`Output`]s it queues,
+/// draining [`Gateway::poll_output`] after every input (and the audit lines with
+/// [`Gateway::poll_audit`], see there why they are a queue of their own):
 ///
-/// | input | what it may queue |
-/// |---|---|
-/// | [`handle_connected`](Self::handle_connected) (`_hashed`, `_judged`) | with a bearer token: the join at once, as a join message below; without: nothing until the join message or the join deadline |
-/// | [`handle_frame`](Self::handle_frame), [`handle_sealed_join`](Self::handle_sealed_join), [`handle_judged_join`](Self::handle_judged_join) | a join: `Transmit` (welcome, presence), `Close` 1000 (a replaced connection), `AppendLog`, `Event` (`Joined`, `Replaced`); refused: `Transmit` (`system/error`), `Close` 1008, `Event` (`JoinRefused`). An envelope: `Transmit` to its recipients, `AppendLog` (held participants), `Close` (kick, slow consumer 1013), `Event` (`Granted`, `Revoked`, `Invited`, `Kicked`, `Paused`, `Resumed`, `ShutDown`, `StreamOpened`, `StreamClosed`, `Refused`); refused: `Transmit` (`system/error`). Stream data (`#id#...`): `Transmit` to the stream's readers |
-/// | [`handle_post`](Self::handle_post) (`_hashed`) | as an envelope from that participant, plus the answer it returns |
-/// | [`handle_oversize`](Self::handle_oversize) | `Transmit` (`system/error` `frame_too_large`); the driver closes with 1009 |
-/// | [`handle_pong`](Self::handle_pong), [`handle_sent`](Self::handle_sent) | nothing (liveness; the connection's backlog shrinks) |
-/// | [`handle_slow`](Self::handle_slow) | `Close` 1013, then as `handle_disconnected` |
-/// | [`handle_disconnected`](Self::handle_disconnected) | `Transmit` (presence leave, streams it owned closed), `Event` (`Left`) |
-/// | [`handle_timeout`](Self::handle_timeout) (when [`poll_timeout`](Self::poll_timeout) says) | `Ping`; `Transmit` + `Close` 1008 (join timeout, expired token); `Close` 1001 (idle); `Event` (`JoinRefused`, `Resumed` when a pause ends) |
-/// | [`reconfigure`](Self::reconfigure) | `Transmit` (welcomes with changed capabilities, presence leave of removed participants), `Close` 1008 (removed participants, revoked tokens, ended invitations) |
-/// | [`welcome_held`](Self::welcome_held) | `AppendLog` (welcomes of the participants the gateway holds) |
-/// | [`close`](Self::close) | `Close` 1001 for every connection |
+/// | input | answer | what it may queue |
+/// |---|---|---|
+/// | [`Input::Connected`] | [`Answer::Connected`] | with a bearer token: the join at once, as a join message below; without ([`Bearer::None`]): nothing until the join message or the join deadline |
+/// | [`Input::Frame`], [`Input::Join`] | | a join: `Transmit` (welcome, presence), `Close` 1000 (a replaced connection), `AppendLog`, `Event` (`Joined`, `Replaced`); refused: `Transmit` (`system/error`), `Close` 1008, `Event` (`JoinRefused`). An envelope: `Transmit` to its recipients, `AppendLog` (held participants), `Close` (kick, slow consumer 1013), `Event` (`Granted`, `Revoked`, `Invited`, `Kicked`, `Paused`, `Resumed`, `ShutDown`, `StreamOpened`, `StreamClosed`, `Refused`); refused: `Transmit` (`system/error`). Stream data (`#id#...`): `Transmit` to the stream's readers |
+/// | [`Input::Post`] | [`Answer::Posted`] | as an envelope from that participant |
+/// | [`Input::Oversize`] | | `Transmit` (`system/error` `frame_too_large`); the driver closes with 1009 |
+/// | [`Input::Pong`], [`Input::Sent`] | | nothing (liveness; the connection's backlog shrinks) |
+/// | [`Input::Slow`] | | `Close` 1013, then as `Disconnected` |
+/// | [`Input::Disconnected`] | | `Transmit` (presence leave, streams it owned closed), `Event` (`Left`) |
+/// | [`Input::Timeout`] (when [`poll_timeout`](Self::poll_timeout) says) | | `Ping`; `Transmit` + `Close` 1008 (join timeout, expired token); `Close` 1001 (idle); `Event` (`JoinRefused`, `Resumed` when a pause ends) |
+/// | [`Input::Entropy`] | | nothing: randomness for the next input's invitation token |
+/// | [`Input::Reconfigure`] | [`Answer::Reconfigured`] | `Transmit` (welcomes with changed capabilities, presence leave of removed participants), `Close` 1008 (removed participants, revoked tokens, ended invitations) |
+/// | [`Input::WelcomeHeld`] | | `AppendLog` (welcomes of the participants the gateway holds) |
+/// | [`Input::Close`] | | `Close` 1001 for every connection |
 ///
-/// Every input takes `now` first; the gateway reads no clock. Queries (the `http_*`
-/// bodies, [`snapshot`](Self::snapshot), [`participants`](Self::participants), ...) change
+/// A bearer token reaches the gateway in one of the forms of [`Bearer`]: as presented, as
+/// its digest, or as the identity verifier's judgement of it (a space kept in a log never
+/// logs a token). The gateway reads no clock and draws no randomness: every input takes
+/// `now`, and invitation tokens come from the [`TokenSource`] it is built with (or the
+/// entropy given with an input). Queries (the `http_*` bodies,
+/// [`snapshot`](Self::snapshot), [`participants`](Self::participants), ...) change
 /// nothing.
 pub struct Gateway {
     config: SpaceConfig,
     space_id: Arc<str>,
     ids: IdGen,
     /// Where invite tokens come from; never the generator of ids.
-    tokens: Box<dyn crate::secret::TokenSource>,
+    tokens: Box<dyn TokenSource>,
     next_envelope: u64,
     stats: stats::Stats,
     conns: Slab,
@@ -335,7 +501,7 @@ pub struct Gateway {
     /// Joins and leaves of a crowd waiting for their batch.
     gathered: crowd::Gathered,
     /// No connection has a timer due before this (a lower bound: activity only moves
-    /// timers later); `handle_timeout` recomputes it. Keeps `poll_timeout` from walking
+    /// timers later); `Input::Timeout` recomputes it. Keeps `poll_timeout` from walking
     /// every connection after every input.
     conn_timer: Option<Time>,
     /// Connections closed mid fan-out whose leave is still to be announced.
@@ -345,13 +511,15 @@ pub struct Gateway {
     audit_envelopes: bool,
     /// Refusal windows per sender (aggregated `rejected` records).
     refusals: std::collections::BTreeMap<Arc<str>, audit::RefusalWindow>,
-    /// Audit lines not yet taken (see [`Gateway::take_audit`]).
+    /// Audit lines not yet taken (see [`Gateway::poll_audit`]).
     audit: audit::AuditLines,
     audit_capabilities: bool,
     /// Replicated over a log: backlogs are watched by the nodes (see `deliver.rs`).
     replicated: bool,
-    /// Randomness the log supplied for the input being applied (see `provide_entropy`).
-    entropy: Option<[u8; 16]>,
+    /// Randomness given for the next input ([`Input::Entropy`]).
+    entropy: Option<Entropy>,
+    /// Whether the last input minted a token from it.
+    drew_entropy: bool,
     /// Checks bearer tokens issued elsewhere (JWTs), when configured.
     verifier: Option<Arc<dyn identity::IdentityVerifier>>,
     /// The gateway broadcast being fanned out, for its first `delivered` record.
@@ -367,17 +535,24 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway for this space. `seed` fixes every id and token it generates.
-    pub fn new(config: SpaceConfig, seed: u64) -> Gateway {
+    /// A gateway for this space. `seed` fixes every id it generates; invitation tokens come
+    /// from `tokens` (servers: the operating system's CSPRNG; simulations: a seeded
+    /// [`IdGen`]; a replica: [`crate::secret::LogEntropy`], the entropy its log carries),
+    /// and bearer tokens the configuration does not list are judged by `verifier` (JWTs
+    /// from an identity provider), when there is one.
+    pub fn new(
+        config: SpaceConfig,
+        seed: u64,
+        tokens: Box<dyn TokenSource>,
+        verifier: Option<Arc<dyn IdentityVerifier>>,
+    ) -> Gateway {
         let space_id: Arc<str> = Arc::from(config.id.as_str());
         let members = Members::from_config(&config);
         let logging = config.logging;
         let mut g = Gateway {
             space_id,
             ids: IdGen::new(seed),
-            // Deterministic, for simulations; servers install the OS source with
-            // `set_token_source`. A separate generator: ids never reveal its state.
-            tokens: Box::new(IdGen::new(seed.rotate_left(29) ^ 0x5EC2_E770_C0FF_EE00)),
+            tokens,
             next_envelope: 0,
             stats: stats::Stats::default(),
             conns: Slab::default(),
@@ -397,7 +572,8 @@ impl Gateway {
             audit_capabilities: logging.enabled && logging.capability_decisions,
             replicated: false,
             entropy: None,
-            verifier: None,
+            drew_entropy: false,
+            verifier,
             audit_body: None,
             http_answer: None,
             connection_url: None,
@@ -408,127 +584,98 @@ impl Gateway {
         g
     }
 
-    // ---- inputs: what happened on the driver's side ----
+    // ---- the one entry of inputs ----
 
-    /// A new transport connection; `bearer` from the Authorization header if any.
-    pub fn handle_connected(&mut self, now: Time, bearer: Option<&str>) -> ConnId {
-        self.on_connected(now, bearer)
-    }
-
-    /// [`Gateway::handle_connected`] with a bearer token the identity verifier judged where
-    /// the connection arrived ([`Gateway::judge_token`]): how a space kept in a log takes
-    /// tokens issued elsewhere, whose judgement it logs in place of the token.
-    pub fn handle_connected_judged(&mut self, now: Time, judged: Judgement) -> ConnId {
-        self.on_connected_judged(now, judged)
-    }
-
-    /// [`Gateway::handle_connected`] with the bearer token's digest instead of the token.
-    pub fn handle_connected_hashed(&mut self, now: Time, bearer: Option<TokenHash>) -> ConnId {
-        self.on_connected_hashed(now, bearer)
-    }
-
-    /// One complete text frame from a connection (envelope JSON, join message, or
-    /// `#id#data`).
-    pub fn handle_frame(&mut self, now: Time, conn: ConnId, frame: Bytes) {
-        self.on_frame(now, conn, frame);
-    }
-
-    /// A join message taken apart by [`seal_join`]: `frame` without its
-    /// token, `token` the token's digest. On a joined connection it is an ordinary frame.
-    pub fn handle_sealed_join(&mut self, now: Time, conn: ConnId, frame: Bytes, token: TokenHash) {
-        self.on_token_join(now, conn, frame, join::JoinToken::Sealed(token));
-    }
-
-    /// A join message taken apart by [`take_join_token`] whose token the identity verifier
-    /// judged where the connection arrived ([`Gateway::judge_token`]): `frame` without its
-    /// token. On a joined connection it is an ordinary frame.
-    pub fn handle_judged_join(&mut self, now: Time, conn: ConnId, frame: Bytes, judged: Judgement) {
-        self.on_token_join(now, conn, frame, join::JoinToken::Judged(judged));
-    }
-
-    /// `POST /participants/{participant}/messages` with a (possibly partial) envelope body.
-    pub fn handle_post(
-        &mut self,
-        now: Time,
-        participant: &str,
-        bearer: Option<&str>,
-        body: &[u8],
-    ) -> Result<HttpAccepted, HttpError> {
-        self.on_post(now, participant, bearer, body)
-    }
-
-    /// [`Gateway::handle_post`] with the bearer token's digest instead of the token.
-    pub fn handle_post_hashed(
-        &mut self,
-        now: Time,
-        participant: &str,
-        bearer: Option<TokenHash>,
-        body: &[u8],
-    ) -> Result<HttpAccepted, HttpError> {
-        self.on_post_hashed(now, participant, bearer, body)
-    }
-
-    /// The driver saw a frame larger than the limit and did not buffer it.
-    pub fn handle_oversize(&mut self, now: Time, conn: ConnId, size: usize) {
-        self.on_oversize(now, conn, size);
-    }
-
-    /// A pong (or any sign of life below the message layer) from a connection.
-    pub fn handle_pong(&mut self, now: Time, conn: ConnId) {
-        if let Some(c) = self.conns.get_mut(conn) {
-            c.last_activity = now;
-        }
-    }
-
-    /// The driver wrote `frames`/`bytes` of this connection's Transmits to the socket.
-    ///
-    /// Written frames count as a sign of life, as a pong does: the peer's TCP stack took
-    /// them (a dead peer's socket buffer fills and the writes stop), and a ping queued
-    /// behind a long backlog cannot be answered before the backlog is written, so a peer
-    /// reading a burst should not be closed as idle while the burst is still going out.
-    pub fn handle_sent(&mut self, now: Time, conn: ConnId, frames: usize, bytes: usize) {
-        if let Some(c) = self.conns.get_mut(conn) {
-            c.queued_frames = c.queued_frames.saturating_sub(frames);
-            c.queued_bytes = c.queued_bytes.saturating_sub(bytes);
-            if frames > 0 {
-                c.last_activity = c.last_activity.max(now);
+    /// Applies one input (see the table on [`Gateway`]); what it answers at once, if
+    /// anything. Drain [`Gateway::poll_output`] and [`Gateway::poll_audit`] afterwards.
+    pub fn handle_input(&mut self, now: Time, input: Input<'_>) -> Answer {
+        // Entropy is for the input right after it only.
+        let entropy = match input {
+            Input::Entropy(e) => {
+                self.entropy = Some(e);
+                return Answer::Nothing;
             }
+            _ => self.entropy.is_some(),
+        };
+        self.drew_entropy = false;
+        let answer = match input {
+            Input::Entropy(_) => unreachable!("handled above"),
+            Input::Connected { bearer } => Answer::Connected(self.on_connected(now, bearer)),
+            Input::Frame { conn, frame } => {
+                self.on_frame(now, conn, frame);
+                Answer::Nothing
+            }
+            Input::Join {
+                conn,
+                frame,
+                bearer,
+            } => {
+                self.on_token_join(now, conn, frame, bearer);
+                Answer::Nothing
+            }
+            Input::Post {
+                participant,
+                bearer,
+                body,
+            } => Answer::Posted(self.on_post(now, participant, bearer, body)),
+            Input::Oversize { conn, size } => {
+                self.on_oversize(now, conn, size);
+                Answer::Nothing
+            }
+            Input::Pong { conn } => {
+                if let Some(c) = self.conns.get_mut(conn) {
+                    c.last_activity = now;
+                }
+                Answer::Nothing
+            }
+            Input::Sent {
+                conn,
+                frames,
+                bytes,
+            } => {
+                // Written frames count as a sign of life, as a pong does: the peer's TCP
+                // stack took them (a dead peer's socket buffer fills and the writes stop),
+                // and a ping queued behind a long backlog cannot be answered before the
+                // backlog is written, so a peer reading a burst should not be closed as
+                // idle while the burst is still going out.
+                if let Some(c) = self.conns.get_mut(conn) {
+                    c.queued_frames = c.queued_frames.saturating_sub(frames);
+                    c.queued_bytes = c.queued_bytes.saturating_sub(bytes);
+                    if frames > 0 {
+                        c.last_activity = c.last_activity.max(now);
+                    }
+                }
+                Answer::Nothing
+            }
+            Input::Slow { conn } => {
+                self.on_slow(now, conn);
+                Answer::Nothing
+            }
+            Input::Disconnected { conn } => {
+                self.on_disconnected(now, conn);
+                Answer::Nothing
+            }
+            Input::Timeout => {
+                self.on_timeout(now);
+                Answer::Nothing
+            }
+            Input::Reconfigure(new) => Answer::Reconfigured(self.apply_config(now, *new)),
+            Input::WelcomeHeld => {
+                self.on_welcome_held(now);
+                Answer::Nothing
+            }
+            Input::Close => {
+                self.on_close();
+                Answer::Nothing
+            }
+        };
+        if entropy {
+            self.drew_entropy = self.entropy.take().is_none();
         }
+        answer
     }
 
-    /// Closes a connection as a slow consumer (1013): what a replicated space's node asks
-    /// for when [`Gateway::backlog_exceeded`] says so of one of its sockets.
-    pub fn handle_slow(&mut self, now: Time, conn: ConnId) {
-        self.on_slow(now, conn);
-    }
-
-    /// The transport closed (peer close, error, or after an `Output::Close`).
-    pub fn handle_disconnected(&mut self, now: Time, conn: ConnId) {
-        self.on_disconnected(now, conn);
-    }
-
-    /// Runs every timer due at `now`.
-    pub fn handle_timeout(&mut self, now: Time) {
-        self.on_timeout(now);
-    }
-
-    // ---- commands ----
-
-    /// Applies a re-read configuration (tokens already resolved, as at start); the changes
-    /// made, in file order. `Err` (nothing changed) when the new configuration names
-    /// another space.
-    pub fn reconfigure(
-        &mut self,
-        now: Time,
-        new: SpaceConfig,
-    ) -> Result<Vec<ConfigChange>, String> {
-        self.apply_config(now, new)
-    }
-
-    /// Welcomes the participants the gateway holds from the start (`output_log` with
-    /// `auto_connect`) into their logs, as the reference does when it starts a space. A
-    /// server calls this once when it starts a space, not when it restores one.
-    pub fn welcome_held(&mut self, now: Time) {
+    fn on_welcome_held(&mut self, now: Time) {
         for i in self.members.indices() {
             let m = self.members.get(i);
             if m.virtual_log.is_some() && m.conns.is_empty() && !m.removed {
@@ -537,8 +684,7 @@ impl Gateway {
         }
     }
 
-    /// Graceful shutdown: close every connection with code 1001.
-    pub fn close(&mut self, _now: Time) {
+    fn on_close(&mut self) {
         for id in self.conns.ids() {
             self.out.push_back(Output::Close {
                 conn: id,
@@ -556,19 +702,11 @@ impl Gateway {
     // ---- settings ----
 
     /// What the identity verifier makes of `token`: `None` when there is no verifier or the
-    /// token is not of its kind (it is then an ordinary token, looked up by digest).
+    /// token is not of its kind (it is then an ordinary token, looked up by digest). A
+    /// space kept in a log judges a token where it arrives and logs the judgement
+    /// ([`Bearer::Judged`]).
     pub fn judge_token(&self, token: &str) -> Option<Judgement> {
         self.on_judge_token(token)
-    }
-
-    /// Installs the verifier of bearer tokens that are not listed in the configuration.
-    pub fn set_identity_verifier(&mut self, verifier: Arc<dyn IdentityVerifier>) {
-        self.verifier = Some(verifier);
-    }
-
-    /// Replaces the source of invite tokens (servers: the operating system's CSPRNG).
-    pub fn set_token_source(&mut self, source: Box<dyn crate::secret::TokenSource>) {
-        self.tokens = source;
     }
 
     /// The WebSocket address invite acknowledgements tell an invited participant to use.
@@ -576,44 +714,34 @@ impl Gateway {
         self.connection_url = Some(url.into());
     }
 
-    /// Takes over what the driver set on `other` (the identity verifier, the connection
-    /// URL of invitations): a gateway restored from its state replaces the one the server
-    /// built and configured.
-    pub fn adopt_host_settings(&mut self, other: &Gateway) {
-        if let Some(v) = &other.verifier {
-            self.verifier = Some(v.clone());
-        }
-        if self.connection_url.is_none() {
-            self.connection_url.clone_from(&other.connection_url);
-        }
+    /// The address [`Gateway::set_connection_url`] set, if any.
+    pub fn connection_url(&self) -> Option<&str> {
+        self.connection_url.as_deref()
     }
 
     /// Makes this gateway a replica of a space kept in a log: its connections' backlogs are
     /// no longer counted here (the node holding each socket reports a slow one with
-    /// [`Gateway::handle_slow`]), since written-byte reports are local to a node.
+    /// [`Input::Slow`]), since written-byte reports are local to a node.
     pub fn set_replicated(&mut self) {
         self.replicated = true;
     }
 
-    /// Randomness for the next input only: a replicated space draws tokens from the entropy
-    /// its log carries, so every replica draws the same. Unused entropy is discarded by
-    /// [`Gateway::take_entropy`].
-    pub fn provide_entropy(&mut self, entropy: [u8; 16]) {
-        self.entropy = Some(entropy);
+    /// Whether the last input drew the token it minted from the entropy given just before
+    /// it ([`Input::Entropy`]): a node keeping its log in files then snapshots at once
+    /// rather than keep that entropy, which is the token itself, on disk.
+    pub fn drew_entropy(&self) -> bool {
+        self.drew_entropy
     }
 
-    /// Discards entropy the last input did not use.
-    pub fn take_entropy(&mut self) -> Option<[u8; 16]> {
-        self.entropy.take()
-    }
-
-    /// A fresh token: from the log's entropy when a replica has some, else the token source.
-    fn fresh_token(&mut self) -> String {
-        match self.entropy.take() {
-            // 128 bits, as hex: the log's entropy is already uniformly random.
-            Some(e) => crate::secret::hex(&e),
-            None => self.tokens.token(),
-        }
+    /// A fresh token: from the entropy given with the input when there is some, else from
+    /// the token source; `None` when neither has any (a replica's input that carried
+    /// none).
+    fn fresh_token(&mut self) -> Option<String> {
+        let e = match self.entropy.take() {
+            Some(e) => e,
+            None => self.tokens.entropy()?,
+        };
+        Some(crate::secret::token_of(&e))
     }
 
     /// The configuration the gateway runs.
@@ -628,18 +756,22 @@ impl Gateway {
         self.out.pop_front()
     }
 
-    /// The audit lines of `file` written since the last call, if any; `spare` gives the
-    /// buffer the next ones are written into (a writer hands back the ones it wrote, so a
-    /// busy space allocates none).
-    pub fn take_audit(
-        &mut self,
-        file: AuditFile,
-        spare: impl FnOnce() -> Vec<u8>,
-    ) -> Option<AuditBatch> {
-        self.drain_audit(file, spare)
+    /// The next batch of audit lines (one file's lines written since it was last taken),
+    /// until `None`; `spare` gives the buffer that file's next lines are written into (a
+    /// writer hands back the ones it wrote, so a busy space allocates none).
+    ///
+    /// Audit records are not [`Output`]s: a fan-out to a thousand members writes a
+    /// thousand `delivered` lines, which go into one buffer per file (no allocation per
+    /// record) and out as one batch per pass, where an output per record would make every
+    /// output as wide as a record and the queue a thousand entries longer. Take them after
+    /// draining the outputs of a pass (or of each input).
+    pub fn poll_audit(&mut self, mut spare: impl FnMut() -> Vec<u8>) -> Option<AuditBatch> {
+        AuditFile::ALL
+            .into_iter()
+            .find_map(|file| self.drain_audit(file, &mut spare))
     }
 
-    /// When `handle_timeout` next has work, if ever.
+    /// When [`Input::Timeout`] next has work, if ever.
     pub fn poll_timeout(&self) -> Option<Time> {
         self.next_timeout()
     }
@@ -704,9 +836,15 @@ impl Gateway {
     }
 
     /// A gateway in the state `snapshot` describes, running `config` (the configuration the
-    /// snapshot was taken under) with `seed` for nothing: ids continue from the snapshot.
-    pub fn restore(config: SpaceConfig, snapshot: &[u8]) -> Result<Gateway, SnapshotError> {
-        Gateway::from_snapshot(config, snapshot)
+    /// snapshot was taken under) with the dependencies [`Gateway::new`] takes: ids continue
+    /// from the snapshot.
+    pub fn restore(
+        config: SpaceConfig,
+        snapshot: &[u8],
+        tokens: Box<dyn TokenSource>,
+        verifier: Option<Arc<dyn IdentityVerifier>>,
+    ) -> Result<Gateway, SnapshotError> {
+        Gateway::from_snapshot(config, snapshot, tokens, verifier)
     }
 
     /// Audit lines dropped because nobody took them ([`AUDIT_BATCH_MAX`]).
@@ -753,9 +891,9 @@ impl Gateway {
     }
 
     /// Whether the connection has joined as a participant (and is not closing).
-    pub fn conn_joined(&mut self, conn: ConnId) -> bool {
+    pub fn conn_joined(&self, conn: ConnId) -> bool {
         self.conns
-            .get_mut(conn)
+            .get(conn)
             .is_some_and(|c| matches!(c.phase, conn::Phase::Joined { .. }))
     }
 

@@ -57,6 +57,7 @@ impl Refusal {
             "stream_not_found" | "participant_not_found" => 404,
             "frame_too_large" => 413,
             "rate_limited" => 429,
+            "internal_error" => 500,
             _ => 403,
         }
     }

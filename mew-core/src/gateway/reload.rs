@@ -204,7 +204,7 @@ impl Gateway {
         !m.conns.is_empty()
     }
 
-    /// [`Gateway::reconfigure`]'s work.
+    /// [`Input::Reconfigure`](super::Input::Reconfigure)'s work.
     pub(super) fn apply_config(
         &mut self,
         now: Time,

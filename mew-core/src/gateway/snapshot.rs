@@ -296,13 +296,15 @@ impl Gateway {
     pub(super) fn from_snapshot(
         config: SpaceConfig,
         snapshot: &[u8],
+        tokens: Box<dyn crate::secret::TokenSource>,
+        verifier: Option<std::sync::Arc<dyn super::IdentityVerifier>>,
     ) -> Result<Gateway, SnapshotError> {
         let s: State = serde_json::from_slice(snapshot)
             .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         if s.config != fingerprint(&config) {
             return Err(SnapshotError::OtherConfig);
         }
-        let mut g = Gateway::new(config, 0);
+        let mut g = Gateway::new(config, 0, tokens, verifier);
         g.ids = IdGen::new(s.ids);
         g.next_envelope = s.next_envelope;
         let mut conns = Vec::with_capacity(s.conns.len());

@@ -70,6 +70,7 @@ mod discovery;
 mod error;
 mod event;
 mod grants;
+mod link;
 mod members;
 mod proposals;
 mod reasoning;
@@ -95,6 +96,7 @@ pub use event::{
     ReviewState, RouteReason,
 };
 pub use grants::{grant_envelope, grant_payload, revoke_envelope};
+pub use link::{AroundParticipant, GatewayInputs};
 pub use members::{MemberChange, Members};
 pub use proposals::ReviewedProposal;
 pub use requests::RequestOptions;

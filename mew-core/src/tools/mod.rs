@@ -21,7 +21,7 @@ use crate::agent::{
     Agent, AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output, RunId, TaskOutcome,
 };
 use crate::mcp::{McpServer, ServerCallId, ServerConfig, ServerEvent, ServerOutput};
-use crate::participant::{self, CallId, ToolSpec};
+use crate::participant::{self, AroundParticipant, CallId, ToolSpec};
 use crate::time::Time;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -123,36 +123,6 @@ impl ToolsAgent {
     /// Leaves for good.
     pub fn close(&mut self, now: Time, reason: &str) {
         self.agent.close(now, reason);
-        self.pump(now);
-    }
-
-    /// The WebSocket opened.
-    pub fn handle_connected(&mut self, now: Time) {
-        self.agent.handle_connected(now);
-        self.pump(now);
-    }
-
-    /// A pong arrived.
-    pub fn handle_pong(&mut self, now: Time) {
-        self.agent.handle_pong(now);
-        self.pump(now);
-    }
-
-    /// One inbound text frame.
-    pub fn handle_frame(&mut self, now: Time, frame: &str) {
-        self.agent.handle_frame(now, frame);
-        self.pump(now);
-    }
-
-    /// The WebSocket closed or could not open.
-    pub fn handle_disconnected(&mut self, now: Time, reason: &str) {
-        self.agent.handle_disconnected(now, reason);
-        self.pump(now);
-    }
-
-    /// The connection cannot succeed by trying again; given up at once.
-    pub fn handle_refused(&mut self, now: Time, reason: &str) {
-        self.agent.handle_refused(now, reason);
         self.pump(now);
     }
 
@@ -355,6 +325,17 @@ impl ToolsAgent {
                     .complete_call(now, call, Ok(result));
             }
         }
+    }
+}
+
+/// The connection's inputs go to the tools agent's agent (see [`AroundParticipant`]).
+impl AroundParticipant for ToolsAgent {
+    type Inner = Agent;
+    fn inner(&mut self) -> &mut Agent {
+        &mut self.agent
+    }
+    fn after_input(&mut self, now: Time) {
+        self.pump(now);
     }
 }
 

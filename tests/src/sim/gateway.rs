@@ -4,7 +4,9 @@
 
 use bytes::Bytes;
 use mew_core::Time;
-use mew_core::gateway::{AuditBatch, AuditFile, ConnId, Gateway, Output, SpaceConfig};
+use mew_core::gateway::{
+    AuditBatch, Bearer, ConnId, Gateway, Input as GwInput, Output, SpaceConfig,
+};
 
 /// Something a driver tells the gateway.
 #[derive(Debug, Clone)]
@@ -44,26 +46,32 @@ pub enum Input<'a> {
     Timeout,
 }
 
-/// A gateway for `config`, its ids drawn from `seed`.
+/// A gateway for `config`, its ids and invitation tokens drawn from `seed`.
 pub fn new(config: SpaceConfig, seed: u64) -> Gateway {
-    Gateway::new(config, seed)
+    Gateway::new(config, seed, super::seeded_tokens(seed), None)
 }
 
 /// Hands one input to the gateway; the new connection's id for [`Input::Connected`].
 pub fn input(gw: &mut Gateway, now: Time, input: Input<'_>) -> Option<ConnId> {
-    match input {
-        Input::Connected { bearer } => return Some(gw.handle_connected(now, bearer)),
-        Input::Frame { conn, frame } => gw.handle_frame(now, conn, frame),
+    let input = match input {
+        Input::Connected { bearer } => GwInput::Connected {
+            bearer: Bearer::from(bearer),
+        },
+        Input::Frame { conn, frame } => GwInput::Frame { conn, frame },
         Input::Sent {
             conn,
             frames,
             bytes,
-        } => gw.handle_sent(now, conn, frames, bytes),
-        Input::Pong { conn } => gw.handle_pong(now, conn),
-        Input::Disconnected { conn } => gw.handle_disconnected(now, conn),
-        Input::Timeout => gw.handle_timeout(now),
-    }
-    None
+        } => GwInput::Sent {
+            conn,
+            frames,
+            bytes,
+        },
+        Input::Pong { conn } => GwInput::Pong { conn },
+        Input::Disconnected { conn } => GwInput::Disconnected { conn },
+        Input::Timeout => GwInput::Timeout,
+    };
+    gw.handle_input(now, input).conn()
 }
 
 /// The gateway's next output.
@@ -76,7 +84,7 @@ pub fn poll_timeout(gw: &Gateway) -> Option<Time> {
     gw.poll_timeout()
 }
 
-/// The audit records the gateway has ready for `file`.
-pub fn take_audit(gw: &mut Gateway, file: AuditFile) -> Option<AuditBatch> {
-    gw.take_audit(file, Vec::new)
+/// The next batch of audit records the gateway has ready, for whichever file.
+pub fn take_audit(gw: &mut Gateway) -> Option<AuditBatch> {
+    gw.poll_audit(Vec::new)
 }

@@ -14,10 +14,18 @@ pub use net::{Endpoint, Net};
 pub use world::{Handed, TransmitHook, World, parse, seed_or};
 
 use mew_core::Time;
+use mew_core::ids::IdGen;
+use mew_core::secret::TokenSource;
 use serde_json::Value;
 
 /// The world under the name the gateway-level tests use.
 pub type Sim = World;
+
+/// The invitation-token source of a simulated gateway: seeded, derived from the
+/// simulation's seed, never the generator of ids.
+pub fn seeded_tokens(seed: u64) -> Box<dyn TokenSource> {
+    Box::new(IdGen::new(seed.rotate_left(29) ^ 0x5EC2_E770_C0FF_EE00))
+}
 
 /// The start of simulated time: 2025-01-09T10:00:00Z.
 pub const EPOCH: Time = Time::from_unix_millis(1_736_416_800_000);

@@ -1,6 +1,7 @@
 //! Enforcement and delivery: fan-out in both modes, identity, reserved kinds, capability
 //! violations, completion of partial envelopes, oversize and garbage frames.
 
+use mew_core::gateway::Input;
 use mew_tests::fixtures::{SPACE, space_with};
 use mew_tests::sim::{Sim, envelope};
 use serde_json::{Value, json};
@@ -245,7 +246,13 @@ fn oversize_and_garbage_frames_are_refused_without_harm() {
     let e = only_error(&mut sim, a, &[h, s]);
     assert_eq!(e["payload"]["error"], "frame_too_large");
 
-    sim.gw.handle_oversize(sim.now(), a, 10_000_000);
+    sim.gw.handle_input(
+        sim.now(),
+        Input::Oversize {
+            conn: a,
+            size: 10_000_000,
+        },
+    );
     sim.pump();
     let e = only_error(&mut sim, a, &[h, s]);
     assert_eq!(e["payload"]["error"], "frame_too_large");

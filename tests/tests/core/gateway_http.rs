@@ -1,6 +1,7 @@
 //! HTTP injection and polling, virtual participants, audit records.
 
 use mew_core::gateway::{AuditFile, Gateway, SpaceConfig};
+use mew_core::gateway::{Bearer, Input};
 use mew_tests::fixtures::{SPACE, space_with};
 use mew_tests::sim::{EPOCH, Sim, envelope};
 use serde_json::{Value, json};
@@ -17,17 +18,47 @@ fn http_post_statuses() {
     let now = sim.now();
     let chat = br#"{"kind":"chat","payload":{"text":"from a script"}}"#;
 
-    let e = sim.gw.handle_post(now, "agent", None, chat).unwrap_err();
+    let e = sim
+        .gw
+        .handle_input(
+            now,
+            Input::Post {
+                participant: "agent",
+                bearer: Bearer::None,
+                body: chat,
+            },
+        )
+        .posted()
+        .expect("an answer")
+        .unwrap_err();
     assert_eq!(e.status, 401);
     let e = sim
         .gw
-        .handle_post(now, "agent", Some("human-token"), chat)
+        .handle_input(
+            now,
+            Input::Post {
+                participant: "agent",
+                bearer: Bearer::Token("human-token"),
+                body: chat,
+            },
+        )
+        .posted()
+        .expect("an answer")
         .unwrap_err();
     assert_eq!(e.status, 403);
     assert_eq!(body(&e)["error"], "forbidden");
     let e = sim
         .gw
-        .handle_post(now, "nobody", Some("agent-token"), chat)
+        .handle_input(
+            now,
+            Input::Post {
+                participant: "nobody",
+                bearer: Bearer::Token("agent-token"),
+                body: chat,
+            },
+        )
+        .posted()
+        .expect("an answer")
         .unwrap_err();
     assert_eq!(e.status, 403);
     for bad in [
@@ -38,18 +69,31 @@ fn http_post_statuses() {
     ] {
         let e = sim
             .gw
-            .handle_post(now, "agent", Some("agent-token"), bad)
+            .handle_input(
+                now,
+                Input::Post {
+                    participant: "agent",
+                    bearer: Bearer::Token("agent-token"),
+                    body: bad,
+                },
+            )
+            .posted()
+            .expect("an answer")
             .unwrap_err();
         assert_eq!(e.status, 400, "{}", String::from_utf8_lossy(bad));
     }
     let e = sim
         .gw
-        .handle_post(
+        .handle_input(
             now,
-            "agent",
-            Some("agent-token"),
-            br#"{"kind":"mcp/request","payload":{"method":"tools/call"}}"#,
+            Input::Post {
+                participant: "agent",
+                bearer: Bearer::Token("agent-token"),
+                body: br#"{"kind":"mcp/request","payload":{"method":"tools/call"}}"#,
+            },
         )
+        .posted()
+        .expect("an answer")
         .unwrap_err();
     assert_eq!(e.status, 403);
     let b = body(&e);
@@ -58,12 +102,16 @@ fn http_post_statuses() {
     assert_eq!(b["your_capabilities"][0], json!({"kind": "mcp/proposal"}));
     let e = sim
         .gw
-        .handle_post(
+        .handle_input(
             now,
-            "agent",
-            Some("agent-token"),
-            br#"{"kind":"chat","from":"human"}"#,
+            Input::Post {
+                participant: "agent",
+                bearer: Bearer::Token("agent-token"),
+                body: br#"{"kind":"chat","from":"human"}"#,
+            },
         )
+        .posted()
+        .expect("an answer")
         .unwrap_err();
     assert_eq!(
         (e.status, body(&e)["error"].clone()),
@@ -71,12 +119,16 @@ fn http_post_statuses() {
     );
     let e = sim
         .gw
-        .handle_post(
+        .handle_input(
             now,
-            "agent",
-            Some("agent-token"),
-            br#"{"kind":"system/presence"}"#,
+            Input::Post {
+                participant: "agent",
+                bearer: Bearer::Token("agent-token"),
+                body: br#"{"kind":"system/presence"}"#,
+            },
         )
+        .posted()
+        .expect("an answer")
         .unwrap_err();
     assert_eq!(
         (e.status, body(&e)["error"].clone()),
@@ -87,7 +139,16 @@ fn http_post_statuses() {
 
     let ok = sim
         .gw
-        .handle_post(now, "agent", Some("agent-token"), chat)
+        .handle_input(
+            now,
+            Input::Post {
+                participant: "agent",
+                bearer: Bearer::Token("agent-token"),
+                body: chat,
+            },
+        )
+        .posted()
+        .expect("an answer")
         .unwrap();
     assert_eq!(ok.timestamp, now.rfc3339());
     let answer: Value = serde_json::from_str(&ok.body_json()).unwrap();
@@ -193,12 +254,18 @@ fn virtual_participant_logs_and_acts_over_http() {
     assert!(line.ends_with(b"\n"));
     let v: Value = serde_json::from_slice(line).unwrap();
     assert_eq!(v["id"], "c1");
-    let ok = sim.gw.handle_post(
-        sim.now(),
-        "log",
-        Some("log-token"),
-        br#"{"kind":"chat","payload":{"text":"hi"}}"#,
-    );
+    let ok = sim
+        .gw
+        .handle_input(
+            sim.now(),
+            Input::Post {
+                participant: "log",
+                bearer: Bearer::Token("log-token"),
+                body: br#"{"kind":"chat","payload":{"text":"hi"}}"#,
+            },
+        )
+        .posted()
+        .expect("an answer");
     assert!(ok.is_ok());
     sim.pump();
     assert_eq!(sim.received_kind(h, "chat").last().unwrap()["from"], "log");
@@ -356,19 +423,27 @@ fn audit_switches_are_respected() {
 
     let mut cfg = SpaceConfig::from_yaml(SPACE).unwrap();
     cfg.logging = mew_core::gateway::LoggingConfig::OFF;
-    let mut gw = Gateway::new(cfg, 1);
-    let c = gw.handle_connected(EPOCH, Some("agent-token"));
-    gw.handle_frame(
+    let mut gw = Gateway::new(cfg, 1, Box::new(mew_core::ids::IdGen::new(2)), None);
+    let c = gw
+        .handle_input(
+            EPOCH,
+            Input::Connected {
+                bearer: Bearer::Token("agent-token"),
+            },
+        )
+        .conn()
+        .expect("a connection");
+    gw.handle_input(
         EPOCH,
-        c,
-        envelope("y", "agent", "chat", None, json!({}))
-            .to_string()
-            .into(),
+        Input::Frame {
+            conn: c,
+            frame: envelope("y", "agent", "chat", None, json!({}))
+                .to_string()
+                .into(),
+        },
     );
     while gw.poll_output().is_some() {}
-    for file in AuditFile::ALL {
-        assert!(gw.take_audit(file, Vec::new).is_none());
-    }
+    assert!(gw.poll_audit(Vec::new).is_none());
 }
 
 /// The reference's scripts: a participant with an `output_log` and no `auto_connect`
@@ -394,7 +469,7 @@ fn lines_of(sim: &Sim, path: &str) -> Vec<Value> {
 fn participants_held_by_the_gateway_are_welcomed_into_their_logs() {
     let mut sim = Sim::from_yaml(SCRIPTED);
     // Held from the start: welcomed when the server starts the space.
-    sim.gw.welcome_held(sim.now());
+    sim.gw.handle_input(sim.now(), Input::WelcomeHeld);
     sim.pump();
     let held = lines_of(&sim, "logs/held.jsonl");
     assert_eq!(held.len(), 1);
@@ -410,22 +485,30 @@ fn participants_held_by_the_gateway_are_welcomed_into_their_logs() {
     let now = sim.now();
     let opened = sim
         .gw
-        .handle_post(
+        .handle_input(
             now,
-            "held",
-            Some("held-token"),
-            br#"{"kind":"chat","payload":{"text":"x"}}"#,
+            Input::Post {
+                participant: "held",
+                bearer: Bearer::Token("held-token"),
+                body: br#"{"kind":"chat","payload":{"text":"x"}}"#,
+            },
         )
+        .posted()
+        .expect("an answer")
         .unwrap();
     assert_eq!(body_of(&opened)["status"], "accepted");
     let ok = sim
         .gw
-        .handle_post(
+        .handle_input(
             now,
-            "admin",
-            Some("admin-token"),
-            br#"{"kind":"stream/request","payload":{"direction":"upload"}}"#,
+            Input::Post {
+                participant: "admin",
+                bearer: Bearer::Token("admin-token"),
+                body: br#"{"kind":"stream/request","payload":{"direction":"upload"}}"#,
+            },
         )
+        .posted()
+        .expect("an answer")
         .unwrap();
     let answer = body_of(&ok);
     assert_eq!(answer["status"], "stream_opened");
@@ -474,12 +557,16 @@ fn http_refusals_answer_as_the_reference_and_reach_the_senders_log() {
     let now = sim.now();
     let e = sim
         .gw
-        .handle_post(
+        .handle_input(
             now,
-            "limited",
-            Some("limited-token"),
-            br#"{"id":"reg-1","kind":"system/register","payload":{"capabilities":[]}}"#,
+            Input::Post {
+                participant: "limited",
+                bearer: Bearer::Token("limited-token"),
+                body: br#"{"id":"reg-1","kind":"system/register","payload":{"capabilities":[]}}"#,
+            },
         )
+        .posted()
+        .expect("an answer")
         .unwrap_err();
     assert_eq!(e.status, 400);
     assert!(
@@ -490,12 +577,16 @@ fn http_refusals_answer_as_the_reference_and_reach_the_senders_log() {
     );
     let e = sim
         .gw
-        .handle_post(
+        .handle_input(
             now,
-            "limited",
-            Some("limited-token"),
-            br#"{"id":"mcp-1","kind":"mcp/request","payload":{}}"#,
+            Input::Post {
+                participant: "limited",
+                bearer: Bearer::Token("limited-token"),
+                body: br#"{"id":"mcp-1","kind":"mcp/request","payload":{}}"#,
+            },
         )
+        .posted()
+        .expect("an answer")
         .unwrap_err();
     assert_eq!(e.status, 403);
     assert_eq!(body(&e)["error"], "capability_violation");
@@ -529,7 +620,16 @@ fn invites_over_http_answer_with_the_token() {
     let now = sim.now();
     let post = |sim: &mut Sim, body: &str| {
         sim.gw
-            .handle_post(now, "admin", Some("admin-token"), body.as_bytes())
+            .handle_input(
+                now,
+                Input::Post {
+                    participant: "admin",
+                    bearer: Bearer::Token("admin-token"),
+                    body: body.as_bytes(),
+                },
+            )
+            .posted()
+            .expect("an answer")
     };
     let ok = post(
         &mut sim,
@@ -561,12 +661,16 @@ fn invites_over_http_answer_with_the_token() {
     // The new participant posts with its token.
     let chat = sim
         .gw
-        .handle_post(
+        .handle_input(
             now,
-            "new-agent",
-            Some(&token),
-            br#"{"kind":"chat","payload":{"text":"hello"}}"#,
+            Input::Post {
+                participant: "new-agent",
+                bearer: Bearer::Token(&token),
+                body: br#"{"kind":"chat","payload":{"text":"hello"}}"#,
+            },
         )
+        .posted()
+        .expect("an answer")
         .unwrap();
     assert_eq!(body_of(&chat)["status"], "accepted");
     // Statuses of refusals: 409, 400, 400, and 403 for more than the inviter holds.
@@ -611,12 +715,16 @@ fn gateway_broadcasts_carry_their_envelope_in_the_audit() {
     sim.audits.clear();
     let now = sim.now();
     sim.gw
-        .handle_post(
+        .handle_input(
             now,
-            "admin",
-            Some("admin-token"),
-            br#"{"kind":"stream/request","payload":{"direction":"upload"}}"#,
+            Input::Post {
+                participant: "admin",
+                bearer: Bearer::Token("admin-token"),
+                body: br#"{"kind":"stream/request","payload":{"direction":"upload"}}"#,
+            },
         )
+        .posted()
+        .expect("an answer")
         .unwrap();
     sim.pump();
     let _ = w;

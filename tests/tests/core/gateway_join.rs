@@ -1,5 +1,6 @@
 //! Joining: header, `type: join`, `system/join`, refusals, replacement, welcome and presence.
 
+use mew_core::gateway::Input;
 use mew_tests::fixtures::{SPACE, space_with};
 use mew_tests::sim::{Sim, envelope};
 use serde_json::json;
@@ -53,7 +54,8 @@ fn header_join_gets_welcome_and_others_see_presence() {
         .collect();
     assert_eq!(others, vec!["human", "log"]);
 
-    sim.gw.handle_disconnected(sim.now(), agent);
+    sim.gw
+        .handle_input(sim.now(), Input::Disconnected { conn: agent });
     sim.pump();
     let left = sim.take(human);
     assert_eq!(left.len(), 1);
@@ -245,7 +247,8 @@ fn anonymous_joins_when_enabled() {
         "participant_id_taken"
     );
     // After leaving, the anonymous id is free again.
-    sim.gw.handle_disconnected(sim.now(), g);
+    sim.gw
+        .handle_input(sim.now(), Input::Disconnected { conn: g });
     sim.pump();
     let again = sim.connect(None);
     sim.send_and_settle(again, &json!({"type": "join", "participantId": "guest"}));
@@ -344,7 +347,8 @@ fn a_crowd_gets_bounded_welcomes_and_presence_in_batches() {
     // Leaves are gathered the same way until the space is no longer a crowd: then what is
     // gathered goes out first, and the next leave on its own after it.
     for c in [a4, a1, a2, a3] {
-        sim.gw.handle_disconnected(sim.now(), c);
+        sim.gw
+            .handle_input(sim.now(), Input::Disconnected { conn: c });
         sim.pump();
     }
     let seen = sim.take(human);
@@ -374,10 +378,16 @@ fn a_gathered_batch_survives_a_snapshot() {
     sim.take(human);
     let snap = sim.gw.snapshot().unwrap();
     let config = mew_core::gateway::SpaceConfig::from_yaml(&yaml).unwrap();
-    let mut restored = mew_core::gateway::Gateway::restore(config, &snap).unwrap();
+    let mut restored = mew_core::gateway::Gateway::restore(
+        config,
+        &snap,
+        Box::new(mew_core::ids::IdGen::new(3)),
+        None,
+    )
+    .unwrap();
     let due = restored.poll_timeout().unwrap();
     assert!(due <= sim.now() + Duration::from_millis(1000));
-    restored.handle_timeout(sim.now() + Duration::from_millis(1000));
+    restored.handle_input(sim.now() + Duration::from_millis(1000), Input::Timeout);
     let mut batches = Vec::new();
     while let Some(o) = restored.poll_output() {
         if let mew_core::gateway::Output::Transmit { conn, frame } = o

@@ -2,6 +2,7 @@
 //! `connections: N`) holds several connections at once, each receiving what the participant
 //! receives, and is present once; everyone else keeps the protocol's one connection.
 
+use mew_core::gateway::Input;
 use mew_core::gateway::{Gateway, Output, SpaceConfig};
 use mew_tests::sim::{Sim, envelope};
 use serde_json::{Value, json};
@@ -100,7 +101,8 @@ fn a_person_holds_several_screens_each_sees_everything_and_is_present_once() {
 
     // Leaving: no presence until the last screen goes.
     for h in [h2, h3] {
-        sim.gw.handle_disconnected(sim.now(), h);
+        sim.gw
+            .handle_input(sim.now(), Input::Disconnected { conn: h });
         sim.run_until_quiet();
         assert!(sim.take(agent).is_empty());
     }
@@ -110,7 +112,8 @@ fn a_person_holds_several_screens_each_sees_everything_and_is_present_once() {
             .iter()
             .any(|p| p.id == "human" && p.online)
     );
-    sim.gw.handle_disconnected(sim.now(), h4);
+    sim.gw
+        .handle_input(sim.now(), Input::Disconnected { conn: h4 });
     sim.run_until_quiet();
     let left = sim.take(agent);
     assert_eq!(
@@ -227,9 +230,21 @@ fn every_screen_survives_a_snapshot() {
         sim.take(c);
     }
     let snap = sim.gw.snapshot().unwrap();
-    let mut g = Gateway::restore(SpaceConfig::from_yaml(&yaml).unwrap(), &snap).unwrap();
+    let mut g = Gateway::restore(
+        SpaceConfig::from_yaml(&yaml).unwrap(),
+        &snap,
+        Box::new(mew_core::ids::IdGen::new(3)),
+        None,
+    )
+    .unwrap();
     let chat = envelope("c1", "agent", "chat", None, json!({"text": "after"}));
-    g.handle_frame(sim.now(), agent, chat.to_string().into());
+    g.handle_input(
+        sim.now(),
+        Input::Frame {
+            conn: agent,
+            frame: chat.to_string().into(),
+        },
+    );
     let mut to = Vec::new();
     while let Some(o) = g.poll_output() {
         if let Output::Transmit { conn, .. } = o {
@@ -241,7 +256,7 @@ fn every_screen_survives_a_snapshot() {
     want.sort();
     assert_eq!(to, want);
     // Two screens in the snapshot; one leaving is still no presence.
-    g.handle_disconnected(sim.now(), h1);
+    g.handle_input(sim.now(), Input::Disconnected { conn: h1 });
     let mut outs = 0;
     while g.poll_output().is_some() {
         outs += 1;

@@ -1,6 +1,7 @@
 //! Streams, heartbeats, idle timeouts and slow consumers.
 
 use mew_core::gateway::ConnId;
+use mew_core::gateway::Input;
 use mew_tests::fixtures::{SPACE, space_with};
 use mew_tests::sim::{Sim, envelope};
 use serde_json::{Value, json};
@@ -164,7 +165,8 @@ fn leaving_owner_closes_its_streams() {
     let (h, a, _s) = joined(&mut sim);
     let sid = open_stream(&mut sim, a);
     sim.take(h);
-    sim.gw.handle_disconnected(sim.now(), a);
+    sim.gw
+        .handle_input(sim.now(), Input::Disconnected { conn: a });
     sim.pump();
     let got = sim.take(h);
     assert_eq!(got[0]["kind"], "stream/close");
@@ -221,9 +223,9 @@ fn pings_on_interval_and_idle_connections_close() {
     sim.advance(Duration::from_secs(30));
     assert_eq!(sim.endpoint(h).pings, 1);
     // `h` answers pings; `a` keeps quiet.
-    sim.gw.handle_pong(sim.now(), h);
+    sim.gw.handle_input(sim.now(), Input::Pong { conn: h });
     sim.advance(Duration::from_secs(30));
-    sim.gw.handle_pong(sim.now(), h);
+    sim.gw.handle_input(sim.now(), Input::Pong { conn: h });
     assert_eq!(sim.endpoint(h).pings, 2);
     sim.advance(Duration::from_secs(29));
     assert!(sim.closed(a).is_none());
@@ -373,7 +375,8 @@ fn stream_open_names_owner_and_writers_and_ignores_forged_ones() {
         assert!(sim.take(c).iter().any(|e| e["kind"] == "stream/open"));
     }
     // The welcome of a late joiner shows the same, with the request's other fields.
-    sim.gw.handle_disconnected(sim.now(), v);
+    sim.gw
+        .handle_input(sim.now(), Input::Disconnected { conn: v });
     sim.pump();
     let v = sim.join("verifier-token");
     let welcome = &sim.take(v)[0];
@@ -579,7 +582,8 @@ fn a_writer_that_leaves_loses_its_access_and_the_owner_keeps_its_own() {
         json!({"stream_id": "stream-1", "participant_id": "writer"}),
     );
     sim.take(v);
-    sim.gw.handle_disconnected(sim.now(), w);
+    sim.gw
+        .handle_input(sim.now(), Input::Disconnected { conn: w });
     sim.pump();
     let got = sim.take(v);
     let revoked = got
@@ -663,7 +667,8 @@ fn targeted_stream_frames_reach_only_the_targets_and_the_owner() {
     }
     assert_eq!(sim.log_lines.len(), 1 + 2, "open, request... and the frame");
     // A late joiner learns the target from its welcome.
-    sim.gw.handle_disconnected(sim.now(), v);
+    sim.gw
+        .handle_input(sim.now(), Input::Disconnected { conn: v });
     sim.pump();
     let v = sim.join("verifier-token");
     let streams = sim.take(v)[0]["payload"]["active_streams"].clone();
@@ -724,7 +729,13 @@ fn a_snapshot_keeps_writers_targets_and_owners() {
     sim.pump();
     let snap = sim.gw.snapshot().unwrap();
     let config = mew_core::gateway::SpaceConfig::from_yaml(OWNERSHIP).unwrap();
-    let restored = mew_core::gateway::Gateway::restore(config, &snap).unwrap();
+    let restored = mew_core::gateway::Gateway::restore(
+        config,
+        &snap,
+        Box::new(mew_core::ids::IdGen::new(3)),
+        None,
+    )
+    .unwrap();
     assert_eq!(
         restored.snapshot().unwrap(),
         snap,
@@ -751,9 +762,16 @@ fn frames_written_to_a_connection_count_as_a_sign_of_life() {
     for step in 0..12 {
         sim.advance(Duration::from_secs(10));
         let now = sim.now();
-        sim.gw.handle_pong(now, h);
+        sim.gw.handle_input(now, Input::Pong { conn: h });
         // `a` never answers a ping, but its socket keeps taking frames.
-        sim.gw.handle_sent(now, a, 1, 100);
+        sim.gw.handle_input(
+            now,
+            Input::Sent {
+                conn: a,
+                frames: 1,
+                bytes: 100,
+            },
+        );
         assert!(sim.closed(a).is_none(), "closed at step {step}");
     }
     // Once nothing more is written, the idle timeout applies.

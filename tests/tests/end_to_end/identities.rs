@@ -408,9 +408,10 @@ async fn the_runtime_reconnects_with_a_fresh_token_from_its_file() {
 /// runs for a `space.yaml`), with the JWT verifier of `config`.
 async fn start_durable(dir: &Path, config: SpaceConfig) -> RunningGateway {
     let (verifier, _) = JwtVerifier::new(config.gateway.jwt.as_ref().unwrap(), dir).unwrap();
+    let verifier: Arc<dyn mew_core::gateway::IdentityVerifier> = Arc::new(verifier);
     let opts = ServerOptions {
         log_dir: dir.join(".mew/logs"),
-        identity: Some(Arc::new(verifier)),
+        identity: Some(verifier.clone()),
         // The test's clients are left open: the stop does not wait for them.
         shutdown_grace: std::time::Duration::from_millis(50),
         ..Default::default()
@@ -419,6 +420,7 @@ async fn start_durable(dir: &Path, config: SpaceConfig) -> RunningGateway {
         &dir.join(".mew/state"),
         config.clone(),
         mew_core::gateway::Fsync::Always,
+        Some(verifier),
     )
     .unwrap();
     let server = mew_tokio::GatewayServer::bind_with("127.0.0.1:0".parse().unwrap(), config, opts)

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use mew_core::secret::TokenSource;
+use mew_core::gateway::{Gateway, SpaceConfig};
+use mew_core::secret::{Entropy, TOKEN_ENTROPY, TokenSource, token_of};
 use mew_tests::sim::{Sim, envelope};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -13,19 +14,20 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 const SPACE: &str = "space: {id: s}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n";
 
-struct Fixed(u32);
+struct Fixed(u8);
 
 impl TokenSource for Fixed {
-    fn token(&mut self) -> String {
+    fn entropy(&mut self) -> Option<Entropy> {
         self.0 += 1;
-        format!("injected-{}", self.0)
+        Some([self.0; TOKEN_ENTROPY])
     }
 }
 
 #[test]
 fn invite_tokens_come_from_the_injected_source() {
     let mut sim = Sim::from_yaml(SPACE);
-    sim.gw.set_token_source(Box::new(Fixed(0)));
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    sim.gw = Gateway::new(config, sim.seed, Box::new(Fixed(0)), None);
     let h = sim.join("human-token");
     sim.send_and_settle(
         h,
@@ -39,9 +41,12 @@ fn invite_tokens_come_from_the_injected_source() {
     );
     let invite = sim.received_kind(h, "space/invite-ack");
     assert_eq!(invite.len(), 1);
-    assert_eq!(invite[0]["payload"]["token"], "injected-1");
+    // 192 bits of the source, as every token the core mints.
+    let injected = token_of(&[1; TOKEN_ENTROPY]);
+    assert_eq!(injected, "AQEB".repeat(8));
+    assert_eq!(invite[0]["payload"]["token"], injected.as_str());
     // The injected token authenticates the guest.
-    let g = sim.join("injected-1");
+    let g = sim.join(&injected);
     let w = sim.received_kind(g, "system/welcome");
     assert_eq!(w[0]["payload"]["you"]["id"], "guest");
 }

@@ -73,35 +73,34 @@ fn envelope(what: usize, n: usize) -> String {
 
 /// Turns ops into records, learning connection ids from three replicas (one per node)
 /// that apply each record as it is made.
-fn materialise(ops: &[Op]) -> (Vec<Record>, Vec<(Replica, Gateway)>) {
+fn materialise(ops: &[Op]) -> (Vec<Record>, Vec<Replica>) {
     let config = SpaceConfig::from_yaml(SPACE).unwrap();
-    let mut reps: Vec<(Replica, Gateway)> = NODES
+    let mut reps: Vec<Replica> = NODES
         .iter()
-        .map(|n| Replica::new(n, config.clone()))
+        .map(|n| Replica::new(n, config.clone(), None))
         .collect();
     let mut records = Vec::new();
     let mut clock = 1_000_000u64;
     let mut conns: Vec<(usize, ConnId)> = Vec::new();
     let mut locals = 0u64;
-    let mut push =
-        |rec: Record, reps: &mut Vec<(Replica, Gateway)>, conns: &mut Vec<(usize, ConnId)>| {
-            let seq = records.len() as u64 + 1;
-            records.push(rec.clone());
-            for (i, (r, g)) in reps.iter_mut().enumerate() {
-                r.handle_record(g, seq, rec.clone()).unwrap();
-                while g.poll_output().is_some() {}
-                while let Some(e) = r.poll_output() {
-                    if let ReplicaEvent::Connected { conn, .. } = e {
-                        conns.push((i, conn));
-                    }
+    let mut push = |rec: Record, reps: &mut Vec<Replica>, conns: &mut Vec<(usize, ConnId)>| {
+        let seq = records.len() as u64 + 1;
+        records.push(rec.clone());
+        for (i, r) in reps.iter_mut().enumerate() {
+            r.handle_record(seq, rec.clone()).unwrap();
+            while r.gateway_mut().poll_output().is_some() {}
+            while let Some(e) = r.poll_output() {
+                if let ReplicaEvent::Connected { conn, .. } = e {
+                    conns.push((i, conn));
                 }
             }
-        };
+        }
+    };
     let rec = |node: usize, clock: u64, entry: Entry| Record {
         node: NODES[node].into(),
         // Node clocks disagree a little; replicas never let time run backwards.
         at: Time::from_unix_millis(clock + node as u64 * 17),
-        entropy: Some([clock as u8 ^ node as u8; 16]),
+        entropy: Some([clock as u8 ^ node as u8; 24]),
         entry,
     };
     for node in 0..3 {
@@ -214,59 +213,51 @@ fn check(ops: &[Op], cut: usize) -> Result<(), TestCaseError> {
     let (records, reps) = materialise(ops);
     let config = SpaceConfig::from_yaml(SPACE).unwrap();
     // Every node's replica ends in the same state.
-    let states: Vec<Vec<u8>> = reps.iter().map(|(r, g)| r.snapshot(g).unwrap()).collect();
+    let states: Vec<Vec<u8>> = reps.iter().map(|r| r.snapshot().unwrap()).collect();
     prop_assert_eq!(&states[0], &states[1]);
     prop_assert_eq!(&states[0], &states[2]);
     // A snapshot after `cut` entries, restored on another node, plus the rest.
     let cut = cut % (records.len() + 1);
-    let (mut first, mut g1) = Replica::new("b", config.clone());
+    let mut first = Replica::new("b", config.clone(), None);
     let mut expected = Vec::new();
     for (i, rec) in records.iter().enumerate() {
-        first
-            .handle_record(&mut g1, i as u64 + 1, rec.clone())
-            .unwrap();
-        let f = frames(&mut g1);
+        first.handle_record(i as u64 + 1, rec.clone()).unwrap();
+        let f = frames(first.gateway_mut());
         if i >= cut {
             expected.push(f);
         }
         if i + 1 == cut {
-            let snap = first.snapshot(&g1).unwrap();
-            let (mut restored, mut g2) = Replica::restore("c", config.clone(), &snap).unwrap();
+            let snap = first.snapshot().unwrap();
+            let mut restored = Replica::restore("c", config.clone(), &snap, None).unwrap();
             prop_assert_eq!(restored.applied(), cut as u64);
             let mut got = Vec::new();
             for (j, rec) in records.iter().enumerate().skip(cut) {
-                restored
-                    .handle_record(&mut g2, j as u64 + 1, rec.clone())
-                    .unwrap();
-                got.push(frames(&mut g2));
+                restored.handle_record(j as u64 + 1, rec.clone()).unwrap();
+                got.push(frames(restored.gateway_mut()));
             }
             // The restored replica sends what the original sends, and ends in its state.
             let mut rest_expected = Vec::new();
-            let (mut again, mut g3) = Replica::restore("a", config.clone(), &snap).unwrap();
+            let mut again = Replica::restore("a", config.clone(), &snap, None).unwrap();
             for (j, rec) in records.iter().enumerate().skip(cut) {
-                again
-                    .handle_record(&mut g3, j as u64 + 1, rec.clone())
-                    .unwrap();
-                rest_expected.push(frames(&mut g3));
+                again.handle_record(j as u64 + 1, rec.clone()).unwrap();
+                rest_expected.push(frames(again.gateway_mut()));
             }
             prop_assert_eq!(&got, &rest_expected);
-            prop_assert_eq!(restored.snapshot(&g2).unwrap(), states[0].clone());
+            prop_assert_eq!(restored.snapshot().unwrap(), states[0].clone());
             return Ok(());
         }
     }
     // cut == 0: a snapshot of the empty space.
-    let (empty, g0) = Replica::new("a", config.clone());
-    let snap = empty.snapshot(&g0).unwrap();
-    let (mut restored, mut g2) = Replica::restore("c", config, &snap).unwrap();
+    let empty = Replica::new("a", config.clone(), None);
+    let snap = empty.snapshot().unwrap();
+    let mut restored = Replica::restore("c", config, &snap, None).unwrap();
     let mut got = Vec::new();
     for (j, rec) in records.iter().enumerate() {
-        restored
-            .handle_record(&mut g2, j as u64 + 1, rec.clone())
-            .unwrap();
-        got.push(frames(&mut g2));
+        restored.handle_record(j as u64 + 1, rec.clone()).unwrap();
+        got.push(frames(restored.gateway_mut()));
     }
     prop_assert_eq!(&got, &expected);
-    prop_assert_eq!(restored.snapshot(&g2).unwrap(), states[0].clone());
+    prop_assert_eq!(restored.snapshot().unwrap(), states[0].clone());
     Ok(())
 }
 
@@ -289,12 +280,12 @@ fn a_silent_node_is_declared_gone_once_and_its_participants_leave() {
     ops.extend((0..7).map(|_| Op::Quiet { node: 0, ms: 990 }));
     let (records, _) = materialise(&ops);
     let config = SpaceConfig::from_yaml(SPACE).unwrap();
-    let (mut r, mut g) = Replica::new("a", config);
+    let mut r = Replica::new("a", config, None);
     let mut gone = Vec::new();
     let mut leaves = 0;
     for (i, rec) in records.into_iter().enumerate() {
-        r.handle_record(&mut g, i as u64 + 1, rec).unwrap();
-        for (_, f) in frames(&mut g) {
+        r.handle_record(i as u64 + 1, rec).unwrap();
+        for (_, f) in frames(r.gateway_mut()) {
             let v: serde_json::Value = serde_json::from_slice(&f).unwrap();
             if v["kind"] == "system/presence" && v["payload"]["event"] == "leave" {
                 assert_eq!(v["payload"]["participant"]["id"], "agent", "{v}");
@@ -323,7 +314,7 @@ fn a_pause_of_the_whole_log_declares_no_node_gone() {
         Op::Quiet { node: 1, ms: 500 },
     ];
     let (_, reps) = materialise(&ops);
-    let (r, _) = &reps[0];
+    let r = &reps[0];
     assert_eq!(r.live_nodes().collect::<Vec<_>>(), vec!["a", "b", "c"]);
 }
 
@@ -334,8 +325,7 @@ fn invite_tokens_come_from_the_logs_entropy_and_only_digests_are_kept() {
         Op::Send { conn: 0, what: 3 },
     ];
     let (_, reps) = materialise(&ops);
-    let (r, g) = &reps[0];
-    let snap = String::from_utf8(r.snapshot(g).unwrap()).unwrap();
+    let snap = String::from_utf8(reps[0].snapshot().unwrap()).unwrap();
     for t in ["human-token", "agent-token", "service-token"] {
         assert!(!snap.contains(t), "a token in the snapshot");
         assert!(snap.contains(&TokenHash::of(t).to_hex()));
@@ -349,6 +339,8 @@ fn invite_tokens_come_from_the_logs_entropy_and_only_digests_are_kept() {
 mod nodes {
     use super::*;
     use mew_core::cluster::{Node, NodeOptions, NodeOutput, Undo};
+    use mew_core::gateway::Bearer;
+    use mew_core::secret::{Entropy, TokenSource};
 
     /// A tiny seeded generator (xorshift): the schedules vary by seed, reproducibly.
     struct Rng(u64);
@@ -364,9 +356,18 @@ mod nodes {
         }
     }
 
+    /// Entropy that differs at every draw (and is no secret).
+    struct Counter(u8);
+
+    impl TokenSource for Counter {
+        fn entropy(&mut self) -> Option<Entropy> {
+            self.0 = self.0.wrapping_add(1);
+            Some([self.0; 24])
+        }
+    }
+
     struct SimNode {
         node: Node,
-        g: Gateway,
         alive: bool,
         reach: bool,
         /// Connections this node holds, by local number then id.
@@ -404,18 +405,12 @@ mod nodes {
         }
 
         fn add(&mut self, id: &str, snapshot_every: u64) -> usize {
-            let (replica, g) = Replica::new(id, self.config.clone());
+            let replica = Replica::new(id, self.config.clone(), None);
             let mut opts = NodeOptions::new(id);
             opts.snapshot_every = snapshot_every;
-            let mut n = 0u8;
-            let entropy = Box::new(move || {
-                n = n.wrapping_add(1);
-                [n; 16]
-            });
-            let node = Node::new(opts, replica, 0, entropy);
+            let node = Node::new(opts, replica, 0, Box::new(Counter(0)));
             self.nodes.push(SimNode {
                 node,
-                g,
                 alive: true,
                 reach: true,
                 conns: BTreeMap::new(),
@@ -484,15 +479,15 @@ mod nodes {
             for seq in from..upto {
                 let bytes = self.log[seq].clone();
                 let n = &mut self.nodes[i];
-                n.node.handle_entry(&mut n.g, seq as u64 + 1, bytes);
-                while let Some(o) = n.g.poll_output() {
+                n.node.handle_entry(seq as u64 + 1, bytes);
+                while let Some(o) = n.node.gateway_mut().poll_output() {
                     if let Output::Transmit { conn, frame } = o
                         && n.conns.values().any(|c| *c == conn)
                     {
                         n.received.push((conn, frame));
                     }
                 }
-                n.node.handle_drained(&n.g);
+                n.node.handle_drained();
                 self.outputs(i);
             }
         }
@@ -511,7 +506,7 @@ mod nodes {
                     let now = self.now;
                     let n = &mut self.nodes[i];
                     n.node.handle_log_state(now, n.reach);
-                    n.node.handle_timeout(now, &n.g);
+                    n.node.handle_timeout(now);
                     self.outputs(i);
                 }
             }
@@ -524,7 +519,7 @@ mod nodes {
             let now = self.now;
             let local = self.nodes[i]
                 .node
-                .handle_connected(now, Some(TokenHash::of(token)));
+                .handle_connected(now, Bearer::Hashed(TokenHash::of(token)));
             self.outputs(i);
             self.read(i, true);
             let conn = self.nodes[i].conns[&local];
@@ -537,7 +532,7 @@ mod nodes {
             let now = self.now;
             let n = &mut self.nodes[i];
             n.node
-                .handle_frame(now, &mut n.g, conn, Bytes::from(frame.to_owned()));
+                .handle_frame(now, conn, Bytes::from(frame.to_owned()));
             self.outputs(i);
             self.read(i, true);
         }
@@ -546,7 +541,7 @@ mod nodes {
             let n = &self.nodes[i];
             // Node ids differ; the replicated state does not.
             let s: serde_json::Value =
-                serde_json::from_slice(&n.node.replica().snapshot(&n.g).unwrap()).unwrap();
+                serde_json::from_slice(&n.node.replica().snapshot().unwrap()).unwrap();
             serde_json::to_vec(&s).unwrap()
         }
     }
@@ -614,7 +609,7 @@ mod nodes {
             let local = sim.nodes[0].node.handle_post(
                 now,
                 "human".into(),
-                Some(TokenHash::of("human-token")),
+                Bearer::Hashed(TokenHash::of("human-token")),
                 Bytes::from(envelope(0, 2)),
             );
             assert!(local > 0);
@@ -685,14 +680,13 @@ mod nodes {
             });
             assert!(sim.nodes[0].snapshots.is_empty(), "seed {seed}: c never");
             // A node started from b's snapshot, given the rest of the log, agrees with c.
-            let (replica, g) = Replica::restore("d", sim.config.clone(), &snap).unwrap();
+            let replica = Replica::restore("d", sim.config.clone(), &snap, None).unwrap();
             assert_eq!(replica.applied(), applied);
             let i = sim.nodes.len();
             let mut opts = NodeOptions::new("d");
             opts.snapshot_every = 1_000_000;
             sim.nodes.push(SimNode {
-                node: Node::new(opts, replica, sim.log.len() as u64, Box::new(|| [9; 16])),
-                g,
+                node: Node::new(opts, replica, sim.log.len() as u64, Box::new(Counter(9))),
                 alive: true,
                 reach: true,
                 conns: BTreeMap::new(),

@@ -3,7 +3,8 @@
 //!
 //! A core asks for a connection ([`Output::Connect`]), frames ([`Output::Transmit`]),
 //! pings and a close; the link carries these out and feeds back what the socket does
-//! through [`GatewayCore`]: connected, a frame, a pong, disconnected. It owns:
+//! through [`GatewayInputs`] (the core's one trait for it, which the machines around a
+//! participant get by forwarding): connected, a frame, a pong, disconnected. It owns:
 //!
 //! - the connect attempt, given up after the core's `connect_timeout`;
 //! - the reader of each socket, and an epoch so that frames of a socket the core already
@@ -21,8 +22,7 @@ use std::time::Duration;
 
 use futures_util::stream::SplitSink;
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use mew_core::Time;
-use mew_core::participant::{self, ParticipantConfig};
+use mew_core::participant::{self, GatewayInputs, ParticipantConfig};
 use tungstenite::Message;
 use tungstenite::protocol::CloseFrame;
 
@@ -33,47 +33,6 @@ use crate::clock;
 
 /// Longest wait for the close frame and the last queued frames when a core is done.
 pub const CLOSE_WITHIN: Duration = Duration::from_secs(2);
-
-/// Events the link delivers to a core that speaks to a gateway.
-pub trait GatewayCore {
-    /// The socket is open (the core sends its join and waits for the welcome).
-    fn handle_connected(&mut self, now: Time);
-    /// A text frame arrived.
-    fn handle_frame(&mut self, now: Time, frame: &str);
-    /// A pong answered a ping.
-    fn handle_pong(&mut self, now: Time);
-    /// The connection failed or ended, and why.
-    fn handle_disconnected(&mut self, now: Time, reason: &str);
-    /// The connection cannot succeed by trying again (the gateway's certificate does not
-    /// verify): give up at once.
-    fn handle_refused(&mut self, now: Time, reason: &str);
-}
-
-macro_rules! gateway_core {
-    ($t:ty) => {
-        impl GatewayCore for $t {
-            fn handle_connected(&mut self, now: Time) {
-                <$t>::handle_connected(self, now);
-            }
-            fn handle_frame(&mut self, now: Time, frame: &str) {
-                <$t>::handle_frame(self, now, frame);
-            }
-            fn handle_pong(&mut self, now: Time) {
-                <$t>::handle_pong(self, now);
-            }
-            fn handle_disconnected(&mut self, now: Time, reason: &str) {
-                <$t>::handle_disconnected(self, now, reason);
-            }
-            fn handle_refused(&mut self, now: Time, reason: &str) {
-                <$t>::handle_refused(self, now, reason);
-            }
-        }
-    };
-}
-
-gateway_core!(mew_core::participant::Participant);
-gateway_core!(mew_core::tools::ToolsAgent);
-gateway_core!(mew_core::bridge::Bridge);
 
 /// Something one of the link's sockets did, to hand back to [`Link::handle`].
 pub struct LinkEvent<W> {
@@ -137,7 +96,7 @@ impl<R: Runtime> Link<R> {
     pub async fn carry(
         &mut self,
         out: participant::Output,
-        core: &mut impl GatewayCore,
+        core: &mut impl GatewayInputs,
     ) -> Option<participant::Event> {
         match out {
             participant::Output::Connect { url, headers } => {
@@ -181,7 +140,7 @@ impl<R: Runtime> Link<R> {
     /// Sends the frames fed since the last flush (call once the core's outputs are drained,
     /// so that a burst leaves in one write). False when the write failed and the socket was
     /// given up: `core` then has outputs again.
-    pub async fn flush(&mut self, core: &mut impl GatewayCore) -> bool {
+    pub async fn flush(&mut self, core: &mut impl GatewayInputs) -> bool {
         if !std::mem::take(&mut self.wrote) {
             return true;
         }
@@ -206,7 +165,11 @@ impl<R: Runtime> Link<R> {
 
     /// Feeds a socket event to `core` (events of a socket given up on are dropped). Returns
     /// the reason when a connect attempt failed, for the caller to log.
-    pub fn handle(&mut self, ev: LinkEvent<R::Ws>, core: &mut impl GatewayCore) -> Option<String> {
+    pub fn handle(
+        &mut self,
+        ev: LinkEvent<R::Ws>,
+        core: &mut impl GatewayInputs,
+    ) -> Option<String> {
         if ev.epoch != self.epoch {
             return None;
         }
@@ -267,7 +230,7 @@ impl<R: Runtime> Link<R> {
         self.sink.take()
     }
 
-    async fn feed(&mut self, msg: Message, core: &mut impl GatewayCore) {
+    async fn feed(&mut self, msg: Message, core: &mut impl GatewayInputs) {
         let Some(sink) = &mut self.sink else { return };
         match write_within::<R, _>(self.write_within, sink.feed(msg)).await {
             Ok(()) => self.wrote = true,
@@ -276,7 +239,7 @@ impl<R: Runtime> Link<R> {
     }
 
     /// Abandons the socket and its reader; the core decides whether to reconnect.
-    fn give_up(&mut self, reason: &str, core: &mut impl GatewayCore) {
+    fn give_up(&mut self, reason: &str, core: &mut impl GatewayInputs) {
         self.replace();
         core.handle_disconnected(clock::now(), reason);
     }

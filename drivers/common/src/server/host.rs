@@ -22,7 +22,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mew_core::Time;
-use mew_core::gateway::{ConnId, Gateway, GatewayEvent, Output};
+use mew_core::cluster::Node;
+use mew_core::gateway::{Answer, Bearer, ConnId, Gateway, GatewayEvent, Input as GwInput, Output};
 
 use crate::Response;
 use crate::server::frames::{Frames, PassFrames, Pending};
@@ -142,9 +143,37 @@ struct Conn<L> {
     queued: (usize, usize),
 }
 
+/// The machine a host serves: a space's [`Gateway`], or a node of a replicated space
+/// ([`Node`]), which owns its gateway and takes the inputs that change the space into its
+/// log. The host drains the gateway's outputs either way.
+pub trait Core {
+    /// The space's gateway.
+    fn gateway(&self) -> &Gateway;
+    /// The space's gateway, to drain its outputs.
+    fn gateway_mut(&mut self) -> &mut Gateway;
+}
+
+impl Core for Gateway {
+    fn gateway(&self) -> &Gateway {
+        self
+    }
+    fn gateway_mut(&mut self) -> &mut Gateway {
+        self
+    }
+}
+
+impl Core for Node {
+    fn gateway(&self) -> &Gateway {
+        Node::gateway(self)
+    }
+    fn gateway_mut(&mut self) -> &mut Gateway {
+        Node::gateway_mut(self)
+    }
+}
+
 /// The space's core with the connections it talks to.
-pub struct GatewayHost<L> {
-    gateway: Gateway,
+pub struct GatewayHost<L, M = Gateway> {
+    core: M,
     conns: HashMap<ConnId, Conn<L>, std::hash::BuildHasherDefault<IdHasher>>,
     /// Connections with pending frames, in the order they got their first one.
     dirty: Vec<ConnId>,
@@ -164,17 +193,12 @@ pub struct GatewayHost<L> {
     restored: Option<serde_json::Value>,
 }
 
-impl<L: ConnLink> GatewayHost<L> {
-    /// A host for `gateway`; audit records go into `log_dir` through `logs`;
-    /// shutdown waits at most `grace` for clients to close.
-    pub fn new(
-        gateway: Gateway,
-        logs: Option<LogHandle>,
-        log_dir: PathBuf,
-        grace: Duration,
-    ) -> Self {
+impl<L: ConnLink, M: Core> GatewayHost<L, M> {
+    /// A host for `core` (a gateway, or a node owning one); audit records go into
+    /// `log_dir` through `logs`; shutdown waits at most `grace` for clients to close.
+    pub fn new(core: M, logs: Option<LogHandle>, log_dir: PathBuf, grace: Duration) -> Self {
         GatewayHost {
-            gateway,
+            core,
             conns: HashMap::default(),
             dirty: Vec::new(),
             logs,
@@ -189,14 +213,47 @@ impl<L: ConnLink> GatewayHost<L> {
         }
     }
 
-    /// The core, to feed it inputs the host does not know (a replicated space's log).
-    pub fn gateway_mut(&mut self) -> &mut Gateway {
-        &mut self.gateway
+    /// The same host serving another machine, which `f` makes of this one (a replicated
+    /// space's node, taking over what the server set on the gateway it built).
+    pub fn with_core<N: Core>(self, f: impl FnOnce(M) -> N) -> GatewayHost<L, N> {
+        let GatewayHost {
+            core,
+            conns,
+            dirty,
+            logs,
+            log_dir,
+            grace,
+            shutdown_deadline,
+            pass,
+            timing,
+            track_backlog,
+            slow,
+            restored,
+        } = self;
+        GatewayHost {
+            core: f(core),
+            conns,
+            dirty,
+            logs,
+            log_dir,
+            grace,
+            shutdown_deadline,
+            pass,
+            timing,
+            track_backlog,
+            slow,
+            restored,
+        }
     }
 
-    /// Puts another core in place (a replica restored from a snapshot); returns the old one.
-    pub fn replace_gateway(&mut self, gateway: Gateway) -> Gateway {
-        std::mem::replace(&mut self.gateway, gateway)
+    /// The machine the host serves (a replicated space's node takes its inputs).
+    pub fn core_mut(&mut self) -> &mut M {
+        &mut self.core
+    }
+
+    /// The machine the host serves.
+    pub fn core(&self) -> &M {
+        &self.core
     }
 
     /// For a replicated space: backlogs are counted here, and connections over the core's
@@ -245,7 +302,12 @@ impl<L: ConnLink> GatewayHost<L> {
                 c.queued.1 = c.queued.1.saturating_sub(bytes);
             }
         } else {
-            self.gateway.handle_sent(now, conn, frames, bytes);
+            let sent = GwInput::Sent {
+                conn,
+                frames,
+                bytes,
+            };
+            self.core.gateway_mut().handle_input(now, sent);
         }
     }
 
@@ -279,15 +341,21 @@ impl<L: ConnLink> GatewayHost<L> {
         }
     }
 
-    /// The core.
+    /// The space's gateway.
     pub fn gateway(&self) -> &Gateway {
-        &self.gateway
+        self.core.gateway()
+    }
+
+    /// The space's gateway, for inputs that do not go through a node's log (a durable
+    /// space's reload and shutdown).
+    pub fn gateway_mut(&mut self) -> &mut Gateway {
+        self.core.gateway_mut()
     }
 
     /// When the task must wake without input: the core's timer or the end of the shutdown
     /// grace period, whichever is first.
     pub fn next_wake(&self) -> Option<Time> {
-        match (self.gateway.poll_timeout(), self.shutdown_deadline) {
+        match (self.gateway().poll_timeout(), self.shutdown_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -298,7 +366,7 @@ impl<L: ConnLink> GatewayHost<L> {
         if self.shutdown_deadline.is_some_and(|d| now >= d) {
             return Flow::Stop;
         }
-        self.gateway.handle_timeout(now);
+        self.gateway_mut().handle_input(now, GwInput::Timeout);
         self.drain();
         Flow::Continue
     }
@@ -320,36 +388,47 @@ impl<L: ConnLink> GatewayHost<L> {
                 link,
                 reply,
             } => {
-                let id = self.gateway.handle_connected(now, bearer.as_deref());
+                let bearer = Bearer::from(bearer.as_deref());
+                let connected = GwInput::Connected { bearer };
+                let Answer::Connected(id) = self.gateway_mut().handle_input(now, connected) else {
+                    unreachable!("a connection is answered with its id")
+                };
                 self.register(id, link);
                 if reply.reply(id).is_err() {
                     // The connection died while waiting: tell the core at once.
                     self.conns.remove(&id);
-                    self.gateway.handle_disconnected(now, id);
+                    let gone = GwInput::Disconnected { conn: id };
+                    self.gateway_mut().handle_input(now, gone);
                 }
             }
             Input::Frame(id, frame) => {
                 // Trace level: free unless asked for (`--log-level mew_driver_common=trace`).
                 let _span =
                     tracing::trace_span!("envelope", conn = %id, bytes = frame.len()).entered();
+                let input = GwInput::Frame { conn: id, frame };
                 if self.timing.sample() {
                     let t = std::time::Instant::now();
-                    self.gateway.handle_frame(now, id, frame);
+                    self.gateway_mut().handle_input(now, input);
                     self.timing.observe(t.elapsed().as_secs_f64());
                 } else {
-                    self.gateway.handle_frame(now, id, frame);
+                    self.gateway_mut().handle_input(now, input);
                 }
             }
             Input::Oversize(id, size) => {
-                self.gateway.handle_oversize(now, id, size);
+                let oversize = GwInput::Oversize { conn: id, size };
+                self.gateway_mut().handle_input(now, oversize);
                 self.drain();
                 self.close_oversize(id);
             }
-            Input::Pong(id) => self.gateway.handle_pong(now, id),
+            Input::Pong(id) => {
+                self.gateway_mut()
+                    .handle_input(now, GwInput::Pong { conn: id });
+            }
             Input::Sent(id, frames, bytes) => self.sent(now, id, frames, bytes),
             Input::Closed(id) => {
                 self.conns.remove(&id);
-                self.gateway.handle_disconnected(now, id);
+                let gone = GwInput::Disconnected { conn: id };
+                self.gateway_mut().handle_input(now, gone);
             }
             Input::Http(req, reply) => {
                 let resp = self.http(now, req);
@@ -358,7 +437,7 @@ impl<L: ConnLink> GatewayHost<L> {
             Input::Shutdown => {
                 if self.shutdown_deadline.is_none() {
                     self.shutdown_deadline = Some(now + self.grace);
-                    self.gateway.close(now);
+                    self.gateway_mut().handle_input(now, GwInput::Close);
                 }
             }
             Input::Reconfigure(config) => self.reconfigure(now, *config),
@@ -367,7 +446,13 @@ impl<L: ConnLink> GatewayHost<L> {
 
     /// Applies a re-read configuration, logging one line per change.
     pub fn reconfigure(&mut self, now: Time, config: mew_core::gateway::SpaceConfig) {
-        match self.gateway.reconfigure(now, config) {
+        let Answer::Reconfigured(answer) = self
+            .gateway_mut()
+            .handle_input(now, GwInput::Reconfigure(Box::new(config)))
+        else {
+            unreachable!("a reload is answered with its changes")
+        };
+        match answer {
             Ok(changes) if changes.is_empty() => {
                 tracing::info!("configuration reloaded: nothing changed");
             }
@@ -390,14 +475,19 @@ impl<L: ConnLink> GatewayHost<L> {
     /// Answers an HTTP API request from the core.
     pub fn http(&mut self, now: Time, req: HttpRequest) -> Response {
         match req.route {
-            Route::PostMessages { participant } => Response::posted(self.gateway.handle_post(
-                now,
-                &participant,
-                req.bearer.as_deref(),
-                &req.body,
-            )),
+            Route::PostMessages { participant } => {
+                let post = GwInput::Post {
+                    participant: &participant,
+                    bearer: Bearer::from(req.bearer.as_deref()),
+                    body: &req.body,
+                };
+                let Answer::Posted(answer) = self.gateway_mut().handle_input(now, post) else {
+                    unreachable!("a post is answered")
+                };
+                Response::posted(answer)
+            }
             Route::GetMessages { participant, since } => {
-                match self.gateway.http_messages(
+                match self.gateway().http_messages(
                     &participant,
                     req.bearer.as_deref(),
                     since.as_deref(),
@@ -407,7 +497,7 @@ impl<L: ConnLink> GatewayHost<L> {
                 }
             }
             Route::Participants { space } => match self
-                .gateway
+                .gateway()
                 .http_participants_json(space.as_deref(), req.bearer.as_deref())
             {
                 Ok(body) => Response::json_bytes(200, body.into_bytes()),
@@ -415,7 +505,7 @@ impl<L: ConnLink> GatewayHost<L> {
             },
             Route::Health => Response::json_bytes(
                 200,
-                self.gateway
+                self.gateway()
                     .http_health_json(self.audit_dropped(), self.restored.as_ref())
                     .into_bytes(),
             ),
@@ -423,7 +513,7 @@ impl<L: ConnLink> GatewayHost<L> {
                 status: 200,
                 content_type: crate::server::metrics::CONTENT_TYPE,
                 body: crate::server::metrics::render(
-                    &self.gateway,
+                    self.gateway(),
                     self.audit_dropped(),
                     &self.timing,
                 )
@@ -441,7 +531,7 @@ impl<L: ConnLink> GatewayHost<L> {
 
     /// Carries out every queued output of the core.
     pub fn drain(&mut self) {
-        while let Some(out) = self.gateway.poll_output() {
+        while let Some(out) = self.gateway_mut().poll_output() {
             self.carry(out);
         }
         self.end_pass();
@@ -451,7 +541,7 @@ impl<L: ConnLink> GatewayHost<L> {
     /// [`GatewayHost::release`] later: a durable space holds what a pass of its core
     /// produced until the pass's entries are on the disk.
     pub fn hold(&mut self, held: &mut Vec<Output>) {
-        while let Some(out) = self.gateway.poll_output() {
+        while let Some(out) = self.gateway_mut().poll_output() {
             held.push(out);
         }
     }
@@ -478,7 +568,14 @@ impl<L: ConnLink> GatewayHost<L> {
                     // counted for it, or the connection's backlog would only grow.
                     if !self.pass.push(&mut c.pending, &frame) {
                         tracing::error!("the core produced a frame that is not UTF-8; dropped");
-                        self.gateway.handle_sent(crate::clock::now(), conn, 1, len);
+                        let sent = GwInput::Sent {
+                            conn,
+                            frames: 1,
+                            bytes: len,
+                        };
+                        self.core
+                            .gateway_mut()
+                            .handle_input(crate::clock::now(), sent);
                         return;
                     }
                     if first {
@@ -487,7 +584,7 @@ impl<L: ConnLink> GatewayHost<L> {
                     if self.track_backlog {
                         c.queued.0 += 1;
                         c.queued.1 += len;
-                        if self.gateway.backlog_exceeded(c.queued.0, c.queued.1)
+                        if self.core.gateway().backlog_exceeded(c.queued.0, c.queued.1)
                             && !self.slow.contains(&conn)
                         {
                             self.slow.push(conn);
@@ -525,11 +622,9 @@ impl<L: ConnLink> GatewayHost<L> {
         // One queue entry per file and pass: the writer's channel is not touched per record.
         // Without a writer the batches are taken all the same, so that they never grow.
         let logs = &self.logs;
-        for file in mew_core::gateway::AuditFile::ALL {
-            let spare = || logs.as_ref().map_or_else(Vec::new, LogHandle::spare);
-            if let Some(batch) = self.gateway.take_audit(file, spare)
-                && let Some(l) = logs
-            {
+        let spare = || logs.as_ref().map_or_else(Vec::new, LogHandle::spare);
+        while let Some(batch) = self.core.gateway_mut().poll_audit(spare) {
+            if let Some(l) = logs {
                 l.append_audit(&self.log_dir, batch);
             }
         }
@@ -538,7 +633,7 @@ impl<L: ConnLink> GatewayHost<L> {
 
     /// Audit lines lost, by the writer's full queue or the core's untaken batch.
     fn audit_dropped(&self) -> u64 {
-        self.logs.as_ref().map_or(0, LogHandle::dropped) + self.gateway.audit_dropped()
+        self.logs.as_ref().map_or(0, LogHandle::dropped) + self.gateway().audit_dropped()
     }
 
     /// Hands one connection its frames of the pass so far (before a ping or a close, which
@@ -636,7 +731,7 @@ mod tests {
             "space: {id: s, name: s}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: '*'}]}\n",
         )
         .unwrap();
-        let gw = Gateway::new(config, 1);
+        let gw = Gateway::new(config, 1, Box::new(mew_core::ids::IdGen::new(2)), None);
         GatewayHost::new(gw, None, PathBuf::from("."), Duration::from_secs(2))
     }
 
@@ -716,7 +811,7 @@ mod tests {
             "space: {id: s, name: s}\ngateway: {max_queue_frames: 64}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: '*'}]}\n  b: {tokens: [tb], capabilities: [{kind: '*'}]}\n",
         )
         .unwrap();
-        let gw = Gateway::new(config, 1);
+        let gw = Gateway::new(config, 1, Box::new(mew_core::ids::IdGen::new(2)), None);
         let mut h = GatewayHost::new(gw, None, PathBuf::from("."), Duration::from_secs(2));
         let now = Time::from_unix_millis(2_000);
         let (a, a_link) = connect(&mut h, now, "ta");

@@ -7,8 +7,7 @@ use std::collections::HashMap;
 
 use mew_core::Time;
 use mew_core::cluster::Node;
-use mew_core::gateway::SpaceConfig;
-use mew_core::secret::TokenHash;
+use mew_core::gateway::{Bearer, SpaceConfig};
 
 use crate::server::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
 use crate::server::host::{GatewayHost, HttpRequest, Input, Reply};
@@ -36,11 +35,11 @@ pub enum Unhandled {
 }
 
 impl NodeInputs {
-    /// Feeds one input to `node` (or answers it from `host`, for reads and write reports).
+    /// Feeds one input to the node `host` serves (or answers it from the node's replica,
+    /// for reads and write reports).
     pub fn feed(
         &mut self,
-        node: &mut Node,
-        host: &mut GatewayHost<SocketLink>,
+        host: &mut GatewayHost<SocketLink, Node>,
         now: Time,
         input: CoreInput,
     ) -> Option<Unhandled> {
@@ -50,23 +49,25 @@ impl NodeInputs {
                 link,
                 reply,
             } => {
-                let local =
-                    node.handle_connected_bearer(now, host.gateway_mut(), bearer.as_deref());
+                let bearer = Bearer::from(bearer.as_deref());
+                let local = host.core_mut().handle_connected(now, bearer);
                 self.conns.insert(local, (link, reply));
             }
-            Input::Frame(conn, frame) => node.handle_frame(now, host.gateway_mut(), conn, frame),
-            Input::Oversize(conn, size) => node.handle_oversize(now, conn, size),
-            Input::Pong(conn) => node.handle_pong(now, conn),
+            Input::Frame(conn, frame) => host.core_mut().handle_frame(now, conn, frame),
+            Input::Oversize(conn, size) => host.core_mut().handle_oversize(now, conn, size),
+            Input::Pong(conn) => host.core_mut().handle_pong(now, conn),
             Input::Sent(conn, frames, bytes) => host.sent(now, conn, frames, bytes),
             Input::Closed(conn) => {
                 if host.unregister(conn) {
-                    node.handle_disconnected(now, conn);
+                    host.core_mut().handle_disconnected(now, conn);
                 }
             }
             Input::Http(req, reply) => match req.route {
                 Route::PostMessages { participant } => {
-                    let token = req.bearer.as_deref().map(TokenHash::of);
-                    let local = node.handle_post(now, participant, token, req.body);
+                    let bearer = Bearer::from(req.bearer.as_deref());
+                    let local = host
+                        .core_mut()
+                        .handle_post(now, participant, bearer, req.body);
                     self.posts.insert(local, reply);
                 }
                 route => {

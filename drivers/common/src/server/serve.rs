@@ -412,19 +412,20 @@ impl<R: ServerRuntime> GatewayServer<R> {
             },
             options.log_queue.max(1),
         )?;
-        let mut gateway = Gateway::new(config, seed);
         // Invite tokens from the OS, never from the seeded generator of ids.
-        gateway.set_token_source(Box::new(crate::secret::OsTokens));
-        if let Some(v) = &options.identity {
-            gateway.set_identity_verifier(v.clone());
-        }
+        let mut gateway = Gateway::new(
+            config,
+            seed,
+            Box::new(crate::secret::OsTokens),
+            options.identity.clone(),
+        );
         if let Ok(addr) = R::local_addr(&listener) {
             gateway.set_connection_url(format!("ws://{addr}/"));
         }
         if core.is_none() {
             // A replicated space's nodes share the participants' logs: they do not each
             // write a welcome into them.
-            gateway.welcome_held(clock::now());
+            gateway.handle_input(clock::now(), mew_core::gateway::Input::WelcomeHeld);
         }
         let mut host = GatewayHost::new(
             gateway,

@@ -5,7 +5,7 @@
 //!   and counted ([`LogHandle::dropped`], `/health`), and the writer says so in the envelope
 //!   history (an `audit_dropped` record with the count) once it catches up.
 //! - Audit records come formatted by the core, a batch of lines per file and per pass of
-//!   the space's task ([`mew_core::gateway::Gateway::take_audit`]), so a record is never
+//!   the space's task ([`mew_core::gateway::Gateway::poll_audit`]), so a record is never
 //!   allocated, sent or freed on its own; the writer hands each batch's buffer back
 //!   ([`LogHandle::spare`]) so that a busy space allocates none. Writes are buffered.
 //! - Every file rotates by size: `name` becomes `name.1` (and `name.1` becomes `name.2`, up

@@ -4,7 +4,7 @@ use super::format::{ByteSink, Timestamps, delivered_head, delivered_segment};
 use super::*;
 
 /// The space's audit lines, formatted as records happen into one buffer per file, for a
-/// writer to take in batches ([`super::Gateway::take_audit`]): a record costs no allocation,
+/// writer to take in batches ([`super::Gateway::poll_audit`]): a record costs no allocation,
 /// and a batch is one write.
 #[derive(Debug, Default)]
 pub(crate) struct AuditLines {

@@ -1,6 +1,6 @@
 //! Audit records in the reference's JSONL layout. A record borrows what it says from the core
 //! and is formatted at once into a batch per file, which a driver takes with
-//! [`Gateway::take_audit`]: an enabled log costs no allocation per record, a disabled one
+//! [`Gateway::poll_audit`]: an enabled log costs no allocation per record, a disabled one
 //! nothing.
 //!
 //! `format.rs` writes a record's line (escaping, secrets redacted, timestamps formatted
@@ -309,7 +309,7 @@ impl Gateway {
         });
     }
 
-    /// [`Gateway::take_audit`]'s work.
+    /// [`Gateway::poll_audit`]'s work.
     pub(super) fn drain_audit(
         &mut self,
         file: AuditFile,

@@ -172,7 +172,7 @@ fn bytes_claimed_as_json_that_are_not_stay_one_parseable_line() {
 
 mod batches {
     use super::*;
-    use crate::gateway::{Gateway, SpaceConfig};
+    use crate::gateway::{Bearer, Gateway, Input, SpaceConfig};
 
     fn space() -> (Gateway, Vec<crate::gateway::ConnId>) {
         let cfg = SpaceConfig::from_yaml(
@@ -180,15 +180,22 @@ mod batches {
         )
         .unwrap();
         let now = Time::from_unix_millis(1_000);
-        let mut gw = Gateway::new(cfg, 1);
+        let mut gw = Gateway::new(cfg, 1, Box::new(crate::ids::IdGen::new(2)), None);
         let conns = ["ta", "tb", "tc"]
             .iter()
-            .map(|t| gw.handle_connected(now, Some(t)))
+            .map(|t| {
+                gw.handle_input(
+                    now,
+                    Input::Connected {
+                        bearer: Bearer::Token(t),
+                    },
+                )
+                .conn()
+                .expect("a connection")
+            })
             .collect();
         while gw.poll_output().is_some() {}
-        for file in AuditFile::ALL {
-            let _ = gw.take_audit(file, Vec::new);
-        }
+        while gw.poll_audit(Vec::new).is_some() {}
         (gw, conns)
     }
 
@@ -196,16 +203,18 @@ mod batches {
     fn a_broadcast_is_one_received_line_and_a_delivered_line_per_recipient() {
         let (mut gw, conns) = space();
         let now = Time::from_unix_millis(2_000);
-        gw.handle_frame(
+        gw.handle_input(
             now,
-            conns[0],
-            Bytes::from_static(
-                br#"{"protocol":"mew/v0.4","id":"m1","kind":"chat","payload":{"text":"hi"}}"#,
-            ),
+            Input::Frame {
+                conn: conns[0],
+                frame: Bytes::from_static(
+                    br#"{"protocol":"mew/v0.4","id":"m1","kind":"chat","payload":{"text":"hi"}}"#,
+                ),
+            },
         );
         while gw.poll_output().is_some() {}
-        let spare = Vec::with_capacity(12_345);
-        let batch = gw.take_audit(AuditFile::EnvelopeHistory, || spare).unwrap();
+        let mut spare = Some(Vec::with_capacity(12_345));
+        let batch = gw.poll_audit(|| spare.take().unwrap_or_default()).unwrap();
         assert_eq!(batch.file, AuditFile::EnvelopeHistory);
         let text = std::str::from_utf8(&batch.bytes).unwrap();
         let lines: Vec<Value> = text
@@ -227,15 +236,11 @@ mod batches {
             .collect();
         to.sort_unstable();
         assert_eq!(to, ["a", "b", "c"]);
-        // Taken once; the next batch goes into the spare.
-        assert!(
-            gw.take_audit(AuditFile::EnvelopeHistory, Vec::new)
-                .is_none()
-        );
+        // Taken once; the next batch goes into the spare; then the other file's.
         assert_eq!(gw.audit.files[0].0.capacity(), 12_345);
-        let decision = gw
-            .take_audit(AuditFile::CapabilityDecisions, Vec::new)
-            .unwrap();
+        let decision = gw.poll_audit(Vec::new).unwrap();
+        assert_eq!(decision.file, AuditFile::CapabilityDecisions);
+        assert!(gw.poll_audit(Vec::new).is_none());
         assert_eq!(decision.lines, 1);
         let d: Value = serde_json::from_slice(decision.bytes.trim_ascii_end()).unwrap();
         assert_eq!(d["result"], "allowed");
@@ -295,28 +300,44 @@ mod batches {
             n += 1;
             let f =
                 format!(r#"{{"protocol":"mew/v0.4","id":"m{n}","kind":"chat","payload":{{}}}}"#);
-            gw.handle_frame(Time::from_unix_millis(2_000), conns[0], Bytes::from(f));
+            gw.handle_input(
+                Time::from_unix_millis(2_000),
+                Input::Frame {
+                    conn: conns[0],
+                    frame: Bytes::from(f),
+                },
+            );
             while let Some(o) = gw.poll_output() {
                 if let crate::gateway::Output::Transmit { conn, frame } = o {
-                    gw.handle_sent(Time::from_unix_millis(2_000), conn, 1, frame.len());
+                    gw.handle_input(
+                        Time::from_unix_millis(2_000),
+                        Input::Sent {
+                            conn,
+                            frames: 1,
+                            bytes: frame.len(),
+                        },
+                    );
                 }
             }
         }
         let before = gw.audit_dropped();
         assert!(before < 4, "lines dropped only once the batch is full");
-        gw.handle_frame(
+        gw.handle_input(
             Time::from_unix_millis(2_000),
-            conns[0],
-            Bytes::from_static(
-                br#"{"protocol":"mew/v0.4","id":"last","kind":"chat","payload":{}}"#,
-            ),
+            Input::Frame {
+                conn: conns[0],
+                frame: Bytes::from_static(
+                    br#"{"protocol":"mew/v0.4","id":"last","kind":"chat","payload":{}}"#,
+                ),
+            },
         );
         assert_eq!(
             gw.audit_dropped() - before,
             4,
             "received and three delivered"
         );
-        let batch = gw.take_audit(AuditFile::EnvelopeHistory, Vec::new).unwrap();
+        let batch = gw.poll_audit(Vec::new).unwrap();
+        assert_eq!(batch.file, AuditFile::EnvelopeHistory);
         assert!(batch.bytes.len() < AUDIT_BATCH_MAX + 4096);
         assert_eq!(batch.lines + gw.audit_dropped(), 4 * (n + 1));
         assert_eq!(

@@ -530,8 +530,12 @@ impl SpaceConfig {
     /// The space `mew gateway` runs without a config: `human` may do anything, `agent` may
     /// only propose (plus chat, reasoning, the acknowledgements and withdrawals it needs, and
     /// `tools/list` requests so that it can discover what to propose), `service`
-    /// answers MCP requests and chats. Tokens come from `ids`.
+    /// answers MCP requests and chats. Tokens come from `tokens`.
+    ///
+    /// # Panics
+    /// When `tokens` has no randomness ([`crate::secret::LogEntropy`]).
     pub fn default_space(tokens: &mut dyn crate::secret::TokenSource) -> SpaceConfig {
+        let mut token = || tokens.token().expect("a token source with randomness");
         let caps = |kinds: &[&str]| {
             CapabilitySet::from_capabilities(
                 kinds
@@ -543,7 +547,7 @@ impl SpaceConfig {
                     .collect(),
             )
         };
-        let mut human = ParticipantEntry::new("human", vec![tokens.token()], caps(&["*"]));
+        let mut human = ParticipantEntry::new("human", vec![token()], caps(&["*"]));
         // At a terminal and a browser at once.
         human.person = true;
         let mut agent_caps = caps(&[
@@ -564,12 +568,9 @@ impl SpaceConfig {
             )
             .expect("built-in capability compiles"),
         );
-        let agent = ParticipantEntry::new("agent", vec![tokens.token()], agent_caps);
-        let service = ParticipantEntry::new(
-            "service",
-            vec![tokens.token()],
-            caps(&["mcp/response", "chat"]),
-        );
+        let agent = ParticipantEntry::new("agent", vec![token()], agent_caps);
+        let service =
+            ParticipantEntry::new("service", vec![token()], caps(&["mcp/response", "chat"]));
         SpaceConfig {
             id: "default".into(),
             name: Some("default".into()),

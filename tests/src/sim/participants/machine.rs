@@ -7,6 +7,7 @@
 
 use mew_core::Time;
 use mew_core::agent::{AgentEvent, ModelCallId, ModelOutcome, ModelRequest, Output};
+use mew_core::participant::GatewayInputs;
 use mew_core::participant::{Output as POutput, Participant};
 use mew_core::tools::ToolsAgent;
 use serde_json::{Value, json};

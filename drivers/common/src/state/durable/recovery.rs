@@ -9,8 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use mew_core::cluster::journal::{self, FormatError};
 use mew_core::cluster::{Node, NodeOptions, NodeOutput, Record, Replica};
-use mew_core::gateway::{AuditFile, Fsync, Gateway, SnapshotError, SpaceConfig};
+use mew_core::gateway::{Fsync, Gateway, IdentityVerifier, SnapshotError, SpaceConfig};
 use serde_json::json;
+use std::sync::Arc;
 
 use super::log::StateDir;
 use super::{LOCAL_NODE, LOG, LOG_NEXT, SET_ASIDE, SNAPSHOT, SNAPSHOT_EVERY, open_rw};
@@ -123,10 +124,8 @@ impl RestoreReport {
 pub struct Restored {
     /// The files.
     pub state: StateDir,
-    /// The node, its replica caught up.
+    /// The node, its replica (and the space's gateway) caught up.
     pub node: Node,
-    /// The space's core.
-    pub gateway: Gateway,
     /// What was found.
     pub report: RestoreReport,
 }
@@ -138,9 +137,15 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
     }
 }
 
-/// Opens (creating it if needed) the state folder `dir` and restores the space from it.
-pub fn open(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, StateError> {
-    match open_once(dir, config.clone(), fsync) {
+/// Opens (creating it if needed) the state folder `dir` and restores the space from it;
+/// `verifier` judges the bearer tokens the configuration does not list (JWTs), if any.
+pub fn open(
+    dir: &Path,
+    config: SpaceConfig,
+    fsync: Fsync,
+    verifier: Option<Arc<dyn IdentityVerifier>>,
+) -> Result<Restored, StateError> {
+    match open_once(dir, config.clone(), fsync, verifier.clone()) {
         Err(StateError::Snapshot {
             source: SnapshotError::OtherConfig,
             ..
@@ -158,7 +163,7 @@ pub fn open(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, S
                 "space.yaml changed since the space's state was saved: that state was moved to {} and the space starts afresh",
                 aside.display()
             );
-            let mut restored = open_once(dir, config, fsync)?;
+            let mut restored = open_once(dir, config, fsync, verifier)?;
             restored.report.set_aside = Some(aside);
             Ok(restored)
         }
@@ -166,7 +171,12 @@ pub fn open(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, S
     }
 }
 
-fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, StateError> {
+fn open_once(
+    dir: &Path,
+    config: SpaceConfig,
+    fsync: Fsync,
+    verifier: Option<Arc<dyn IdentityVerifier>>,
+) -> Result<Restored, StateError> {
     let mut builder = fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -183,13 +193,13 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_err(&snap_path)(e)),
     };
-    let (replica, mut gateway) =
-        Replica::open(LOCAL_NODE, config, snapshot.as_ref().map(|(_, s)| &s[..])).map_err(
-            |source| StateError::Snapshot {
-                path: snap_path.clone(),
-                source,
-            },
-        )?;
+    let snap = snapshot.as_ref().map(|(_, s)| &s[..]);
+    let replica = Replica::open(LOCAL_NODE, config, snap, verifier).map_err(|source| {
+        StateError::Snapshot {
+            path: snap_path.clone(),
+            source,
+        }
+    })?;
     let log_path = dir.join(LOG);
     // A log being created when the process stopped (the snapshot before it holds
     // everything): never renamed into place, never read.
@@ -259,7 +269,7 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
                 log_path.clone(),
             )
         })?;
-        node.handle_record(&mut gateway, seq, rec);
+        node.handle_record(seq, rec);
         report.replayed += 1;
         // What the entries did was carried out in the earlier life.
         while let Some(o) = node.poll_output() {
@@ -267,8 +277,9 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
                 return Err(StateError::Broken(why, log_path));
             }
         }
-        discard_outputs(&mut gateway);
+        discard_outputs(node.gateway_mut());
     }
+    let gateway = node.gateway();
     let h = gateway.health();
     report.members = gateway.participants().len();
     report.grants = gateway.grant_count();
@@ -276,16 +287,13 @@ fn open_once(dir: &Path, config: SpaceConfig, fsync: Fsync) -> Result<Restored, 
     Ok(Restored {
         state: StateDir::new(dir.to_owned(), log, good_len, fsync),
         node,
-        gateway,
         report,
     })
 }
 
 pub(super) fn discard_outputs(g: &mut Gateway) {
     while g.poll_output().is_some() {}
-    for f in AuditFile::ALL {
-        while g.take_audit(f, Vec::new).is_some() {}
-    }
+    while g.poll_audit(Vec::new).is_some() {}
 }
 
 /// Removes a space's state folder (for `mew space reset`); whether there was one.

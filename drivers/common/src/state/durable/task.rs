@@ -7,7 +7,7 @@ use std::io;
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::cluster::{Node, NodeOutput, Record};
-use mew_core::gateway::Fsync;
+use mew_core::gateway::{Fsync, Input as GwInput};
 
 use super::log::{LogEvent, StateDir};
 use super::recovery::Restored;
@@ -23,9 +23,11 @@ pub fn core_task<S: Sleep + Send>(restored: Restored) -> CoreTask {
     Box::new(move |host, rx| Box::pin(run::<S>(restored, host, rx)))
 }
 
+/// The host of a durable space: its node owns the space's gateway.
+pub(super) type Host = GatewayHost<SocketLink, Node>;
+
 pub(super) struct Running {
     pub(super) state: StateDir,
-    pub(super) node: Node,
     inputs: NodeInputs,
     /// What the pass in progress will carry out once its entries are kept.
     pass: Vec<Held>,
@@ -92,13 +94,12 @@ enum Held {
 impl Running {
     /// A durable node over `state`, nothing held yet; with `hold_reads`, answers to reads
     /// wait for the flush like everything else (see [`NodeInputs::reads`]).
-    pub(super) fn new(state: StateDir, node: Node, hold_reads: bool) -> Running {
+    pub(super) fn new(state: StateDir, hold_reads: bool) -> Running {
         let mark = state.written();
         Running {
             written: mark,
             durable: mark,
             state,
-            node,
             inputs: NodeInputs {
                 reads: hold_reads.then(Vec::new),
                 ..NodeInputs::default()
@@ -112,25 +113,20 @@ impl Running {
         }
     }
 
-    pub(super) fn input(
-        &mut self,
-        host: &mut GatewayHost<SocketLink>,
-        now: Time,
-        input: CoreInput,
-    ) {
+    pub(super) fn input(&mut self, host: &mut Host, now: Time, input: CoreInput) {
         if self.stopping {
             // Shutting down: connections end outside the log (the next start's `NodeUp`
             // ends them in the state too).
             host.apply(now, input);
             return;
         }
-        match self.inputs.feed(&mut self.node, host, now, input) {
+        match self.inputs.feed(host, now, input) {
             None => {}
             Some(Unhandled::Reconfigure(config)) => {
                 // Applied outside the log, so a snapshot follows at once: the state on disk
                 // is then the one under the new file, which the next start reads.
                 host.reconfigure(now, *config);
-                self.node.request_snapshot();
+                host.core_mut().request_snapshot();
             }
             Some(Unhandled::Shutdown) => {
                 // What was held leaves first, written and flushed: the shutdown's closes
@@ -155,8 +151,8 @@ impl Running {
 
     /// Carries out the node's outputs: each record is applied at once and encoded for the
     /// log; what answers or sends waits for the pass's end ([`Running::settle`]).
-    fn pump(&mut self, host: &mut GatewayHost<SocketLink>) {
-        while let Some(o) = self.node.poll_output() {
+    fn pump(&mut self, host: &mut Host) {
+        while let Some(o) = host.core_mut().poll_output() {
             match o {
                 NodeOutput::Publish { record, .. } => self.publish(host, record),
                 NodeOutput::Connected { local, conn } => {
@@ -221,17 +217,18 @@ impl Running {
         }
     }
 
-    fn publish(&mut self, host: &mut GatewayHost<SocketLink>, record: Record) {
-        let seq = self.node.applied() + 1;
+    fn publish(&mut self, host: &mut Host, record: Record) {
+        let node = host.core_mut();
+        let seq = node.applied() + 1;
         // Encoded once, into the pass's entries; applied as it is, not read back.
         self.state.append_record(seq, &record);
-        if !self.node.handle_own_record(host.gateway_mut(), seq, record) {
+        if !node.handle_own_record(seq, record) {
             self.pass_changes = true;
         }
-        if self.node.replica().used_entropy() || self.state.log_large() {
+        if node.replica().used_entropy() || self.state.log_large() {
             // The entropy is an invitation's token: the snapshot right after this pass
             // keeps only its digest, and the log holding it is cut.
-            self.node.request_snapshot();
+            node.request_snapshot();
         }
     }
 
@@ -254,7 +251,7 @@ impl Running {
     /// under `fsync: always` (the thread goes at once then), and what follows leaves behind
     /// it; a pass of messages only carries out at once when nothing is held. A snapshot
     /// follows when one is due.
-    pub(super) fn settle(&mut self, host: &mut GatewayHost<SocketLink>, now: Time) {
+    pub(super) fn settle(&mut self, host: &mut Host, now: Time) {
         loop {
             self.pump(host);
             if let Err(e) = self.state.write() {
@@ -295,10 +292,10 @@ impl Running {
                 }
             }
             for conn in host.take_slow() {
-                self.node.handle_slow(now, conn);
+                host.core_mut().handle_slow(now, conn);
             }
-            self.node.handle_drained(host.gateway());
-            self.node.handle_timeout(now, host.gateway());
+            host.core_mut().handle_drained();
+            host.core_mut().handle_timeout(now);
             let durable = self.durable;
             self.pump(host);
             if self.durable > durable {
@@ -313,12 +310,7 @@ impl Running {
     }
 
     /// A report of the log's threads: what waited for it is carried out.
-    pub(super) fn handle_event(
-        &mut self,
-        host: &mut GatewayHost<SocketLink>,
-        now: Time,
-        event: LogEvent,
-    ) {
+    pub(super) fn handle_event(&mut self, host: &mut Host, now: Time, event: LogEvent) {
         match event {
             LogEvent::Written(mark) => self.written = self.written.max(mark),
             LogEvent::Synced(mark) => {
@@ -334,7 +326,7 @@ impl Running {
         self.settle(host, now);
     }
 
-    fn release(&mut self, host: &mut GatewayHost<SocketLink>, now: Time) {
+    fn release(&mut self, host: &mut Host, now: Time) {
         let mut ready = Vec::new();
         while let Some((need, _)) = self.held.front()
             && self.ready(*need)
@@ -346,19 +338,19 @@ impl Running {
         if !ready.is_empty() {
             self.carry_out(host, now, ready);
             for conn in host.take_slow() {
-                self.node.handle_slow(now, conn);
+                host.core_mut().handle_slow(now, conn);
             }
         }
     }
 
-    fn carry_out(&mut self, host: &mut GatewayHost<SocketLink>, now: Time, items: Vec<Held>) {
+    fn carry_out(&mut self, host: &mut Host, now: Time, items: Vec<Held>) {
         for h in items {
             match h {
                 Held::Conn(reply, conn) => {
                     if reply.reply(conn).is_err() {
                         // Gone while waiting: its close goes into the log.
                         host.unregister(conn);
-                        self.node.handle_disconnected(now, conn);
+                        host.core_mut().handle_disconnected(now, conn);
                     }
                 }
                 Held::Http(reply, resp) => {
@@ -383,14 +375,13 @@ impl Running {
 
 async fn run<S: Sleep + Send>(
     restored: Restored,
-    mut host: GatewayHost<SocketLink>,
+    host: GatewayHost<SocketLink>,
     rx: async_channel::Receiver<CoreInput>,
 ) {
     use futures_util::future::{Either, select};
     let Restored {
         mut state,
-        node,
-        gateway,
+        mut node,
         report,
     } = restored;
     let (tx, events) = async_channel::unbounded();
@@ -398,20 +389,27 @@ async fn run<S: Sleep + Send>(
         Ok(()) => {}
         Err(e) => {
             tracing::error!("cannot start writing the space's state: {e}; the gateway stops");
+            let mut host = host;
             host.cut_all();
             return;
         }
     };
-    let built = host.replace_gateway(gateway);
-    host.gateway_mut().adopt_host_settings(&built);
+    // The node's gateway takes over the address the server gave the one it built.
+    let mut host = host.with_core(|built| {
+        if let Some(url) = built.connection_url() {
+            node.gateway_mut().set_connection_url(url);
+        }
+        node
+    });
     // One node is the only writer of the held participants' logs: a start, restored or not,
     // welcomes them as the plain server does.
-    host.gateway_mut().welcome_held(clock::now());
+    host.gateway_mut()
+        .handle_input(clock::now(), GwInput::WelcomeHeld);
     host.track_backlogs();
     host.set_restored(report.to_json());
     let hold_reads = state.fsync() == Fsync::Always;
-    let mut run = Running::new(state, node, hold_reads);
-    run.node.start(clock::now());
+    let mut run = Running::new(state, hold_reads);
+    host.core_mut().start(clock::now());
     run.settle(&mut host, clock::now());
     while !run.broken {
         // Reports that came meanwhile first: inputs never starve what waits for them.
@@ -424,7 +422,7 @@ async fn run<S: Sleep + Send>(
         let wake = if run.stopping {
             host.next_wake().map(clock::until)
         } else {
-            run.node.poll_timeout(host.gateway()).map(clock::until)
+            host.core().poll_timeout().map(clock::until)
         };
         let timer = async {
             match wake {
@@ -462,7 +460,7 @@ async fn run<S: Sleep + Send>(
                         break;
                     }
                 } else {
-                    run.node.handle_timeout(now, host.gateway());
+                    host.core_mut().handle_timeout(now);
                     run.settle(&mut host, now);
                 }
                 continue;

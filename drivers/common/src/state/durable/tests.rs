@@ -16,11 +16,10 @@ use mew_core::gateway::{Fsync, SpaceConfig};
 
 use super::log::LogEvent;
 use super::recovery::discard_outputs;
-use super::task::Running;
+use super::task::{Host, Running};
 use super::*;
-use crate::server::conn::SocketLink;
 use crate::server::host::{GatewayHost, Input};
-use mew_core::gateway::ConnId;
+use mew_core::gateway::{Bearer, ConnId};
 use mew_core::secret::TokenHash;
 
 const SPACE: &str = r#"
@@ -43,7 +42,7 @@ impl Rng {
 /// The replicated state, as a snapshot at rest would keep it.
 fn state(r: &Restored) -> serde_json::Value {
     let mut v: serde_json::Value =
-        serde_json::from_slice(&r.node.replica().snapshot_at_rest(&r.gateway).unwrap()).unwrap();
+        serde_json::from_slice(&r.node.replica().snapshot_at_rest().unwrap()).unwrap();
     // The log's clock and node bookkeeping move with entries that change nothing.
     v["now"] = serde_json::Value::Null;
     v["nodes"] = serde_json::Value::Null;
@@ -58,7 +57,7 @@ fn pass(r: &mut Restored, kill: Option<u8>, rng: &mut Rng) -> Result<(), ()> {
             let seq = r.node.applied() + 1;
             let bytes = Bytes::from(record.encode());
             r.state.append(seq, &bytes);
-            r.node.handle_entry(&mut r.gateway, seq, bytes);
+            r.node.handle_entry(seq, bytes);
             if r.node.replica().used_entropy() {
                 r.node.request_snapshot();
             }
@@ -77,8 +76,8 @@ fn pass(r: &mut Restored, kill: Option<u8>, rng: &mut Rng) -> Result<(), ()> {
         _ => {}
     }
     r.state.commit().unwrap();
-    discard_outputs(&mut r.gateway);
-    r.node.handle_drained(&r.gateway);
+    discard_outputs(r.node.gateway_mut());
+    r.node.handle_drained();
     while let Some(o) = r.node.poll_output() {
         if let NodeOutput::Snapshot { applied, bytes } = o {
             if kill == Some(2) {
@@ -116,19 +115,18 @@ fn two_hundred_crashes_lose_nothing_acknowledged_and_apply_nothing_by_half() {
         let kill_how = rng.below(4) as u8;
         // A killed process loses what was not written, never what was: flushing to the
         // disk (a power loss's concern) is left out to keep 200 runs quick.
-        let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000)).unwrap();
+        let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000), None).unwrap();
         // Few entries between snapshots, so that runs cross several.
         r.node = {
             let mut o = r.node.options().clone();
             o.snapshot_every = 4 + rng.below(30);
-            let (replica, g) = Replica::open(LOCAL_NODE, config.clone(), None).unwrap();
-            r.gateway = g;
-            Node::new(o, replica, 0, Box::new(|| [7; 16]))
+            let replica = Replica::open(LOCAL_NODE, config.clone(), None, None).unwrap();
+            Node::new(o, replica, 0, Box::new(mew_core::ids::IdGen::new(7)))
         };
         let mut now = Time::from_unix_millis(1_000_000);
         r.node.start(now);
         r.node
-            .handle_connected(now, Some(TokenHash::of("human-token")));
+            .handle_connected(now, Bearer::Hashed(TokenHash::of("human-token")));
         pass(&mut r, None, &mut rng).unwrap();
         // The human's connection is the replica's first.
         let conn = first_conn(&r);
@@ -155,18 +153,17 @@ fn two_hundred_crashes_lose_nothing_acknowledged_and_apply_nothing_by_half() {
                 _ => format!(r#""kind":"chat","payload":{{"text":"chat {i}"}}"#),
             };
             let frame = format!(r#"{{"protocol":"mew/v0.4","id":"g{i}",{body}}}"#);
-            r.node
-                .handle_frame(now, &mut r.gateway, conn, Bytes::from(frame));
+            r.node.handle_frame(now, conn, Bytes::from(frame));
             let kill = (i == kill_at).then_some(kill_how);
             let before = acked.clone();
             match pass(&mut r, kill, &mut rng) {
                 Ok(()) => acked = state(&r),
                 Err(()) => {
                     // The change in flight, applied whole.
-                    discard_outputs(&mut r.gateway);
+                    discard_outputs(r.node.gateway_mut());
                     let in_flight = state(&r);
                     drop(r);
-                    let restored = open(&dir, config.clone(), Fsync::EveryMs(3_600_000))
+                    let restored = open(&dir, config.clone(), Fsync::EveryMs(3_600_000), None)
                         .unwrap_or_else(|e| panic!("seed {seed}: did not start: {e}"));
                     let got = state(&restored);
                     assert!(
@@ -213,13 +210,12 @@ fn a_change_and_all_after_it_wait_for_its_flush_and_chats_leave_at_once() {
     let now = Time::from_unix_millis(1_000_000);
     // The thread's reports are taken here, one at a time, as the core task takes them:
     // what waits leaves only once the report that covers it is taken.
-    let until =
-        |run: &mut Running, host: &mut GatewayHost<SocketLink>, done: &dyn Fn(&Running) -> bool| {
-            while !done(run) {
-                let ev = events.recv_blocking().unwrap();
-                run.handle_event(host, now, ev);
-            }
-        };
+    let until = |run: &mut Running, host: &mut Host, done: &dyn Fn(&Running) -> bool| {
+        while !done(run) {
+            let ev = events.recv_blocking().unwrap();
+            run.handle_event(host, now, ev);
+        }
+    };
     let flushed = |run: &Running| run.durable >= run.state.written();
     let log_has = |id: &str| {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -231,10 +227,10 @@ fn a_change_and_all_after_it_wait_for_its_flush_and_chats_leave_at_once() {
             std::thread::sleep(Duration::from_millis(1));
         }
     };
-    run.node.start(now);
+    host.core_mut().start(now);
     run.settle(&mut host, now);
     until(&mut run, &mut host, &flushed);
-    let join = |run: &mut Running, host: &mut GatewayHost<SocketLink>, token: &str| {
+    let join = |run: &mut Running, host: &mut Host, token: &str| {
         let (link, halves) = crate::server::conn::link();
         let (tx, mut rx) = oneshot::channel();
         let input = Input::Connect {
@@ -352,9 +348,10 @@ fn a_change_and_all_after_it_wait_for_its_flush_and_chats_leave_at_once() {
     run.settle(&mut host, now);
     log_has("unflushed-grant");
     drop(run);
-    let r = open(&dir, config, Fsync::Always).unwrap();
+    let r = open(&dir, config, Fsync::Always, None).unwrap();
     let history = r
-        .gateway
+        .node
+        .gateway()
         .http_messages("agent", Some("agent-token"), None)
         .unwrap();
     assert!(history.iter().any(|b| has(b, b"unflushed-grant")));
@@ -366,7 +363,7 @@ fn with_every_ms_a_change_waits_for_its_write_only() {
     let dir = scratch("every");
     let (mut run, mut host, events) = running(&dir, Fsync::EveryMs(3_600_000));
     let now = Time::from_unix_millis(1_000_000);
-    run.node.start(now);
+    host.core_mut().start(now);
     run.settle(&mut host, now);
     // The node's start is a change: reported written at once, though an hour's flush
     // period has not passed.
@@ -384,21 +381,20 @@ fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() 
     let config = SpaceConfig::from_yaml(SPACE).unwrap();
     let dir = scratch("thread");
     let mut rng = Rng(7);
-    let mut r = open(&dir, config.clone(), Fsync::Always).unwrap();
+    let mut r = open(&dir, config.clone(), Fsync::Always, None).unwrap();
     let now = Time::from_unix_millis(1_000_000);
     let conn = human_joined(&mut r, now, &mut rng);
     let (tx, events) = async_channel::unbounded();
     r.state.start_syncer(tx).unwrap();
     // A pass as the core task makes it with the thread: entries handed over.
     let chat = |r: &mut Restored, id: &str| {
-        r.node
-            .handle_frame(now, &mut r.gateway, conn, chat_frame(id));
+        r.node.handle_frame(now, conn, chat_frame(id));
         while let Some(o) = r.node.poll_output() {
             match o {
                 NodeOutput::Publish { record, .. } => {
                     let seq = r.node.applied() + 1;
                     r.state.append_record(seq, &record);
-                    r.node.handle_own_record(&mut r.gateway, seq, record);
+                    r.node.handle_own_record(seq, record);
                 }
                 NodeOutput::Snapshot { applied, bytes } => {
                     r.state.write_snapshot(applied, &bytes).unwrap();
@@ -407,8 +403,8 @@ fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() 
             }
         }
         r.state.write().unwrap();
-        discard_outputs(&mut r.gateway);
-        r.node.handle_drained(&r.gateway);
+        discard_outputs(r.node.gateway_mut());
+        r.node.handle_drained();
         while let Some(o) = r.node.poll_output() {
             if let NodeOutput::Snapshot { applied, bytes } = o {
                 r.state.write_snapshot(applied, &bytes).unwrap();
@@ -454,7 +450,7 @@ fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() 
     assert!(has(&bytes, b"after-4") && !has(&bytes, b"before-19"));
     let kept = state(&r);
     drop(r);
-    let restored = open(&dir, config, Fsync::Always).unwrap();
+    let restored = open(&dir, config, Fsync::Always, None).unwrap();
     assert_eq!(restored.report.cut, None);
     assert_eq!(
         restored.report.replayed, 5,
@@ -469,11 +465,10 @@ fn only_an_input_that_may_mint_a_token_carries_entropy_in_the_log() {
     let config = SpaceConfig::from_yaml(SPACE).unwrap();
     let dir = scratch("entropy");
     let mut rng = Rng(3);
-    let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000)).unwrap();
+    let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000), None).unwrap();
     let now = Time::from_unix_millis(1_000_000);
     let conn = human_joined(&mut r, now, &mut rng);
-    r.node
-        .handle_frame(now, &mut r.gateway, conn, chat_frame("plain-chat"));
+    r.node.handle_frame(now, conn, chat_frame("plain-chat"));
     pass(&mut r, None, &mut rng).unwrap();
     let log = fs::read(dir.join(LOG)).unwrap();
     let at = log.windows(10).position(|w| w == b"plain-chat").unwrap();
@@ -486,22 +481,21 @@ fn only_an_input_that_may_mint_a_token_carries_entropy_in_the_log() {
     // An invitation's does, and the token it minted holds after a restart from the
     // log alone (killed before the snapshot that follows an invitation).
     let invite = r#"{"protocol":"mew/v0.4","id":"inv","kind":"space/invite","payload":{"participant_id":"guest","initial_capabilities":[{"kind":"chat"}]}}"#;
-    r.node
-        .handle_frame(now, &mut r.gateway, conn, Bytes::from(invite));
+    r.node.handle_frame(now, conn, Bytes::from(invite));
     while let Some(o) = r.node.poll_output() {
         if let NodeOutput::Publish { record, .. } = o {
             assert!(record.entropy.is_some(), "an invitation carries entropy");
             let seq = r.node.applied() + 1;
             let bytes = Bytes::from(record.encode());
             r.state.append(seq, &bytes);
-            r.node.handle_entry(&mut r.gateway, seq, bytes);
+            r.node.handle_entry(seq, bytes);
         }
     }
     r.state.write().unwrap();
-    discard_outputs(&mut r.gateway);
+    discard_outputs(r.node.gateway_mut());
     let before_kill = state(&r);
     drop(r);
-    let restored = open(&dir, config, Fsync::EveryMs(3_600_000)).unwrap();
+    let restored = open(&dir, config, Fsync::EveryMs(3_600_000), None).unwrap();
     assert_eq!(
         state(&restored),
         before_kill,
@@ -519,37 +513,23 @@ fn scratch(name: &str) -> PathBuf {
 
 /// The core task's state over a new space in `dir`, its log thread started: the
 /// thread's reports come on the channel, for the test to hand to [`Running::handle_event`].
-fn running(
-    dir: &Path,
-    fsync: Fsync,
-) -> (
-    Running,
-    GatewayHost<SocketLink>,
-    async_channel::Receiver<LogEvent>,
-) {
+fn running(dir: &Path, fsync: Fsync) -> (Running, Host, async_channel::Receiver<LogEvent>) {
     let config = SpaceConfig::from_yaml(SPACE).unwrap();
     let Restored {
-        mut state,
-        node,
-        gateway,
-        ..
-    } = open(dir, config, fsync).unwrap();
-    let mut host = GatewayHost::new(gateway, None, dir.to_owned(), Duration::from_secs(1));
+        mut state, node, ..
+    } = open(dir, config, fsync, None).unwrap();
+    let mut host = GatewayHost::new(node, None, dir.to_owned(), Duration::from_secs(1));
     host.track_backlogs();
     let (tx, events) = async_channel::unbounded();
     state.start_syncer(tx).unwrap();
-    (
-        Running::new(state, node, fsync == Fsync::Always),
-        host,
-        events,
-    )
+    (Running::new(state, fsync == Fsync::Always), host, events)
 }
 
 /// The node started and the human connected, in one pass: its connection.
 fn human_joined(r: &mut Restored, now: Time, rng: &mut Rng) -> ConnId {
     r.node.start(now);
     r.node
-        .handle_connected(now, Some(TokenHash::of("human-token")));
+        .handle_connected(now, Bearer::Hashed(TokenHash::of("human-token")));
     pass(r, None, rng).unwrap();
     first_conn(r)
 }
@@ -562,7 +542,7 @@ fn chat_frame(id: &str) -> Bytes {
 
 fn first_conn(r: &Restored) -> ConnId {
     let v: serde_json::Value =
-        serde_json::from_slice(&r.node.replica().snapshot(&r.gateway).unwrap()).unwrap();
+        serde_json::from_slice(&r.node.replica().snapshot().unwrap()).unwrap();
     let c = &v["owners"][0][0];
     serde_json::from_value(c.clone()).unwrap()
 }
