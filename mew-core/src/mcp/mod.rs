@@ -25,17 +25,22 @@
 //! assert_eq!(client.phase(), mew_core::mcp::Phase::Ready);
 //! ```
 
+mod asks;
 mod client;
 mod error;
 mod exit;
 mod framing;
+pub mod http;
 pub mod jsonrpc;
 mod listing;
 mod restart;
 pub mod server;
 mod server_requests;
+mod sse;
+pub mod stateless;
 mod version;
 
+pub use asks::{AnswerError, Ask, AskAnswer, AskId, Elicitation, ElicitationMode};
 pub use client::{
     McpCallId, McpClient, McpConfig, McpEvent, Output, Phase, ServerDescription, StdoutIssue,
 };
@@ -49,4 +54,5 @@ pub use server::{
     McpServer, ServedTool, ServerCallId, ServerConfig, ServerEvent, ServerInfo, ServerOutput,
 };
 pub use server_requests::Root;
+pub use sse::{SseEvent, SseItem, SseParser};
 pub use version::ProtocolVersion;
