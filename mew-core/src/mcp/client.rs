@@ -1351,3 +1351,7 @@ mod http_io;
 
 #[path = "client_asks.rs"]
 mod asks_io;
+
+#[cfg(test)]
+#[path = "client_revision_tests.rs"]
+mod revision_tests;
