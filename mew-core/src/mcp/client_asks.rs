@@ -9,7 +9,13 @@ use crate::mcp::stateless::{InputRequired, ResultKind};
 impl McpClient {
     /// A request from the server: answered at once (`ping`, `roots/list`, what is refused)
     /// or put to the owner.
-    pub(super) fn on_server_request(&mut self, id: RpcId, method: &str, params: Option<Value>) {
+    pub(super) fn on_server_request(
+        &mut self,
+        now: Time,
+        id: RpcId,
+        method: &str,
+        params: Option<Value>,
+    ) {
         let ask = match ask_rules::parse_ask(method, params.as_ref()) {
             Ok(Some(ask)) => ask,
             Ok(None) => {
@@ -34,7 +40,7 @@ impl McpClient {
             return self.respond(&id, Err(err));
         }
         let call_id = self.inbound_call;
-        let ask_id = self.open_ask(ask.clone(), AskOrigin::Request(id));
+        let ask_id = self.open_ask(now, ask.clone(), AskOrigin::Request(id));
         self.emit(McpEvent::Asked {
             ask_id,
             call_id,
@@ -64,30 +70,19 @@ impl McpClient {
         Ok(())
     }
 
-    fn open_ask(&mut self, ask: Ask, origin: AskOrigin) -> AskId {
+    fn open_ask(&mut self, now: Time, ask: Ask, origin: AskOrigin) -> AskId {
         let ask_id = AskId(self.next_ask);
         self.next_ask += 1;
+        let deadline = now + self.config.asks.timeout;
         self.asks.insert(
             ask_id,
             OpenAsk {
                 ask,
                 origin,
-                // Questions are counted from when they are seen; `now` is not needed to
-                // order them, only to bound them, and it is set by `stamp_asks`.
-                deadline: Time::from_unix_millis(u64::MAX),
+                deadline,
             },
         );
         ask_id
-    }
-
-    /// Gives the questions opened during this input their deadline.
-    fn stamp_asks(&mut self, now: Time) {
-        let deadline = now + self.config.asks.timeout;
-        for a in self.asks.values_mut() {
-            if a.deadline == Time::from_unix_millis(u64::MAX) {
-                a.deadline = deadline;
-            }
-        }
     }
 
     fn respond(&mut self, id: &RpcId, outcome: Result<Value, RpcError>) {
@@ -121,7 +116,6 @@ impl McpClient {
             Ok(ResultKind::InputRequired(ir)) => self.begin_round(now, call, ir),
             Err(e) => self.finish_call(call, Err(McpError::BadResult(e.to_string()))),
         }
-        self.stamp_asks(now);
     }
 
     /// Ends a call and reports it.
@@ -169,6 +163,7 @@ impl McpClient {
                 Ok(Some(ask)) => match self.may_ask(&ask) {
                     Ok(()) => {
                         let ask_id = self.open_ask(
+                            now,
                             ask.clone(),
                             AskOrigin::Input {
                                 call,

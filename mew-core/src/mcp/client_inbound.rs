@@ -66,7 +66,7 @@ impl McpClient {
                 );
             }
             RpcMessage::Request { id, method, params } => {
-                self.on_server_request(id, &method, params)
+                self.on_server_request(now, id, &method, params)
             }
             RpcMessage::Notification { method, params } => {
                 match ListKind::from_changed_notification(&method) {

@@ -1017,3 +1017,41 @@ fn an_expired_session_starts_a_new_one() {
     assert_eq!(body(&xs[0])["method"], "initialize");
     assert_eq!(xs[0].header("Mcp-Session-Id"), None);
 }
+
+#[test]
+fn a_server_request_nobody_answers_is_cancelled_in_time() {
+    let mut c = McpClient::new(McpConfig {
+        asks: asking(),
+        ..McpConfig::default()
+    });
+    c.start(t(0)).unwrap();
+    drain(&mut c);
+    c.handle_spawned(t(0));
+    drain(&mut c);
+    c.handle_stdout(
+        t(1),
+        &line(json!({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{}}})),
+    );
+    drain(&mut c);
+    c.handle_stdout(
+        t(1000),
+        &line(json!({"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}})),
+    );
+    let ev = events(drain(&mut c));
+    let [McpEvent::Asked { ask_id, .. }] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(c.poll_timeout(), Some(t(61_000)));
+    c.handle_timeout(t(60_999));
+    assert!(drain(&mut c).is_empty());
+    c.handle_timeout(t(61_000));
+    let outs = drain(&mut c);
+    assert_eq!(
+        written(&outs),
+        vec![json!({"jsonrpc":"2.0","id":"e1","result":{"action":"cancel"}})]
+    );
+    assert!(
+        matches!(&events(outs)[..], [McpEvent::AskClosed { ask_id: a, reason }] if a == ask_id && reason == "no answer within 60 s")
+    );
+    assert_eq!(c.poll_timeout(), None);
+}
