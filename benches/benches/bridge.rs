@@ -68,6 +68,7 @@ impl Direct {
                     self.process.write(line);
                 }
                 Output::Kill { grace } => self.process.kill(grace),
+                Output::Http(_) | Output::HttpAbort(_) => unreachable!("stdio only"),
                 Output::Event(e) => hit |= want(&e),
             }
         }

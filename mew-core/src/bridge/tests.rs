@@ -107,6 +107,9 @@ impl Harness {
                     self.written.push(serde_json::from_str(&line).unwrap());
                 }
                 Output::Server(mcp::Output::Event(_)) => panic!("events come as Output::Mcp"),
+                Output::Server(mcp::Output::Http(_) | mcp::Output::HttpAbort(_)) => {
+                    panic!("the bridge speaks stdio here")
+                }
                 Output::Participant(_) => {}
                 Output::Mcp(e) => self.mcp_events.push(e),
                 Output::Exit(e) => self.exits.push(e),

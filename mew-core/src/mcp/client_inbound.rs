@@ -1,8 +1,9 @@
 //! What [`McpClient`] makes of what its server writes: lines decoded, answers matched to
-//! the requests they answer, the `initialize` handshake, paged listings and the server's own
-//! requests and notifications.
+//! the requests they answer, the handshake (`server/discover`, `initialize`), paged listings
+//! and the server's own notifications.
 
 use super::*;
+use crate::mcp::stateless::UNSUPPORTED_PROTOCOL_VERSION;
 
 impl McpClient {
     pub(super) fn on_line(&mut self, now: Time, line: Line<'_>) {
@@ -64,12 +65,8 @@ impl McpClient {
                     false,
                 );
             }
-            RpcMessage::Request { id, method, .. } => {
-                let line = match server_requests::answer(&method, &self.config.roots) {
-                    Ok(result) => jsonrpc::response_line(&id, Ok(&result)),
-                    Err(e) => jsonrpc::response_line(&id, Err(&e)),
-                };
-                self.out.push_back(Output::Write(line));
+            RpcMessage::Request { id, method, params } => {
+                self.on_server_request(now, id, &method, params)
             }
             RpcMessage::Notification { method, params } => {
                 match ListKind::from_changed_notification(&method) {
@@ -79,7 +76,7 @@ impl McpClient {
                         self.begin_list(now, kind)
                     }
                     Some(_) => {}
-                    None => self.emit(McpEvent::Notification { method, params }),
+                    None => self.on_notification(method, params),
                 }
             }
             RpcMessage::Response { id, outcome } => {
@@ -92,18 +89,135 @@ impl McpClient {
                     )));
                     return;
                 };
+                self.resumes.retain(|r| r.request != n);
                 match p.purpose {
-                    Purpose::Call => {
-                        self.calls_in_flight -= 1;
-                        self.emit(McpEvent::CallCompleted {
-                            call_id: McpCallId(n),
-                            result: outcome.map_err(McpError::Server),
-                        });
-                    }
+                    Purpose::Call(call) => self.on_call_result(now, call, outcome),
+                    Purpose::Discover => self.on_discover(now, outcome),
                     Purpose::Initialize => self.on_initialize(now, outcome),
                     Purpose::List(kind) => self.on_list_page(now, kind, outcome),
                 }
             }
+        }
+    }
+
+    fn on_notification(&mut self, method: String, params: Option<Value>) {
+        let p = params.as_ref();
+        match method.as_str() {
+            "notifications/progress" => {
+                let Some(token) = p.and_then(|p| p.get("progressToken")).cloned() else {
+                    return self.emit(McpEvent::Notification { method, params });
+                };
+                let call_id = self
+                    .calls
+                    .iter()
+                    .find(|(_, c)| c.progress_token.as_ref() == Some(&token))
+                    .map(|(id, _)| *id);
+                let num = |k: &str| p.and_then(|p| p.get(k)).and_then(Value::as_f64);
+                self.emit(McpEvent::Progress {
+                    call_id,
+                    token,
+                    progress: num("progress").unwrap_or(0.0),
+                    total: num("total"),
+                    message: p
+                        .and_then(|p| p.get("message"))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                });
+            }
+            "notifications/message" => {
+                let text = |k: &str| {
+                    p.and_then(|p| p.get(k))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                };
+                self.emit(McpEvent::Log {
+                    level: text("level").unwrap_or_else(|| "info".into()),
+                    logger: text("logger"),
+                    data: p
+                        .and_then(|p| p.get("data"))
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                });
+            }
+            "notifications/cancelled" => {
+                let withdrawn = p.and_then(|p| p.get("requestId")).and_then(|rid| {
+                    self.asks.iter().find_map(|(ask_id, a)| match &a.origin {
+                        AskOrigin::Request(id) if rpc_id_matches(id, rid) => Some(*ask_id),
+                        _ => None,
+                    })
+                });
+                match withdrawn {
+                    Some(ask_id) => {
+                        self.asks.remove(&ask_id);
+                        self.emit(McpEvent::AskClosed {
+                            ask_id,
+                            reason: "withdrawn by the server".into(),
+                        });
+                    }
+                    None => self.emit(McpEvent::Notification { method, params }),
+                }
+            }
+            _ => self.emit(McpEvent::Notification { method, params }),
+        }
+    }
+
+    fn on_discover(&mut self, now: Time, outcome: Result<Value, RpcError>) {
+        let newest = self.config.protocol_version;
+        let supported = match outcome {
+            Ok(result) => match stateless::parse_discover(&result) {
+                Ok(d) => {
+                    self.discover_cache = d.cache;
+                    match ProtocolVersion::newest_shared(
+                        d.supported_versions.iter().map(String::as_str),
+                        newest,
+                    ) {
+                        Some(v) if v.is_stateless() => {
+                            self.speaking = Some(v);
+                            let desc = ServerDescription {
+                                server_info: d.server_info,
+                                capabilities: d.capabilities,
+                                protocol_version: v,
+                                instructions: d.instructions,
+                            };
+                            return self.described(now, desc);
+                        }
+                        _ => d.supported_versions,
+                    }
+                }
+                // Not a discover answer: an older server's idea of an error.
+                Err(_) => return self.discover_failed(now),
+            },
+            Err(e) if e.code == UNSUPPORTED_PROTOCOL_VERSION => {
+                let supported = stateless::supported_versions_of_error(e.data.as_ref());
+                match ProtocolVersion::newest_shared(supported.iter().map(String::as_str), newest) {
+                    // The server names a stateless revision it speaks: ask again in it, once
+                    // (a server may refuse the first request of a client for its own
+                    // reasons, then accept the same revision).
+                    Some(v) if v.is_stateless() && self.discover_tries < 2 => {
+                        let State::Initializing { deadline, .. } = self.state else {
+                            return;
+                        };
+                        self.speaking = Some(v);
+                        return self.send_discover(now, deadline);
+                    }
+                    _ => supported,
+                }
+            }
+            Err(_) => return self.discover_failed(now),
+        };
+        match ProtocolVersion::newest_shared(supported.iter().map(String::as_str), newest) {
+            Some(v) if !v.is_stateless() => {
+                let State::Initializing { deadline, .. } = self.state else {
+                    return;
+                };
+                self.send_initialize(now, v, deadline);
+            }
+            _ if supported.is_empty() => self.discover_failed(now),
+            _ => self.abort_server(
+                now,
+                McpError::UnsupportedProtocolVersion(supported.join(", ")),
+                true,
+            ),
         }
     }
 
@@ -119,10 +233,17 @@ impl McpClient {
                 return self.abort_server(now, e, fatal);
             }
         };
-        self.out.push_back(Output::Write(jsonrpc::notification_line(
-            "notifications/initialized",
-            None,
-        )));
+        self.speaking = Some(desc.protocol_version);
+        self.transmit(Msg::Notification {
+            method: "notifications/initialized",
+            params: None,
+        });
+        self.described(now, desc);
+        self.open_listen();
+    }
+
+    /// The handshake is done: list what the server offers.
+    fn described(&mut self, now: Time, desc: ServerDescription) {
         let offered: Vec<ListKind> = ListKind::ALL
             .into_iter()
             .filter(|k| desc.capabilities.contains_key(k.field()))
@@ -131,6 +252,7 @@ impl McpClient {
             if !offered.contains(&kind) {
                 // A restarted server may offer less than its predecessor.
                 self.catalog.replace(kind, Vec::new());
+                self.cache_hints[slot(kind)] = None;
             }
         }
         self.server = Some(desc);
@@ -180,12 +302,31 @@ impl McpClient {
             Ok(r) => r,
             Err(e) => return self.list_failed(now, kind, McpError::Server(e)),
         };
+        let hint = CacheHint::of(&result);
         let Some(pager) = self.lists[slot(kind)].pager.as_mut() else {
             return;
         };
         match pager.on_page(result) {
             Ok(PageOutcome::Next(cursor)) => self.send_list_request(now, kind, Some(cursor)),
-            Ok(PageOutcome::Done(items)) => {
+            Ok(PageOutcome::Done(mut items)) => {
+                if kind == ListKind::Tools && self.config.transport == Transport::Http {
+                    items.retain(|(name, def)| {
+                        let Some(schema) = def.get("inputSchema") else {
+                            return true;
+                        };
+                        match http::check_header_annotations(schema) {
+                            Ok(()) => true,
+                            Err(e) => {
+                                self.out.push_back(Output::Event(McpEvent::ToolRefused {
+                                    name: name.clone(),
+                                    reason: e.to_string(),
+                                }));
+                                false
+                            }
+                        }
+                    });
+                }
+                self.cache_hints[slot(kind)] = hint;
                 self.catalog.replace(kind, items);
                 self.emit(match kind {
                     ListKind::Tools => McpEvent::ToolsChanged(self.catalog.tools.clone()),
@@ -234,6 +375,15 @@ impl McpClient {
     }
 }
 
+/// Whether the id we answered with is the one a `notifications/cancelled` names.
+fn rpc_id_matches(id: &RpcId, v: &Value) -> bool {
+    match (id, v) {
+        (RpcId::Number(n), Value::Number(m)) => n == m,
+        (RpcId::String(s), Value::String(t)) => s == t,
+        _ => false,
+    }
+}
+
 fn parse_initialize(result: Value) -> Result<ServerDescription, McpError> {
     let Value::Object(mut r) = result else {
         return Err(McpError::BadInitializeResult("result is not an object"));
@@ -242,8 +392,8 @@ fn parse_initialize(result: Value) -> Result<ServerDescription, McpError> {
         Some(Value::String(v)) => v,
         _ => return Err(McpError::BadInitializeResult("protocolVersion missing")),
     };
-    let protocol_version =
-        ProtocolVersion::parse(&version).ok_or(McpError::UnsupportedProtocolVersion(version))?;
+    let protocol_version = ProtocolVersion::parse_session(&version)
+        .ok_or(McpError::UnsupportedProtocolVersion(version))?;
     let capabilities = match r.remove("capabilities") {
         Some(Value::Object(c)) => c,
         None | Some(Value::Null) => Map::new(),

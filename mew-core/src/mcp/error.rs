@@ -60,6 +60,41 @@ pub enum McpError {
     /// The `initialize` result was malformed.
     #[error("malformed initialize result: {0}")]
     BadInitializeResult(&'static str),
+    /// The HTTP exchange failed (connection refused, reset, TLS, ...).
+    #[error("MCP server unreachable: {0}")]
+    Transport(String),
+    /// The server answered with an HTTP status and no JSON-RPC answer.
+    #[error("MCP server answered HTTP {status}{}", if .detail.is_empty() { String::new() } else { format!(": {}", .detail) })]
+    Http {
+        /// The status.
+        status: u16,
+        /// What the body said, shortened (or what was wrong with it).
+        detail: String,
+    },
+    /// The server wants credentials (HTTP 401 or 403).
+    #[error("MCP server requires authorization (HTTP {status}{})", .challenge.as_deref().map(|c| format!(", {c}")).unwrap_or_default())]
+    Unauthorized {
+        /// 401 or 403.
+        status: u16,
+        /// `WWW-Authenticate`, if sent.
+        challenge: Option<String>,
+    },
+    /// The server forgot the session (HTTP 404 with a session id); a new one is started.
+    #[error("MCP session expired")]
+    SessionExpired,
+    /// The response stream ended before the response.
+    #[error("MCP server closed the response stream before answering")]
+    StreamEnded,
+    /// The server asked for something this client does not give (sampling, an unknown
+    /// input request, ...).
+    #[error("MCP server asked for {0}, which is declined")]
+    Declined(String),
+    /// A call took more `input_required` rounds than allowed.
+    #[error("MCP server asked for input more than {0} times")]
+    TooManyRounds(u32),
+    /// A result this client cannot use (unknown `resultType`, malformed `input_required`).
+    #[error("unusable MCP result: {0}")]
+    BadResult(String),
     /// A list result (`tools/list` ...) was malformed or unbounded.
     #[error("malformed {method} result: {reason}")]
     BadListResult {
@@ -80,9 +115,12 @@ impl McpError {
             McpError::Timeout(_) | McpError::InitTimeout(_) => {
                 RpcError::new(codes::REQUEST_TIMEOUT, self.to_string())
             }
-            McpError::ServerExited(_) | McpError::InitExited(_) | McpError::Shutdown => {
-                RpcError::new(codes::CONNECTION_CLOSED, self.to_string())
-            }
+            McpError::ServerExited(_)
+            | McpError::InitExited(_)
+            | McpError::Shutdown
+            | McpError::Transport(_)
+            | McpError::StreamEnded
+            | McpError::SessionExpired => RpcError::new(codes::CONNECTION_CLOSED, self.to_string()),
             McpError::ReservedMethod(_) => RpcError::new(codes::INVALID_REQUEST, self.to_string()),
             _ => RpcError::new(codes::INTERNAL_ERROR, self.to_string()),
         }

@@ -364,7 +364,7 @@ impl McpServer {
             .and_then(|p| p.get("protocolVersion"))
             .and_then(Value::as_str);
         let version = asked
-            .and_then(ProtocolVersion::parse)
+            .and_then(ProtocolVersion::parse_session)
             .unwrap_or(ProtocolVersion::LATEST);
         self.version = Some(version);
         let client = params.as_ref().and_then(|p| p.get("clientInfo")).cloned();

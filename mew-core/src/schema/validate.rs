@@ -271,6 +271,21 @@ impl Schema {
         Ok(s)
     }
 
+    /// Fills in, on `object`, the `default` of every top-level property of the raw object
+    /// schema `raw` that `object` lacks (what a form answered with omitted fields means).
+    pub fn fill_defaults(raw: &Value, object: &mut Map<String, Value>) {
+        let Some(props) = raw.get("properties").and_then(Value::as_object) else {
+            return;
+        };
+        for (name, prop) in props {
+            if let Some(d) = prop.get("default")
+                && !object.contains_key(name)
+            {
+                object.insert(name.clone(), d.clone());
+            }
+        }
+    }
+
     /// Checks a value; the error names the first violation.
     pub fn validate(&self, v: &Value) -> Result<(), SchemaViolation> {
         let mut path = String::new();

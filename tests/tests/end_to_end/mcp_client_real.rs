@@ -3,8 +3,8 @@
 
 use mew_core::Time;
 use mew_core::mcp::{
-    ExitStatus, McpCallId, McpClient, McpConfig, McpError, McpEvent, Output, Phase, RestartBackoff,
-    Root,
+    ExitStatus, McpCallId, McpClient, McpConfig, McpError, McpEvent, Output, Phase,
+    ProtocolVersion, RestartBackoff, Root,
 };
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -142,6 +142,9 @@ impl Driver {
                     if let Some(child) = self.child.as_mut() {
                         let _ = child.kill();
                     }
+                }
+                Output::Http(_) | Output::HttpAbort(_) => {
+                    panic!("a stdio client made an HTTP exchange")
                 }
                 Output::Event(e) => {
                     self.history
@@ -715,4 +718,23 @@ fn a_missing_command_fails_and_follows_the_restart_policy() {
         .filter(|h| h.starts_with("Restarting"))
         .collect();
     assert_eq!(restarts.len(), 2, "{restarts:?}");
+}
+
+#[test]
+fn a_2025_server_is_reached_through_initialize_when_2026_is_offered() {
+    // server-everything knows no server/discover: the client falls back to initialize and
+    // speaks the newest session revision both share.
+    let mut d = Driver::started(
+        ServerCommand::node("@modelcontextprotocol/server-everything", &[]),
+        McpConfig {
+            protocol_version: ProtocolVersion::V2026_07_28,
+            discover_timeout: Duration::from_secs(5),
+            ..config()
+        },
+    );
+    let started = d.client.protocol_version().unwrap();
+    assert!(!started.is_stateless(), "{started}");
+    assert!(started >= ProtocolVersion::V2025_06_18, "{started}");
+    let sum = d.tool("get-sum", json!({"a": 2, "b": 40}));
+    assert_eq!(text_of(&sum), "The sum of 2 and 40 is 42.");
 }

@@ -298,6 +298,8 @@ impl<R: ProcessRuntime> Driver<R> {
                     }
                     Output::Server(mcp::Output::Kill { grace }) => self.process.kill(grace),
                     Output::Server(mcp::Output::Event(_)) => {}
+                    // This runtime starts servers over stdio only, where no exchange arises.
+                    Output::Server(mcp::Output::Http(_) | mcp::Output::HttpAbort(_)) => {}
                     Output::Participant(e) => log_participant(&e),
                     Output::Mcp(e) => log_mcp(&e),
                     Output::Exit(e) => exit = Some(e),
