@@ -286,8 +286,8 @@ const HEADROOM: f64 = 0.3;
 /// | input | what it may queue |
 /// |---|---|
 /// | [`start`](Self::start) | `Gateway` (`Connect`) |
-/// | [`handle_connected`](Self::handle_connected), [`handle_pong`](Self::handle_pong), [`handle_disconnected`](Self::handle_disconnected), [`handle_refused`](Self::handle_refused) | what its [`Participant`] queues for them, as `Gateway` and `Event` (`Participant`) |
-/// | [`handle_frame`](Self::handle_frame) | as the participant's; a chat it answers starts a task: `Gateway` (`Transmit`: acknowledgement, `reasoning/start`), `Model`, `Event` (`TaskStarted`); a tool result comes back to the model: `Model` |
+/// | [`handle_connected`](crate::participant::GatewayInputs::handle_connected), [`handle_pong`](crate::participant::GatewayInputs::handle_pong), [`handle_disconnected`](crate::participant::GatewayInputs::handle_disconnected), [`handle_refused`](crate::participant::GatewayInputs::handle_refused) | what its [`Participant`] queues for them, as `Gateway` and `Event` (`Participant`) |
+/// | [`handle_frame`](crate::participant::GatewayInputs::handle_frame) | as the participant's; a chat it answers starts a task: `Gateway` (`Transmit`: acknowledgement, `reasoning/start`), `Model`, `Event` (`TaskStarted`); a tool result comes back to the model: `Model` |
 /// | [`handle_model`](Self::handle_model) | the next step: `Model`, `Gateway` (`Transmit`: tool requests or proposals, `reasoning/thought`, the answer and `reasoning/conclusion`), `Event` (`TaskFinished`, `RunProgress`, `RunFinished`) |
 /// | [`handle_model_data`](Self::handle_model_data) | `Gateway` (`Transmit`: `reasoning/thought`, a paragraph at a time) |
 /// | [`handle_timeout`](Self::handle_timeout) | `Model` (a retry due; a task's wait for tool discoveries over), `Gateway` (the participant's timers) |

@@ -91,8 +91,8 @@ enum Lifecycle {
 /// | input | what it may queue |
 /// |---|---|
 /// | [`start`](Self::start) | `Gateway` (`Connect`), `Server` (`Spawn`) |
-/// | [`handle_connected`](Self::handle_connected), [`handle_pong`](Self::handle_pong), [`handle_disconnected`](Self::handle_disconnected), [`handle_refused`](Self::handle_refused) | `Gateway`, `Participant`; the gateway given up: `Exit` |
-/// | [`handle_frame`](Self::handle_frame) | an `mcp/request` forwarded: `Server` (`Write`), or held while the server starts, or answered with an error: `Gateway` (`Transmit`); `Participant` |
+/// | [`handle_connected`](crate::participant::GatewayInputs::handle_connected), [`handle_pong`](crate::participant::GatewayInputs::handle_pong), [`handle_disconnected`](crate::participant::GatewayInputs::handle_disconnected), [`handle_refused`](crate::participant::GatewayInputs::handle_refused) | `Gateway`, `Participant`; the gateway given up: `Exit` |
+/// | [`handle_frame`](crate::participant::GatewayInputs::handle_frame) | an `mcp/request` forwarded: `Server` (`Write`), or held while the server starts, or answered with an error: `Gateway` (`Transmit`); `Participant` |
 /// | [`handle_server_spawned`](Self::handle_server_spawned), [`handle_server_stdout`](Self::handle_server_stdout), [`handle_server_stderr`](Self::handle_server_stderr) | `Server` (`Write`); answers: `Gateway` (`Transmit`: `mcp/response`, the tools' status); `Mcp` |
 /// | [`handle_server_spawn_failed`](Self::handle_server_spawn_failed), [`handle_server_exited`](Self::handle_server_exited) | `Mcp` (restarting or given up); held requests failed: `Gateway` (`Transmit`); given up: `Exit` |
 /// | [`handle_timeout`](Self::handle_timeout) | both sides' timers; requests past their deadline answered with an error: `Gateway` (`Transmit`) |

@@ -39,8 +39,8 @@ enum Origin {
 ///
 /// | input | what it may queue |
 /// |---|---|
-/// | [`start`](Self::start), [`close`](Self::close), [`handle_connected`](Self::handle_connected), [`handle_pong`](Self::handle_pong), [`handle_disconnected`](Self::handle_disconnected), [`handle_refused`](Self::handle_refused), [`handle_model_data`](Self::handle_model_data) | the agent's |
-/// | [`handle_frame`](Self::handle_frame) | the agent's; an `mcp/request` for one of its tools starts a run: `Model` |
+/// | [`start`](Self::start), [`close`](Self::close), [`handle_connected`](crate::participant::GatewayInputs::handle_connected), [`handle_pong`](crate::participant::GatewayInputs::handle_pong), [`handle_disconnected`](crate::participant::GatewayInputs::handle_disconnected), [`handle_refused`](crate::participant::GatewayInputs::handle_refused), [`handle_model_data`](Self::handle_model_data) | the agent's |
+/// | [`handle_frame`](crate::participant::GatewayInputs::handle_frame) | the agent's; an `mcp/request` for one of its tools starts a run: `Model` |
 /// | [`handle_stdin`](Self::handle_stdin) | `Mcp` (answers: `initialize`, `tools/list`, errors); a `tools/call` starts a run: `Model` |
 /// | [`handle_model`](Self::handle_model), [`handle_timeout`](Self::handle_timeout) | the agent's; a run that ends answers its caller: `Mcp` (result, progress notifications) or `Gateway` (`Transmit`: the `mcp/response`) |
 /// | [`handle_stdin_closed`](Self::handle_stdin_closed) | runs for the host stop; the agent goes on if it has a space |

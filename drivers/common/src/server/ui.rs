@@ -8,7 +8,7 @@
 //! is never mixed with an old one's script).
 //!
 //! The page itself holds no protocol rule: it draws the space's view the gateway serves it on
-//! its session ([`crate::ui_session`]) and sends the person's commands back.
+//! its session ([`crate::server::ui_session`]) and sends the person's commands back.
 
 use crate::Response;
 use crate::server::http::RequestHead;
