@@ -7,11 +7,13 @@ pub mod clock;
 pub mod gateway;
 pub mod net;
 pub mod participants;
+pub mod seed;
 pub mod world;
 
 pub use clock::Clock;
 pub use net::{Endpoint, Net};
-pub use world::{Handed, TransmitHook, World, parse, seed_or};
+pub use seed::{Seed, Trace, seed_or, seeds};
+pub use world::{Handed, TransmitHook, World, parse};
 
 use mew_core::Time;
 use mew_core::ids::IdGen;
