@@ -1,13 +1,15 @@
 //! Arbitrary bytes decoded into gateway operations: connects with and without tokens,
 //! frames (raw bytes and well-formed envelopes of chosen kinds), ticks, closes, pongs and
-//! write reports. The gateway must never panic.
+//! write reports, HTTP posts, oversize frames and a shutdown, given to the simulated world
+//! the tests use (`mew_tests::sim::World`, the gateway's one input adapter). The gateway must
+//! never panic, never send on a connection it was told is gone, and every audit line it
+//! formats must be one JSON object.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use mew_core::Time;
-use mew_core::gateway::{Bearer, Input};
-use mew_core::gateway::{ConnId, Gateway, Output, SpaceConfig};
+use mew_core::gateway::{ConnId, SpaceConfig};
+use mew_tests::sim::{Handed, World};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -86,13 +88,12 @@ fn envelope(data: &mut &[u8]) -> String {
 
 fuzz_target!(|input: &[u8]| {
     let mut data = input;
-    let mut now = Time::from_unix_millis(1_736_416_800_000);
     // Parsed once: the target exercises the gateway, not the YAML reader.
     static CONFIG: OnceLock<SpaceConfig> = OnceLock::new();
     let config = CONFIG
         .get_or_init(|| SpaceConfig::from_yaml(YAML).expect("fuzz config is valid"))
         .clone();
-    let mut gw = Gateway::new(config, 7, Box::new(mew_core::ids::IdGen::new(8)), None);
+    let mut w = World::seeded(config, 7);
     let mut conns: Vec<ConnId> = Vec::new();
     while !data.is_empty() {
         let op = byte(&mut data);
@@ -101,40 +102,19 @@ fuzz_target!(|input: &[u8]| {
         match op % 10 {
             0 => {
                 let bearer = (pick % 6 < 5).then(|| TOKENS[pick % 5]);
-                conns.push(
-                    gw.handle_input(
-                        now,
-                        Input::Connected {
-                            bearer: Bearer::from(bearer),
-                        },
-                    )
-                    .conn()
-                    .expect("a connection"),
-                );
+                conns.push(w.open(bearer));
             }
             1 | 2 => {
                 if let Some(c) = conn {
                     let f = envelope(&mut data);
-                    gw.handle_input(
-                        now,
-                        Input::Frame {
-                            conn: c,
-                            frame: Bytes::from(f),
-                        },
-                    );
+                    w.frame_in(c, Bytes::from(f));
                 }
             }
             3 => {
                 if let Some(c) = conn {
                     let len = byte(&mut data) as usize;
                     let raw = take(&mut data, len).to_vec();
-                    gw.handle_input(
-                        now,
-                        Input::Frame {
-                            conn: c,
-                            frame: Bytes::from(raw),
-                        },
-                    );
+                    w.frame_in(c, Bytes::from(raw));
                 }
             }
             4 => {
@@ -144,105 +124,58 @@ fuzz_target!(|input: &[u8]| {
                         TOKENS[pick % 5],
                         IDS[byte(&mut data) as usize % 5]
                     );
-                    gw.handle_input(
-                        now,
-                        Input::Frame {
-                            conn: c,
-                            frame: Bytes::from(f),
-                        },
-                    );
+                    w.frame_in(c, Bytes::from(f));
                 }
             }
-            5 => {
-                now = now + Duration::from_millis(u64::from(byte(&mut data)) * 500);
-                gw.handle_input(now, Input::Timeout);
-            }
+            5 => w.tick(Duration::from_millis(u64::from(byte(&mut data)) * 500)),
             6 => {
                 if let Some(c) = conn {
-                    gw.handle_input(now, Input::Disconnected { conn: c });
+                    w.disconnect(c);
                 }
             }
             7 => {
                 if let Some(c) = conn {
-                    gw.handle_input(
-                        now,
-                        Input::Sent {
-                            conn: c,
-                            frames: pick,
-                            bytes: pick * 100,
-                        },
-                    );
-                    gw.handle_input(now, Input::Pong { conn: c });
+                    w.sent(c, pick, pick * 100);
+                    w.pong(c);
                 }
             }
             8 => {
                 if let Some(c) = conn {
                     let f = format!("#stream-{}#{}", pick % 4, pick);
-                    gw.handle_input(
-                        now,
-                        Input::Frame {
-                            conn: c,
-                            frame: Bytes::from(f),
-                        },
-                    );
+                    w.frame_in(c, Bytes::from(f));
                 }
             }
             _ => {
                 let body = envelope(&mut data);
                 let who = IDS[pick % 5];
-                let _ = gw
-                    .handle_input(
-                        now,
-                        Input::Post {
-                            participant: who,
-                            bearer: Bearer::Token(TOKENS[pick % 5]),
-                            body: body.as_bytes(),
-                        },
-                    )
-                    .posted()
-                    .expect("an answer");
-                let _ = gw.http_messages(who, Some(TOKENS[pick % 5]), Some("g1"));
-                if pick % 7 == 0 {
-                    let c = match conn {
-                        Some(c) => c,
-                        None => gw
-                            .handle_input(
-                                now,
-                                Input::Connected {
-                                    bearer: Bearer::None,
-                                },
-                            )
-                            .conn()
-                            .expect("a connection"),
-                    };
-                    gw.handle_input(
-                        now,
-                        Input::Oversize {
-                            conn: c,
-                            size: 1 << 30,
-                        },
-                    );
+                let _ = w.post(who, Some(TOKENS[pick % 5]), body.as_bytes());
+                let _ = w.gw.http_messages(who, Some(TOKENS[pick % 5]), Some("g1"));
+                if pick.is_multiple_of(7) {
+                    let c = conn.unwrap_or_else(|| w.open(None));
+                    w.oversize(c, 1 << 30);
                 }
             }
         }
-        while let Some(o) = gw.poll_output() {
-            if let Output::Close { conn, .. } = o {
-                gw.handle_input(now, Input::Disconnected { conn });
+        // The world answers closes, checks that nothing is sent on a connection after it,
+        // and that each audit batch holds as many lines as it counts.
+        for handed in w.drain() {
+            if let Handed::Close(conn, ..) = handed {
                 conns.retain(|c| *c != conn);
             }
         }
         // Whatever came in, every audit line is one JSON object.
-        while let Some(batch) = gw.poll_audit(Vec::new) {
-            let text = std::str::from_utf8(&batch.bytes).expect("audit lines are UTF-8");
-            assert_eq!(text.lines().count() as u64, batch.lines);
-            for line in text.lines() {
-                let v: serde_json::Value =
-                    serde_json::from_str(line).expect("an audit line is one JSON value");
-                assert!(v.is_object(), "{line}");
-            }
+        for (_, line) in w.audits.drain(..) {
+            let v: serde_json::Value =
+                serde_json::from_str(&line).expect("an audit line is one JSON value");
+            assert!(v.is_object(), "{line}");
         }
-        let _ = gw.poll_timeout();
+        // What the peers received is not checked here: keep memory flat.
+        for ep in w.net.endpoints.values_mut() {
+            ep.inbox.clear();
+        }
+        let _ = w.gateway_timeout();
     }
-    let _ = gw.participants();
-    gw.handle_input(now, Input::Close);
+    let _ = w.gw.participants();
+    w.shut_down();
+    w.pump();
 });

@@ -4,11 +4,17 @@
 //! network; scenario tests live in `tests/tests/` (binaries `simulation`, `core`,
 //! `end_to_end`). [`model_server`] is a real HTTP server that speaks the chat-completions
 //! API and replays scripted turns; [`process`] runs real `mew` gateways; [`wait`] is how
-//! every test waits for something.
+//! every test waits for something. Those four, and [`fixtures`], need the default `io`
+//! feature; without it the crate is [`sim`] alone, for the fuzz targets.
 
+#[cfg(feature = "io")]
 pub mod fixtures;
+#[cfg(feature = "io")]
 pub mod http;
+#[cfg(feature = "io")]
 pub mod model_server;
+#[cfg(feature = "io")]
 pub mod process;
 pub mod sim;
+#[cfg(feature = "io")]
 pub mod wait;

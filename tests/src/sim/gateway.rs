@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::gateway::{
-    AuditBatch, Bearer, ConnId, Gateway, Input as GwInput, Output, SpaceConfig,
+    Answer, AuditBatch, Bearer, ConnId, Gateway, Input as GwInput, Output, SpaceConfig,
 };
 
 /// Something a driver tells the gateway.
@@ -42,8 +42,26 @@ pub enum Input<'a> {
         /// Which.
         conn: ConnId,
     },
+    /// The driver saw a frame over the size limit and did not buffer it.
+    Oversize {
+        /// Where.
+        conn: ConnId,
+        /// The frame's size.
+        size: usize,
+    },
+    /// `POST /participants/{participant}/messages`.
+    Post {
+        /// The participant of the path.
+        participant: &'a str,
+        /// The bearer token, if any.
+        bearer: Option<&'a str>,
+        /// The body.
+        body: &'a [u8],
+    },
     /// Time passed.
     Timeout,
+    /// The server shuts down.
+    Close,
 }
 
 /// A gateway for `config`, its ids and invitation tokens drawn from `seed`.
@@ -51,8 +69,9 @@ pub fn new(config: SpaceConfig, seed: u64) -> Gateway {
     Gateway::new(config, seed, super::seeded_tokens(seed), None)
 }
 
-/// Hands one input to the gateway; the new connection's id for [`Input::Connected`].
-pub fn input(gw: &mut Gateway, now: Time, input: Input<'_>) -> Option<ConnId> {
+/// Hands one input to the gateway; what it answers at once (the new connection's id for
+/// [`Input::Connected`], the HTTP answer for [`Input::Post`]).
+pub fn input(gw: &mut Gateway, now: Time, input: Input<'_>) -> Answer {
     let input = match input {
         Input::Connected { bearer } => GwInput::Connected {
             bearer: Bearer::from(bearer),
@@ -69,9 +88,20 @@ pub fn input(gw: &mut Gateway, now: Time, input: Input<'_>) -> Option<ConnId> {
         },
         Input::Pong { conn } => GwInput::Pong { conn },
         Input::Disconnected { conn } => GwInput::Disconnected { conn },
+        Input::Oversize { conn, size } => GwInput::Oversize { conn, size },
+        Input::Post {
+            participant,
+            bearer,
+            body,
+        } => GwInput::Post {
+            participant,
+            bearer: Bearer::from(bearer),
+            body,
+        },
         Input::Timeout => GwInput::Timeout,
+        Input::Close => GwInput::Close,
     };
-    gw.handle_input(now, input).conn()
+    gw.handle_input(now, input)
 }
 
 /// The gateway's next output.

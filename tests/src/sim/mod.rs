@@ -1,17 +1,23 @@
-//! Deterministic simulations of one gateway and its clients, all on one [`World`].
+//! Deterministic simulations of one gateway and its clients, all on one [`World`], and of a
+//! replicated space's nodes on a [`ClusterWorld`] built from the same parts.
 //!
 //! The seed comes from `MEW_SIM_SEED` when set, else from the test; it is printed when a
 //! test panics, so any failure replays exactly with `MEW_SIM_SEED=<seed>`.
 
 pub mod clock;
+pub mod cluster;
 pub mod gateway;
 pub mod net;
+pub mod node;
 pub mod participants;
+pub mod seed;
 pub mod world;
 
 pub use clock::Clock;
+pub use cluster::{ClusterNode, ClusterWorld};
 pub use net::{Endpoint, Net};
-pub use world::{Handed, TransmitHook, World, parse, seed_or};
+pub use seed::{Seed, Trace, seed_or, seeds};
+pub use world::{Handed, TransmitHook, World, parse};
 
 use mew_core::Time;
 use mew_core::ids::IdGen;

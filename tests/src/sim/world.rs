@@ -8,10 +8,12 @@
 //! (`tests/tests/core/gateway_model.rs`) drives it one input at a time.
 
 use super::gateway::{self, Input};
-use super::{Clock, EPOCH, Endpoint, Net};
+use super::{Clock, EPOCH, Endpoint, Net, Seed, Trace, seed_or};
 use bytes::Bytes;
 use mew_core::Time;
-use mew_core::gateway::{AuditFile, ConnId, Gateway, GatewayEvent, Output, SpaceConfig};
+use mew_core::gateway::{
+    AuditFile, ConnId, Gateway, GatewayEvent, HttpAccepted, HttpError, Output, SpaceConfig,
+};
 use mew_core::ids::IdGen;
 use serde_json::Value;
 use std::time::Duration;
@@ -51,18 +53,9 @@ pub struct World {
     pub events: Vec<GatewayEvent>,
     /// Called on every frame the gateway hands out.
     pub transmit_hook: Option<TransmitHook>,
-    trace: u64,
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0100_0000_01b3;
-
-/// The seed `MEW_SIM_SEED` names, else `default`.
-pub fn seed_or(default: u64) -> u64 {
-    std::env::var("MEW_SIM_SEED")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(default)
+    trace: Trace,
+    /// Printed when the world is dropped by a panic.
+    _replay: Seed,
 }
 
 impl World {
@@ -91,7 +84,8 @@ impl World {
             audits: Vec::new(),
             events: Vec::new(),
             transmit_hook: None,
-            trace: FNV_OFFSET,
+            trace: Trace::default(),
+            _replay: Seed(seed),
         }
     }
 
@@ -109,23 +103,17 @@ impl World {
     /// and connection) and whatever [`World::record`] added. Two runs with equal traces saw
     /// the same history.
     pub fn trace(&self) -> u64 {
-        self.trace
+        self.trace.hash()
     }
 
     /// Adds `bytes` to the trace.
     pub fn record(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.trace ^= u64::from(*b);
-            self.trace = self.trace.wrapping_mul(FNV_PRIME);
-        }
+        self.trace.record(bytes);
     }
 
     fn record_frame(&mut self, tag: u8, conn: ConnId, frame: &[u8]) {
-        let now = self.now().as_unix_millis().to_le_bytes();
-        self.record(&now);
-        self.record(&[tag]);
-        self.record(&conn.as_u64().to_le_bytes());
-        self.record(frame);
+        let now = self.now();
+        self.trace.event(now, tag, conn.as_u64(), frame);
     }
 
     /// Opens a connection (with an Authorization bearer when given) whose peer reports
@@ -133,6 +121,7 @@ impl World {
     pub fn open(&mut self, bearer: Option<&str>) -> ConnId {
         let now = self.now();
         let conn = gateway::input(&mut self.gw, now, Input::Connected { bearer })
+            .conn()
             .expect("a connection id");
         self.net.endpoints.insert(
             conn,
@@ -178,6 +167,36 @@ impl World {
         self.clock.advance(d);
         let now = self.now();
         gateway::input(&mut self.gw, now, Input::Timeout);
+    }
+
+    /// The driver refused a frame over the size limit on a connection.
+    pub fn oversize(&mut self, conn: ConnId, size: usize) {
+        let now = self.now();
+        gateway::input(&mut self.gw, now, Input::Oversize { conn, size });
+    }
+
+    /// `POST /participants/{participant}/messages` with `body`; the HTTP answer.
+    pub fn post(
+        &mut self,
+        participant: &str,
+        bearer: Option<&str>,
+        body: &[u8],
+    ) -> Result<HttpAccepted, HttpError> {
+        let now = self.now();
+        let post = Input::Post {
+            participant,
+            bearer,
+            body,
+        };
+        gateway::input(&mut self.gw, now, post)
+            .posted()
+            .expect("a post is answered")
+    }
+
+    /// The server shuts down: the gateway closes every connection.
+    pub fn shut_down(&mut self) {
+        let now = self.now();
+        gateway::input(&mut self.gw, now, Input::Close);
     }
 
     /// A pong arrived on a connection.
@@ -381,15 +400,4 @@ impl World {
 pub fn parse(frame: &[u8]) -> Value {
     serde_json::from_slice(frame)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(frame).into_owned()))
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "simulation seed: {} (replay with MEW_SIM_SEED={})",
-                self.seed, self.seed
-            );
-        }
-    }
 }

@@ -10,7 +10,6 @@ use mew_core::cluster::{Entry, Record, Replica, ReplicaEvent};
 use mew_core::gateway::{ConnId, Gateway, Output, SpaceConfig};
 use mew_core::secret::TokenHash;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 const SPACE: &str = r#"
@@ -330,220 +329,23 @@ fn invite_tokens_come_from_the_logs_entropy_and_only_digests_are_kept() {
         assert!(!snap.contains(t), "a token in the snapshot");
         assert!(snap.contains(&TokenHash::of(t).to_hex()));
     }
-    let _ = BTreeMap::<u8, u8>::new();
 }
 
-/// Nodes ([`mew_core::cluster::Node`]) over a shared in-memory log, driven by a seeded
-/// schedule: each node reads the log at its own pace, may lose the log (its publishes are
-/// refused) or die (it stops altogether).
+/// Nodes ([`mew_core::cluster::Node`]) over a shared in-memory log on the simulated
+/// cluster ([`ClusterWorld`]), driven by a seeded schedule: each node reads the log at its
+/// own pace, may lose the log (its publishes are refused) or die (it stops altogether).
 mod nodes {
     use super::*;
-    use mew_core::cluster::{Node, NodeOptions, NodeOutput, Undo};
-    use mew_core::gateway::Bearer;
-    use mew_core::secret::{Entropy, TokenSource};
+    use mew_tests::sim::node::Input;
+    use mew_tests::sim::{ClusterWorld, seeds};
 
-    /// A tiny seeded generator (xorshift): the schedules vary by seed, reproducibly.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
-    /// Entropy that differs at every draw (and is no secret).
-    struct Counter(u8);
-
-    impl TokenSource for Counter {
-        fn entropy(&mut self) -> Option<Entropy> {
-            self.0 = self.0.wrapping_add(1);
-            Some([self.0; 24])
-        }
-    }
-
-    struct SimNode {
-        node: Node,
-        alive: bool,
-        reach: bool,
-        /// Connections this node holds, by local number then id.
-        conns: BTreeMap<u64, ConnId>,
-        received: Vec<(ConnId, Bytes)>,
-        directs: Vec<(ConnId, Bytes)>,
-        closes: Vec<(ConnId, u16, bool)>,
-        gone: Vec<String>,
-        snapshots: Vec<(u64, Vec<u8>)>,
-        refused_posts: usize,
-    }
-
-    struct Sim {
-        log: Vec<Bytes>,
-        nodes: Vec<SimNode>,
-        now: Time,
-        rng: Rng,
-        config: SpaceConfig,
-    }
-
-    impl Sim {
-        fn new(seed: u64, ids: &[&str], snapshot_every: u64) -> Sim {
-            let config = SpaceConfig::from_yaml(SPACE).unwrap();
-            let mut sim = Sim {
-                log: Vec::new(),
-                nodes: Vec::new(),
-                now: Time::from_unix_millis(1_000_000),
-                rng: Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
-                config,
-            };
-            for id in ids {
-                sim.add(id, snapshot_every);
-            }
-            sim
-        }
-
-        fn add(&mut self, id: &str, snapshot_every: u64) -> usize {
-            let replica = Replica::new(id, self.config.clone(), None);
-            let mut opts = NodeOptions::new(id);
-            opts.snapshot_every = snapshot_every;
-            let node = Node::new(opts, replica, 0, Box::new(Counter(0)));
-            self.nodes.push(SimNode {
-                node,
-                alive: true,
-                reach: true,
-                conns: BTreeMap::new(),
-                received: Vec::new(),
-                directs: Vec::new(),
-                closes: Vec::new(),
-                gone: Vec::new(),
-                snapshots: Vec::new(),
-                refused_posts: 0,
-            });
-            let i = self.nodes.len() - 1;
-            let now = self.now;
-            self.nodes[i].node.start(now);
-            self.outputs(i);
-            i
-        }
-
-        /// Carries out node `i`'s outputs: publishes go into the log when it is reachable.
-        fn outputs(&mut self, i: usize) {
-            while let Some(o) = self.nodes[i].node.poll_output() {
-                let now = self.now;
-                let n = &mut self.nodes[i];
-                match o {
-                    NodeOutput::Publish { record, undo } => {
-                        if n.reach {
-                            self.log.push(Bytes::from(record.encode()));
-                        } else {
-                            n.node.handle_refused(now, undo, "the log is unreachable");
-                        }
-                    }
-                    NodeOutput::Connected { local, conn } => {
-                        n.conns.insert(local, conn);
-                    }
-                    NodeOutput::Abandon { .. } => {}
-                    NodeOutput::Posted { .. } => {}
-                    NodeOutput::PostRefused { .. } => n.refused_posts += 1,
-                    NodeOutput::Direct { conn, frame } => n.directs.push((conn, frame)),
-                    NodeOutput::Close {
-                        conn, code, forget, ..
-                    } => {
-                        n.closes.push((conn, code, forget));
-                        if forget {
-                            n.conns.retain(|_, c| *c != conn);
-                        }
-                    }
-                    NodeOutput::Snapshot { applied, bytes } => n.snapshots.push((applied, bytes)),
-                    NodeOutput::NodeGone { node, .. } => n.gone.push(node),
-                    NodeOutput::Warning(w) => panic!("warning: {w}"),
-                    NodeOutput::Broken(b) => panic!("broken: {b}"),
-                }
-            }
-        }
-
-        /// Node `i` reads what the log holds past its replica (all of it, or a random part).
-        fn read(&mut self, i: usize, all: bool) {
-            let n = &self.nodes[i];
-            if !n.alive || !n.reach {
-                return;
-            }
-            let from = n.node.applied() as usize;
-            let upto = if all {
-                self.log.len()
-            } else {
-                from + self.rng.below((self.log.len() - from) as u64 + 1) as usize
-            };
-            for seq in from..upto {
-                let bytes = self.log[seq].clone();
-                let n = &mut self.nodes[i];
-                n.node.handle_entry(seq as u64 + 1, bytes);
-                while let Some(o) = n.node.gateway_mut().poll_output() {
-                    if let Output::Transmit { conn, frame } = o
-                        && n.conns.values().any(|c| *c == conn)
-                    {
-                        n.received.push((conn, frame));
-                    }
-                }
-                n.node.handle_drained();
-                self.outputs(i);
-            }
-        }
-
-        /// `ms` of time pass in random steps; every live node reads and keeps time.
-        fn run(&mut self, ms: u64) {
-            let end = self.now + Duration::from_millis(ms);
-            while self.now < end {
-                self.now = self.now + Duration::from_millis(1 + self.rng.below(150));
-                for i in 0..self.nodes.len() {
-                    if !self.nodes[i].alive {
-                        continue;
-                    }
-                    let all = self.rng.below(3) > 0;
-                    self.read(i, all);
-                    let now = self.now;
-                    let n = &mut self.nodes[i];
-                    n.node.handle_log_state(now, n.reach);
-                    n.node.handle_timeout(now);
-                    self.outputs(i);
-                }
-            }
-            for i in 0..self.nodes.len() {
-                self.read(i, true);
-            }
-        }
-
-        fn connect(&mut self, i: usize, token: &str) -> ConnId {
-            let now = self.now;
-            let local = self.nodes[i]
-                .node
-                .handle_connected(now, Bearer::Hashed(TokenHash::of(token)));
-            self.outputs(i);
-            self.read(i, true);
-            let conn = self.nodes[i].conns[&local];
-            let join = format!(r#"{{"type":"join","participantId":"x","token":"{token}"}}"#);
-            self.frame(i, conn, &join);
-            conn
-        }
-
-        fn frame(&mut self, i: usize, conn: ConnId, frame: &str) {
-            let now = self.now;
-            let n = &mut self.nodes[i];
-            n.node
-                .handle_frame(now, conn, Bytes::from(frame.to_owned()));
-            self.outputs(i);
-            self.read(i, true);
-        }
-
-        fn state(&mut self, i: usize) -> Vec<u8> {
-            let n = &self.nodes[i];
-            // Node ids differ; the replicated state does not.
-            let s: serde_json::Value =
-                serde_json::from_slice(&n.node.replica().snapshot().unwrap()).unwrap();
-            serde_json::to_vec(&s).unwrap()
-        }
+    fn world(seed: u64, ids: &[&str], snapshot_every: u64) -> ClusterWorld {
+        ClusterWorld::new(
+            SpaceConfig::from_yaml(SPACE).unwrap(),
+            seed,
+            ids,
+            snapshot_every,
+        )
     }
 
     fn saw(frames: &[(ConnId, Bytes)], conn: ConnId, what: &str) -> bool {
@@ -554,8 +356,8 @@ mod nodes {
 
     #[test]
     fn a_node_that_dies_is_declared_gone_by_the_others_and_its_participant_leaves() {
-        for seed in 0..40 {
-            let mut sim = Sim::new(seed, &["a", "b", "c"], 1_000_000);
+        for seed in seeds(0..40) {
+            let mut sim = world(seed, &["a", "b", "c"], 1_000_000);
             sim.run(500);
             let human = sim.connect(0, "human-token");
             let agent = sim.connect(1, "agent-token");
@@ -579,9 +381,7 @@ mod nodes {
             assert_eq!(sim.state(0), sim.state(2), "seed {seed}: a and c agree");
             // b comes back: its NodeUp ends its old life; it catches up and agrees too.
             sim.nodes[1].alive = true;
-            let now = sim.now;
-            sim.nodes[1].node.start(now);
-            sim.outputs(1);
+            sim.start(1);
             sim.run(1_000);
             assert_eq!(sim.state(0), sim.state(1), "seed {seed}: b agrees again");
             assert!(
@@ -593,8 +393,8 @@ mod nodes {
 
     #[test]
     fn an_outage_of_the_log_refuses_inputs_and_a_node_cut_off_too_long_is_evicted() {
-        for seed in 0..40 {
-            let mut sim = Sim::new(seed, &["a", "b"], 1_000_000);
+        for seed in seeds(0..40) {
+            let mut sim = world(seed, &["a", "b"], 1_000_000);
             sim.run(300);
             let human = sim.connect(0, "human-token");
             let agent = sim.connect(1, "agent-token");
@@ -605,15 +405,8 @@ mod nodes {
             }
             let before = sim.log.len();
             sim.frame(0, human, &envelope(0, 1));
-            let now = sim.now;
-            let local = sim.nodes[0].node.handle_post(
-                now,
-                "human".into(),
-                Bearer::Hashed(TokenHash::of("human-token")),
-                Bytes::from(envelope(0, 2)),
-            );
+            let local = sim.post(0, "human", "human-token", &envelope(0, 2));
             assert!(local > 0);
-            sim.outputs(0);
             sim.run(3_000);
             assert_eq!(
                 sim.log.len(),
@@ -650,8 +443,8 @@ mod nodes {
 
     #[test]
     fn the_live_node_with_the_smallest_id_writes_snapshots_and_they_restore() {
-        for seed in 0..20 {
-            let mut sim = Sim::new(seed, &["c", "a", "b"], 25);
+        for seed in seeds(0..20) {
+            let mut sim = world(seed, &["c", "a", "b"], 25);
             let human = sim.connect(2, "human-token");
             for k in 0..20 {
                 sim.frame(2, human, &envelope(k % 4, k));
@@ -682,26 +475,39 @@ mod nodes {
             // A node started from b's snapshot, given the rest of the log, agrees with c.
             let replica = Replica::restore("d", sim.config.clone(), &snap, None).unwrap();
             assert_eq!(replica.applied(), applied);
-            let i = sim.nodes.len();
-            let mut opts = NodeOptions::new("d");
-            opts.snapshot_every = 1_000_000;
-            sim.nodes.push(SimNode {
-                node: Node::new(opts, replica, sim.log.len() as u64, Box::new(Counter(9))),
-                alive: true,
-                reach: true,
-                conns: BTreeMap::new(),
-                received: Vec::new(),
-                directs: Vec::new(),
-                closes: Vec::new(),
-                gone: Vec::new(),
-                snapshots: Vec::new(),
-                refused_posts: 0,
-            });
+            let i = sim.add_restored("d", replica, 1_000_000);
             assert!(!sim.nodes[i].node.ready());
             sim.read(i, true);
             assert!(sim.nodes[i].node.ready());
             assert_eq!(sim.state(i), sim.state(0), "seed {seed}");
-            let _ = Undo::Nothing;
         }
+    }
+
+    #[test]
+    fn one_seed_gives_one_history_and_another_seed_another() {
+        let run = |seed: u64| {
+            let mut sim = world(seed, &["a", "b", "c"], 30);
+            sim.run(400);
+            let human = sim.connect(0, "human-token");
+            let agent = sim.connect(2, "agent-token");
+            for k in 0..12 {
+                sim.frame(k % 2 * 2, [human, agent][k % 2], &envelope(k % 9, k));
+                sim.run(50 + 40 * k as u64);
+            }
+            sim.nodes[1].alive = false;
+            sim.run(7_000);
+            let _ = sim.input(0, Input::Pong { conn: human });
+            sim.run(300);
+            assert_eq!(sim.state(0), sim.state(2));
+            (sim.trace(), sim.log.len())
+        };
+        let seed = mew_tests::sim::seed_or(11);
+        assert_eq!(run(seed), run(seed), "seed {seed}: the same history twice");
+        assert_ne!(
+            run(seed).0,
+            run(seed + 1).0,
+            "seeds {seed} and {}",
+            seed + 1
+        );
     }
 }
