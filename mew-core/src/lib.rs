@@ -19,7 +19,8 @@
 //! `now` comes first, after `&mut self`, wherever time could matter. Inputs without it are
 //! those of a machine that keeps no clock ([`mcp::McpServer`]) and those whose time is the
 //! log's: a [`cluster::Replica`] applying an entry, and the [`cluster::Node`] around it
-//! (`handle_entry`, `handle_drained`), which owns the replica and so the space's gateway.
+//! (whose [`cluster::NodeInput::Entry`] ignores the `now` it is given), which owns the
+//! replica and so the space's gateway.
 //! Each machine's type has a table of its inputs and the outputs each may queue.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -338,7 +338,7 @@ fn invite_tokens_come_from_the_logs_entropy_and_only_digests_are_kept() {
 /// refused) or die (it stops altogether).
 mod nodes {
     use super::*;
-    use mew_core::cluster::{Node, NodeOptions, NodeOutput, Undo};
+    use mew_core::cluster::{Node, NodeInput, NodeOptions, NodeOutput, Undo};
     use mew_core::gateway::Bearer;
     use mew_core::secret::{Entropy, TokenSource};
 
@@ -423,7 +423,7 @@ mod nodes {
             });
             let i = self.nodes.len() - 1;
             let now = self.now;
-            self.nodes[i].node.start(now);
+            self.nodes[i].node.handle_input(now, NodeInput::Start);
             self.outputs(i);
             i
         }
@@ -438,7 +438,8 @@ mod nodes {
                         if n.reach {
                             self.log.push(Bytes::from(record.encode()));
                         } else {
-                            n.node.handle_refused(now, undo, "the log is unreachable");
+                            let why = "the log is unreachable";
+                            n.node.handle_input(now, NodeInput::Refused { undo, why });
                         }
                     }
                     NodeOutput::Connected { local, conn } => {
@@ -476,10 +477,12 @@ mod nodes {
             } else {
                 from + self.rng.below((self.log.len() - from) as u64 + 1) as usize
             };
+            let now = self.now;
             for seq in from..upto {
                 let bytes = self.log[seq].clone();
                 let n = &mut self.nodes[i];
-                n.node.handle_entry(seq as u64 + 1, bytes);
+                let seq = seq as u64 + 1;
+                n.node.handle_input(now, NodeInput::Entry { seq, bytes });
                 while let Some(o) = n.node.gateway_mut().poll_output() {
                     if let Output::Transmit { conn, frame } = o
                         && n.conns.values().any(|c| *c == conn)
@@ -487,7 +490,7 @@ mod nodes {
                         n.received.push((conn, frame));
                     }
                 }
-                n.node.handle_drained();
+                n.node.handle_input(now, NodeInput::Drained);
                 self.outputs(i);
             }
         }
@@ -505,8 +508,9 @@ mod nodes {
                     self.read(i, all);
                     let now = self.now;
                     let n = &mut self.nodes[i];
-                    n.node.handle_log_state(now, n.reach);
-                    n.node.handle_timeout(now);
+                    let up = n.reach;
+                    n.node.handle_input(now, NodeInput::LogState { up });
+                    n.node.handle_input(now, NodeInput::Timeout);
                     self.outputs(i);
                 }
             }
@@ -517,9 +521,12 @@ mod nodes {
 
         fn connect(&mut self, i: usize, token: &str) -> ConnId {
             let now = self.now;
+            let bearer = Bearer::Hashed(TokenHash::of(token));
             let local = self.nodes[i]
                 .node
-                .handle_connected(now, Bearer::Hashed(TokenHash::of(token)));
+                .handle_input(now, NodeInput::Connected { bearer })
+                .local()
+                .expect("a connection's number");
             self.outputs(i);
             self.read(i, true);
             let conn = self.nodes[i].conns[&local];
@@ -531,8 +538,8 @@ mod nodes {
         fn frame(&mut self, i: usize, conn: ConnId, frame: &str) {
             let now = self.now;
             let n = &mut self.nodes[i];
-            n.node
-                .handle_frame(now, conn, Bytes::from(frame.to_owned()));
+            let frame = Bytes::from(frame.to_owned());
+            n.node.handle_input(now, NodeInput::Frame { conn, frame });
             self.outputs(i);
             self.read(i, true);
         }
@@ -580,7 +587,7 @@ mod nodes {
             // b comes back: its NodeUp ends its old life; it catches up and agrees too.
             sim.nodes[1].alive = true;
             let now = sim.now;
-            sim.nodes[1].node.start(now);
+            sim.nodes[1].node.handle_input(now, NodeInput::Start);
             sim.outputs(1);
             sim.run(1_000);
             assert_eq!(sim.state(0), sim.state(1), "seed {seed}: b agrees again");
@@ -606,13 +613,13 @@ mod nodes {
             let before = sim.log.len();
             sim.frame(0, human, &envelope(0, 1));
             let now = sim.now;
-            let local = sim.nodes[0].node.handle_post(
-                now,
-                "human".into(),
-                Bearer::Hashed(TokenHash::of("human-token")),
-                Bytes::from(envelope(0, 2)),
-            );
-            assert!(local > 0);
+            let post = NodeInput::Post {
+                participant: "human".into(),
+                bearer: Bearer::Hashed(TokenHash::of("human-token")),
+                body: Bytes::from(envelope(0, 2)),
+            };
+            let local = sim.nodes[0].node.handle_input(now, post).local();
+            assert!(local.is_some_and(|l| l > 0));
             sim.outputs(0);
             sim.run(3_000);
             assert_eq!(
