@@ -503,9 +503,10 @@ impl Agent {
         self.pump(now);
     }
 
-    /// Fires what is due: the participant's timers, retries, the end of a discovery wait.
-    pub fn handle_timeout(&mut self, now: Time) {
-        self.p.handle_timeout(now);
+    /// [`Input::Timeout`](participant::Input::Timeout): the participant's timers, retries,
+    /// the end of a discovery wait.
+    fn fire_timers(&mut self, now: Time) {
+        self.p.handle_input(now, participant::Input::Timeout);
         for c in &mut self.calls {
             if c.retry_at.is_some_and(|at| at <= now) {
                 c.retry_at = None;
@@ -827,5 +828,8 @@ impl AroundParticipant for Agent {
     }
     fn after_input(&mut self, now: Time) {
         self.pump(now);
+    }
+    fn on_timeout(&mut self, now: Time) {
+        self.fire_timers(now);
     }
 }

@@ -38,6 +38,9 @@ impl AroundParticipant for Bridge {
     fn after_input(&mut self, now: Time) {
         self.pump(now);
     }
+    fn on_timeout(&mut self, now: Time) {
+        self.fire_timers(now);
+    }
     fn before_refused(&mut self, reason: &str) {
         self.refused = Some(reason.to_owned());
     }
@@ -269,15 +272,17 @@ impl Bridge {
 
     // ---- time ----
 
-    /// Fires every due timer of both sides and of the waiting requests.
-    pub fn handle_timeout(&mut self, now: Time) {
-        self.participant.handle_timeout(now);
+    /// [`Input::Timeout`](participant::Input::Timeout): every due timer of both sides and of
+    /// the waiting requests.
+    fn fire_timers(&mut self, now: Time) {
+        self.participant
+            .handle_input(now, participant::Input::Timeout);
         self.mcp.handle_timeout(now);
         self.expire_waiting(now);
         self.pump(now);
     }
 
-    /// The earliest time [`Bridge::handle_timeout`] must run.
+    /// The earliest time [`Input::Timeout`](participant::Input::Timeout) is due.
     pub fn poll_timeout(&self) -> Option<Time> {
         [
             self.participant.poll_timeout(),

@@ -21,7 +21,7 @@ use crate::agent::{
     Agent, AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output, RunId, TaskOutcome,
 };
 use crate::mcp::{McpServer, ServerCallId, ServerConfig, ServerEvent, ServerOutput};
-use crate::participant::{self, AroundParticipant, CallId, ToolSpec};
+use crate::participant::{self, AroundParticipant, CallId, GatewayInputs, Input, ToolSpec};
 use crate::time::Time;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -135,12 +135,6 @@ impl ToolsAgent {
     /// A piece of a streamed model reply ([`Agent::handle_model_data`]).
     pub fn handle_model_data(&mut self, now: Time, call: ModelCallId, piece: &str) {
         self.agent.handle_model_data(now, call, piece);
-        self.pump(now);
-    }
-
-    /// Timers.
-    pub fn handle_timeout(&mut self, now: Time) {
-        self.agent.handle_timeout(now);
         self.pump(now);
     }
 
@@ -335,6 +329,10 @@ impl AroundParticipant for ToolsAgent {
         &mut self.agent
     }
     fn after_input(&mut self, now: Time) {
+        self.pump(now);
+    }
+    fn on_timeout(&mut self, now: Time) {
+        self.agent.handle_input(now, Input::Timeout);
         self.pump(now);
     }
 }
