@@ -10,16 +10,16 @@
 //!
 //! ```
 //! use mew_core::Time;
-//! use mew_core::participant::{Event, Output, Participant, ParticipantConfig};
+//! use mew_core::participant::{Event, Input, Output, Participant, ParticipantConfig};
 //!
 //! let config = ParticipantConfig { token: "secret".into(), ..Default::default() };
 //! let mut p = Participant::new(config, 7);
 //! let now = Time::from_unix_millis(1_000);
 //! p.start(now); // queues Output::Connect
-//! p.handle_connected(now); // the socket opened: the join goes out
-//! p.handle_frame(now, r#"{"protocol":"mew/v0.4","id":"w","from":"system:gateway",
+//! p.handle_input(now, Input::Connected); // the socket opened: the join goes out
+//! p.handle_input(now, Input::Frame(r#"{"protocol":"mew/v0.4","id":"w","from":"system:gateway",
 //!     "kind":"system/welcome","payload":{"you":{"id":"me","capabilities":[{"kind":"chat"}]},
-//!     "participants":[]}}"#);
+//!     "participants":[]}}"#));
 //! p.chat(now, "hello", vec![]).unwrap();
 //! let mut frames = Vec::new();
 //! while let Some(out) = p.poll_output() {
@@ -33,7 +33,7 @@
 //!     }
 //! }
 //! assert_eq!(frames.len(), 2); // the join, then the chat
-//! // Then sleep until `p.poll_timeout()` and call `p.handle_timeout(now)`.
+//! // Then sleep until `p.poll_timeout()` and give `Input::Timeout`.
 //! ```
 //!
 //! Choices where the spec is silent:

@@ -34,15 +34,17 @@ enum Origin {
 
 /// An agent in tools mode. See the module documentation.
 ///
-/// Its inputs are its [`Agent`]'s, plus the MCP host's stdin; its outputs the agent's, with
-/// what goes to the host as [`Output::Mcp`]:
+/// Its inputs are its [`Agent`]'s (the connection's and time through
+/// [`GatewayInputs::handle_input`]), plus the MCP host's stdin (its own methods: another
+/// conversation than the gateway's); its outputs the agent's, with what goes to the host as
+/// [`Output::Mcp`]:
 ///
 /// | input | what it may queue |
 /// |---|---|
-/// | [`start`](Self::start), [`close`](Self::close), [`handle_connected`](Self::handle_connected), [`handle_pong`](Self::handle_pong), [`handle_disconnected`](Self::handle_disconnected), [`handle_refused`](Self::handle_refused), [`handle_model_data`](Self::handle_model_data) | the agent's |
-/// | [`handle_frame`](Self::handle_frame) | the agent's; an `mcp/request` for one of its tools starts a run: `Model` |
+/// | [`start`](Self::start), [`close`](Self::close), `Input::Connected`, `Input::Pong`, `Input::Disconnected`, `Input::Refused`, [`handle_model_data`](Self::handle_model_data) | the agent's |
+/// | `Input::Frame` | the agent's; an `mcp/request` for one of its tools starts a run: `Model` |
 /// | [`handle_stdin`](Self::handle_stdin) | `Mcp` (answers: `initialize`, `tools/list`, errors); a `tools/call` starts a run: `Model` |
-/// | [`handle_model`](Self::handle_model), [`handle_timeout`](Self::handle_timeout) | the agent's; a run that ends answers its caller: `Mcp` (result, progress notifications) or `Gateway` (`Transmit`: the `mcp/response`) |
+/// | [`handle_model`](Self::handle_model), `Input::Timeout` | the agent's; a run that ends answers its caller: `Mcp` (result, progress notifications) or `Gateway` (`Transmit`: the `mcp/response`) |
 /// | [`handle_stdin_closed`](Self::handle_stdin_closed) | runs for the host stop; the agent goes on if it has a space |
 #[derive(Debug)]
 pub struct ToolsAgent {
@@ -171,7 +173,7 @@ impl ToolsAgent {
         }
     }
 
-    /// When [`ToolsAgent::handle_timeout`] must run next.
+    /// When `Input::Timeout` is due next.
     pub fn poll_timeout(&self) -> Option<Time> {
         self.agent.poll_timeout()
     }
