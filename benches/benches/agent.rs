@@ -7,7 +7,7 @@ use mew_core::Time;
 use mew_core::agent::{
     Agent, AgentConfig, AgentFile, AgentSettings, ModelCallId, ModelOutcome, Output,
 };
-use mew_core::participant::GatewayInputs;
+use mew_core::participant::{GatewayInputs, Input};
 use mew_core::participant::{Output as POutput, ParticipantConfig};
 use serde_json::{Value, json};
 use std::hint::black_box;
@@ -61,29 +61,28 @@ fn agent_awaiting_model() -> (Agent, ModelCallId) {
     );
     let mut a = Agent::new(config, 1);
     a.start(NOW);
-    a.handle_connected(NOW);
-    a.handle_frame(
-        NOW,
-        &json!({"protocol": "mew/v0.4", "id": "w", "from": "system:gateway", "to": ["agent"],
+    a.handle_input(NOW, Input::Connected);
+    a.handle_input(NOW, Input::Frame(&json!({"protocol": "mew/v0.4", "id": "w", "from": "system:gateway", "to": ["agent"],
                 "kind": "system/welcome",
                 "payload": {"you": {"id": "agent", "capabilities": [{"kind": "*"}]},
                             "participants": [{"id": "calc", "capabilities": [{"kind": "mcp/response"}]}]}})
-        .to_string(),
-    );
+        .to_string()));
     drain(&mut a);
-    a.handle_timeout(NOW);
+    a.handle_input(NOW, Input::Timeout);
     let (list, _) = drain_for(&mut a, "mcp/request");
     let list = list.expect("discovery asks calc");
     assert_eq!(list["payload"]["method"], "tools/list");
     let tools = json!({"tools": [{"name": "add", "description": "adds a and b",
         "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}]});
-    a.handle_frame(NOW, &response_to(&list, "calc", tools));
+    a.handle_input(NOW, Input::Frame(&response_to(&list, "calc", tools)));
     drain(&mut a);
-    a.handle_frame(
+    a.handle_input(
         NOW,
-        &json!({"protocol": "mew/v0.4", "id": "chat-1", "from": "bob", "to": ["agent"],
+        Input::Frame(
+            &json!({"protocol": "mew/v0.4", "id": "chat-1", "from": "bob", "to": ["agent"],
                 "kind": "chat", "payload": {"text": "what is 2 + 3?"}})
-        .to_string(),
+            .to_string(),
+        ),
     );
     let call = drain(&mut a);
     (a, call.expect("a model call"))
@@ -112,7 +111,10 @@ fn bench(c: &mut Criterion) {
                 a.handle_model(NOW, call, reply.clone());
                 let (request, _) = drain_for(&mut a, "mcp/request");
                 let request = request.expect("the tool call goes out");
-                a.handle_frame(NOW, &response_to(&request, "calc", result.clone()));
+                a.handle_input(
+                    NOW,
+                    Input::Frame(&response_to(&request, "calc", result.clone())),
+                );
                 let next = drain(&mut a);
                 black_box(next.expect("the next model call"));
                 a

@@ -3,7 +3,7 @@
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use mew_core::Time;
-use mew_core::participant::{Output, Participant, ParticipantConfig, RequestOptions};
+use mew_core::participant::{Input, Output, Participant, ParticipantConfig, RequestOptions};
 use serde_json::json;
 use std::hint::black_box;
 
@@ -19,14 +19,11 @@ fn ready_participant() -> Participant {
     let mut p = Participant::new(cfg, 1);
     let now = Time::from_unix_millis(1_000);
     p.start(now);
-    p.handle_connected(now);
-    p.handle_frame(
-        now,
-        &json!({"protocol": "mew/v0.4", "id": "w", "from": "system:gateway", "to": ["agent"],
+    p.handle_input(now, Input::Connected);
+    p.handle_input(now, Input::Frame(&json!({"protocol": "mew/v0.4", "id": "w", "from": "system:gateway", "to": ["agent"],
                 "kind": "system/welcome",
                 "payload": {"you": {"id": "agent", "capabilities": [{"kind": "*"}]}, "participants": []}})
-        .to_string(),
-    );
+        .to_string()));
     while p.poll_output().is_some() {}
     p
 }
@@ -66,7 +63,7 @@ fn bench(c: &mut Criterion) {
         let mut p = ready_participant();
         b.iter(|| {
             for f in &chats {
-                p.handle_frame(now, f);
+                p.handle_input(now, Input::Frame(f));
             }
             drain(&mut p);
         })
@@ -108,7 +105,7 @@ fn bench(c: &mut Criterion) {
             },
             |(mut p, responses)| {
                 for f in &responses {
-                    p.handle_frame(now, f);
+                    p.handle_input(now, Input::Frame(f));
                 }
                 drain(&mut p);
                 assert_eq!(p.pending_requests().count(), 0);

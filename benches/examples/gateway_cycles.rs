@@ -99,7 +99,7 @@ fn chat_frame() -> Bytes {
 /// The durable single node's path: a node publishes a record per input, the record is
 /// encoded into the log's buffer and applied through the replica.
 fn run_durable(cfg: SpaceConfig, now: Time, n: usize, iters: usize) {
-    use mew_core::cluster::{Encoder, Node, NodeOptions, NodeOutput, Replica, journal};
+    use mew_core::cluster::{Encoder, Node, NodeInput, NodeOptions, NodeOutput, Replica, journal};
     let replica = Replica::open("local", cfg, None, None).expect("replica");
     let tokens = Box::new(IdGen::new(7));
     let mut node = Node::new(NodeOptions::new("local"), replica, 0, tokens);
@@ -112,7 +112,8 @@ fn run_durable(cfg: SpaceConfig, now: Time, n: usize, iters: usize) {
                 NodeOutput::Publish { record, .. } => {
                     let seq = node.applied() + 1;
                     journal::push_with(log, seq, |out| encoder.encode_into(&record, out));
-                    black_box(node.handle_own_record(seq, record));
+                    let at = record.at;
+                    black_box(node.handle_input(at, NodeInput::OwnRecord { seq, record }));
                 }
                 NodeOutput::Connected { conn, .. } => conns.push(conn),
                 _ => {}
@@ -120,11 +121,13 @@ fn run_durable(cfg: SpaceConfig, now: Time, n: usize, iters: usize) {
         }
         conns
     };
-    node.start(now);
+    node.handle_input(now, NodeInput::Start);
     pump(&mut node, &mut log);
     let mut conns = Vec::new();
     for i in 0..n {
-        node.handle_connected(now, Bearer::Token(&format!("t{i}")));
+        let token = format!("t{i}");
+        let bearer = Bearer::Token(&token);
+        node.handle_input(now, NodeInput::Connected { bearer });
         conns.extend(pump(&mut node, &mut log));
     }
     while node.gateway_mut().poll_output().is_some() {}
@@ -132,7 +135,8 @@ fn run_durable(cfg: SpaceConfig, now: Time, n: usize, iters: usize) {
     let start = std::time::Instant::now();
     let mut delivered = 0usize;
     for i in 0..iters {
-        node.handle_frame(now, conns[0], frame.clone());
+        let (conn, frame) = (conns[0], frame.clone());
+        node.handle_input(now, NodeInput::Frame { conn, frame });
         pump(&mut node, &mut log);
         while let Some(o) = node.gateway_mut().poll_output() {
             black_box(&o);

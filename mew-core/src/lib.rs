@@ -11,15 +11,16 @@
 //! |---|---|
 //! | `new(config, ..)` | builds the machine (with a `seed` where it draws ids or jitter, and what it depends on: the gateway's token source and identity verifier); nothing happens until an input or `start` |
 //! | `start(now)` / `close(now, ..)` | commands: begin, and end for good |
-//! | `handle_input(now, Input)` / `handle_*(now, ..)` | inputs: something happened. The gateway takes them through one typed entry ([`gateway::Gateway::handle_input`] with a [`gateway::Input`]); the other machines through `handle_connected`, `handle_frame`, `handle_pong`, `handle_disconnected`, `handle_exited`, ... |
+//! | `handle_input(now, Input)` / `handle_*(now, ..)` | inputs: something happened. The gateway ([`gateway::Gateway::handle_input`] with a [`gateway::Input`]), a replicated space's node ([`cluster::Node::handle_input`] with a [`cluster::NodeInput`]) and the participant and the machines around one ([`participant::GatewayInputs::handle_input`] with a [`participant::Input`]: the connection's inputs and time) take them through one typed entry; inputs of another conversation (an agent's model replies, a bridge's server process, the MCP machines) through `handle_*` methods of their own |
 //! | other `&mut self` methods taking `now` | commands of the application (`send`, `run`, `call`, ...) |
 //! | `poll_output()` | the next thing for the driver to do, in order, until `None` |
-//! | `poll_timeout()` + `handle_timeout(now)` | when the machine next needs a tick, and the tick |
+//! | `poll_timeout()` + its `Timeout` input (`handle_timeout(now)` where a machine has no input enum) | when the machine next needs a tick, and the tick |
 //!
 //! `now` comes first, after `&mut self`, wherever time could matter. Inputs without it are
 //! those of a machine that keeps no clock ([`mcp::McpServer`]) and those whose time is the
 //! log's: a [`cluster::Replica`] applying an entry, and the [`cluster::Node`] around it
-//! (`handle_entry`, `handle_drained`), which owns the replica and so the space's gateway.
+//! (whose [`cluster::NodeInput::Entry`] ignores the `now` it is given), which owns the
+//! replica and so the space's gateway.
 //! Each machine's type has a table of its inputs and the outputs each may queue.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

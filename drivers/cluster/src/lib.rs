@@ -30,7 +30,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use mew_core::cluster::{Node, NodeOptions, NodeOutput, Record, Replica, Undo};
+use mew_core::cluster::{Node, NodeInput, NodeOptions, NodeOutput, Record, Replica, Undo};
 use mew_core::gateway::{IdentityVerifier, SpaceConfig};
 use mew_core::secret::TokenHash;
 use mew_driver_common::Response;
@@ -353,7 +353,8 @@ impl Running {
                         if reply.reply(conn).is_err() {
                             // Gone while waiting: the space learns it through the log.
                             host.unregister(conn);
-                            host.core_mut().handle_disconnected(clock::now(), conn);
+                            host.core_mut()
+                                .handle_input(clock::now(), NodeInput::Disconnected { conn });
                         }
                     }
                 }
@@ -438,9 +439,9 @@ impl Running {
         host.drain();
         let now = clock::now();
         for conn in host.take_slow() {
-            host.core_mut().handle_slow(now, conn);
+            host.core_mut().handle_input(now, NodeInput::Slow { conn });
         }
-        host.core_mut().handle_drained();
+        host.core_mut().handle_input(now, NodeInput::Drained);
         self.outputs(host).await;
         host.drain();
     }
@@ -501,7 +502,7 @@ async fn run(
         tracing::error!("cannot read the space's log: {e}");
         return;
     }
-    host.core_mut().start(clock::now());
+    host.core_mut().handle_input(clock::now(), NodeInput::Start);
     run.outputs(&mut host).await;
     let mut stopping: Option<tokio::time::Instant> = None;
     loop {
@@ -510,8 +511,9 @@ async fn run(
         {
             break;
         }
+        let up = run.connected();
         host.core_mut()
-            .handle_log_state(clock::now(), run.connected());
+            .handle_input(clock::now(), NodeInput::LogState { up });
         let wake = host.core().poll_timeout();
         let timer = async {
             match wake {
@@ -525,13 +527,15 @@ async fn run(
         tokio::select! {
             biased;
             r = feed.read(host.core().applied()) => {
+                // Entries take effect at the time they carry; `now` only fills the input.
+                let now = clock::now();
                 let mut ok = true;
                 let mut batch = 0;
                 let mut next = Some(r);
                 while let Some(r) = next.take() {
                     match r {
                         Read::Entry(seq, payload) => {
-                            host.core_mut().handle_entry(seq, payload);
+                            host.core_mut().handle_input(now, NodeInput::Entry { seq, bytes: payload });
                         }
                         Read::Nothing => {}
                         Read::Ended(why) => {
@@ -540,7 +544,7 @@ async fn run(
                         }
                     }
                     while ok && let Some((seq, payload)) = feed.next_buffered(host.core().applied()) {
-                        host.core_mut().handle_entry(seq, payload);
+                        host.core_mut().handle_input(now, NodeInput::Entry { seq, bytes: payload });
                     }
                     run.outputs(&mut host).await;
                     if !ok || run.broken {
@@ -567,7 +571,8 @@ async fn run(
             Some(f) = run.acks.next(), if !run.acks.is_empty() => {
                 if let Some((undo, why)) = f {
                     tracing::warn!("an input could not be put into the space's log: {why}");
-                    host.core_mut().handle_refused(clock::now(), undo, &why);
+                    host.core_mut()
+                        .handle_input(clock::now(), NodeInput::Refused { undo, why: &why });
                 }
             }
             // Inputs wait until the replica has caught up with the log as it was at start.
@@ -598,11 +603,13 @@ async fn run(
         }
         // Checked after every pass rather than as a branch of the biased select, where a
         // node busy with a stream of entries would never beat and be declared gone.
-        host.core_mut().handle_timeout(clock::now());
+        host.core_mut()
+            .handle_input(clock::now(), NodeInput::Timeout);
         run.outputs(&mut host).await;
         for (undo, why) in std::mem::take(&mut run.refused) {
             tracing::warn!("an input could not be put into the space's log: {why}");
-            host.core_mut().handle_refused(clock::now(), undo, &why);
+            host.core_mut()
+                .handle_input(clock::now(), NodeInput::Refused { undo, why: &why });
         }
         run.outputs(&mut host).await;
         host.drain();

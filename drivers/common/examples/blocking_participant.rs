@@ -11,7 +11,7 @@
 use std::net::TcpStream;
 use std::time::Duration;
 
-use mew_core::participant::{Event, Output, Participant, ParticipantConfig};
+use mew_core::participant::{Event, Input, Output, Participant, ParticipantConfig};
 use mew_driver_common::client::socket::client_request;
 use mew_driver_common::clock;
 use mew_driver_common::websocket::ws_config;
@@ -56,9 +56,9 @@ pub fn run(config: ParticipantConfig, greeting: &str) -> Result<Transcript, Stri
                 Output::Connect { url, headers } => match open(&url, &headers, max_frame) {
                     Ok(s) => {
                         ws = Some(s);
-                        p.handle_connected(clock::now());
+                        p.handle_input(clock::now(), Input::Connected);
                     }
-                    Err(e) => p.handle_disconnected(clock::now(), &e),
+                    Err(e) => p.handle_input(clock::now(), Input::Disconnected { reason: &e }),
                 },
                 Output::Transmit(text) => send(&mut ws, Message::text(text)),
                 Output::Ping => send(&mut ws, Message::Ping(Default::default())),
@@ -107,8 +107,8 @@ pub fn run(config: ParticipantConfig, greeting: &str) -> Result<Transcript, Stri
             Some(s) => {
                 let _ = s.get_mut().set_read_timeout(Some(wait));
                 match s.read() {
-                    Ok(Message::Text(t)) => p.handle_frame(clock::now(), t.as_str()),
-                    Ok(Message::Pong(_)) => p.handle_pong(clock::now()),
+                    Ok(Message::Text(t)) => p.handle_input(clock::now(), Input::Frame(t.as_str())),
+                    Ok(Message::Pong(_)) => p.handle_input(clock::now(), Input::Pong),
                     Ok(_) => {}
                     Err(tungstenite::Error::Io(e))
                         if matches!(
@@ -117,13 +117,18 @@ pub fn run(config: ParticipantConfig, greeting: &str) -> Result<Transcript, Stri
                         ) => {}
                     Err(e) => {
                         ws = None;
-                        p.handle_disconnected(clock::now(), &e.to_string());
+                        p.handle_input(
+                            clock::now(),
+                            Input::Disconnected {
+                                reason: &e.to_string(),
+                            },
+                        );
                     }
                 }
             }
         }
         // 3. Fire whatever timers are due (early calls are harmless).
-        p.handle_timeout(clock::now());
+        p.handle_input(clock::now(), Input::Timeout);
     }
 }
 

@@ -281,16 +281,20 @@ const HEADROOM: f64 = 0.3;
 ///
 /// The driver carries out its [`Output`]s (its participant's gateway actions, model calls),
 /// draining [`Agent::poll_output`] after every input and command, and wakes it at
-/// [`Agent::poll_timeout`]:
+/// [`Agent::poll_timeout`]. Its connection's inputs and time come through the one entry of
+/// the machines around a participant, [`GatewayInputs::handle_input`](participant::GatewayInputs::handle_input) with a
+/// [`participant::Input`]; the model's replies through their own methods (they come from
+/// another conversation than the gateway's, keyed by [`ModelCallId`]); commands (`run`,
+/// `cancel_run`, `close`) are the application's API and stay methods:
 ///
 /// | input | what it may queue |
 /// |---|---|
 /// | [`start`](Self::start) | `Gateway` (`Connect`) |
-/// | [`handle_connected`](crate::participant::GatewayInputs::handle_connected), [`handle_pong`](crate::participant::GatewayInputs::handle_pong), [`handle_disconnected`](crate::participant::GatewayInputs::handle_disconnected), [`handle_refused`](crate::participant::GatewayInputs::handle_refused) | what its [`Participant`] queues for them, as `Gateway` and `Event` (`Participant`) |
-/// | [`handle_frame`](crate::participant::GatewayInputs::handle_frame) | as the participant's; a chat it answers starts a task: `Gateway` (`Transmit`: acknowledgement, `reasoning/start`), `Model`, `Event` (`TaskStarted`); a tool result comes back to the model: `Model` |
+/// | `Input::Connected`, `Input::Pong`, `Input::Disconnected`, `Input::Refused` | what its [`Participant`] queues for them, as `Gateway` and `Event` (`Participant`) |
+/// | `Input::Frame` | as the participant's; a chat it answers starts a task: `Gateway` (`Transmit`: acknowledgement, `reasoning/start`), `Model`, `Event` (`TaskStarted`); a tool result comes back to the model: `Model` |
 /// | [`handle_model`](Self::handle_model) | the next step: `Model`, `Gateway` (`Transmit`: tool requests or proposals, `reasoning/thought`, the answer and `reasoning/conclusion`), `Event` (`TaskFinished`, `RunProgress`, `RunFinished`) |
 /// | [`handle_model_data`](Self::handle_model_data) | `Gateway` (`Transmit`: `reasoning/thought`, a paragraph at a time) |
-/// | [`handle_timeout`](Self::handle_timeout) | `Model` (a retry due; a task's wait for tool discoveries over), `Gateway` (the participant's timers) |
+/// | `Input::Timeout` | `Model` (a retry due; a task's wait for tool discoveries over), `Gateway` (the participant's timers) |
 /// | [`run`](Self::run), [`cancel_run`](Self::cancel_run) | `Model`; `Event` (`RunProgress`, `RunFinished`) |
 /// | [`close`](Self::close) | `Event` (`TaskFinished` cancelled), `Gateway` (`Disconnect`) |
 #[derive(Debug)]
@@ -503,9 +507,10 @@ impl Agent {
         self.pump(now);
     }
 
-    /// Fires what is due: the participant's timers, retries, the end of a discovery wait.
-    pub fn handle_timeout(&mut self, now: Time) {
-        self.p.handle_timeout(now);
+    /// [`Input::Timeout`](participant::Input::Timeout): the participant's timers, retries,
+    /// the end of a discovery wait.
+    fn fire_timers(&mut self, now: Time) {
+        self.p.handle_input(now, participant::Input::Timeout);
         for c in &mut self.calls {
             if c.retry_at.is_some_and(|at| at <= now) {
                 c.retry_at = None;
@@ -530,7 +535,7 @@ impl Agent {
         self.pump(now);
     }
 
-    /// When [`Agent::handle_timeout`] must run next.
+    /// When `Input::Timeout` is due next.
     pub fn poll_timeout(&self) -> Option<Time> {
         let discovering = self.tasks.values().filter_map(|t| match t.phase {
             Phase::Discovering { until } => Some(until),
@@ -827,5 +832,8 @@ impl AroundParticipant for Agent {
     }
     fn after_input(&mut self, now: Time) {
         self.pump(now);
+    }
+    fn on_timeout(&mut self, now: Time) {
+        self.fire_timers(now);
     }
 }

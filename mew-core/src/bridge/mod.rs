@@ -19,9 +19,11 @@
 //! server and finishes with [`Exit::Shutdown`]. A lost gateway connection is the
 //! participant's business (it reconnects); the server keeps running meanwhile.
 //!
-//! The driver feeds gateway events to the `handle_*` methods, server events to the
-//! `handle_server_*` methods, ticks to [`Bridge::handle_timeout`], and carries out
-//! [`Bridge::poll_output`].
+//! The driver feeds gateway events and ticks to the one entry of the machines around a
+//! participant ([`GatewayInputs::handle_input`](crate::participant::GatewayInputs::handle_input)
+//! with a [`participant::Input`]), server events to the
+//! `handle_server_*` methods (the server process is another conversation, with its own
+//! inputs), and carries out [`Bridge::poll_output`].
 
 mod config;
 mod output;
@@ -37,6 +39,9 @@ impl AroundParticipant for Bridge {
     }
     fn after_input(&mut self, now: Time) {
         self.pump(now);
+    }
+    fn on_timeout(&mut self, now: Time) {
+        self.fire_timers(now);
     }
     fn before_refused(&mut self, reason: &str) {
         self.refused = Some(reason.to_owned());
@@ -86,16 +91,17 @@ enum Lifecycle {
 /// The bridge state machine. See the module documentation.
 ///
 /// It drives a [`Participant`] (the gateway side) and an [`McpClient`] (the server side);
-/// the driver carries out both sides' actions from [`Bridge::poll_output`]:
+/// the driver carries out both sides' actions from [`Bridge::poll_output`]. Commands
+/// (`close`, ...) are the application's API and stay methods:
 ///
 /// | input | what it may queue |
 /// |---|---|
 /// | [`start`](Self::start) | `Gateway` (`Connect`), `Server` (`Spawn`) |
-/// | [`handle_connected`](crate::participant::GatewayInputs::handle_connected), [`handle_pong`](crate::participant::GatewayInputs::handle_pong), [`handle_disconnected`](crate::participant::GatewayInputs::handle_disconnected), [`handle_refused`](crate::participant::GatewayInputs::handle_refused) | `Gateway`, `Participant`; the gateway given up: `Exit` |
-/// | [`handle_frame`](crate::participant::GatewayInputs::handle_frame) | an `mcp/request` forwarded: `Server` (`Write`), or held while the server starts, or answered with an error: `Gateway` (`Transmit`); `Participant` |
+/// | `Input::Connected`, `Input::Pong`, `Input::Disconnected`, `Input::Refused` | `Gateway`, `Participant`; the gateway given up: `Exit` |
+/// | `Input::Frame` | an `mcp/request` forwarded: `Server` (`Write`), or held while the server starts, or answered with an error: `Gateway` (`Transmit`); `Participant` |
 /// | [`handle_server_spawned`](Self::handle_server_spawned), [`handle_server_stdout`](Self::handle_server_stdout), [`handle_server_stderr`](Self::handle_server_stderr) | `Server` (`Write`); answers: `Gateway` (`Transmit`: `mcp/response`, the tools' status); `Mcp` |
 /// | [`handle_server_spawn_failed`](Self::handle_server_spawn_failed), [`handle_server_exited`](Self::handle_server_exited) | `Mcp` (restarting or given up); held requests failed: `Gateway` (`Transmit`); given up: `Exit` |
-/// | [`handle_timeout`](Self::handle_timeout) | both sides' timers; requests past their deadline answered with an error: `Gateway` (`Transmit`) |
+/// | `Input::Timeout` | both sides' timers; requests past their deadline answered with an error: `Gateway` (`Transmit`) |
 /// | [`close`](Self::close) | `Server` (`Kill`), `Gateway` (`Disconnect`), then `Exit` (`Shutdown`) |
 #[derive(Debug)]
 pub struct Bridge {
@@ -269,15 +275,17 @@ impl Bridge {
 
     // ---- time ----
 
-    /// Fires every due timer of both sides and of the waiting requests.
-    pub fn handle_timeout(&mut self, now: Time) {
-        self.participant.handle_timeout(now);
+    /// [`Input::Timeout`](participant::Input::Timeout): every due timer of both sides and of
+    /// the waiting requests.
+    fn fire_timers(&mut self, now: Time) {
+        self.participant
+            .handle_input(now, participant::Input::Timeout);
         self.mcp.handle_timeout(now);
         self.expire_waiting(now);
         self.pump(now);
     }
 
-    /// The earliest time [`Bridge::handle_timeout`] must run.
+    /// The earliest time [`Input::Timeout`](participant::Input::Timeout) is due.
     pub fn poll_timeout(&self) -> Option<Time> {
         [
             self.participant.poll_timeout(),

@@ -4,8 +4,8 @@
 use super::*;
 use crate::mcp::jsonrpc::codes;
 use crate::mcp::{McpConfig, RestartBackoff};
-use crate::participant::GatewayInputs;
 use crate::participant::ParticipantConfig;
+use crate::participant::{GatewayInputs, Input};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -118,7 +118,7 @@ impl Harness {
     }
 
     fn join(&mut self) {
-        self.b.handle_connected(self.now);
+        self.b.handle_input(self.now, Input::Connected);
         self.frame(json!({
             "protocol": "mew/v0.4", "id": "w1", "from": "system:gateway", "to": [ME],
             "kind": "system/welcome",
@@ -129,7 +129,7 @@ impl Harness {
     }
 
     fn frame(&mut self, v: Value) {
-        self.b.handle_frame(self.now, &v.to_string());
+        self.b.handle_input(self.now, Input::Frame(&v.to_string()));
         self.drain();
     }
 
@@ -190,7 +190,7 @@ impl Harness {
 
     fn advance(&mut self, d: Duration) {
         self.now = self.now + d;
-        self.b.handle_timeout(self.now);
+        self.b.handle_input(self.now, Input::Timeout);
         self.drain();
     }
 }
@@ -647,7 +647,12 @@ fn tools_list_changed_re_registers() {
 #[test]
 fn a_lost_gateway_leaves_the_server_running() {
     let mut h = Harness::ready();
-    h.b.handle_disconnected(h.now, "connection reset");
+    h.b.handle_input(
+        h.now,
+        Input::Disconnected {
+            reason: "connection reset",
+        },
+    );
     h.drain();
     assert_eq!(h.kills, 0);
     assert_eq!(h.b.server_state(), ServerState::Ready);
@@ -680,10 +685,20 @@ fn losing_the_gateway_for_good_stops_the_server_and_exits_with_an_error() {
     let mut h = Harness::with(cfg);
     h.join();
     h.server_up();
-    h.b.handle_disconnected(h.now, "connection reset");
+    h.b.handle_input(
+        h.now,
+        Input::Disconnected {
+            reason: "connection reset",
+        },
+    );
     h.drain();
     h.advance(Duration::from_secs(10));
-    h.b.handle_disconnected(h.now, "connection refused");
+    h.b.handle_input(
+        h.now,
+        Input::Disconnected {
+            reason: "connection refused",
+        },
+    );
     h.drain();
     assert_eq!(h.kills, 1, "the server is stopped");
     assert!(h.exits.is_empty(), "after it exited");

@@ -20,6 +20,6 @@ mod node;
 mod record;
 mod replica;
 
-pub use node::{Node, NodeOptions, NodeOutput, Undo};
+pub use node::{Node, NodeAnswer, NodeInput, NodeOptions, NodeOutput, Undo};
 pub use record::{DecodeError, Encoder, Entry, Record};
 pub use replica::{ApplyError, Replica, ReplicaEvent};

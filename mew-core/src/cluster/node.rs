@@ -50,7 +50,7 @@ impl NodeOptions {
 }
 
 /// What an input that the log did not take leaves to undo; handed back with
-/// [`Node::handle_refused`].
+/// [`NodeInput::Refused`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Undo {
     /// A connection waiting for its id.
@@ -74,28 +74,28 @@ pub enum NodeOutput {
         undo: Undo,
     },
     /// A connection this node published has its id: answer its socket and hold it (when
-    /// the socket is gone meanwhile, report it with [`Node::handle_disconnected`]).
+    /// the socket is gone meanwhile, report it with [`NodeInput::Disconnected`]).
     Connected {
-        /// The node's number from [`Node::handle_connected`].
+        /// The node's number [`NodeInput::Connected`] answered.
         local: u64,
         /// The space's id for it.
         conn: ConnId,
     },
     /// A connection the log did not take: drop it unanswered, which ends it.
     Abandon {
-        /// The node's number from [`Node::handle_connected`].
+        /// The node's number [`NodeInput::Connected`] answered.
         local: u64,
     },
     /// A post this node published was applied: answer it.
     Posted {
-        /// The node's number from [`Node::handle_post`].
+        /// The node's number [`NodeInput::Post`] answered.
         local: u64,
         /// The gateway's answer.
         result: Result<HttpAccepted, HttpError>,
     },
     /// A post the log did not take: answer 503 with this message.
     PostRefused {
-        /// The node's number from [`Node::handle_post`].
+        /// The node's number [`NodeInput::Post`] answered.
         local: u64,
         /// Why.
         message: String,
@@ -138,22 +138,169 @@ pub enum NodeOutput {
     Broken(String),
 }
 
+/// What happened on the driver's side: the inputs [`Node::handle_input`] takes (the table
+/// on [`Node`] says what each may queue).
+#[derive(Debug)]
+pub enum NodeInput<'a> {
+    /// The node starts serving: it announces itself (which ends whatever it held in an
+    /// earlier life) and starts beating.
+    Start,
+    /// Whether the log can be reached. While it cannot, no beats or ticks are queued:
+    /// stale beats arriving in a burst after an outage would make the others look silent.
+    LogState {
+        /// Reachable.
+        up: bool,
+    },
+    /// A WebSocket completed its handshake with this bearer token; answered with the
+    /// node's number for it ([`NodeAnswer::Local`]), named again by `Connected` or
+    /// `Abandon`. A token the space's identity verifier takes (a JWT) is judged here,
+    /// where it arrived, and its judgement logged (no replica could check it again, and
+    /// the log holds no token); any other goes in by digest.
+    Connected {
+        /// The `Authorization` header's token.
+        bearer: Bearer<'a>,
+    },
+    /// A frame from a connection this node holds. A join's token never enters the log: it
+    /// is judged here when the identity verifier takes it, else sealed (only its digest
+    /// is logged).
+    Frame {
+        /// The connection.
+        conn: ConnId,
+        /// The frame.
+        frame: Bytes,
+    },
+    /// A frame over the size limit: the space refuses it, then the socket closes (1009).
+    Oversize {
+        /// The connection.
+        conn: ConnId,
+        /// The frame's size.
+        size: usize,
+    },
+    /// A pong: the connection is alive.
+    Pong {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A connection this node held ended.
+    Disconnected {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A connection this node holds fell too far behind
+    /// ([`Gateway::backlog_exceeded`]).
+    Slow {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// `POST /participants/{participant}/messages`; answered with the node's number for it
+    /// ([`NodeAnswer::Local`]), named again by `Posted` or `PostRefused`. The log holds the
+    /// bearer token's digest (a post is authenticated by the tokens the space keeps, never
+    /// a judged one).
+    Post {
+        /// The participant of the path.
+        participant: String,
+        /// The `Authorization` header's token.
+        bearer: Bearer<'a>,
+        /// The body.
+        body: Bytes,
+    },
+    /// The log did not take an entry: whoever waits for it learns so.
+    Refused {
+        /// What the `Publish` said to undo.
+        undo: Undo,
+        /// Why (for the message to whoever waits).
+        why: &'a str,
+    },
+    /// Entry `seq` of the log, as stored: applied to the replica (and its gateway, whose
+    /// outputs the driver drains afterwards).
+    Entry {
+        /// Its position in the log.
+        seq: u64,
+        /// Its bytes.
+        bytes: Bytes,
+    },
+    /// [`NodeInput::Entry`] for a record this node holds whole: a single node whose log is
+    /// its own file applies what it publishes without reading its bytes back.
+    Record {
+        /// Its position in the log.
+        seq: u64,
+        /// The record.
+        record: Record,
+    },
+    /// [`NodeInput::Record`] for a record this node published; answered with whether it
+    /// only carried a message ([`NodeAnswer::MessageOnly`]): a `chat` the space accepted,
+    /// a stream's data, a pong, a beat or a tick, which change nothing a space keeps but
+    /// its history (or what time redoes). A node whose log is a local file may let such a
+    /// record's effects out once the record is written, before it is flushed to the disk;
+    /// anything else (a grant, a revocation, an invitation, a join, a post, a refused
+    /// frame, ...) is flushed first.
+    OwnRecord {
+        /// Its position in the log.
+        seq: u64,
+        /// The record.
+        record: Record,
+    },
+    /// The driver carried out the gateway's outputs after a batch of entries: sockets
+    /// whose oversize refusal is out close, and the node elected for it (the live node
+    /// with the smallest id) takes a snapshot when one is due.
+    Drained,
+    /// Time passed: a beat when one is due, a tick when a timer of the space is (one in
+    /// flight at a time). Cheap; drivers give it after every pass of their loop.
+    Timeout,
+}
+
+/// What an input answers at once (most answer nothing: what they cause is queued as
+/// [`NodeOutput`]s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeAnswer {
+    /// Nothing.
+    Nothing,
+    /// [`NodeInput::Connected`], [`NodeInput::Post`]: the node's number for the input.
+    Local(u64),
+    /// [`NodeInput::OwnRecord`]: whether the record only carried a message.
+    MessageOnly(bool),
+}
+
+impl NodeAnswer {
+    /// The number of [`NodeAnswer::Local`].
+    pub fn local(self) -> Option<u64> {
+        match self {
+            NodeAnswer::Local(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The flag of [`NodeAnswer::MessageOnly`].
+    pub fn message_only(self) -> Option<bool> {
+        match self {
+            NodeAnswer::MessageOnly(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
 /// One node's part of a replicated space (see the module's documentation).
 ///
-/// | input                              | outputs it may cause                          |
-/// |------------------------------------|-----------------------------------------------|
-/// | [`Node::start`]             | `Publish` (`NodeUp`)                           |
-/// | [`Node::handle_connected`] and the other inputs of a connection or the HTTP API | `Publish` |
-/// | [`Node::handle_refused`]           | `Abandon`, `Direct`, `PostRefused`             |
-/// | [`Node::handle_entry`]             | `Connected`, `Posted`, `Close`, `NodeGone`, `Warning`, `Broken` |
-/// | [`Node::handle_record`], [`Node::handle_own_record`] (an entry not read back from bytes) | the same |
-/// | [`Node::handle_drained`]           | `Close` (oversize), `Snapshot`, `Warning`      |
-/// | [`Node::handle_timeout`]           | `Publish` (`Beat`, `Tick`)                     |
-/// | [`Node::handle_log_state`]         | nothing: beats and ticks wait while the log is down |
+/// A driver feeds it what happens on its sockets, its HTTP endpoint and its log, one
+/// [`NodeInput`] at a time through [`Node::handle_input`], and carries out the
+/// [`NodeOutput`]s it queues, draining [`Node::poll_output`] (and the gateway's outputs,
+/// from [`Node::gateway_mut`], after entries) after every input:
 ///
-/// [`Node::handle_entry`] takes no `now`: an entry takes effect at the time it carries, the
-/// same on every node. The gateway's own outputs for it are drained from
-/// [`Node::gateway_mut`].
+/// | input | answer | what it may queue |
+/// |---|---|---|
+/// | [`NodeInput::Start`] | | `Publish` (`NodeUp`) |
+/// | [`NodeInput::Connected`], [`NodeInput::Post`] | [`NodeAnswer::Local`] | `Publish` |
+/// | [`NodeInput::Frame`], [`NodeInput::Oversize`], [`NodeInput::Pong`], [`NodeInput::Disconnected`], [`NodeInput::Slow`] | | `Publish` |
+/// | [`NodeInput::Refused`] | | `Abandon`, `Direct`, `PostRefused` |
+/// | [`NodeInput::Entry`], [`NodeInput::Record`] | | `Connected`, `Posted`, `Close`, `NodeGone`, `Warning`, `Broken` |
+/// | [`NodeInput::OwnRecord`] | [`NodeAnswer::MessageOnly`] | the same |
+/// | [`NodeInput::Drained`] | | `Close` (oversize), `Snapshot`, `Warning` |
+/// | [`NodeInput::Timeout`] (when [`poll_timeout`](Self::poll_timeout) says) | | `Publish` (`Beat`, `Tick`) |
+/// | [`NodeInput::LogState`] | | nothing: beats and ticks wait while the log is down |
+///
+/// An entry ([`NodeInput::Entry`], [`NodeInput::Record`], [`NodeInput::OwnRecord`])
+/// ignores `now`: it takes effect at the time it carries, the same on every node. Commands
+/// that are no input ([`Node::request_snapshot`]) and queries stay methods.
 pub struct Node {
     opts: NodeOptions,
     replica: Replica,
@@ -245,7 +392,7 @@ impl Node {
         self.out.pop_front()
     }
 
-    /// When [`Node::handle_timeout`] is due next.
+    /// When [`NodeInput::Timeout`] is due next.
     pub fn poll_timeout(&self) -> Option<Time> {
         let tick = if self.log_up {
             self.gateway()
@@ -263,6 +410,48 @@ impl Node {
         }
     }
 
+    // ---- the one entry of inputs ----
+
+    /// Applies one input (see the table on [`Node`]); what it answers at once, if anything.
+    /// Drain [`Node::poll_output`] afterwards.
+    pub fn handle_input(&mut self, now: Time, input: NodeInput<'_>) -> NodeAnswer {
+        match input {
+            NodeInput::Start => self.on_start(now),
+            NodeInput::LogState { up } => self.log_up = up,
+            NodeInput::Connected { bearer } => {
+                return NodeAnswer::Local(self.on_connected(now, bearer));
+            }
+            NodeInput::Frame { conn, frame } => self.on_frame(now, conn, frame),
+            NodeInput::Oversize { conn, size } => {
+                self.oversize.push(conn);
+                self.publish(now, Entry::Oversize { conn, size }, Undo::Nothing, false);
+            }
+            NodeInput::Pong { conn } => {
+                self.publish(now, Entry::Pong { conn }, Undo::Nothing, false);
+            }
+            NodeInput::Disconnected { conn } => {
+                self.publish(now, Entry::Closed { conn }, Undo::Nothing, false);
+            }
+            NodeInput::Slow { conn } => {
+                self.publish(now, Entry::Slow { conn }, Undo::Nothing, false);
+            }
+            NodeInput::Post {
+                participant,
+                bearer,
+                body,
+            } => return NodeAnswer::Local(self.on_post(now, participant, bearer, body)),
+            NodeInput::Refused { undo, why } => self.on_refused(now, undo, why),
+            NodeInput::Entry { seq, bytes } => self.on_entry(seq, bytes),
+            NodeInput::Record { seq, record } => self.on_record(seq, record),
+            NodeInput::OwnRecord { seq, record } => {
+                return NodeAnswer::MessageOnly(self.on_own_record(seq, record));
+            }
+            NodeInput::Drained => self.on_drained(),
+            NodeInput::Timeout => self.on_timeout(now),
+        }
+        NodeAnswer::Nothing
+    }
+
     fn publish(&mut self, now: Time, entry: Entry, undo: Undo, entropy: bool) {
         let entropy = if entropy { self.tokens.entropy() } else { None };
         let record = Record {
@@ -274,26 +463,15 @@ impl Node {
         self.out.push_back(NodeOutput::Publish { record, undo });
     }
 
-    /// The node starts serving: it announces itself (which ends whatever it held in an
-    /// earlier life) and starts beating.
-    pub fn start(&mut self, now: Time) {
+    /// [`NodeInput::Start`].
+    fn on_start(&mut self, now: Time) {
         let timeout = self.opts.node_timeout;
         self.publish(now, Entry::NodeUp { timeout }, Undo::Nothing, false);
         self.next_beat = Some(now + self.opts.heartbeat);
     }
 
-    /// Whether the log can be reached. While it cannot, no beats or ticks are queued:
-    /// stale beats arriving in a burst after an outage would make the others look silent.
-    pub fn handle_log_state(&mut self, _now: Time, up: bool) {
-        self.log_up = up;
-    }
-
-    /// A WebSocket completed its handshake with this bearer token; returns the node's
-    /// number for it, named again by `Connected` or `Abandon`. A token the space's
-    /// identity verifier takes (a JWT) is judged here, where it arrived, and its judgement
-    /// logged (no replica could check it again, and the log holds no token); any other
-    /// goes in by digest.
-    pub fn handle_connected(&mut self, now: Time, bearer: Bearer<'_>) -> u64 {
+    /// [`NodeInput::Connected`].
+    fn on_connected(&mut self, now: Time, bearer: Bearer<'_>) -> u64 {
         let token = match bearer {
             Bearer::None => None,
             Bearer::Token(t) => match self.gateway().judge_token(t) {
@@ -318,10 +496,8 @@ impl Node {
         local
     }
 
-    /// A frame from a connection this node holds. A join's token never enters the log: it
-    /// is judged here when the identity verifier takes it, else sealed (only its digest is
-    /// logged).
-    pub fn handle_frame(&mut self, now: Time, conn: ConnId, frame: Bytes) {
+    /// [`NodeInput::Frame`].
+    fn on_frame(&mut self, now: Time, conn: ConnId, frame: Bytes) {
         let joined = self.gateway().conn_joined(conn);
         let entry = match (!joined).then(|| take_join_token(&frame)).flatten() {
             Some((frame, token)) => match self.gateway().judge_token(&token) {
@@ -349,37 +525,8 @@ impl Node {
         self.publish(now, entry, Undo::Frame(conn), entropy);
     }
 
-    /// A frame over the size limit: the space refuses it, then the socket closes (1009).
-    pub fn handle_oversize(&mut self, now: Time, conn: ConnId, size: usize) {
-        self.oversize.push(conn);
-        self.publish(now, Entry::Oversize { conn, size }, Undo::Nothing, false);
-    }
-
-    /// A pong: the connection is alive.
-    pub fn handle_pong(&mut self, now: Time, conn: ConnId) {
-        self.publish(now, Entry::Pong { conn }, Undo::Nothing, false);
-    }
-
-    /// A connection this node held ended.
-    pub fn handle_disconnected(&mut self, now: Time, conn: ConnId) {
-        self.publish(now, Entry::Closed { conn }, Undo::Nothing, false);
-    }
-
-    /// A connection this node holds fell too far behind.
-    pub fn handle_slow(&mut self, now: Time, conn: ConnId) {
-        self.publish(now, Entry::Slow { conn }, Undo::Nothing, false);
-    }
-
-    /// `POST /participants/{participant}/messages`; returns the node's number for it,
-    /// named again by `Posted` or `PostRefused`. The log holds the bearer token's digest
-    /// (a post is authenticated by the tokens the space keeps, never a judged one).
-    pub fn handle_post(
-        &mut self,
-        now: Time,
-        participant: String,
-        bearer: Bearer<'_>,
-        body: Bytes,
-    ) -> u64 {
+    /// [`NodeInput::Post`].
+    fn on_post(&mut self, now: Time, participant: String, bearer: Bearer<'_>, body: Bytes) -> u64 {
         let token = match bearer {
             Bearer::None => None,
             Bearer::Token(t) => Some(TokenHash::of(t)),
@@ -399,8 +546,8 @@ impl Node {
         local
     }
 
-    /// The log did not take an entry: whoever waits for it learns so.
-    pub fn handle_refused(&mut self, now: Time, undo: Undo, why: &str) {
+    /// [`NodeInput::Refused`].
+    fn on_refused(&mut self, now: Time, undo: Undo, why: &str) {
         self.errors += 1;
         let message =
             format!("the space's log did not take this input ({why}); it was not accepted");
@@ -418,11 +565,10 @@ impl Node {
         }
     }
 
-    /// Entry `seq` of the log, as stored: applied to the replica (and its gateway, whose
-    /// outputs the driver drains afterwards).
-    pub fn handle_entry(&mut self, seq: u64, bytes: Bytes) {
+    /// [`NodeInput::Entry`].
+    fn on_entry(&mut self, seq: u64, bytes: Bytes) {
         match Record::decode(bytes) {
-            Ok(rec) => self.handle_record(seq, rec),
+            Ok(rec) => self.on_record(seq, rec),
             Err(e) => {
                 self.out.push_back(NodeOutput::Warning(format!(
                     "unreadable log entry {seq} skipped: {e}"
@@ -433,9 +579,8 @@ impl Node {
         }
     }
 
-    /// [`Node::handle_entry`] for a record this node holds whole: a single node whose log
-    /// is its own file applies what it publishes without reading its bytes back.
-    pub fn handle_record(&mut self, seq: u64, rec: Record) {
+    /// [`NodeInput::Record`].
+    fn on_record(&mut self, seq: u64, rec: Record) {
         if let Entry::Oversize { conn, .. } = rec.entry
             && *rec.node == *self.opts.node_id
             && let Some(i) = self.oversize.iter().position(|c| *c == conn)
@@ -452,13 +597,8 @@ impl Node {
         self.replica_events();
     }
 
-    /// [`Node::handle_record`] for a record this node published, telling whether it only
-    /// carried a message: a `chat` the space accepted, a stream's data, a pong, a beat or a
-    /// tick, which change nothing a space keeps but its history (or what time redoes). A node whose log is a local file
-    /// may let such a record's effects out once the record is written, before it is
-    /// flushed to the disk; anything else (a grant, a revocation, an invitation, a join, a
-    /// post, a refused frame, ...) is flushed first.
-    pub fn handle_own_record(&mut self, seq: u64, rec: Record) -> bool {
+    /// [`NodeInput::OwnRecord`].
+    fn on_own_record(&mut self, seq: u64, rec: Record) -> bool {
         let message = match &rec.entry {
             // A tick's effects (timers: pings, expiries) follow from the time alone: a
             // restart that lost it does the same at its first tick.
@@ -468,7 +608,7 @@ impl Node {
             _ => Some(false),
         };
         let chats = self.gateway().stats().chats_received();
-        self.handle_record(seq, rec);
+        self.on_record(seq, rec);
         message.unwrap_or_else(|| self.gateway().stats().chats_received() == chats + 1)
     }
 
@@ -496,10 +636,8 @@ impl Node {
         }
     }
 
-    /// The driver carried out the gateway's outputs after a batch of entries: sockets
-    /// whose oversize refusal is out close, and the node elected for it (the live node
-    /// with the smallest id) takes a snapshot when one is due.
-    pub fn handle_drained(&mut self) {
+    /// [`NodeInput::Drained`].
+    fn on_drained(&mut self) {
         for conn in std::mem::take(&mut self.oversize_done) {
             self.out.push_back(NodeOutput::Close {
                 conn,
@@ -529,16 +667,15 @@ impl Node {
         }
     }
 
-    /// Asks for a snapshot at the next [`Node::handle_drained`], before the cadence's
+    /// Asks for a snapshot at the next [`NodeInput::Drained`], before the cadence's
     /// next (a driver whose log files grew large, or that must not keep an entry's
     /// entropy).
     pub fn request_snapshot(&mut self) {
         self.snapshot_asked = true;
     }
 
-    /// Time passed: a beat when one is due, a tick when a timer of the space is (one in
-    /// flight at a time). Cheap; drivers call it after every pass of their loop.
-    pub fn handle_timeout(&mut self, now: Time) {
+    /// [`NodeInput::Timeout`].
+    fn on_timeout(&mut self, now: Time) {
         if let Some(at) = self.next_beat
             && now >= at
         {

@@ -180,7 +180,7 @@ impl Replica {
     /// The one way a node's replica starts, whether its log is a cluster's stream or a
     /// single node's files: from the latest snapshot when there is one, else empty. The
     /// entries after it are then applied with [`Replica::handle_record`] (through
-    /// [`super::Node::handle_entry`]).
+    /// [`super::NodeInput::Entry`]).
     pub fn open(
         node: &str,
         config: SpaceConfig,

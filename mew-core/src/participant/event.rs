@@ -119,8 +119,8 @@ pub struct CallId(pub u64);
 /// One thing for the driver to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
-    /// Open a WebSocket to `url` with these HTTP headers; then call `handle_connected`
-    /// (or `handle_disconnected` on failure).
+    /// Open a WebSocket to `url` with these HTTP headers; then give `Input::Connected`
+    /// (or `Input::Disconnected` on failure).
     Connect {
         /// Gateway URL.
         url: String,
@@ -129,9 +129,9 @@ pub enum Output {
     },
     /// Send one text frame.
     Transmit(String),
-    /// Send a WebSocket ping (reply pongs are reported with `handle_pong`).
+    /// Send a WebSocket ping (reply pongs are reported as `Input::Pong`).
     Ping,
-    /// Close the connection; no `handle_disconnected` is needed for this one.
+    /// Close the connection; no `Input::Disconnected` is needed for this one.
     Disconnect {
         /// Why.
         reason: String,

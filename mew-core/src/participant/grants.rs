@@ -118,7 +118,7 @@ impl Participant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::participant::{Output, ParticipantConfig};
+    use crate::participant::{Input, Output, ParticipantConfig};
 
     fn joined(capabilities: Value) -> Participant {
         let mut p = Participant::new(
@@ -130,13 +130,13 @@ mod tests {
         );
         let now = Time::from_unix_millis(1_700_000_000_000);
         p.start(now);
-        p.handle_connected(now);
+        p.handle_input(now, Input::Connected);
         let welcome = json!({
             "protocol": "mew/v0.4", "id": "w1", "from": "system:gateway", "to": ["human"],
             "kind": "system/welcome",
             "payload": {"you": {"id": "human", "capabilities": capabilities}, "participants": []}
         });
-        p.handle_frame(now, &welcome.to_string());
+        p.handle_input(now, Input::Frame(&welcome.to_string()));
         while p.poll_output().is_some() {}
         p
     }

@@ -2,52 +2,63 @@
 //! forwarding of them for the machines built around a participant.
 //!
 //! A [`Participant`] takes what its connection does (opened, a frame, a pong, closed,
-//! refused for good). An [`Agent`](crate::agent::Agent), a
-//! [`ToolsAgent`](crate::tools::ToolsAgent) and a [`Bridge`](crate::bridge::Bridge) each
-//! hold a participant (or a machine holding one) and take the same inputs: they implement
-//! [`AroundParticipant`] (where their inner machine is, what they do once it took an input)
-//! and get [`GatewayInputs`] from it, so the forwarding is written here once and a driver's
-//! connection loop takes any of them.
+//! refused for good) and the passing of time, as one [`Input`] at a time. An
+//! [`Agent`](crate::agent::Agent), a [`ToolsAgent`](crate::tools::ToolsAgent) and a
+//! [`Bridge`](crate::bridge::Bridge) each hold a participant (or a machine holding one) and
+//! take the same inputs: they implement [`AroundParticipant`] (where their inner machine is,
+//! what they do once it took an input, what their own timers do) and get [`GatewayInputs`]
+//! from it, so the forwarding is written here once and a driver's connection loop takes
+//! any of them.
 
 use super::Participant;
 use crate::Time;
 
-/// What a machine's gateway connection tells it.
-pub trait GatewayInputs {
+/// What happened to a machine's gateway connection, or that time passed: the inputs
+/// [`GatewayInputs::handle_input`] takes (the table on [`Participant`] says what each may
+/// queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input<'a> {
     /// The socket is open (the machine sends its join and waits for the welcome).
-    fn handle_connected(&mut self, now: Time);
-    /// A text frame arrived.
-    fn handle_frame(&mut self, now: Time, frame: &str);
+    Connected,
+    /// A text frame arrived. Never panics; garbage becomes
+    /// [`Event::Malformed`](super::Event::Malformed).
+    Frame(&'a str),
     /// A pong answered a ping.
-    fn handle_pong(&mut self, now: Time);
+    Pong,
     /// The connection failed or ended, and why (the machine reconnects per its policy).
-    fn handle_disconnected(&mut self, now: Time, reason: &str);
+    Disconnected {
+        /// Why.
+        reason: &'a str,
+    },
     /// The connection cannot succeed by trying again (the gateway's certificate does not
-    /// verify): given up at once.
-    fn handle_refused(&mut self, now: Time, reason: &str);
+    /// verify): disconnected and given up at once, no reconnect.
+    Refused {
+        /// Why.
+        reason: &'a str,
+    },
+    /// Fires every timer due at `now` (when `poll_timeout` says; early calls are
+    /// harmless).
+    Timeout,
+}
+
+/// A machine that speaks to a gateway over one connection: its one entry of the
+/// connection's inputs and of time.
+pub trait GatewayInputs {
+    /// Applies one input; drain the machine's `poll_output` afterwards.
+    fn handle_input(&mut self, now: Time, input: Input<'_>);
 }
 
 impl GatewayInputs for Participant {
-    fn handle_connected(&mut self, now: Time) {
-        Participant::handle_connected(self, now);
-    }
-    fn handle_frame(&mut self, now: Time, frame: &str) {
-        Participant::handle_frame(self, now, frame);
-    }
-    fn handle_pong(&mut self, now: Time) {
-        Participant::handle_pong(self, now);
-    }
-    fn handle_disconnected(&mut self, now: Time, reason: &str) {
-        Participant::handle_disconnected(self, now, reason);
-    }
-    fn handle_refused(&mut self, now: Time, reason: &str) {
-        Participant::handle_refused(self, now, reason);
+    fn handle_input(&mut self, now: Time, input: Input<'_>) {
+        Participant::handle_input(self, now, input);
     }
 }
 
-/// A machine built around an inner machine that speaks to the gateway: each of
-/// [`GatewayInputs`] goes to the inner machine, then [`AroundParticipant::after_input`] lets
-/// the outer one act on what changed.
+/// A machine built around an inner machine that speaks to the gateway: each input of the
+/// connection goes to the inner machine, then [`AroundParticipant::after_input`] lets the
+/// outer one act on what changed; [`Input::Timeout`] goes to
+/// [`AroundParticipant::on_timeout`], which fires the outer machine's timers and the inner
+/// one's.
 pub trait AroundParticipant {
     /// The machine inside (a participant, or a machine around one).
     type Inner: GatewayInputs;
@@ -56,30 +67,21 @@ pub trait AroundParticipant {
     /// After the inner machine took an input: the outer one takes its events and queues
     /// what follows.
     fn after_input(&mut self, now: Time);
+    /// Time passed: the outer machine's timers, the inner machine's
+    /// ([`Input::Timeout`] to it), and what follows.
+    fn on_timeout(&mut self, now: Time);
     /// Before a refusal reaches the inner machine (a bridge keeps the reason for its exit).
     fn before_refused(&mut self, _reason: &str) {}
 }
 
 impl<T: AroundParticipant> GatewayInputs for T {
-    fn handle_connected(&mut self, now: Time) {
-        self.inner().handle_connected(now);
-        self.after_input(now);
-    }
-    fn handle_frame(&mut self, now: Time, frame: &str) {
-        self.inner().handle_frame(now, frame);
-        self.after_input(now);
-    }
-    fn handle_pong(&mut self, now: Time) {
-        self.inner().handle_pong(now);
-        self.after_input(now);
-    }
-    fn handle_disconnected(&mut self, now: Time, reason: &str) {
-        self.inner().handle_disconnected(now, reason);
-        self.after_input(now);
-    }
-    fn handle_refused(&mut self, now: Time, reason: &str) {
-        self.before_refused(reason);
-        self.inner().handle_refused(now, reason);
+    fn handle_input(&mut self, now: Time, input: Input<'_>) {
+        match input {
+            Input::Timeout => return self.on_timeout(now),
+            Input::Refused { reason } => self.before_refused(reason),
+            _ => {}
+        }
+        self.inner().handle_input(now, input);
         self.after_input(now);
     }
 }

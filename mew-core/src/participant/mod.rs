@@ -10,16 +10,16 @@
 //!
 //! ```
 //! use mew_core::Time;
-//! use mew_core::participant::{Event, Output, Participant, ParticipantConfig};
+//! use mew_core::participant::{Event, Input, Output, Participant, ParticipantConfig};
 //!
 //! let config = ParticipantConfig { token: "secret".into(), ..Default::default() };
 //! let mut p = Participant::new(config, 7);
 //! let now = Time::from_unix_millis(1_000);
 //! p.start(now); // queues Output::Connect
-//! p.handle_connected(now); // the socket opened: the join goes out
-//! p.handle_frame(now, r#"{"protocol":"mew/v0.4","id":"w","from":"system:gateway",
+//! p.handle_input(now, Input::Connected); // the socket opened: the join goes out
+//! p.handle_input(now, Input::Frame(r#"{"protocol":"mew/v0.4","id":"w","from":"system:gateway",
 //!     "kind":"system/welcome","payload":{"you":{"id":"me","capabilities":[{"kind":"chat"}]},
-//!     "participants":[]}}"#);
+//!     "participants":[]}}"#));
 //! p.chat(now, "hello", vec![]).unwrap();
 //! let mut frames = Vec::new();
 //! while let Some(out) = p.poll_output() {
@@ -33,7 +33,7 @@
 //!     }
 //! }
 //! assert_eq!(frames.len(), 2); // the join, then the chat
-//! // Then sleep until `p.poll_timeout()` and call `p.handle_timeout(now)`.
+//! // Then sleep until `p.poll_timeout()` and give `Input::Timeout`.
 //! ```
 //!
 //! Choices where the spec is silent:
@@ -96,7 +96,7 @@ pub use event::{
     ReviewState, RouteReason,
 };
 pub use grants::{grant_envelope, grant_payload, revoke_envelope};
-pub use link::{AroundParticipant, GatewayInputs};
+pub use link::{AroundParticipant, GatewayInputs, Input};
 pub use members::{MemberChange, Members};
 pub use proposals::ReviewedProposal;
 pub use requests::RequestOptions;
@@ -192,22 +192,27 @@ impl Draft {
 
 /// Layer 2: a protocol-aware participant.
 ///
-/// The driver carries out its [`Output`]s, draining [`Participant::poll_output`] after every
-/// input and command, and wakes it at [`Participant::poll_timeout`]:
+/// The driver gives it what its connection does and the passing of time, one [`Input`] at a
+/// time through [`Participant::handle_input`] (the same entry, [`GatewayInputs`], as the
+/// machines built around a participant), carries out the [`Output`]s it queues, draining
+/// [`Participant::poll_output`] after every input and command, and gives it
+/// [`Input::Timeout`] at [`Participant::poll_timeout`]:
 ///
-/// | input | what it may queue |
+/// | input or command | what it may queue |
 /// |---|---|
 /// | [`start`](Self::start) | `Connect` |
-/// | [`handle_connected`](Self::handle_connected) | `Transmit` (the join), `Event` (`Connected`) |
-/// | [`handle_frame`](Self::handle_frame) | `Event` (`Ready`, `Message`, `CapabilitiesChanged`, `ParticipantJoined`, `ParticipantLeft`, `RequestCompleted`, `McpRequest`, `ToolCall`, `ChatReceived`, `Control`, `StreamData`, `Granted`, `GatewayError`, ...); `Transmit` (what it answers by itself: registered tools' results, acknowledgements, discovery, envelopes queued until the welcome) |
-/// | [`handle_pong`](Self::handle_pong) | nothing (liveness) |
-/// | [`handle_disconnected`](Self::handle_disconnected) | `Event` (`Disconnected`, then `Reconnecting`, or `Replaced` or `GaveUp`; direct requests in flight fail as `RequestCompleted`) |
-/// | [`handle_refused`](Self::handle_refused) | `Event` (`Disconnected`, `GaveUp`) |
-/// | [`handle_timeout`](Self::handle_timeout) | `Connect` (a reconnection due), `Ping`, `Disconnect` (no welcome or no pong in time), `Event` (`RequestCompleted` for requests past their deadline) |
+/// | [`Input::Connected`] | `Transmit` (the join), `Event` (`Connected`) |
+/// | [`Input::Frame`] | `Event` (`Ready`, `Message`, `CapabilitiesChanged`, `ParticipantJoined`, `ParticipantLeft`, `RequestCompleted`, `McpRequest`, `ToolCall`, `ChatReceived`, `Control`, `StreamData`, `Granted`, `GatewayError`, ...); `Transmit` (what it answers by itself: registered tools' results, acknowledgements, discovery, envelopes queued until the welcome) |
+/// | [`Input::Pong`] | nothing (liveness) |
+/// | [`Input::Disconnected`] | `Event` (`Disconnected`, then `Reconnecting`, or `Replaced` or `GaveUp`; direct requests in flight fail as `RequestCompleted`) |
+/// | [`Input::Refused`] | `Event` (`Disconnected`, `GaveUp`) |
+/// | [`Input::Timeout`] | `Connect` (a reconnection due), `Ping`, `Disconnect` (no welcome or no pong in time), `Event` (`RequestCompleted` for requests past their deadline) |
 /// | [`close`](Self::close) | `Disconnect`, `Event` (`RequestCompleted` for direct requests in flight) |
 /// | commands ([`send`](Self::send), [`chat`](Self::chat), [`mcp_request`](Self::mcp_request), [`call_tool`](Self::call_tool), [`fulfil`](Self::fulfil), [`request_stream`](Self::request_stream), [`reasoning_start`](Self::reasoning_start), [`report_status`](Self::report_status), [`send_control`](Self::send_control), ...) | `Transmit` (queued until the welcome, per the not-ready policy); `Err` when capabilities or state forbid it |
 ///
-/// The commands are declared with the feature they belong to (`chat.rs`, `requests.rs`,
+/// Commands are the application's API, not inputs (nothing happened outside; the
+/// application asks for something): they stay methods, each returning whether it could be
+/// done. They are declared with the feature they belong to (`chat.rs`, `requests.rs`,
 /// `proposals.rs`, `tools.rs`, `discovery.rs`, `streams.rs`, `reasoning.rs`, `context.rs`,
 /// `controls.rs`); the inputs, outputs and timers here.
 #[derive(Debug)]
@@ -316,18 +321,23 @@ impl Participant {
         self.client.start(now);
     }
 
-    /// The socket opened: sends the join.
-    pub fn handle_connected(&mut self, now: Time) {
-        self.client.handle_connected(now);
+    // ---- the one entry of inputs ----
+
+    /// Applies one input (see the table on [`Participant`]). Drain
+    /// [`Participant::poll_output`] afterwards.
+    pub fn handle_input(&mut self, now: Time, input: Input<'_>) {
+        match input {
+            Input::Connected => self.client.handle_connected(now),
+            Input::Frame(frame) => self.on_frame(now, frame),
+            Input::Pong => self.client.handle_pong(now),
+            Input::Disconnected { reason } => self.on_disconnected(now, reason),
+            Input::Refused { reason } => self.on_refused(now, reason),
+            Input::Timeout => self.on_timeout(now),
+        }
     }
 
-    /// A pong arrived.
-    pub fn handle_pong(&mut self, now: Time) {
-        self.client.handle_pong(now);
-    }
-
-    /// The connection closed or could not open; schedules a reconnect per policy.
-    pub fn handle_disconnected(&mut self, now: Time, reason: &str) {
+    /// [`Input::Disconnected`]: schedules a reconnect per policy.
+    fn on_disconnected(&mut self, now: Time, reason: &str) {
         let was_up = !matches!(
             self.client.state(),
             ClientState::Disconnected | ClientState::Closed
@@ -338,9 +348,8 @@ impl Participant {
         }
     }
 
-    /// The connection cannot succeed by trying again (a gateway certificate that does not
-    /// verify): disconnected and given up at once ([`Event::GaveUp`]), no reconnect.
-    pub fn handle_refused(&mut self, now: Time, reason: &str) {
+    /// [`Input::Refused`]: given up at once ([`Event::GaveUp`]).
+    fn on_refused(&mut self, now: Time, reason: &str) {
         let was_up = !matches!(
             self.client.state(),
             ClientState::Disconnected | ClientState::Closed
@@ -370,15 +379,15 @@ impl Participant {
         self.discovery_connection_lost(now);
     }
 
-    /// One inbound text frame. Never panics; garbage becomes [`Event::Malformed`].
-    pub fn handle_frame(&mut self, now: Time, frame: &str) {
+    /// [`Input::Frame`].
+    fn on_frame(&mut self, now: Time, frame: &str) {
         if let Inbound::Envelope(env) = self.client.handle_frame(now, frame) {
             self.on_envelope(now, env);
         }
     }
 
-    /// Fires every due timer.
-    pub fn handle_timeout(&mut self, now: Time) {
+    /// [`Input::Timeout`]: every due timer.
+    fn on_timeout(&mut self, now: Time) {
         let before = self.client.state();
         self.client.handle_timeout(now);
         if before == ClientState::Ready && self.client.state() == ClientState::Disconnected {
@@ -390,7 +399,7 @@ impl Participant {
         self.review_timeout(now);
     }
 
-    /// The earliest time `handle_timeout` must run.
+    /// The earliest time [`Input::Timeout`] is due.
     pub fn poll_timeout(&self) -> Option<Time> {
         [
             self.client.poll_timeout(),

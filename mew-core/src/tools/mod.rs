@@ -21,7 +21,7 @@ use crate::agent::{
     Agent, AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output, RunId, TaskOutcome,
 };
 use crate::mcp::{McpServer, ServerCallId, ServerConfig, ServerEvent, ServerOutput};
-use crate::participant::{self, AroundParticipant, CallId, ToolSpec};
+use crate::participant::{self, AroundParticipant, CallId, GatewayInputs, Input, ToolSpec};
 use crate::time::Time;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -34,15 +34,17 @@ enum Origin {
 
 /// An agent in tools mode. See the module documentation.
 ///
-/// Its inputs are its [`Agent`]'s, plus the MCP host's stdin; its outputs the agent's, with
-/// what goes to the host as [`Output::Mcp`]:
+/// Its inputs are its [`Agent`]'s (the connection's and time through
+/// [`GatewayInputs::handle_input`]), plus the MCP host's stdin (its own methods: another
+/// conversation than the gateway's); its outputs the agent's, with what goes to the host as
+/// [`Output::Mcp`]:
 ///
 /// | input | what it may queue |
 /// |---|---|
-/// | [`start`](Self::start), [`close`](Self::close), [`handle_connected`](crate::participant::GatewayInputs::handle_connected), [`handle_pong`](crate::participant::GatewayInputs::handle_pong), [`handle_disconnected`](crate::participant::GatewayInputs::handle_disconnected), [`handle_refused`](crate::participant::GatewayInputs::handle_refused), [`handle_model_data`](Self::handle_model_data) | the agent's |
-/// | [`handle_frame`](crate::participant::GatewayInputs::handle_frame) | the agent's; an `mcp/request` for one of its tools starts a run: `Model` |
+/// | [`start`](Self::start), [`close`](Self::close), `Input::Connected`, `Input::Pong`, `Input::Disconnected`, `Input::Refused`, [`handle_model_data`](Self::handle_model_data) | the agent's |
+/// | `Input::Frame` | the agent's; an `mcp/request` for one of its tools starts a run: `Model` |
 /// | [`handle_stdin`](Self::handle_stdin) | `Mcp` (answers: `initialize`, `tools/list`, errors); a `tools/call` starts a run: `Model` |
-/// | [`handle_model`](Self::handle_model), [`handle_timeout`](Self::handle_timeout) | the agent's; a run that ends answers its caller: `Mcp` (result, progress notifications) or `Gateway` (`Transmit`: the `mcp/response`) |
+/// | [`handle_model`](Self::handle_model), `Input::Timeout` | the agent's; a run that ends answers its caller: `Mcp` (result, progress notifications) or `Gateway` (`Transmit`: the `mcp/response`) |
 /// | [`handle_stdin_closed`](Self::handle_stdin_closed) | runs for the host stop; the agent goes on if it has a space |
 #[derive(Debug)]
 pub struct ToolsAgent {
@@ -138,12 +140,6 @@ impl ToolsAgent {
         self.pump(now);
     }
 
-    /// Timers.
-    pub fn handle_timeout(&mut self, now: Time) {
-        self.agent.handle_timeout(now);
-        self.pump(now);
-    }
-
     /// Bytes from stdin (the MCP host); ignored when not serving stdio.
     pub fn handle_stdin(&mut self, now: Time, bytes: &[u8]) {
         if let Some(s) = &mut self.server {
@@ -177,7 +173,7 @@ impl ToolsAgent {
         }
     }
 
-    /// When [`ToolsAgent::handle_timeout`] must run next.
+    /// When `Input::Timeout` is due next.
     pub fn poll_timeout(&self) -> Option<Time> {
         self.agent.poll_timeout()
     }
@@ -335,6 +331,10 @@ impl AroundParticipant for ToolsAgent {
         &mut self.agent
     }
     fn after_input(&mut self, now: Time) {
+        self.pump(now);
+    }
+    fn on_timeout(&mut self, now: Time) {
+        self.agent.handle_input(now, Input::Timeout);
         self.pump(now);
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use mew_core::participant::{CommandError, Event, StreamRole};
+use mew_core::participant::{CommandError, Event, Input, StreamRole};
 use serde_json::json;
 use std::time::Duration;
 use support::{ME, Script, all_caps, config};
@@ -256,9 +256,9 @@ fn streams_missing_from_a_rejoin_welcome_are_closed() {
         Some(&req),
         json!({"stream_id": "stream-9"}),
     );
-    s.p.handle_disconnected(s.now, "blip");
+    s.p.handle_input(s.now, Input::Disconnected { reason: "blip" });
     s.advance(2_000);
-    s.p.handle_connected(s.now);
+    s.p.handle_input(s.now, Input::Connected);
     s.welcome(all_caps(), &[]);
     assert!(s.p.streams().next().is_none());
     assert!(

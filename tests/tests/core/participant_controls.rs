@@ -4,8 +4,8 @@
 use crate::support;
 
 use mew_core::participant::{
-    ClientState, CompactOutcome, Control, Event, ForgetDirection, RequestError, RequestOptions,
-    SendError,
+    ClientState, CompactOutcome, Control, Event, ForgetDirection, Input, RequestError,
+    RequestOptions, SendError,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -279,7 +279,7 @@ fn shutdown_acknowledges_and_closes_for_good() {
     assert_eq!(s.disconnects, ["shutdown"]);
     assert_eq!(s.p.state(), ClientState::Closed);
     assert_eq!(s.p.chat(s.now, "x", vec![]), Err(SendError::ShutDown));
-    s.p.handle_disconnected(s.now, "closed");
+    s.p.handle_input(s.now, Input::Disconnected { reason: "closed" });
     s.advance(120_000);
     assert_eq!(s.connects, 1, "no reconnect after shutdown");
 }

@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use mew_core::participant::{Event, RequestError, RequestId, RequestOptions, ReviewState};
+use mew_core::participant::{Event, Input, RequestError, RequestId, RequestOptions, ReviewState};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{ME, Script, config};
@@ -155,7 +155,7 @@ fn timeout_withdraws_with_reason_timeout() {
 fn proposals_survive_a_reconnect_with_their_deadline() {
     let mut s = proposer();
     let id = propose(&mut s);
-    s.p.handle_disconnected(s.now, "blip");
+    s.p.handle_input(s.now, Input::Disconnected { reason: "blip" });
     s.drain();
     assert!(s.p.is_pending(&id));
     assert!(s.p.pending_requests().all(|(_, d)| d > s.now));

@@ -7,7 +7,7 @@ use crate::support;
 use mew_core::Kind;
 use mew_core::Time;
 use mew_core::participant::{
-    CompactOutcome, Control, Participant, RequestId, RequestOptions, ToolSpec,
+    CompactOutcome, Control, Input, Participant, RequestId, RequestOptions, ToolSpec,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -228,7 +228,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut known: Vec<String> = vec!["stream-1".into()];
     let mut n = 0u64;
     p.start(now);
-    p.handle_connected(now);
+    p.handle_input(now, Input::Connected);
     for op in ops {
         let mut ticked = false;
         match op {
@@ -243,19 +243,19 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 if let Some(c) = ctx { env["context"] = json!(known.get(c as usize % known.len()).cloned().unwrap_or_default()); }
                 if env["payload"].is_null() { env.as_object_mut().unwrap().remove("payload"); }
                 known.push(id);
-                p.handle_frame(now, &env.to_string());
+                p.handle_input(now, Input::Frame(&env.to_string()));
             }
-            Op::Garbage(g) => p.handle_frame(now, &g),
-            Op::StreamFrame(s, d) => p.handle_frame(now, &format!("#{}#{d}", known.get(s as usize % known.len()).cloned().unwrap_or_default())),
+            Op::Garbage(g) => p.handle_input(now, Input::Frame(&g)),
+            Op::StreamFrame(s, d) => p.handle_input(now, Input::Frame(&format!("#{}#{d}", known.get(s as usize % known.len()).cloned().unwrap_or_default()))),
             Op::Tick(ms) => {
                 now = now + std::time::Duration::from_millis(ms as u64);
-                p.handle_timeout(now);
+                p.handle_input(now, Input::Timeout);
                 ticked = true;
             }
-            Op::Disconnect => p.handle_disconnected(now, "test"),
-            Op::Connect => p.handle_connected(now),
-            Op::Welcome(c) => p.handle_frame(now, &json!({"protocol": "mew/v0.4", "id": "w", "from": "system:gateway", "to": [ME],
-                "kind": "system/welcome", "payload": {"you": {"id": ME, "capabilities": caps(c)}, "participants": [{"id": "fs", "capabilities": caps(c / 4)}]}}).to_string()),
+            Op::Disconnect => p.handle_input(now, Input::Disconnected { reason: "test" }),
+            Op::Connect => p.handle_input(now, Input::Connected),
+            Op::Welcome(c) => p.handle_input(now, Input::Frame(&json!({"protocol": "mew/v0.4", "id": "w", "from": "system:gateway", "to": [ME],
+                "kind": "system/welcome", "payload": {"you": {"id": ME, "capabilities": caps(c)}, "participants": [{"id": "fs", "capabilities": caps(c / 4)}]}}).to_string())),
             Op::Command(a, b) => command(&mut p, now, a, b, &mut known),
         }
         while let Some(o) = p.poll_output() {

@@ -3,7 +3,7 @@
 use crate::support;
 
 use mew_core::participant::{
-    ClientState, Event, RequestError, RequestId, RequestOptions, RequestRoute, RouteReason,
+    ClientState, Event, Input, RequestError, RequestId, RequestOptions, RequestRoute, RouteReason,
     SendError,
 };
 use serde_json::json;
@@ -251,7 +251,12 @@ fn reconnect_fails_in_flight_requests_and_rejoins() {
     let mut s = Script::joined(config(), all_caps(), &[]);
     let id = list_calc(&mut s).unwrap();
     s.take_sent();
-    s.p.handle_disconnected(s.now, "reset by peer");
+    s.p.handle_input(
+        s.now,
+        Input::Disconnected {
+            reason: "reset by peer",
+        },
+    );
     s.drain();
     assert_eq!(s.completion(&id), Some(Err(RequestError::Disconnected)));
     assert_eq!(s.p.pending_requests().count(), 0);
@@ -270,7 +275,7 @@ fn reconnect_fails_in_flight_requests_and_rejoins() {
     s.advance(at.as_unix_millis() - s.now.as_unix_millis());
     assert_eq!(s.connects, connects + 1);
     assert_eq!(s.p.state(), ClientState::Connecting);
-    s.p.handle_connected(s.now);
+    s.p.handle_input(s.now, Input::Connected);
     s.drain();
     assert!(s.raw.iter().any(|r| r.contains(r#""type":"join""#)));
     s.welcome(all_caps(), &[]);
@@ -345,7 +350,7 @@ fn settled_queued_requests_are_never_sent() {
     cfg.reconnect.base_delay = std::time::Duration::from_secs(5);
     cfg.reconnect.jitter = 0.0;
     let mut s = Script::joined(cfg, all_caps(), &[]);
-    s.p.handle_disconnected(s.now, "gone");
+    s.p.handle_input(s.now, Input::Disconnected { reason: "gone" });
     let id = list_calc(&mut s).unwrap();
     let kept =
         s.p.mcp_request(
@@ -363,13 +368,13 @@ fn settled_queued_requests_are_never_sent() {
     assert_eq!(s.completion(&id), Some(Err(RequestError::Timeout)));
     assert_eq!(s.p.client().queued(), 1);
     s.advance(4000);
-    s.p.handle_connected(s.now);
+    s.p.handle_input(s.now, Input::Connected);
     s.welcome(all_caps(), &[]);
     let sent = s.take_sent();
     let ids: Vec<&str> = sent.iter().filter_map(|e| e["id"].as_str()).collect();
     assert_eq!(ids, [kept.as_str()], "the timed-out request stays unsent");
     // Now on the wire: a loss fails it.
-    s.p.handle_disconnected(s.now, "again");
+    s.p.handle_input(s.now, Input::Disconnected { reason: "again" });
     assert_eq!(s.completion(&kept), Some(Err(RequestError::Disconnected)));
 }
 

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use mew_core::Time;
-use mew_core::participant::{Event, Output, Participant, ParticipantConfig};
+use mew_core::participant::{Event, Input, Output, Participant, ParticipantConfig};
 use serde_json::{Value, json};
 
 /// The participant under test plus what it produced.
@@ -58,7 +58,7 @@ impl Script {
     pub fn joined(config: ParticipantConfig, caps: Value, peers: &[(&str, Value)]) -> Script {
         let mut s = Script::new(config);
         s.p.start(s.now);
-        s.p.handle_connected(s.now);
+        s.p.handle_input(s.now, Input::Connected);
         s.welcome(caps, peers);
         s.drain();
         s
@@ -111,7 +111,7 @@ impl Script {
     }
 
     pub fn frame(&mut self, frame: &str) {
-        self.p.handle_frame(self.now, frame);
+        self.p.handle_input(self.now, Input::Frame(frame));
         self.drain();
     }
 
@@ -123,11 +123,11 @@ impl Script {
                 break;
             }
             self.now = self.now.max(t);
-            self.p.handle_timeout(self.now);
+            self.p.handle_input(self.now, Input::Timeout);
             self.drain();
         }
         self.now = target;
-        self.p.handle_timeout(self.now);
+        self.p.handle_input(self.now, Input::Timeout);
         self.drain();
     }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use futures_util::future::Either;
 use mew_core::agent::{AgentConfig, AgentEvent, ModelCallId, ModelOutcome, Output};
-use mew_core::participant;
+use mew_core::participant::{self, GatewayInputs, Input};
 use mew_core::tools::ToolsAgent;
 
 use crate::client::link::Link;
@@ -372,7 +372,7 @@ pub async fn run_agent<R: Runtime>(
         let next = futures_util::future::select(recv, linked);
         let msg = match timeout::<R, _>(wait, next).await {
             None => {
-                agent.handle_timeout(clock::now());
+                agent.handle_input(clock::now(), Input::Timeout);
                 continue;
             }
             Some(Either::Right((Some(ev), _))) => {

@@ -16,7 +16,7 @@ use futures_channel::oneshot;
 use futures_util::FutureExt;
 use mew_core::bridge::{Bridge, BridgeConfig, Exit, Output};
 use mew_core::mcp::{self, McpEvent};
-use mew_core::participant::Event;
+use mew_core::participant::{Event, GatewayInputs, Input};
 
 use crate::client::link::{Link, LinkEvent};
 use crate::client::process::{McpProcess, ProcessEvent, ProcessRuntime, ServerCommand};
@@ -243,7 +243,7 @@ async fn run<R: ProcessRuntime>(
                 tracing::info!("stopping the MCP server");
                 d.bridge.close(now);
             }
-            Step::Timeout => d.bridge.handle_timeout(now),
+            Step::Timeout => d.bridge.handle_input(now, Input::Timeout),
         }
     }
 }

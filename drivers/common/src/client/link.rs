@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use futures_util::stream::SplitSink;
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use mew_core::participant::{self, GatewayInputs, ParticipantConfig};
+use mew_core::participant::{self, GatewayInputs, Input, ParticipantConfig};
 use tungstenite::Message;
 use tungstenite::protocol::CloseFrame;
 
@@ -191,21 +191,21 @@ impl<R: Runtime> Link<R> {
                         tx.send(LinkEvent { epoch, what }).await.is_ok()
                     }
                 }));
-                core.handle_connected(now);
+                core.handle_input(now, Input::Connected);
             }
             What::ConnectFailed(OpenFailure { reason, fatal }) => {
                 if fatal {
-                    core.handle_refused(now, &reason);
+                    core.handle_input(now, Input::Refused { reason: &reason });
                 } else {
-                    core.handle_disconnected(now, &reason);
+                    core.handle_input(now, Input::Disconnected { reason: &reason });
                 }
                 return Some(reason);
             }
-            What::Frame(text) => core.handle_frame(now, &text),
-            What::Pong => core.handle_pong(now),
+            What::Frame(text) => core.handle_input(now, Input::Frame(&text)),
+            What::Pong => core.handle_input(now, Input::Pong),
             What::Closed(reason) => {
                 self.sink = None;
-                core.handle_disconnected(now, &reason);
+                core.handle_input(now, Input::Disconnected { reason: &reason });
             }
         }
         None
@@ -241,6 +241,6 @@ impl<R: Runtime> Link<R> {
     /// Abandons the socket and its reader; the core decides whether to reconnect.
     fn give_up(&mut self, reason: &str, core: &mut impl GatewayInputs) {
         self.replace();
-        core.handle_disconnected(clock::now(), reason);
+        core.handle_input(clock::now(), Input::Disconnected { reason });
     }
 }

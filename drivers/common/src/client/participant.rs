@@ -19,7 +19,7 @@ use futures_channel::oneshot;
 use futures_util::FutureExt;
 use mew_core::Time;
 use mew_core::participant::{
-    AvailableTool, CallId, CommandError, Draft, Event, Participant, ParticipantConfig,
+    AvailableTool, CallId, CommandError, Draft, Event, Input, Participant, ParticipantConfig,
     RequestError, RequestId, RequestOptions, ReviewedProposal, SendError, ToolError, ToolSpec,
 };
 use serde_json::Value;
@@ -379,7 +379,7 @@ async fn drive<R: Runtime>(
             done = internal.recv().fuse() => if let Ok(ToolDone(call, result)) = done {
                 let _ = inner.p.complete_call(clock::now(), call, result);
             },
-            _ = timer.fuse() => inner.p.handle_timeout(clock::now()),
+            _ = timer.fuse() => inner.p.handle_input(clock::now(), Input::Timeout),
         }
     }
     inner.link.close().await;

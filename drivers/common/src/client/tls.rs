@@ -5,7 +5,7 @@
 //! PEM file (`--ca-file` / `MEW_CA_FILE`). One configuration per process, used by every
 //! client link ([`install`]; without it, the system's roots alone). A certificate that does
 //! not verify is not retried: the link reports it to the core as a refusal
-//! ([`GatewayInputs::handle_refused`](mew_core::participant::GatewayInputs::handle_refused)), which gives up
+//! ([`Input::Refused`](mew_core::participant::Input::Refused)), which gives up
 //! at once. Verification can be turned off only by [`ClientTlsOptions::insecure_skip_verify`]
 //! (`--insecure-skip-verify`), which the programs announce with a warning on every start.
 

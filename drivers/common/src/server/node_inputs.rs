@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use mew_core::Time;
-use mew_core::cluster::Node;
+use mew_core::cluster::{Node, NodeInput};
 use mew_core::gateway::{Bearer, SpaceConfig};
 
 use crate::server::conn::{ConnReply, CoreInput, HttpReply, SocketLink};
@@ -50,25 +50,42 @@ impl NodeInputs {
                 reply,
             } => {
                 let bearer = Bearer::from(bearer.as_deref());
-                let local = host.core_mut().handle_connected(now, bearer);
-                self.conns.insert(local, (link, reply));
+                let answer = host
+                    .core_mut()
+                    .handle_input(now, NodeInput::Connected { bearer });
+                if let Some(local) = answer.local() {
+                    self.conns.insert(local, (link, reply));
+                }
             }
-            Input::Frame(conn, frame) => host.core_mut().handle_frame(now, conn, frame),
-            Input::Oversize(conn, size) => host.core_mut().handle_oversize(now, conn, size),
-            Input::Pong(conn) => host.core_mut().handle_pong(now, conn),
+            Input::Frame(conn, frame) => {
+                host.core_mut()
+                    .handle_input(now, NodeInput::Frame { conn, frame });
+            }
+            Input::Oversize(conn, size) => {
+                host.core_mut()
+                    .handle_input(now, NodeInput::Oversize { conn, size });
+            }
+            Input::Pong(conn) => {
+                host.core_mut().handle_input(now, NodeInput::Pong { conn });
+            }
             Input::Sent(conn, frames, bytes) => host.sent(now, conn, frames, bytes),
             Input::Closed(conn) => {
                 if host.unregister(conn) {
-                    host.core_mut().handle_disconnected(now, conn);
+                    host.core_mut()
+                        .handle_input(now, NodeInput::Disconnected { conn });
                 }
             }
             Input::Http(req, reply) => match req.route {
                 Route::PostMessages { participant } => {
                     let bearer = Bearer::from(req.bearer.as_deref());
-                    let local = host
-                        .core_mut()
-                        .handle_post(now, participant, bearer, req.body);
-                    self.posts.insert(local, reply);
+                    let post = NodeInput::Post {
+                        participant,
+                        bearer,
+                        body: req.body,
+                    };
+                    if let Some(local) = host.core_mut().handle_input(now, post).local() {
+                        self.posts.insert(local, reply);
+                    }
                 }
                 route => {
                     // Reads are answered from this node's replica.

@@ -491,7 +491,7 @@ where
             h = hist_rx.recv().fuse() => if let Ok(h) = h {
                 s.view.handle_history(h);
             },
-            _ = timer.fuse() => s.p.handle_timeout(clock::now()),
+            _ = timer.fuse() => s.p.handle_input(clock::now(), participant::Input::Timeout),
         }
     }
 }
@@ -577,7 +577,7 @@ impl Session {
                     commands: halves.into_commands(),
                     taken: (0, 0),
                 });
-                self.p.handle_connected(now);
+                self.p.handle_input(now, participant::Input::Connected);
             }
             participant::Output::Transmit(text) => {
                 if let Some(c) = &self.conn {
@@ -585,7 +585,7 @@ impl Session {
                 }
             }
             // Nothing between the participant and the core can be silently lost.
-            participant::Output::Ping => self.p.handle_pong(now),
+            participant::Output::Ping => self.p.handle_input(now, participant::Input::Pong),
             participant::Output::Disconnect { .. } => self.drop_conn().await,
             participant::Output::Event(e) => self.event(now, e)?,
         }
@@ -753,7 +753,7 @@ impl Session {
                 }
                 for t in f.texts() {
                     match std::str::from_utf8(&t) {
-                        Ok(t) => self.p.handle_frame(now, t),
+                        Ok(t) => self.p.handle_input(now, participant::Input::Frame(t)),
                         Err(_) => continue,
                     }
                 }
@@ -770,12 +770,21 @@ impl Session {
             }
             Some(WriterCmd::Close(code, reason)) => {
                 self.drop_conn().await;
-                self.p
-                    .handle_disconnected(now, &format!("closed by gateway ({code}): {reason}"));
+                self.p.handle_input(
+                    now,
+                    participant::Input::Disconnected {
+                        reason: &format!("closed by gateway ({code}): {reason}"),
+                    },
+                );
             }
             None => {
                 self.conn = None;
-                self.p.handle_disconnected(now, "closed by gateway");
+                self.p.handle_input(
+                    now,
+                    participant::Input::Disconnected {
+                        reason: "closed by gateway",
+                    },
+                );
             }
         }
         Ok(())

@@ -7,7 +7,7 @@
 
 use mew_core::Time;
 use mew_core::agent::{AgentEvent, ModelCallId, ModelOutcome, ModelRequest, Output};
-use mew_core::participant::GatewayInputs;
+use mew_core::participant::{GatewayInputs, Input};
 use mew_core::participant::{Output as POutput, Participant};
 use mew_core::tools::ToolsAgent;
 use serde_json::{Value, json};
@@ -97,39 +97,39 @@ impl Machine {
     /// The socket opened.
     pub fn handle_connected(&mut self, now: Time) {
         match self {
-            Machine::Participant(p) => p.handle_connected(now),
-            Machine::Agent(a) => a.agent.handle_connected(now),
+            Machine::Participant(p) => p.handle_input(now, Input::Connected),
+            Machine::Agent(a) => a.agent.handle_input(now, Input::Connected),
         }
     }
 
     /// A frame arrived.
     pub fn handle_frame(&mut self, now: Time, frame: &str) {
         match self {
-            Machine::Participant(p) => p.handle_frame(now, frame),
-            Machine::Agent(a) => a.agent.handle_frame(now, frame),
+            Machine::Participant(p) => p.handle_input(now, Input::Frame(frame)),
+            Machine::Agent(a) => a.agent.handle_input(now, Input::Frame(frame)),
         }
     }
 
     /// A pong arrived.
     pub fn handle_pong(&mut self, now: Time) {
         match self {
-            Machine::Participant(p) => p.handle_pong(now),
-            Machine::Agent(a) => a.agent.handle_pong(now),
+            Machine::Participant(p) => p.handle_input(now, Input::Pong),
+            Machine::Agent(a) => a.agent.handle_input(now, Input::Pong),
         }
     }
 
     /// The socket closed.
     pub fn handle_disconnected(&mut self, now: Time, reason: &str) {
         match self {
-            Machine::Participant(p) => p.handle_disconnected(now, reason),
-            Machine::Agent(a) => a.agent.handle_disconnected(now, reason),
+            Machine::Participant(p) => p.handle_input(now, Input::Disconnected { reason }),
+            Machine::Agent(a) => a.agent.handle_input(now, Input::Disconnected { reason }),
         }
     }
 
     /// A timer fired: model answers due are delivered first.
     pub fn handle_timeout(&mut self, now: Time) {
         match self {
-            Machine::Participant(p) => p.handle_timeout(now),
+            Machine::Participant(p) => p.handle_input(now, Input::Timeout),
             Machine::Agent(a) => {
                 while let Some(entry) = a.pending.first_entry() {
                     if entry.key().0 > now {
@@ -150,7 +150,7 @@ impl Machine {
                     a.agent.handle_model(now, call, outcome);
                 }
                 if a.agent.poll_timeout().is_some_and(|t| t <= now) {
-                    a.agent.handle_timeout(now);
+                    a.agent.handle_input(now, Input::Timeout);
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! replica's snapshot goes to `.mew/state/snapshot` every [`SNAPSHOT_EVERY`] entries (and at
 //! once after an invitation, so its token's entropy leaves the log), and a new, empty log
 //! replaces the one it holds. Starting restores the snapshot and applies the log after it:
-//! the same path as a cluster member joining (`Replica::open`, then `Node::handle_entry`).
+//! the same path as a cluster member joining (`Replica::open`, then `NodeInput::Entry`).
 //!
 //! Crash consistency: the core task encodes each pass's entries and hands them to the log
 //! thread ([`StateDir::start_syncer`]), which writes them in large requests around the page

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use mew_core::cluster::journal::{self, FormatError};
-use mew_core::cluster::{Node, NodeOptions, NodeOutput, Record, Replica};
+use mew_core::cluster::{Node, NodeInput, NodeOptions, NodeOutput, Record, Replica};
 use mew_core::gateway::{Fsync, Gateway, IdentityVerifier, SnapshotError, SpaceConfig};
 use serde_json::json;
 use std::sync::Arc;
@@ -269,7 +269,8 @@ fn open_once(
                 log_path.clone(),
             )
         })?;
-        node.handle_record(seq, rec);
+        let at = rec.at;
+        node.handle_input(at, NodeInput::Record { seq, record: rec });
         report.replayed += 1;
         // What the entries did was carried out in the earlier life.
         while let Some(o) = node.poll_output() {

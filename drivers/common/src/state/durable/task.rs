@@ -6,7 +6,7 @@ use std::io;
 
 use bytes::Bytes;
 use mew_core::Time;
-use mew_core::cluster::{Node, NodeOutput, Record};
+use mew_core::cluster::{Node, NodeInput, NodeOutput, Record};
 use mew_core::gateway::{Fsync, Input as GwInput};
 
 use super::log::{LogEvent, StateDir};
@@ -222,7 +222,10 @@ impl Running {
         let seq = node.applied() + 1;
         // Encoded once, into the pass's entries; applied as it is, not read back.
         self.state.append_record(seq, &record);
-        if !node.handle_own_record(seq, record) {
+        // An entry takes effect at the time it carries.
+        let at = record.at;
+        let answer = node.handle_input(at, NodeInput::OwnRecord { seq, record });
+        if answer.message_only() == Some(false) {
             self.pass_changes = true;
         }
         if node.replica().used_entropy() || self.state.log_large() {
@@ -292,10 +295,10 @@ impl Running {
                 }
             }
             for conn in host.take_slow() {
-                host.core_mut().handle_slow(now, conn);
+                host.core_mut().handle_input(now, NodeInput::Slow { conn });
             }
-            host.core_mut().handle_drained();
-            host.core_mut().handle_timeout(now);
+            host.core_mut().handle_input(now, NodeInput::Drained);
+            host.core_mut().handle_input(now, NodeInput::Timeout);
             let durable = self.durable;
             self.pump(host);
             if self.durable > durable {
@@ -338,7 +341,7 @@ impl Running {
         if !ready.is_empty() {
             self.carry_out(host, now, ready);
             for conn in host.take_slow() {
-                host.core_mut().handle_slow(now, conn);
+                host.core_mut().handle_input(now, NodeInput::Slow { conn });
             }
         }
     }
@@ -350,7 +353,8 @@ impl Running {
                     if reply.reply(conn).is_err() {
                         // Gone while waiting: its close goes into the log.
                         host.unregister(conn);
-                        host.core_mut().handle_disconnected(now, conn);
+                        host.core_mut()
+                            .handle_input(now, NodeInput::Disconnected { conn });
                     }
                 }
                 Held::Http(reply, resp) => {
@@ -409,7 +413,7 @@ async fn run<S: Sleep + Send>(
     host.set_restored(report.to_json());
     let hold_reads = state.fsync() == Fsync::Always;
     let mut run = Running::new(state, hold_reads);
-    host.core_mut().start(clock::now());
+    host.core_mut().handle_input(clock::now(), NodeInput::Start);
     run.settle(&mut host, clock::now());
     while !run.broken {
         // Reports that came meanwhile first: inputs never starve what waits for them.
@@ -460,7 +464,7 @@ async fn run<S: Sleep + Send>(
                         break;
                     }
                 } else {
-                    host.core_mut().handle_timeout(now);
+                    host.core_mut().handle_input(now, NodeInput::Timeout);
                     run.settle(&mut host, now);
                 }
                 continue;

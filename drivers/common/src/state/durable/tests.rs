@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::cluster::journal;
-use mew_core::cluster::{Node, NodeOutput, Replica};
+use mew_core::cluster::{Node, NodeInput, NodeOutput, Replica};
 use mew_core::gateway::{Fsync, SpaceConfig};
 
 use super::log::LogEvent;
@@ -57,7 +57,8 @@ fn pass(r: &mut Restored, kill: Option<u8>, rng: &mut Rng) -> Result<(), ()> {
             let seq = r.node.applied() + 1;
             let bytes = Bytes::from(record.encode());
             r.state.append(seq, &bytes);
-            r.node.handle_entry(seq, bytes);
+            r.node
+                .handle_input(record.at, NodeInput::Entry { seq, bytes });
             if r.node.replica().used_entropy() {
                 r.node.request_snapshot();
             }
@@ -77,7 +78,8 @@ fn pass(r: &mut Restored, kill: Option<u8>, rng: &mut Rng) -> Result<(), ()> {
     }
     r.state.commit().unwrap();
     discard_outputs(r.node.gateway_mut());
-    r.node.handle_drained();
+    let at = r.node.replica().now();
+    r.node.handle_input(at, NodeInput::Drained);
     while let Some(o) = r.node.poll_output() {
         if let NodeOutput::Snapshot { applied, bytes } = o {
             if kill == Some(2) {
@@ -124,9 +126,9 @@ fn two_hundred_crashes_lose_nothing_acknowledged_and_apply_nothing_by_half() {
             Node::new(o, replica, 0, Box::new(mew_core::ids::IdGen::new(7)))
         };
         let mut now = Time::from_unix_millis(1_000_000);
-        r.node.start(now);
-        r.node
-            .handle_connected(now, Bearer::Hashed(TokenHash::of("human-token")));
+        r.node.handle_input(now, NodeInput::Start);
+        let bearer = Bearer::Hashed(TokenHash::of("human-token"));
+        r.node.handle_input(now, NodeInput::Connected { bearer });
         pass(&mut r, None, &mut rng).unwrap();
         // The human's connection is the replica's first.
         let conn = first_conn(&r);
@@ -153,7 +155,13 @@ fn two_hundred_crashes_lose_nothing_acknowledged_and_apply_nothing_by_half() {
                 _ => format!(r#""kind":"chat","payload":{{"text":"chat {i}"}}"#),
             };
             let frame = format!(r#"{{"protocol":"mew/v0.4","id":"g{i}",{body}}}"#);
-            r.node.handle_frame(now, conn, Bytes::from(frame));
+            r.node.handle_input(
+                now,
+                NodeInput::Frame {
+                    conn,
+                    frame: Bytes::from(frame),
+                },
+            );
             let kill = (i == kill_at).then_some(kill_how);
             let before = acked.clone();
             match pass(&mut r, kill, &mut rng) {
@@ -227,7 +235,7 @@ fn a_change_and_all_after_it_wait_for_its_flush_and_chats_leave_at_once() {
             std::thread::sleep(Duration::from_millis(1));
         }
     };
-    host.core_mut().start(now);
+    host.core_mut().handle_input(now, NodeInput::Start);
     run.settle(&mut host, now);
     until(&mut run, &mut host, &flushed);
     let join = |run: &mut Running, host: &mut Host, token: &str| {
@@ -363,7 +371,7 @@ fn with_every_ms_a_change_waits_for_its_write_only() {
     let dir = scratch("every");
     let (mut run, mut host, events) = running(&dir, Fsync::EveryMs(3_600_000));
     let now = Time::from_unix_millis(1_000_000);
-    host.core_mut().start(now);
+    host.core_mut().handle_input(now, NodeInput::Start);
     run.settle(&mut host, now);
     // The node's start is a change: reported written at once, though an hour's flush
     // period has not passed.
@@ -388,13 +396,21 @@ fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() 
     r.state.start_syncer(tx).unwrap();
     // A pass as the core task makes it with the thread: entries handed over.
     let chat = |r: &mut Restored, id: &str| {
-        r.node.handle_frame(now, conn, chat_frame(id));
+        r.node.handle_input(
+            now,
+            NodeInput::Frame {
+                conn,
+                frame: chat_frame(id),
+            },
+        );
         while let Some(o) = r.node.poll_output() {
             match o {
                 NodeOutput::Publish { record, .. } => {
                     let seq = r.node.applied() + 1;
                     r.state.append_record(seq, &record);
-                    r.node.handle_own_record(seq, record);
+                    let at = record.at;
+                    r.node
+                        .handle_input(at, NodeInput::OwnRecord { seq, record });
                 }
                 NodeOutput::Snapshot { applied, bytes } => {
                     r.state.write_snapshot(applied, &bytes).unwrap();
@@ -404,7 +420,8 @@ fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() 
         }
         r.state.write().unwrap();
         discard_outputs(r.node.gateway_mut());
-        r.node.handle_drained();
+        let at = r.node.replica().now();
+        r.node.handle_input(at, NodeInput::Drained);
         while let Some(o) = r.node.poll_output() {
             if let NodeOutput::Snapshot { applied, bytes } = o {
                 r.state.write_snapshot(applied, &bytes).unwrap();
@@ -468,7 +485,13 @@ fn only_an_input_that_may_mint_a_token_carries_entropy_in_the_log() {
     let mut r = open(&dir, config.clone(), Fsync::EveryMs(3_600_000), None).unwrap();
     let now = Time::from_unix_millis(1_000_000);
     let conn = human_joined(&mut r, now, &mut rng);
-    r.node.handle_frame(now, conn, chat_frame("plain-chat"));
+    r.node.handle_input(
+        now,
+        NodeInput::Frame {
+            conn,
+            frame: chat_frame("plain-chat"),
+        },
+    );
     pass(&mut r, None, &mut rng).unwrap();
     let log = fs::read(dir.join(LOG)).unwrap();
     let at = log.windows(10).position(|w| w == b"plain-chat").unwrap();
@@ -481,14 +504,21 @@ fn only_an_input_that_may_mint_a_token_carries_entropy_in_the_log() {
     // An invitation's does, and the token it minted holds after a restart from the
     // log alone (killed before the snapshot that follows an invitation).
     let invite = r#"{"protocol":"mew/v0.4","id":"inv","kind":"space/invite","payload":{"participant_id":"guest","initial_capabilities":[{"kind":"chat"}]}}"#;
-    r.node.handle_frame(now, conn, Bytes::from(invite));
+    r.node.handle_input(
+        now,
+        NodeInput::Frame {
+            conn,
+            frame: Bytes::from(invite),
+        },
+    );
     while let Some(o) = r.node.poll_output() {
         if let NodeOutput::Publish { record, .. } = o {
             assert!(record.entropy.is_some(), "an invitation carries entropy");
             let seq = r.node.applied() + 1;
             let bytes = Bytes::from(record.encode());
             r.state.append(seq, &bytes);
-            r.node.handle_entry(seq, bytes);
+            r.node
+                .handle_input(record.at, NodeInput::Entry { seq, bytes });
         }
     }
     r.state.write().unwrap();
@@ -527,9 +557,9 @@ fn running(dir: &Path, fsync: Fsync) -> (Running, Host, async_channel::Receiver<
 
 /// The node started and the human connected, in one pass: its connection.
 fn human_joined(r: &mut Restored, now: Time, rng: &mut Rng) -> ConnId {
-    r.node.start(now);
-    r.node
-        .handle_connected(now, Bearer::Hashed(TokenHash::of("human-token")));
+    r.node.handle_input(now, NodeInput::Start);
+    let bearer = Bearer::Hashed(TokenHash::of("human-token"));
+    r.node.handle_input(now, NodeInput::Connected { bearer });
     pass(r, None, rng).unwrap();
     first_conn(r)
 }
