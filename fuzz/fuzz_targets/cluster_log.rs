@@ -102,7 +102,7 @@ fuzz_target!(|input: &[u8]| {
     let mut local = 0u64;
     while !data.is_empty() && seq < 256 {
         let op = byte(&mut data);
-        let rec = if op % 16 == 0 {
+        let rec = if op.is_multiple_of(16) {
             let n = byte(&mut data) as usize;
             match Record::decode(Bytes::copy_from_slice(take(&mut data, n))) {
                 Ok(r) => r,
@@ -136,7 +136,7 @@ fuzz_target!(|input: &[u8]| {
                     local += 1;
                     Entry::Connect {
                         local,
-                        token: (byte(&mut data) % 4 != 0).then_some(token),
+                        token: (!byte(&mut data).is_multiple_of(4)).then_some(token),
                     }
                 }
                 6 | 7 => Entry::Frame {
@@ -181,7 +181,7 @@ fuzz_target!(|input: &[u8]| {
                             not_before: None,
                         }),
                     };
-                    if byte(&mut data) % 2 == 0 {
+                    if byte(&mut data).is_multiple_of(2) {
                         local += 1;
                         Entry::ConnectJudged { local, judged }
                     } else {

@@ -46,9 +46,15 @@ fuzz_target!(|data: &[u8]| {
     let mut spans = Vec::new();
     for (i, (grant, cap, pad)) in ops.iter().enumerate() {
         let verb = if *grant { "grant" } else { "revoke" };
-        let body = format!("{{\"{verb}\":\"cap-{cap}\",\"pad\":\"{}\"}}", "p".repeat(*pad as usize));
+        let body = format!(
+            "{{\"{verb}\":\"cap-{cap}\",\"pad\":\"{}\"}}",
+            "p".repeat(*pad as usize)
+        );
         let at = intact.len();
-        intact.extend_from_slice(&journal::encode_entry(after + i as u64 + 1, body.as_bytes()));
+        intact.extend_from_slice(&journal::encode_entry(
+            after + i as u64 + 1,
+            body.as_bytes(),
+        ));
         spans.push(at..intact.len());
     }
     let mut bytes = intact.clone();
@@ -92,7 +98,10 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!((*seq, &body[..]), (after + i as u64 + 1, want));
     }
     let before = spans.iter().filter(|s| s.end <= first_harm).count();
-    assert!(scan.entries.len() >= before, "an entry before the damage is lost");
+    assert!(
+        scan.entries.len() >= before,
+        "an entry before the damage is lost"
+    );
     let rest = &bytes[scan.good_len.min(bytes.len())..];
     for span in spans.iter().skip(scan.entries.len()) {
         assert!(
