@@ -142,6 +142,14 @@ fn launch(
             if !cfg.reconnect {
                 a.push("--no-reconnect".into());
             }
+            if let Some(who) = &cfg.sampling_answered_by {
+                a.push("--sampling-answered-by".into());
+                a.push(who.clone());
+            }
+            for root in &cfg.roots {
+                a.push("--root".into());
+                a.push(sub(root));
+            }
             // The MCP server inherits the bridge's environment, so its `env` goes there.
             env.extend(server.env.iter().map(|(k, v)| (k.clone(), sub(v))));
             if let Some(dir) = &server.cwd {

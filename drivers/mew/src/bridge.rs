@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mew_core::bridge::{BridgeConfig, Exit};
-use mew_core::mcp::{McpConfig, RestartBackoff};
+use mew_core::mcp::{McpConfig, RestartBackoff, Root};
 use mew_driver_common::exit;
 use mew_tokio::mcp_process::ServerCommand;
 
@@ -27,6 +27,13 @@ pub struct Args {
     /// Deadline of each request forwarded to the MCP server, in ms.
     #[arg(long, default_value_t = 60_000)]
     pub call_timeout: u64,
+    /// The participant that may answer the server's sampling requests; without it sampling
+    /// is declined with a reason.
+    #[arg(long)]
+    pub sampling_answered_by: Option<String>,
+    /// A `file://` URI answered to the server's `roots/list` (repeatable).
+    #[arg(long = "root")]
+    pub roots: Vec<String>,
     /// Extra environment for the MCP server, KEY=VALUE (repeatable).
     #[arg(long = "env", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
@@ -60,9 +67,18 @@ pub fn config(args: &Args) -> BridgeConfig {
                 max_reconnects: args.max_reconnects,
                 ..RestartBackoff::default()
             },
+            roots: args
+                .roots
+                .iter()
+                .map(|uri| Root {
+                    uri: uri.clone(),
+                    name: None,
+                })
+                .collect(),
             ..McpConfig::default()
         },
         call_timeout: Duration::from_millis(args.call_timeout),
+        sampling_answered_by: args.sampling_answered_by.clone(),
         ..BridgeConfig::default()
     }
 }

@@ -16,6 +16,10 @@ pub struct BridgeConfig {
     pub call_timeout: Duration,
     /// Requests held while the server is starting or restarting; more are refused.
     pub max_waiting: usize,
+    /// The participant that may answer the server's sampling requests (`sampling:
+    /// {answered_by: ID}` in the bridge's configuration); none: sampling is declined with a
+    /// reason and not offered to the server.
+    pub sampling_answered_by: Option<String>,
 }
 
 impl Default for BridgeConfig {
@@ -25,6 +29,7 @@ impl Default for BridgeConfig {
             mcp: McpConfig::default(),
             call_timeout: Duration::from_secs(60),
             max_waiting: 256,
+            sampling_answered_by: None,
         }
     }
 }

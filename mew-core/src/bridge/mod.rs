@@ -25,6 +25,7 @@
 //! `handle_server_*` methods (the server process is another conversation, with its own
 //! inputs), and carries out [`Bridge::poll_output`].
 
+mod asks;
 mod config;
 mod output;
 mod serve;
@@ -115,6 +116,8 @@ pub struct Bridge {
     calls: BTreeMap<mcp::McpCallId, participant::CallId>,
     /// Requests waiting for the server to become ready, oldest (earliest deadline) first.
     waiting: VecDeque<serve::Waiting>,
+    /// The server's questions put to participants, by our request's id.
+    asking: BTreeMap<participant::RequestId, asks::Asking>,
     out: VecDeque<Output>,
     lifecycle: Lifecycle,
     exit_due: Option<Exit>,
@@ -138,6 +141,10 @@ impl Bridge {
     /// never calls anyone else's, and its `tools/list` requests would only be refused.
     pub fn new(mut config: BridgeConfig, seed: u64) -> Bridge {
         config.participant.discovery.auto = false;
+        // Every elicitation has someone to go to (the caller) or is refused with a reason;
+        // sampling is offered only when someone may answer it.
+        config.mcp.asks.elicitation = true;
+        config.mcp.asks.sampling = config.sampling_answered_by.is_some();
         let mut participant = Participant::new(config.participant.clone(), seed);
         for m in FORWARDED_METHODS {
             participant.forward_method(m);
@@ -149,6 +156,7 @@ impl Bridge {
             config,
             calls: BTreeMap::new(),
             waiting: VecDeque::new(),
+            asking: BTreeMap::new(),
             out: VecDeque::new(),
             lifecycle: Lifecycle::Running,
             exit_due: None,
@@ -355,6 +363,15 @@ impl Bridge {
                         control,
                     }));
             }
+            participant::Event::RequestCompleted { id, result } => {
+                if !self.on_answered(now, &id, &result) {
+                    self.out
+                        .push_back(Output::Participant(participant::Event::RequestCompleted {
+                            id,
+                            result,
+                        }));
+                }
+            }
             participant::Event::GaveUp { attempts } => {
                 let why = self
                     .refused
@@ -409,6 +426,20 @@ impl Bridge {
                 }
                 return;
             }
+            McpEvent::Asked {
+                ask_id,
+                call_id,
+                ask,
+                round,
+            } => {
+                self.out.push_back(Output::Mcp(McpEvent::Asked {
+                    ask_id,
+                    call_id,
+                    round,
+                    ask: ask.clone(),
+                }));
+                return self.on_asked(now, ask_id, call_id, ask);
+            }
             other => other,
         };
         if matches!(e, McpEvent::Restarting { .. }) {
@@ -449,6 +480,8 @@ impl Bridge {
                 self.begin_exit(now, Exit::ServerGaveUp(reason), None);
             }
             McpEvent::Stopped(_) => self.finish_exit(now),
+            McpEvent::AskClosed { ask_id, .. } => self.on_ask_closed(*ask_id),
+            McpEvent::Progress { .. } | McpEvent::Log { .. } => self.notify_caller(now, &e),
             _ => {}
         }
         self.out.push_back(Output::Mcp(e));

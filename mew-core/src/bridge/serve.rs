@@ -136,6 +136,7 @@ impl Bridge {
     }
 
     fn forward(&mut self, now: Time, call: CallId, method: &str, params: Option<Value>) {
+        let params = self.with_progress_token(call, params);
         match self.mcp.call(now, method, params, self.config.call_timeout) {
             Ok(id) => {
                 self.calls.insert(id, call);

@@ -46,6 +46,7 @@ fn config(max_reconnects: u32) -> BridgeConfig {
         },
         call_timeout: Duration::from_secs(10),
         max_waiting: 4,
+        sampling_answered_by: None,
     }
 }
 
@@ -710,4 +711,263 @@ fn losing_the_gateway_for_good_stops_the_server_and_exits_with_an_error() {
         h.exits
     );
     assert!(h.exits[0].is_error());
+}
+
+// ---- the server's questions and notifications ----
+
+/// A bridge to a 2026-07-28 server over stdio (questions come as `input_required` rounds,
+/// tied to their call), ready with one tool.
+fn ready_2026(sampling_answered_by: Option<&str>) -> Harness {
+    let mut c = config(2);
+    c.mcp.protocol_version = crate::mcp::ProtocolVersion::V2026_07_28;
+    c.sampling_answered_by = sampling_answered_by.map(str::to_owned);
+    let mut h = Harness::with(c);
+    h.join();
+    h.b.handle_server_spawned(h.now);
+    h.drain();
+    let d = h.written_request("server/discover");
+    h.server_line(json!({"jsonrpc":"2.0","id":d["id"],"result":{
+        "supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},
+        "_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}},
+        "resultType":"complete"}}));
+    let l = h.written_request("tools/list");
+    h.server_line(json!({"jsonrpc":"2.0","id":l["id"],"result":{
+        "resultType":"complete","tools":[{"name":"book","inputSchema":{"type":"object"}}]}}));
+    assert_eq!(h.b.mcp().phase(), Phase::Ready);
+    h
+}
+
+fn confirm_schema() -> Value {
+    json!({"type":"object","properties":{"seats":{"type":"integer","minimum":1}},"required":["seats"]})
+}
+
+impl Harness {
+    /// `human` calls `book`; the server answers with one `input_required` question. Returns
+    /// the caller's request id and the question envelope put to the caller.
+    fn call_and_get_asked(&mut self, input: Value) -> (String, Value) {
+        let req = self.request(&[ME], "tools/call", json!({"name":"book","arguments":{}}));
+        let call = self.written_request("tools/call");
+        self.sent.clear();
+        self.server_line(json!({"jsonrpc":"2.0","id":call["id"],"result":{
+            "resultType":"input_required","inputRequests":{"q":input},"requestState":"st"}}));
+        let asked = self
+            .sent
+            .iter()
+            .find(|e| e["kind"] == "mcp/request")
+            .cloned()
+            .unwrap_or_else(|| panic!("no question sent: {:?}", self.sent));
+        (req, asked)
+    }
+
+    /// `who` answers our question envelope `asked` with `result`.
+    fn answer_as(&mut self, who: &str, asked: &Value, result: Value) {
+        self.frame(json!({
+            "protocol":"mew/v0.4","id":format!("ans-{}", asked["id"].as_str().unwrap()),
+            "from":who,"to":[ME],"kind":"mcp/response","correlation_id":[asked["id"]],
+            "payload":{"jsonrpc":"2.0","id":asked["payload"]["id"],"result":result}}));
+    }
+}
+
+#[test]
+fn an_elicitation_goes_to_the_caller_and_its_answer_to_the_server() {
+    let mut h = ready_2026(None);
+    let (req, asked) = h.call_and_get_asked(json!({"method":"elicitation/create","params":{
+        "message":"How many seats?","requestedSchema":confirm_schema()}}));
+    // MCP's own shape, to the caller, about the caller's request.
+    assert_eq!(asked["to"], json!(["human"]));
+    assert_eq!(asked["correlation_id"], json!([req]));
+    assert_eq!(asked["payload"]["method"], "elicitation/create");
+    assert_eq!(
+        asked["payload"]["params"],
+        json!({"mode":"form","message":"How many seats?","requestedSchema":confirm_schema()})
+    );
+    let before = h.written.len();
+
+    // Content that breaks the schema does not reach the server; the caller is asked again
+    // with the reason, the question stays open.
+    h.sent.clear();
+    h.answer_as(
+        "human",
+        &asked,
+        json!({"action":"accept","content":{"seats":0}}),
+    );
+    assert_eq!(h.written.len(), before, "{:?}", &h.written[before..]);
+    let again = h
+        .sent
+        .iter()
+        .find(|e| e["kind"] == "mcp/request")
+        .cloned()
+        .unwrap();
+    assert_ne!(again["id"], asked["id"]);
+    assert_eq!(again["correlation_id"], json!([req]));
+    let why = again["payload"]["params"]["_meta"]["mew/rejected"]
+        .as_str()
+        .unwrap();
+    assert!(why.contains("/seats"), "{why}");
+    assert!(h.mcp_events.iter().any(
+        |e| matches!(e, McpEvent::Declined { reason, .. } if reason.contains("answer of human was refused"))
+    ));
+    assert_eq!(h.b.mcp().open_asks(), 1);
+
+    // A fitting answer goes to the server as the round's input response.
+    h.answer_as(
+        "human",
+        &again,
+        json!({"action":"accept","content":{"seats":2}}),
+    );
+    let retry = h.written_request("tools/call");
+    assert_eq!(
+        retry["params"]["inputResponses"],
+        json!({"q":{"action":"accept","content":{"seats":2}}})
+    );
+    assert_eq!(retry["params"]["requestState"], "st");
+    h.server_line(json!({"jsonrpc":"2.0","id":retry["id"],"result":{
+        "resultType":"complete","content":[{"type":"text","text":"booked 2"}]}}));
+    let resp = h.response_to(&req).unwrap();
+    assert_eq!(resp["payload"]["result"]["content"][0]["text"], "booked 2");
+}
+
+#[test]
+fn decline_and_an_error_response_reach_the_server_as_such() {
+    let mut h = ready_2026(None);
+    let (_, asked) = h.call_and_get_asked(json!({"method":"elicitation/create","params":{
+        "message":"Sure?","requestedSchema":{"type":"object","properties":{}}}}));
+    h.answer_as("human", &asked, json!({"action":"decline"}));
+    let retry = h.written_request("tools/call");
+    assert_eq!(
+        retry["params"]["inputResponses"],
+        json!({"q":{"action":"decline"}})
+    );
+
+    // A caller that does not take elicitations answers with an error: the question is
+    // cancelled, never answered for it.
+    let (_, asked) = h.call_and_get_asked(json!({"method":"elicitation/create","params":{
+        "mode":"url","message":"Sign in","url":"https://idp.example/x","elicitationId":"e7"}}));
+    assert_eq!(
+        asked["payload"]["params"],
+        json!({"mode":"url","message":"Sign in","url":"https://idp.example/x","elicitationId":"e7"})
+    );
+    h.frame(json!({
+        "protocol":"mew/v0.4","id":"err-1","from":"human","to":[ME],"kind":"mcp/response",
+        "correlation_id":[asked["id"]],
+        "payload":{"jsonrpc":"2.0","id":asked["payload"]["id"],
+                   "error":{"code":-32601,"message":"method not found: elicitation/create"}}}));
+    let retry = h.written_request("tools/call");
+    assert_eq!(
+        retry["params"]["inputResponses"],
+        json!({"q":{"action":"cancel"}})
+    );
+}
+
+#[test]
+fn an_elicitation_of_no_call_is_refused_with_a_reason() {
+    // A 2025 server's request over stdio names no call.
+    let mut c = config(2);
+    c.mcp.protocol_version = crate::mcp::ProtocolVersion::LATEST;
+    let mut h = Harness::with(c);
+    h.join();
+    h.server_up();
+    let init = h.written_request("initialize");
+    assert!(init["params"]["capabilities"].get("elicitation").is_some());
+    assert!(init["params"]["capabilities"].get("sampling").is_none());
+    h.sent.clear();
+    h.server_line(json!({"jsonrpc":"2.0","id":"s1","method":"elicitation/create","params":{
+        "message":"Name?","requestedSchema":{"type":"object","properties":{"n":{"type":"string"}}}}}));
+    assert!(
+        h.sent.iter().all(|e| e["kind"] != "mcp/request"),
+        "{:?}",
+        h.sent
+    );
+    let answer = h.written.iter().find(|m| m["id"] == "s1").unwrap();
+    assert_eq!(answer["result"], json!({"action":"cancel"}));
+    assert!(h.mcp_events.iter().any(
+        |e| matches!(e, McpEvent::Declined { method, reason } if method == "elicitation/create" && reason.contains("names no call"))
+    ));
+}
+
+#[test]
+fn sampling_is_declined_unless_a_participant_is_named_to_answer() {
+    let mut h = ready_2026(None);
+    let sampling =
+        json!({"method":"sampling/createMessage","params":{"messages":[],"maxTokens":5}});
+    let req = h.request(&[ME], "tools/call", json!({"name":"book","arguments":{}}));
+    let call = h.written_request("tools/call");
+    h.server_line(json!({"jsonrpc":"2.0","id":call["id"],"result":{
+        "resultType":"input_required","inputRequests":{"s":sampling}}}));
+    let resp = h.response_to(&req).unwrap();
+    let msg = resp["payload"]["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("sampling"), "{msg}");
+    assert!(h.sent.iter().all(|e| e["kind"] != "mcp/request"));
+
+    let mut h = ready_2026(Some("model"));
+    let (req, asked) = h.call_and_get_asked(sampling.clone());
+    assert_eq!(asked["to"], json!(["model"]));
+    assert_eq!(asked["correlation_id"], json!([req]));
+    assert_eq!(asked["payload"]["method"], "sampling/createMessage");
+    assert_eq!(asked["payload"]["params"], sampling["params"]);
+    let sampled = json!({"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"});
+    h.answer_as("model", &asked, sampled.clone());
+    let retry = h.written_request("tools/call");
+    assert_eq!(retry["params"]["inputResponses"], json!({"q":sampled}));
+}
+
+#[test]
+fn progress_and_logs_of_a_call_reach_its_caller() {
+    let mut h = Harness::ready();
+    let req = h.request(
+        &[ME],
+        "tools/call",
+        json!({"name":"echo","arguments":{"message":"x"}}),
+    );
+    let call = h.written_request("tools/call");
+    // The caller gave no token: its request's id is the call's token.
+    assert_eq!(call["params"]["_meta"]["progressToken"], json!(req));
+    h.sent.clear();
+    h.server_line(
+        json!({"jsonrpc":"2.0","method":"notifications/progress","params":{
+        "progressToken":req,"progress":1,"total":4,"message":"one of four"}}),
+    );
+    let n = h
+        .sent
+        .iter()
+        .find(|e| e["kind"] == "mcp/request")
+        .cloned()
+        .unwrap();
+    assert_eq!(n["to"], json!(["human"]));
+    assert_eq!(n["correlation_id"], json!([req]));
+    assert_eq!(n["payload"]["method"], "notifications/progress");
+    assert!(n["payload"].get("id").is_none(), "a notification has no id");
+    assert_eq!(
+        n["payload"]["params"],
+        json!({"progressToken":req,"progress":1.0,"total":4.0,"message":"one of four"})
+    );
+    // A log line over stdio names no call: it stays in the bridge's log.
+    h.sent.clear();
+    h.server_line(
+        json!({"jsonrpc":"2.0","method":"notifications/message","params":{
+        "level":"info","data":"hello"}}),
+    );
+    assert!(h.sent.is_empty(), "{:?}", h.sent);
+
+    // A caller's own token is kept.
+    let req2 = h.request(
+        &[ME],
+        "tools/call",
+        json!({"name":"echo","arguments":{"message":"y"},"_meta":{"progressToken":7}}),
+    );
+    let call = h.written_request("tools/call");
+    assert_eq!(call["params"]["_meta"]["progressToken"], 7);
+    h.sent.clear();
+    h.server_line(
+        json!({"jsonrpc":"2.0","method":"notifications/progress","params":{
+        "progressToken":7,"progress":2}}),
+    );
+    let n = h
+        .sent
+        .iter()
+        .find(|e| e["kind"] == "mcp/request")
+        .cloned()
+        .unwrap();
+    assert_eq!(n["correlation_id"], json!([req2]));
+    assert_eq!(n["payload"]["params"]["progressToken"], 7);
 }

@@ -270,6 +270,9 @@ pub enum McpEvent {
     },
     /// `notifications/message`: a log line of the server.
     Log {
+        /// The call it came with, when known (a message on a call's response stream); the
+        /// stdio transport carries logs apart from any call.
+        call_id: Option<McpCallId>,
         /// `debug` ... `emergency`.
         level: String,
         /// The logger's name, if given.

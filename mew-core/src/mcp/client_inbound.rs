@@ -131,6 +131,7 @@ impl McpClient {
                         .map(str::to_owned)
                 };
                 self.emit(McpEvent::Log {
+                    call_id: self.inbound_call,
                     level: text("level").unwrap_or_else(|| "info".into()),
                     logger: text("logger"),
                     data: p

@@ -188,6 +188,20 @@ impl Participant {
         self.start_request(now, to, payload, opts, Purpose::App, None)
     }
 
+    /// A direct `mcp/request` about an earlier envelope (its `correlation_id` names
+    /// `about`), such as a question put to the requester of a call being served. Never
+    /// turned into a proposal; completes as [`Event::RequestCompleted`].
+    pub fn mcp_request_about(
+        &mut self,
+        now: Time,
+        to: Vec<String>,
+        payload: Value,
+        about: &str,
+        opts: RequestOptions,
+    ) -> Result<RequestId, RequestError> {
+        self.start_request(now, to, payload, opts, Purpose::App, Some(about.to_owned()))
+    }
+
     pub(super) fn start_request(
         &mut self,
         now: Time,

@@ -168,6 +168,15 @@ impl Participant {
         }
     }
 
+    /// Who made a pending call and the id of its request envelope: what a question about
+    /// the call (an MCP server's elicitation, its progress) is addressed and correlated to.
+    pub fn call_origin(&self, call: CallId) -> Option<(&str, &str)> {
+        self.tools
+            .calls
+            .get(&call)
+            .map(|p| (p.requester.as_str(), p.request_id.as_str()))
+    }
+
     /// Our registered tools.
     pub fn tools(&self) -> impl Iterator<Item = &ToolSpec> {
         self.tools.tools.values().map(|(t, _)| t)

@@ -116,6 +116,11 @@ pub struct BridgeSettings {
     pub reconnect: bool,
     /// How many restarts at most.
     pub max_reconnects: u32,
+    /// `sampling.answered_by`: the participant that may answer the server's sampling
+    /// requests; none: sampling is declined with a reason.
+    pub sampling_answered_by: Option<String>,
+    /// `roots`: the `file://` URIs answered to the server's `roots/list`.
+    pub roots: Vec<String>,
 }
 
 impl Default for BridgeSettings {
@@ -124,6 +129,8 @@ impl Default for BridgeSettings {
             init_timeout_ms: 30_000,
             reconnect: true,
             max_reconnects: 3,
+            sampling_answered_by: None,
+            roots: Vec::new(),
         }
     }
 }

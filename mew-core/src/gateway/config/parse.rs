@@ -492,6 +492,12 @@ impl Cx {
                             0,
                         )
                         .min(u64::from(u32::MAX)) as u32,
+                    sampling_answered_by: bm.get("sampling").and_then(|sv| {
+                        let sl = format!("{l}.sampling");
+                        let sm = self.map(sv, &sl)?.clone();
+                        self.string(sm.get("answered_by"), &format!("{sl}.answered_by"))
+                    }),
+                    roots: self.strings(bm.get("roots"), &format!("{l}.roots")),
                 });
             }
         }

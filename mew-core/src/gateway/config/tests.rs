@@ -18,7 +18,7 @@ participants:
     tokens: [files-token]
     capabilities: [{kind: mcp/response}]
     mcp_server: {command: npx, args: [-y, server], env: {X: y}, cwd: /tmp}
-    bridge_config: {init_timeout: 5000, reconnect: false, max_reconnects: 1}
+    bridge_config: {init_timeout: 5000, reconnect: false, max_reconnects: 1, sampling: {answered_by: model}, roots: ["file:///tmp"]}
   log: {output_log: logs/out.jsonl, auto_connect: true}
 defaults: {capabilities: [{kind: chat}]}
 gateway: {delivery: addressed, anonymous_joins: true, join_timeout_ms: 500}
@@ -32,7 +32,10 @@ gateway: {delivery: addressed, anonymous_joins: true, join_timeout_ms: 500}
         files.mcp_server.as_ref().unwrap().cwd.as_deref(),
         Some("/tmp")
     );
-    assert_eq!(files.bridge_config.as_ref().unwrap().init_timeout_ms, 5000);
+    let bc = files.bridge_config.as_ref().unwrap();
+    assert_eq!(bc.init_timeout_ms, 5000);
+    assert_eq!(bc.sampling_answered_by.as_deref(), Some("model"));
+    assert_eq!(bc.roots, ["file:///tmp"]);
     assert!(c.participant("log").unwrap().is_virtual());
     assert_eq!(c.participant("log").unwrap().capabilities.len(), 1);
     assert_eq!(c.gateway.delivery, DeliveryMode::Addressed);
