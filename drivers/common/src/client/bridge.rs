@@ -219,7 +219,10 @@ async fn run<R: ProcessRuntime>(
             if let Err(e) = endpoint.check() {
                 return Exit::ServerNeverReady(e);
             }
-            (ServerCommand::default(), Some(McpHttp::new(endpoint, limits)))
+            (
+                ServerCommand::default(),
+                Some(McpHttp::new(endpoint, limits)),
+            )
         }
     };
     let mut d = Driver::<R> {

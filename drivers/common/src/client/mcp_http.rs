@@ -333,22 +333,33 @@ impl Exchange {
             .endpoint
             .headers
             .iter()
-            .filter(|(k, _)| !self.req.headers.iter().any(|(p, _)| p.eq_ignore_ascii_case(k)))
+            .filter(|(k, _)| {
+                !self
+                    .req
+                    .headers
+                    .iter()
+                    .any(|(p, _)| p.eq_ignore_ascii_case(k))
+            })
             .chain(self.req.headers.iter());
         let result = match self.req.method {
             HttpMethod::Post => {
-                let mut b = self
-                    .agent
-                    .post(url)
-                    .header("Content-Type", "application/json")
-                    .header("Accept", "application/json, text/event-stream");
+                let mut b = self.agent.post(url);
+                if self.req.header("content-type").is_none() {
+                    b = b.header("Content-Type", "application/json");
+                }
+                if self.req.header("accept").is_none() {
+                    b = b.header("Accept", "application/json, text/event-stream");
+                }
                 for (k, v) in headers {
                     b = b.header(k.as_str(), v.as_str());
                 }
                 b.send(self.req.body.as_deref().unwrap_or("").as_bytes())
             }
             HttpMethod::Get => {
-                let mut b = self.agent.get(url).header("Accept", "text/event-stream");
+                let mut b = self.agent.get(url);
+                if self.req.header("accept").is_none() {
+                    b = b.header("Accept", "text/event-stream");
+                }
                 for (k, v) in headers {
                     b = b.header(k.as_str(), v.as_str());
                 }
@@ -437,10 +448,7 @@ mod tests {
     fn check_refuses_bad_urls_and_headers() {
         let e = |url: &str, h: &[(&str, &str)]| HttpEndpoint {
             url: url.into(),
-            headers: h
-                .iter()
-                .map(|(k, v)| ((*k).into(), (*v).into()))
-                .collect(),
+            headers: h.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
         };
         assert!(e("https://h/mcp", &[("X-A", "b")]).check().is_ok());
         let err = e("ftp://h/mcp", &[]).check().unwrap_err();
