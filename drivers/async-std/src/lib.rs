@@ -65,7 +65,7 @@ pub mod mcp_process {
 /// [`mew_driver_common::client::bridge::spawn_bridge`]).
 pub fn spawn_bridge(
     config: mew_core::bridge::BridgeConfig,
-    command: mcp_process::ServerCommand,
+    command: impl Into<mew_driver_common::client::bridge::ServerTarget>,
     seed: Option<u64>,
 ) -> BridgeHandle {
     mew_driver_common::client::bridge::spawn_bridge::<AsyncStd>(config, command, seed)
@@ -75,7 +75,7 @@ pub fn spawn_bridge(
 /// clean stop (see [`mew_driver_common::client::bridge::run_bridge`]).
 pub async fn run_bridge(
     config: mew_core::bridge::BridgeConfig,
-    command: mcp_process::ServerCommand,
+    command: impl Into<mew_driver_common::client::bridge::ServerTarget>,
     seed: Option<u64>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> mew_core::bridge::Exit {

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use mew_core::gateway::{ParticipantEntry, ParticipantType, RestartPolicy, substitute};
+use mew_core::gateway::{
+    HeaderSource, ParticipantEntry, ParticipantType, RestartPolicy, substitute,
+};
 use mew_core::supervise::{RestartVerdict, Supervision};
 use mew_driver_common::client::process::terminate_group;
 use mew_driver_common::{clock, exit};
@@ -150,16 +152,39 @@ fn launch(
                 a.push("--root".into());
                 a.push(sub(root));
             }
-            // The MCP server inherits the bridge's environment, so its `env` goes there.
-            env.extend(server.env.iter().map(|(k, v)| (k.clone(), sub(v))));
-            if let Some(dir) = &server.cwd {
-                a.push("--cwd".into());
-                a.push(cx.config_dir.join(sub(dir)).to_string_lossy().into_owned());
+            if let Some(url) = &server.url {
+                // Only a variable's name or a file's path goes on the command line: the bridge
+                // reads the credential itself (it inherits this environment).
+                a.push("--url".into());
+                a.push(sub(url));
+                for (name, source) in &server.headers {
+                    let (flag, value) = match source {
+                        HeaderSource::Value(v) => ("--header", sub(v)),
+                        HeaderSource::Env { var, prefix } => {
+                            ("--header-from", format!("{prefix}{{env:{var}}}"))
+                        }
+                        HeaderSource::File { path, prefix } => {
+                            let path = cx.config_dir.join(sub(path));
+                            let path = path.to_string_lossy();
+                            ("--header-from", format!("{prefix}{{file:{path}}}"))
+                        }
+                    };
+                    a.push(flag.into());
+                    a.push(format!("{name}={value}"));
+                }
+                (own_exe.to_owned(), a, cx.root.clone())
+            } else {
+                // The MCP server inherits the bridge's environment, so its `env` goes there.
+                env.extend(server.env.iter().map(|(k, v)| (k.clone(), sub(v))));
+                if let Some(dir) = &server.cwd {
+                    a.push("--cwd".into());
+                    a.push(cx.config_dir.join(sub(dir)).to_string_lossy().into_owned());
+                }
+                a.push("--".into());
+                a.push(sub(&server.command));
+                a.extend(server.args.iter().map(|x| sub(x)));
+                (own_exe.to_owned(), a, cx.root.clone())
             }
-            a.push("--".into());
-            a.push(sub(&server.command));
-            a.extend(server.args.iter().map(|x| sub(x)));
-            (own_exe.to_owned(), a, cx.root.clone())
         }
         ParticipantType::Agent => {
             let mut a: Vec<String> = vec!["agent".into()];

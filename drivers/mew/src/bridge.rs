@@ -1,10 +1,13 @@
-//! `mew bridge`: an MCP server (any stdio command) joins a space as a participant.
+//! `mew bridge`: an MCP server (any stdio command, or a Streamable HTTP endpoint) joins a
+//! space as a participant.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::mcp::{McpConfig, RestartBackoff, Root};
+use mew_driver_common::client::bridge::ServerTarget;
+use mew_driver_common::client::mcp_http::HttpEndpoint;
 use mew_driver_common::exit;
 use mew_tokio::mcp_process::ServerCommand;
 
@@ -44,9 +47,56 @@ pub struct Args {
     /// stderr is logged at debug.
     #[arg(long, default_value = "info")]
     pub log_level: String,
+    /// The MCP server's Streamable HTTP endpoint (`http://` or `https://`), instead of a
+    /// command.
+    #[arg(long, conflicts_with_all = ["command", "env", "cwd"])]
+    pub url: Option<String>,
+    /// A header sent to the `--url` server, NAME=VALUE (repeatable); not for credentials,
+    /// which the command line would show to every user of the machine.
+    #[arg(long = "header", value_parser = parse_env, requires = "url")]
+    pub header: Vec<(String, String)>,
+    /// A header whose value is read at start, NAME=TEXT where TEXT holds one `{env:VAR}`
+    /// or `{file:PATH}` (e.g. `Authorization=Bearer {env:GITHUB_TOKEN}`), repeatable: the
+    /// way to pass a credential.
+    #[arg(long = "header-from", value_parser = parse_env, requires = "url")]
+    pub header_from: Vec<(String, String)>,
     /// The MCP server command and its arguments, after `--`.
-    #[arg(last = true, required = true, num_args = 1..)]
+    #[arg(last = true, required_unless_present = "url", num_args = 1..)]
     pub command: Vec<String>,
+}
+
+/// Resolves a `--header-from` value: the text around one `{env:VAR}` or `{file:PATH}` is
+/// kept, the reference replaced by the variable's value or the file's content (trailing
+/// newline removed). Errors name the variable or file, never a value.
+pub fn resolve_header(name: &str, template: &str) -> Result<String, String> {
+    let (Some(start), Some(end)) = (template.find('{'), template.rfind('}')) else {
+        return Err(format!(
+            "--header-from {name}: expected {{env:VAR}} or {{file:PATH}} in the value"
+        ));
+    };
+    if end < start {
+        return Err(format!("--header-from {name}: unbalanced braces"));
+    }
+    let (prefix, reference, suffix) = (
+        &template[..start],
+        &template[start + 1..end],
+        &template[end + 1..],
+    );
+    let value = if let Some(var) = reference.strip_prefix("env:") {
+        std::env::var(var).map_err(|_| format!("header {name}: ${var} is not set"))?
+    } else if let Some(path) = reference.strip_prefix("file:") {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("header {name}: cannot read {path}: {e}"))?;
+        text.trim_end_matches(['\n', '\r']).to_owned()
+    } else {
+        return Err(format!(
+            "--header-from {name}: expected {{env:VAR}} or {{file:PATH}}, got {{{reference}}}"
+        ));
+    };
+    if value.is_empty() {
+        return Err(format!("header {name}: the value read is empty"));
+    }
+    Ok(format!("{prefix}{value}{suffix}"))
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -58,6 +108,12 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 
 /// The bridge's configuration from the command line.
 pub fn config(args: &Args) -> BridgeConfig {
+    // Over HTTP the newest revision is offered first (`server/discover`, then `initialize`).
+    let base = if args.url.is_some() {
+        McpConfig::http()
+    } else {
+        McpConfig::default()
+    };
     BridgeConfig {
         participant: args.connect.participant(),
         mcp: McpConfig {
@@ -75,12 +131,30 @@ pub fn config(args: &Args) -> BridgeConfig {
                     name: None,
                 })
                 .collect(),
-            ..McpConfig::default()
+            ..base
         },
         call_timeout: Duration::from_millis(args.call_timeout),
         sampling_answered_by: args.sampling_answered_by.clone(),
         ..BridgeConfig::default()
     }
+}
+
+/// Where the server is, from the command line: the endpoint (its headers resolved) or the
+/// command.
+pub fn target(args: &Args) -> Result<ServerTarget, String> {
+    let Some(url) = &args.url else {
+        return Ok(command(args).into());
+    };
+    let mut headers = args.header.clone();
+    for (name, template) in &args.header_from {
+        headers.push((name.clone(), resolve_header(name, template)?));
+    }
+    let endpoint = HttpEndpoint {
+        url: url.clone(),
+        headers,
+    };
+    endpoint.check()?;
+    Ok(endpoint.into())
 }
 
 /// The server command from the command line.
@@ -105,7 +179,8 @@ pub fn command(args: &Args) -> ServerCommand {
 pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging(&args.log_level)?;
     args.connect.tls.install()?;
-    let exit = mew_tokio::run_bridge(config(&args), command(&args), None, crate::signal()).await;
+    let target = target(&args).map_err(|e| Failure::new(exit::USAGE, e))?;
+    let exit = mew_tokio::run_bridge(config(&args), target, None, crate::signal()).await;
     match exit {
         Exit::Shutdown => Ok(()),
         // Starting it again would fail the same way: `mew space` does not restart exit 2.

@@ -44,7 +44,7 @@ pub async fn run_agent(
 /// [`mew_driver_common::client::bridge::spawn_bridge`]).
 pub fn spawn_bridge(
     config: mew_core::bridge::BridgeConfig,
-    command: mcp_process::ServerCommand,
+    command: impl Into<mew_driver_common::client::bridge::ServerTarget>,
     seed: Option<u64>,
 ) -> BridgeHandle {
     mew_driver_common::client::bridge::spawn_bridge::<Tokio>(config, command, seed)
@@ -54,7 +54,7 @@ pub fn spawn_bridge(
 /// (see [`mew_driver_common::client::bridge::run_bridge`]).
 pub async fn run_bridge(
     config: mew_core::bridge::BridgeConfig,
-    command: mcp_process::ServerCommand,
+    command: impl Into<mew_driver_common::client::bridge::ServerTarget>,
     seed: Option<u64>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> mew_core::bridge::Exit {

@@ -281,6 +281,45 @@ impl Bridge {
         self.pump(now);
     }
 
+    /// The head of the answer to an HTTP exchange (Streamable HTTP servers).
+    pub fn handle_server_http_response(
+        &mut self,
+        now: Time,
+        exchange: mcp::http::ExchangeId,
+        head: mcp::http::HttpResponseHead,
+    ) {
+        self.mcp.handle_http_response(now, exchange, head);
+        self.pump(now);
+    }
+
+    /// Body bytes of the answer to an HTTP exchange.
+    pub fn handle_server_http_body(
+        &mut self,
+        now: Time,
+        exchange: mcp::http::ExchangeId,
+        bytes: &[u8],
+    ) {
+        self.mcp.handle_http_body(now, exchange, bytes);
+        self.pump(now);
+    }
+
+    /// The answer to an HTTP exchange ended.
+    pub fn handle_server_http_end(&mut self, now: Time, exchange: mcp::http::ExchangeId) {
+        self.mcp.handle_http_end(now, exchange);
+        self.pump(now);
+    }
+
+    /// An HTTP exchange failed (no connection, reset, a bound exceeded, ...).
+    pub fn handle_server_http_failed(
+        &mut self,
+        now: Time,
+        exchange: mcp::http::ExchangeId,
+        error: &str,
+    ) {
+        self.mcp.handle_http_failed(now, exchange, error);
+        self.pump(now);
+    }
+
     // ---- time ----
 
     /// [`Input::Timeout`](participant::Input::Timeout): every due timer of both sides and of

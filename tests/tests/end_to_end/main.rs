@@ -10,6 +10,7 @@ mod e2e;
 mod blocking_participant;
 mod e2e_async_std;
 mod e2e_bridge;
+mod e2e_bridge_http;
 mod e2e_interop;
 mod e2e_tokio;
 mod identities;

@@ -1,7 +1,8 @@
 //! The MCP bridge runtime, written once for every async runtime: one task drives the bridge
 //! core ([`mew_core::bridge::Bridge`]), which decides everything (when to connect, spawn,
 //! kill, answer, exit); the task carries out its gateway outputs through the client
-//! [`Link`], its server outputs through an [`McpProcess`], feeds back what they do, and
+//! [`Link`], its server outputs through an [`McpProcess`] (stdio) or an [`McpHttp`]
+//! (Streamable HTTP), feeds back what they do, and
 //! arms the core's timer. It ends when the core emits its exit, after the last frames are
 //! flushed and the server's process is gone.
 //!
@@ -19,6 +20,7 @@ use mew_core::mcp::{self, McpEvent};
 use mew_core::participant::{Event, GatewayInputs, Input};
 
 use crate::client::link::{Link, LinkEvent};
+use crate::client::mcp_http::{HttpEndpoint, HttpEvent, HttpLimits, McpHttp};
 use crate::client::process::{McpProcess, ProcessEvent, ProcessRuntime, ServerCommand};
 use crate::clock;
 
@@ -38,6 +40,28 @@ pub struct BridgeSnapshot {
     pub calls_in_flight: usize,
     /// Restarts of the server so far.
     pub restarts: u32,
+}
+
+/// Where the MCP server is: a command to run (stdio) or an endpoint (Streamable HTTP; the
+/// bridge's `McpConfig` should then say [`mcp::Transport::Http`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerTarget {
+    /// A child process.
+    Command(ServerCommand),
+    /// A Streamable HTTP endpoint, with the driver's bounds.
+    Http(HttpEndpoint, HttpLimits),
+}
+
+impl From<ServerCommand> for ServerTarget {
+    fn from(c: ServerCommand) -> Self {
+        ServerTarget::Command(c)
+    }
+}
+
+impl From<HttpEndpoint> for ServerTarget {
+    fn from(e: HttpEndpoint) -> Self {
+        ServerTarget::Http(e, HttpLimits::default())
+    }
 }
 
 type Sleeper = fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -125,9 +149,10 @@ impl BridgeHandle {
 /// Starts a bridge in the background on runtime `R`.
 pub fn spawn_bridge<R: ProcessRuntime>(
     config: BridgeConfig,
-    command: ServerCommand,
+    command: impl Into<ServerTarget>,
     seed: Option<u64>,
 ) -> BridgeHandle {
+    let command = command.into();
     let (shutdown_tx, shutdown_rx) = async_channel::bounded::<()>(1);
     let (changed_tx, changed) = async_channel::bounded(1);
     let published = Arc::new(Published {
@@ -156,22 +181,25 @@ pub fn spawn_bridge<R: ProcessRuntime>(
 /// Runs a bridge until it exits; `shutdown` resolving starts a clean stop (SIGTERM).
 pub async fn run_bridge<R: ProcessRuntime>(
     config: BridgeConfig,
-    command: ServerCommand,
+    command: impl Into<ServerTarget>,
     seed: Option<u64>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Exit {
-    run::<R>(config, command, seed, shutdown, None).await
+    run::<R>(config, command.into(), seed, shutdown, None).await
 }
 
 struct Driver<R: ProcessRuntime> {
     bridge: Bridge,
     process: McpProcess<R>,
+    /// The HTTP endpoint's driver, for a server over Streamable HTTP.
+    http: Option<McpHttp>,
     link: Link<R>,
     published: Option<Arc<Published>>,
 }
 
 enum Step<W> {
     Process(ProcessEvent),
+    Http(HttpEvent),
     Link(LinkEvent<W>),
     Shutdown,
     Timeout,
@@ -179,15 +207,28 @@ enum Step<W> {
 
 async fn run<R: ProcessRuntime>(
     config: BridgeConfig,
-    command: ServerCommand,
+    target: ServerTarget,
     seed: Option<u64>,
     shutdown: impl Future<Output = ()> + Send,
     published: Option<Arc<Published>>,
 ) -> Exit {
     let link = Link::new(&config.participant);
+    let (command, http) = match target {
+        ServerTarget::Command(c) => (c, None),
+        ServerTarget::Http(endpoint, limits) => {
+            if let Err(e) = endpoint.check() {
+                return Exit::ServerNeverReady(e);
+            }
+            (
+                ServerCommand::default(),
+                Some(McpHttp::new(endpoint, limits)),
+            )
+        }
+    };
     let mut d = Driver::<R> {
         bridge: Bridge::new(config, seed.unwrap_or_else(clock::os_seed)),
         process: McpProcess::new(command),
+        http,
         link,
         published,
     };
@@ -218,8 +259,15 @@ async fn run<R: ProcessRuntime>(
                     shutdown.as_mut().await
                 }
             };
+            let http = async {
+                match d.http.as_mut() {
+                    Some(h) => h.next_event::<R>().await,
+                    None => std::future::pending().await,
+                }
+            };
             futures_util::select_biased! {
                 ev = d.process.next_event().fuse() => Step::Process(ev),
+                ev = http.fuse() => Step::Http(ev),
                 ev = d.link.next().fuse() => match ev {
                     Some(ev) => Step::Link(ev),
                     None => Step::Timeout,
@@ -233,6 +281,14 @@ async fn run<R: ProcessRuntime>(
             Step::Process(ProcessEvent::Stdout(b)) => d.bridge.handle_server_stdout(now, &b),
             Step::Process(ProcessEvent::Stderr(b)) => d.bridge.handle_server_stderr(now, &b),
             Step::Process(ProcessEvent::Exited(s)) => d.bridge.handle_server_exited(now, s),
+            Step::Http(HttpEvent::Head(x, head)) => {
+                d.bridge.handle_server_http_response(now, x, head)
+            }
+            Step::Http(HttpEvent::Body(x, b)) => d.bridge.handle_server_http_body(now, x, &b),
+            Step::Http(HttpEvent::End(x)) => d.bridge.handle_server_http_end(now, x),
+            Step::Http(HttpEvent::Failed(x, why)) => {
+                d.bridge.handle_server_http_failed(now, x, &why)
+            }
             Step::Link(ev) => {
                 if let Some(reason) = d.link.handle(ev, &mut d.bridge) {
                     tracing::warn!("{reason}");
@@ -298,8 +354,19 @@ impl<R: ProcessRuntime> Driver<R> {
                     }
                     Output::Server(mcp::Output::Kill { grace }) => self.process.kill(grace),
                     Output::Server(mcp::Output::Event(_)) => {}
-                    // This runtime starts servers over stdio only, where no exchange arises.
-                    Output::Server(mcp::Output::Http(_) | mcp::Output::HttpAbort(_)) => {}
+                    Output::Server(mcp::Output::Http(req)) => match self.http.as_mut() {
+                        Some(h) => h.start(req),
+                        None => self.bridge.handle_server_http_failed(
+                            clock::now(),
+                            req.exchange,
+                            "this bridge runs its server over stdio",
+                        ),
+                    },
+                    Output::Server(mcp::Output::HttpAbort(x)) => {
+                        if let Some(h) = self.http.as_mut() {
+                            h.abort(x);
+                        }
+                    }
                     Output::Participant(e) => log_participant(&e),
                     Output::Mcp(e) => log_mcp(&e),
                     Output::Exit(e) => exit = Some(e),
@@ -315,6 +382,9 @@ impl<R: ProcessRuntime> Driver<R> {
     /// After the exit: the socket closed and the server's process gone.
     async fn finish(&mut self) {
         self.link.close().await;
+        if let Some(h) = self.http.as_mut() {
+            h.abort_all();
+        }
         if self.process.is_running() {
             self.process.kill(Duration::ZERO);
             let process = &mut self.process;

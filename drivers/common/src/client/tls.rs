@@ -163,6 +163,12 @@ pub fn agent(tls: Arc<ClientConfig>, timeout: Duration) -> ureq::Agent {
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
         .build();
+    agent_with(tls, config)
+}
+
+/// A blocking HTTP client (`ureq`) with `config` whose `https://` requests use this rustls
+/// configuration (for callers that bound each phase of an exchange on their own).
+pub fn agent_with(tls: Arc<ClientConfig>, config: ureq::config::Config) -> ureq::Agent {
     let connector = TcpConnector::default().chain(PinnedTls(tls));
     ureq::Agent::with_parts(config, connector, DefaultResolver::default())
 }

@@ -94,17 +94,61 @@ pub enum RestartPolicy {
     Always,
 }
 
-/// `mcp_server` of an `mcp-bridge` participant.
+/// `mcp_server` of an `mcp-bridge` participant: a command to run (stdio) or a `url`
+/// (Streamable HTTP), exactly one of the two.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct McpServerConfig {
-    /// Program to run.
+    /// Program to run (empty with `url`).
     pub command: String,
+    /// The Streamable HTTP endpoint, instead of a command.
+    pub url: Option<String>,
+    /// Headers sent to the `url` server.
+    pub headers: BTreeMap<String, HeaderSource>,
     /// Its arguments.
     pub args: Vec<String>,
     /// Extra environment.
     pub env: BTreeMap<String, String>,
     /// Working directory.
     pub cwd: Option<String>,
+}
+
+/// Where a header's value for an MCP server over HTTP comes from. A credential is never
+/// written in `space.yaml`: it is read from the environment or a file when the bridge starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderSource {
+    /// A plain value (refused for headers that carry credentials, see
+    /// [`HeaderSource::is_credential_header`]).
+    Value(String),
+    /// `{env: VAR, prefix: "Bearer "}`: the variable's value, after `prefix`.
+    Env {
+        /// The variable.
+        var: String,
+        /// Text before the value.
+        prefix: String,
+    },
+    /// `{file: PATH, prefix: ...}`: the file's content (trailing newline removed), after
+    /// `prefix`; a relative path is relative to the folder of `space.yaml`.
+    File {
+        /// The file.
+        path: String,
+        /// Text before the value.
+        prefix: String,
+    },
+}
+
+impl HeaderSource {
+    /// Whether a header of this name carries a credential, so its value may not be written
+    /// in `space.yaml`: `Authorization`, `Proxy-Authorization`, `Cookie`, and any name that
+    /// says `token`, `key`, `secret` or `password`.
+    pub fn is_credential_header(name: &str) -> bool {
+        let n = name.to_ascii_lowercase();
+        matches!(
+            n.as_str(),
+            "authorization" | "proxy-authorization" | "cookie"
+        ) || ["token", "key", "secret", "password"]
+            .iter()
+            .any(|w| n.contains(w))
+    }
 }
 
 /// `bridge_config` of an `mcp-bridge` participant.

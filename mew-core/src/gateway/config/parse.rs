@@ -201,6 +201,77 @@ impl Cx {
         }
     }
 
+    /// `headers` of an HTTP MCP server: `NAME: value`, `NAME: {env: VAR, prefix: P}` or
+    /// `NAME: {file: PATH, prefix: P}`; a credential header may not hold a plain value.
+    fn header_sources(&mut self, v: Option<&Yaml>, loc: &str) -> BTreeMap<String, HeaderSource> {
+        let mut out = BTreeMap::new();
+        let Some(v) = v else { return out };
+        let Some(m) = self.map(v, loc) else {
+            return out;
+        };
+        for (k, val) in m {
+            let Some(name) = k.as_str() else {
+                self.err(loc, "keys must be strings");
+                continue;
+            };
+            let kl = format!("{loc}.{name}");
+            if name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+            {
+                self.err(kl, "not a valid header name");
+                continue;
+            }
+            let source = match val {
+                Yaml::Mapping(sm) => {
+                    let sm = sm.clone();
+                    let prefix = self
+                        .string(sm.get("prefix"), &format!("{kl}.prefix"))
+                        .unwrap_or_default();
+                    if prefix.contains(['{', '}', '\r', '\n']) {
+                        self.err(
+                            format!("{kl}.prefix"),
+                            "a prefix may not hold braces or line breaks",
+                        );
+                        continue;
+                    }
+                    let env = self.string(sm.get("env"), &format!("{kl}.env"));
+                    let file = self.string(sm.get("file"), &format!("{kl}.file"));
+                    match (env, file) {
+                        (Some(var), None) if !var.is_empty() => HeaderSource::Env { var, prefix },
+                        (None, Some(path)) if !path.is_empty() => {
+                            HeaderSource::File { path, prefix }
+                        }
+                        _ => {
+                            self.err(kl, "expected exactly one of env or file");
+                            continue;
+                        }
+                    }
+                }
+                Yaml::String(s) => {
+                    if HeaderSource::is_credential_header(name) {
+                        self.err(
+                            kl,
+                            "a credential is not written in space.yaml: use {env: VAR} or {file: PATH}",
+                        );
+                        continue;
+                    }
+                    HeaderSource::Value(s.clone())
+                }
+                other => {
+                    self.err(
+                        kl,
+                        format!("expected a string or a mapping, found {}", type_name(other)),
+                    );
+                    continue;
+                }
+            };
+            out.insert(name.to_owned(), source);
+        }
+        out
+    }
+
     fn string_map(&mut self, v: Option<&Yaml>, loc: &str) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         let Some(v) = v else { return out };
@@ -448,14 +519,31 @@ impl Cx {
             if let Some(sm) = self.map(s, &l) {
                 let sm = sm.clone();
                 let command = self.string(sm.get("command"), &format!("{l}.command"));
-                if command.is_none() {
-                    self.err(
+                let url = self.string(sm.get("url"), &format!("{l}.url"));
+                match (&command, &url) {
+                    (None, None) => self.err(
                         format!("{l}.command"),
-                        "missing: an MCP server needs a command",
-                    );
+                        "missing: an MCP server needs a command or a url",
+                    ),
+                    (Some(_), Some(_)) => self.err(
+                        format!("{l}.url"),
+                        "an MCP server has a command or a url, not both",
+                    ),
+                    _ => {}
+                }
+                if let Some(u) = &url
+                    && !(u.starts_with("http://") || u.starts_with("https://"))
+                {
+                    self.err(format!("{l}.url"), "expected an http:// or https:// URL");
+                }
+                let headers = self.header_sources(sm.get("headers"), &format!("{l}.headers"));
+                if url.is_none() && !headers.is_empty() {
+                    self.err(format!("{l}.headers"), "headers go with a url");
                 }
                 p.mcp_server = Some(McpServerConfig {
                     command: command.unwrap_or_default(),
+                    url,
+                    headers,
                     args: self.strings(sm.get("args"), &format!("{l}.args")),
                     env: self.string_map(sm.get("env"), &format!("{l}.env")),
                     cwd: self.string(sm.get("cwd"), &format!("{l}.cwd")),

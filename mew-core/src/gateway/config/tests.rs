@@ -324,3 +324,48 @@ fn agent_configuration_yaml_errors_name_their_line() {
     let e = crate::agent::AgentFile::from_yaml("model: m\n  bad: indent\n").unwrap_err();
     assert!(e.to_string().contains("line 2 column"), "{e}");
 }
+
+#[test]
+fn mcp_server_url_with_headers_from_env_and_file() {
+    let y = "space: {id: s}\nparticipants:\n  gh:\n    type: mcp-bridge\n    tokens: [t]\n    mcp_server:\n      url: https://h/mcp\n      headers:\n        X-Tenant: acme\n        Authorization: {env: GH_TOKEN, prefix: \"Bearer \"}\n        X-Api-Key: {file: k.txt}\n";
+    let c = SpaceConfig::from_yaml(y).unwrap();
+    let s = c.participant("gh").unwrap().mcp_server.clone().unwrap();
+    assert_eq!(s.url.as_deref(), Some("https://h/mcp"));
+    assert_eq!(s.headers["X-Tenant"], HeaderSource::Value("acme".into()));
+    assert_eq!(
+        s.headers["Authorization"],
+        HeaderSource::Env {
+            var: "GH_TOKEN".into(),
+            prefix: "Bearer ".into()
+        }
+    );
+    assert_eq!(
+        s.headers["X-Api-Key"],
+        HeaderSource::File {
+            path: "k.txt".into(),
+            prefix: String::new()
+        }
+    );
+}
+
+#[test]
+fn mcp_server_refuses_a_credential_in_the_yaml_and_both_forms() {
+    let base = "space: {id: s}\nparticipants:\n  gh:\n    type: mcp-bridge\n    tokens: [t]\n    mcp_server:\n";
+    let err = |rest: &str| {
+        SpaceConfig::from_yaml(&format!("{base}{rest}"))
+            .unwrap_err()
+            .to_string()
+    };
+    let e = err("      url: https://h/mcp\n      headers: {Authorization: \"Bearer abc\"}\n");
+    assert!(
+        e.contains("mcp_server.headers.Authorization") && e.contains("{env: VAR}"),
+        "{e}"
+    );
+    assert!(!e.contains("abc"), "{e}");
+    let e = err("      url: https://h/mcp\n      command: npx\n");
+    assert!(e.contains("not both"), "{e}");
+    let e = err("      args: [x]\n");
+    assert!(e.contains("a command or a url"), "{e}");
+    let e = err("      url: ftp://h/mcp\n");
+    assert!(e.contains("http:// or https://"), "{e}");
+}

@@ -1,0 +1,351 @@
+//! The MCP bridge over Streamable HTTP end to end: a gateway on loopback, a bridge to the
+//! real `@modelcontextprotocol/server-everything` in its `streamableHttp` mode
+//! (tests/mcp-servers), and a participant calling its tools through the space; then servers
+//! that are not there, answer HTML, or die in the middle of a stream.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mew_core::bridge::{BridgeConfig, Exit};
+use mew_core::gateway::SpaceConfig;
+use mew_core::mcp::{McpConfig, RestartBackoff};
+use mew_core::participant::{ParticipantConfig, RequestOptions};
+use mew_driver_common::client::mcp_http::{HttpEndpoint, HttpLimits};
+use mew_tokio::{CallError, GatewayServer, ParticipantRuntime, ServerOptions, ShutdownHandle};
+use serde_json::{Value, json};
+
+const SPACE: &str = "bridge-http-e2e";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn space_yaml() -> String {
+    let mut y = format!(
+        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n"
+    );
+    for id in ["every", "gone", "html"] {
+        y.push_str(&format!(
+            "  {id}:\n    type: mcp-bridge\n    tokens: [{id}-token]\n    capabilities: [{{kind: mcp/response}}, {{kind: participant/status}}]\n    mcp_server: {{url: \"http://127.0.0.1:1/mcp\"}}\n"
+        ));
+    }
+    y
+}
+
+struct Gateway {
+    addr: std::net::SocketAddr,
+    shutdown: ShutdownHandle,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Gateway {
+    async fn start() -> Gateway {
+        let config = SpaceConfig::from_yaml(&space_yaml()).unwrap();
+        let dir = std::env::temp_dir().join(format!("mew-bridge-http-{}", std::process::id()));
+        let opts = ServerOptions {
+            log_dir: dir.join(".mew/logs"),
+            seed: Some(12),
+            ..ServerOptions::default()
+        };
+        let server = GatewayServer::bind_with("127.0.0.1:0".parse().unwrap(), config, opts)
+            .await
+            .unwrap();
+        let addr = server.local_addr();
+        let shutdown = server.shutdown_handle();
+        let task = tokio::spawn(server.serve());
+        Gateway {
+            addr,
+            shutdown,
+            task,
+        }
+    }
+
+    fn participant(&self, id: &str) -> ParticipantConfig {
+        ParticipantConfig {
+            gateway_url: format!("ws://{}/ws?space={SPACE}", self.addr),
+            space: SPACE.into(),
+            token: format!("{id}-token"),
+            participant_id: Some(id.into()),
+            ..ParticipantConfig::default()
+        }
+    }
+
+    fn bridge(&self, id: &str, url: String, restart: bool) -> mew_tokio::BridgeHandle {
+        let config = BridgeConfig {
+            participant: self.participant(id),
+            mcp: McpConfig {
+                init_timeout: Duration::from_secs(10),
+                restart: RestartBackoff {
+                    enabled: restart,
+                    initial_delay: Duration::from_millis(200),
+                    ..RestartBackoff::default()
+                },
+                ..McpConfig::http()
+            },
+            call_timeout: Duration::from_secs(20),
+            ..BridgeConfig::default()
+        };
+        let endpoint = HttpEndpoint {
+            url,
+            headers: vec![("X-Mew-Test".into(), "1".into())],
+        };
+        let limits = HttpLimits {
+            idle: Duration::from_secs(20),
+            ..HttpLimits::default()
+        };
+        mew_tokio::spawn_bridge(
+            config,
+            mew_driver_common::client::bridge::ServerTarget::Http(endpoint, limits),
+            Some(u64::from(id.len() as u32) * 7919),
+        )
+    }
+
+    async fn human(&self) -> ParticipantRuntime {
+        let (rt, _events, _) = ParticipantRuntime::connect(self.participant("human"), Some(5))
+            .await
+            .expect("human joins");
+        rt
+    }
+
+    async fn stop(self) {
+        self.shutdown.shutdown();
+        let _ = self.task.await;
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `server-everything streamableHttp` on a free port, once it listens.
+struct Everything {
+    child: Child,
+    url: String,
+}
+
+impl Everything {
+    fn start() -> Everything {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        assert!(
+            script.is_file(),
+            "MCP test servers are not installed: run `npm ci` in tests/mcp-servers"
+        );
+        let port = free_port();
+        let child = Command::new("node")
+            .arg(&script)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + WAIT;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < end, "server-everything never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Everything {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn sees(who: &ParticipantRuntime, peer: &str) {
+    let end = Instant::now() + WAIT;
+    loop {
+        let p = peer.to_owned();
+        if who
+            .with(move |x, _| x.participants().any(|(id, _)| id == p))
+            .await
+            .unwrap()
+        {
+            return;
+        }
+        assert!(Instant::now() < end, "{peer} never joined");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn request(
+    rt: &ParticipantRuntime,
+    to: &str,
+    method: &str,
+    params: Value,
+) -> Result<Value, CallError> {
+    rt.mcp_request(
+        vec![to.into()],
+        json!({"method": method, "params": params}),
+        RequestOptions {
+            timeout: Some(WAIT),
+            ..RequestOptions::default()
+        },
+    )
+    .await
+}
+
+/// Tools listed and called through the space, the server over Streamable HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_over_streamable_http_lists_and_calls_tools() {
+    let server = Everything::start();
+    let gw = Gateway::start().await;
+    let bridge = gw.bridge("every", server.url.clone(), true);
+    let human = gw.human().await;
+    sees(&human, "every").await;
+
+    let tools = request(&human, "every", "tools/list", json!({}))
+        .await
+        .unwrap();
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"echo") && names.contains(&"get-sum"),
+        "{names:?}"
+    );
+
+    let echo = request(
+        &human,
+        "every",
+        "tools/call",
+        json!({"name": "echo", "arguments": {"message": "over http"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(echo["content"][0]["text"], "Echo: over http");
+    let sum = request(
+        &human,
+        "every",
+        "tools/call",
+        json!({"name": "get-sum", "arguments": {"a": 2, "b": 40}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sum["content"][0]["text"], "The sum of 2 and 40 is 42.");
+    // A call answered over an event stream with progress on the way.
+    let long = request(
+        &human,
+        "every",
+        "tools/call",
+        json!({"name": "trigger-long-running-operation", "arguments": {"duration": 1, "steps": 2}}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        long["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("completed"),
+        "{long}"
+    );
+
+    bridge.shutdown();
+    assert_eq!(bridge.join().await, Exit::Shutdown);
+    gw.stop().await;
+}
+
+/// Nothing listens at the URL: one clear reason, and the space carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_where_nothing_listens_fails_clearly() {
+    let gw = Gateway::start().await;
+    let port = free_port();
+    let bridge = gw.bridge("gone", format!("http://127.0.0.1:{port}/mcp"), false);
+    let exit = tokio::time::timeout(WAIT, bridge.join()).await.unwrap();
+    let Exit::ServerNeverReady(why) = &exit else {
+        panic!("{exit:?}")
+    };
+    assert!(why.contains(&format!("127.0.0.1:{port}")), "{why}");
+    assert!(why.to_lowercase().contains("refused"), "{why}");
+    // The space is unharmed: a participant still joins.
+    let human = gw.human().await;
+    drop(human);
+    gw.stop().await;
+}
+
+/// A server answering every request with an HTML page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_answering_html_fails_clearly() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let _ = c.set_read_timeout(Some(Duration::from_millis(300)));
+                let _ = c.read(&mut buf);
+                let page = "<html><body>Sign in</body></html>";
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+            });
+        }
+    });
+    let gw = Gateway::start().await;
+    let bridge = gw.bridge("html", format!("http://127.0.0.1:{port}/mcp"), false);
+    let exit = tokio::time::timeout(WAIT, bridge.join()).await.unwrap();
+    let Exit::ServerNeverReady(why) = &exit else {
+        panic!("{exit:?}")
+    };
+    assert!(why.contains("text/html"), "{why}");
+    gw.stop().await;
+}
+
+/// The server is killed while it streams the answer to a call: the call fails promptly
+/// with a reason, and the bridge stays in the space.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_stream_fails_the_call() {
+    let mut server = Everything::start();
+    let gw = Gateway::start().await;
+    let bridge = gw.bridge("every", server.url.clone(), false);
+    let human = gw.human().await;
+    sees(&human, "every").await;
+    // Ready once tools are listed.
+    request(&human, "every", "tools/list", json!({}))
+        .await
+        .unwrap();
+
+    let call = request(
+        &human,
+        "every",
+        "tools/call",
+        json!({"name": "trigger-long-running-operation", "arguments": {"duration": 20, "steps": 20}}),
+    );
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        server.child.kill().unwrap();
+        let _ = server.child.wait();
+        Instant::now()
+    };
+    let (got, killed_at) = tokio::join!(call, kill);
+    let err = got.expect_err("the call must fail");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(10),
+        "the failure came late"
+    );
+    let text = err.to_string();
+    assert!(!text.is_empty(), "{text}");
+    // The bridge is still a participant of the space.
+    sees(&human, "every").await;
+    bridge.shutdown();
+    let _ = tokio::time::timeout(WAIT, bridge.join()).await.unwrap();
+    gw.stop().await;
+}
