@@ -16,6 +16,9 @@
 //! fail with 429, 5xx or no connection are retried with backoff (honouring `Retry-After`);
 //! other failures end the task with a chat saying what went wrong.
 //!
+//! An MCP server's question (`elicitation/create`) put to the agent is passed on to the
+//! space's people and their answer relayed back; the model never answers it.
+//!
 //! Also: `auto_fulfil` rules ([`config::FulfilRule`]) fulfil others' proposals; forget, clear, compact
 //! and restart controls act on the agent's conversation history; the history is compacted
 //! through the model before the context window fills (30% kept free).
@@ -23,6 +26,7 @@
 mod chat;
 pub mod config;
 mod context;
+mod elicit;
 mod fulfil;
 pub mod model;
 pub mod prompt;
@@ -37,6 +41,7 @@ pub use config::{
     AgentConfig, AgentConfigError, AgentFile, AgentSettings, ChatStrategy, ModelReasoning,
     ReasoningFormat,
 };
+pub use elicit::{MAX_RELAYED, WAIT as ELICITATION_WAIT};
 pub use model::{
     FunctionDef, Message, ModelError, ModelOutcome, ModelReply, ModelRequest, Role, ToolCall, Usage,
 };
@@ -322,6 +327,8 @@ pub struct Agent {
     stream: Option<(String, Option<String>)>,
     /// Ask for streamed replies (off once the server refused one).
     model_stream: bool,
+    /// Servers' questions passed on to the space's people: our request, the asker's call.
+    relayed: BTreeMap<RequestId, participant::CallId>,
     exited: bool,
 }
 
@@ -332,7 +339,8 @@ impl Agent {
         let mut rng = IdGen::new(seed);
         config.participant.discovery.auto = config.settings.discovery;
         let stream = config.settings.stream;
-        let p = Participant::new(config.participant, rng.next_u64());
+        let mut p = Participant::new(config.participant, rng.next_u64());
+        p.forward_method(elicit::METHOD);
         Agent {
             p,
             s: config.settings,
@@ -349,6 +357,7 @@ impl Agent {
             context_tokens: 0,
             stream: None,
             model_stream: stream,
+            relayed: BTreeMap::new(),
             exited: false,
         }
     }
@@ -613,6 +622,19 @@ impl Agent {
                 return;
             }
             E::RequestCompleted { ref id, ref result } => self.on_completed(now, id, result),
+            E::Forwarded {
+                call_id,
+                ref method,
+                ref params,
+                explicit,
+                ..
+            } => {
+                if method == elicit::METHOD {
+                    self.relay_elicitation(now, call_id, params.clone(), explicit);
+                } else {
+                    let _ = self.p.decline_call(call_id);
+                }
+            }
             E::DiscoverySettled => {
                 for slot in self.waiting() {
                     self.first_step(now, slot);

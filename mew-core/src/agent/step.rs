@@ -310,6 +310,9 @@ impl Agent {
         id: &RequestId,
         result: &Result<Value, RequestError>,
     ) {
+        if self.on_relayed_answer(now, id, result) {
+            return;
+        }
         let found = self
             .tasks
             .iter_mut()

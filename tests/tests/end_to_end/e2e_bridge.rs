@@ -66,6 +66,8 @@ fn space_yaml() -> String {
     for id in ["fs", "mem", "every", "broken"] {
         y.push_str(&bridge(id));
     }
+    // A bridge that may put its server's questions to its callers.
+    y.push_str("  asks:\n    type: mcp-bridge\n    tokens: [asks-token]\n    capabilities: [{kind: mcp/response}, {kind: mcp/request}, {kind: participant/status}]\n    mcp_server: {command: node}\n");
     y
 }
 
@@ -800,3 +802,33 @@ async fn the_server_keeps_running_while_the_gateway_is_away(driver: Driver) {
     assert_eq!(bridge.join().await, Exit::Shutdown);
     gw.stop().await;
 }
+
+/// The server-everything elicitation tool called through the space over stdio: a 2025
+/// server's question on stdio names no call, so the bridge does not guess whom it is for and
+/// cancels it at once; the tool reports the cancellation and no question reaches anyone.
+async fn everything_elicitation_over_stdio_is_cancelled_not_guessed(driver: Driver) {
+    let gw = Gateway::start("asks", driver).await;
+    let bridge = gw.bridge(
+        "asks",
+        node("@modelcontextprotocol/server-everything", &[]),
+        Duration::from_secs(20),
+    );
+    let (human, mut events) = gw.join("human").await;
+    sees(&human, "asks").await;
+    human
+        .with(|p, _| p.forward_method("elicitation/create"))
+        .await
+        .unwrap();
+    let result = call_tool(&human, "asks", "trigger-elicitation-request", json!({})).await;
+    let text = result.to_string();
+    assert!(text.contains("cancel"), "{text}");
+    while let Ok(e) = events.try_recv() {
+        assert!(
+            !matches!(&e, Event::Forwarded { method, .. } if method == "elicitation/create"),
+            "a question reached the caller: {e:?}"
+        );
+    }
+    drop(bridge);
+    gw.stop().await;
+}
+both!(everything_elicitation_over_stdio_is_cancelled_not_guessed);

@@ -1041,3 +1041,111 @@ fn respond_to_all_answers_persons_and_acknowledges_what_it_takes_on() {
             .contains("please write hello.txt")
     );
 }
+
+const ASKING_SPACE: &str = r#"
+space: {id: test-space}
+participants:
+  human: {tokens: [human-token], person: true, capabilities: [{kind: "*"}]}
+  files: {tokens: [files-token], capabilities: [{kind: "mcp/*"}]}
+  assistant:
+    tokens: [assistant-token]
+    capabilities:
+      - {kind: "mcp/*"}
+      - {kind: chat}
+      - {kind: participant/status}
+"#;
+
+/// The bridge's question to the agent, as the bridge puts it; its envelope id.
+fn elicit_agent(w: &mut World, files: NodeId) -> String {
+    let payload = json!({"method": "elicitation/create", "params": {
+        "mode": "form", "message": "How many seats?",
+        "requestedSchema": {"type": "object", "properties": {"seats": {"type": "integer"}}}}});
+    let opts = mew_core::participant::RequestOptions {
+        timeout: Some(Duration::from_secs(600)),
+        prefer_proposal: false,
+    };
+    w.act(files, |p, now| {
+        p.mcp_request(now, vec!["assistant".into()], payload, opts)
+    })
+    .unwrap()
+    .to_string()
+}
+
+fn files_outcome(w: &World, files: NodeId) -> Option<Result<Value, String>> {
+    w.node(files).events.iter().find_map(|e| match e {
+        mew_core::participant::Event::RequestCompleted { result, .. } => {
+            Some(result.clone().map_err(|e| e.to_string()))
+        }
+        _ => None,
+    })
+}
+
+#[test]
+fn an_elicitation_goes_to_the_people_and_the_first_answer_back() {
+    let mut w = World::from_yaml(ASKING_SPACE, 31, (1, 30));
+    let human = quiet_join(&mut w, "human");
+    w.act(human, |p, _| p.forward_method("elicitation/create"));
+    w.behave(
+        human,
+        Box::new(|p, now, e, _| {
+            if let mew_core::participant::Event::Forwarded { call_id, .. } = e {
+                p.complete_call(
+                    now,
+                    *call_id,
+                    Ok(json!({"action": "accept", "content": {"seats": 4}})),
+                )
+                .unwrap();
+            }
+        }),
+    );
+    let files = quiet_join(&mut w, "files");
+    join_agent(&mut w, "name: assistant\ndiscovery: false\n", echo_model());
+    let asked = elicit_agent(&mut w, files);
+    let ok = w.run_until(Duration::from_secs(30), |w| {
+        files_outcome(w, files).is_some()
+    });
+    assert!(ok, "seed {}: the question was never answered", w.seed);
+    assert_eq!(
+        files_outcome(&w, files).unwrap(),
+        Ok(json!({"action": "accept", "content": {"seats": 4}}))
+    );
+    // The human was asked by the agent, the same question, about the bridge's.
+    let put: Vec<Value> = w
+        .node(human)
+        .received_kind("mcp/request")
+        .into_iter()
+        .filter(|e| e["payload"]["method"] == "elicitation/create" && e["from"] == "assistant")
+        .collect();
+    assert_eq!(put.len(), 1, "{put:#?}");
+    assert_eq!(put[0]["from"], "assistant");
+    assert_eq!(put[0]["to"], json!(["human"]));
+    assert_eq!(put[0]["correlation_id"], json!([asked]));
+    assert_eq!(put[0]["payload"]["params"]["message"], "How many seats?");
+    assert_eq!(
+        put[0]["payload"]["params"]["requestedSchema"]["properties"]["seats"]["type"],
+        "integer"
+    );
+    // The model was never asked.
+    assert!(w.agent(w_agent(&w)).requests.is_empty());
+}
+
+fn w_agent(w: &World) -> NodeId {
+    w.nodes()
+        .find(|(_, n)| n.name == "assistant")
+        .map(|(id, _)| id)
+        .unwrap()
+}
+
+#[test]
+fn an_elicitation_with_no_person_present_is_refused_saying_a_person_is_needed() {
+    let mut w = World::from_yaml(ASKING_SPACE, 32, (1, 30));
+    let files = quiet_join(&mut w, "files");
+    join_agent(&mut w, "name: assistant\ndiscovery: false\n", echo_model());
+    elicit_agent(&mut w, files);
+    let ok = w.run_until(Duration::from_secs(30), |w| {
+        files_outcome(w, files).is_some()
+    });
+    assert!(ok, "seed {}: the question was never answered", w.seed);
+    let err = files_outcome(&w, files).unwrap().unwrap_err();
+    assert!(err.contains("needs a person"), "{err}");
+}
