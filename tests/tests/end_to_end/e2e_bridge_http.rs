@@ -296,6 +296,10 @@ async fn a_server_answering_html_fails_clearly() {
                     "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
                     page.len()
                 );
+                // Read what is left of the request before closing: a socket closed with
+                // unread bytes is reset, and the client may then never see the page.
+                let _ = c.shutdown(std::net::Shutdown::Write);
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
             });
         }
     });
