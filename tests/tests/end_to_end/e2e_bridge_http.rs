@@ -390,9 +390,8 @@ async fn question(
                 }
                 _ => {}
             }
-            if forwarded.is_some() && envelope.is_some() {
-                let (call, params) = forwarded.unwrap();
-                return (call, params, envelope.unwrap());
+            if let (Some((call, params)), Some(env)) = (&forwarded, &envelope) {
+                return (*call, params.clone(), env.clone());
             }
         }
     })
