@@ -426,8 +426,8 @@ fn texts(result: &Value) -> String {
 /// server-everything's `trigger-elicitation-request` called through the space over
 /// Streamable HTTP: its question reaches the caller as an `mcp/request`
 /// `elicitation/create` correlated to the call, with the server's message and schema; an
-/// answer accepted with content is what the tool reports, and a second call declined is
-/// reported declined.
+/// answer accepted with content is what the tool reports; content that breaks the schema
+/// is asked again, and a call declined is reported declined.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_elicitation_over_http_is_answered_by_the_caller() {
     let server = Everything::start();
@@ -496,7 +496,8 @@ async fn everything_elicitation_over_http_is_answered_by_the_caller() {
         assert!(text.contains(line), "{line} missing from {text}");
     }
 
-    // Declined.
+    // Content that breaks the schema is not sent on: the question comes again with the
+    // reason; then it is declined.
     let call = request(
         &human,
         "asks",
@@ -507,6 +508,21 @@ async fn everything_elicitation_over_http_is_answered_by_the_caller() {
         let (call_id, _, env) = question(&mut events).await;
         let about = pending_request(&human).await;
         assert_eq!(env["correlation_id"], json!([about]), "{env}");
+        human
+            .with(move |p, now| {
+                p.complete_call(
+                    now,
+                    call_id,
+                    Ok(json!({"action": "accept", "content": {"name": "Ada", "integer": 500}})),
+                )
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let (call_id, params, env) = question(&mut events).await;
+        assert_eq!(env["correlation_id"], json!([about]), "{env}");
+        let why = params["_meta"]["mew/rejected"].as_str().unwrap_or_default();
+        assert!(why.contains("integer"), "{params}");
         human
             .with(move |p, now| p.complete_call(now, call_id, Ok(json!({"action": "decline"}))))
             .await
@@ -519,7 +535,7 @@ async fn everything_elicitation_over_http_is_answered_by_the_caller() {
         text.contains("User declined to provide the requested information"),
         "{text}"
     );
-    assert!(!text.contains("Ada"), "{text}");
+    assert!(!text.contains("Ada") && !text.contains("500"), "{text}");
 
     bridge.shutdown();
     assert_eq!(bridge.join().await, Exit::Shutdown);
