@@ -1,7 +1,8 @@
 //! The MCP bridge over Streamable HTTP end to end: a gateway on loopback, a bridge to the
 //! real `@modelcontextprotocol/server-everything` in its `streamableHttp` mode
 //! (tests/mcp-servers), and a participant calling its tools through the space; then servers
-//! that are not there, answer HTML, or die in the middle of a stream.
+//! that are not there, answer HTML, or die in the middle of a stream; and the server's
+//! questions (elicitation) put to the participant whose call caused them.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -12,10 +13,11 @@ use std::time::{Duration, Instant};
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::gateway::SpaceConfig;
 use mew_core::mcp::{McpConfig, RestartBackoff};
-use mew_core::participant::{ParticipantConfig, RequestOptions};
+use mew_core::participant::{Event, ParticipantConfig, RequestOptions};
 use mew_driver_common::client::mcp_http::{HttpEndpoint, HttpLimits};
 use mew_tokio::{CallError, GatewayServer, ParticipantRuntime, ServerOptions, ShutdownHandle};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 const SPACE: &str = "bridge-http-e2e";
 const WAIT: Duration = Duration::from_secs(30);
@@ -29,6 +31,10 @@ fn space_yaml() -> String {
             "  {id}:\n    type: mcp-bridge\n    tokens: [{id}-token]\n    capabilities: [{{kind: mcp/response}}, {{kind: participant/status}}]\n    mcp_server: {{url: \"http://127.0.0.1:1/mcp\"}}\n"
         ));
     }
+    // A bridge that may put its server's questions to the space.
+    y.push_str(
+        "  asks:\n    type: mcp-bridge\n    tokens: [asks-token]\n    capabilities: [{kind: mcp/response}, {kind: mcp/request}, {kind: participant/status}]\n    mcp_server: {url: \"http://127.0.0.1:1/mcp\"}\n",
+    );
     y
 }
 
@@ -105,6 +111,13 @@ impl Gateway {
             .await
             .expect("human joins");
         rt
+    }
+
+    async fn human_with_events(&self) -> (ParticipantRuntime, mpsc::Receiver<Event>) {
+        let (rt, events, _) = ParticipantRuntime::connect(self.participant("human"), Some(5))
+            .await
+            .expect("human joins");
+        (rt, events)
     }
 
     async fn stop(self) {
@@ -351,5 +364,184 @@ async fn a_server_killed_mid_stream_fails_the_call() {
     sees(&human, "every").await;
     bridge.shutdown();
     let _ = tokio::time::timeout(WAIT, bridge.join()).await.unwrap();
+    gw.stop().await;
+}
+
+/// The elicitation `elicitation/create` put to the caller: the forwarded call to answer, its
+/// params, and the envelope that carried it.
+async fn question(
+    events: &mut mpsc::Receiver<Event>,
+) -> (mew_core::participant::CallId, Value, Value) {
+    tokio::time::timeout(WAIT, async {
+        let mut forwarded = None;
+        let mut envelope = None;
+        loop {
+            match events.recv().await.expect("event stream open") {
+                Event::Forwarded {
+                    call_id,
+                    from,
+                    method,
+                    params,
+                    ..
+                } if from == "asks" && method == "elicitation/create" => {
+                    forwarded = Some((call_id, params.unwrap_or(Value::Null)));
+                }
+                Event::Message(env) if env.from == "asks" && env.kind.as_str() == "mcp/request" => {
+                    let v: Value = serde_json::from_str(&env.to_json()).unwrap();
+                    if v["payload"]["method"] == "elicitation/create" {
+                        envelope = Some(v);
+                    }
+                }
+                _ => {}
+            }
+            if let (Some((call, params)), Some(env)) = (&forwarded, &envelope) {
+                return (*call, params.clone(), env.clone());
+            }
+        }
+    })
+    .await
+    .expect("the question reached the caller")
+}
+
+/// The caller's one pending request: the call the question is about.
+async fn pending_request(rt: &ParticipantRuntime) -> String {
+    let ids = rt
+        .with(|p, _| {
+            p.pending_requests()
+                .map(|(id, _)| id.as_str().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids.into_iter().next().unwrap()
+}
+
+fn texts(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content: {result}"))
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// server-everything's `trigger-elicitation-request` called through the space over
+/// Streamable HTTP: its question reaches the caller as an `mcp/request`
+/// `elicitation/create` correlated to the call, with the server's message and schema; an
+/// answer accepted with content is what the tool reports; content that breaks the schema
+/// is asked again, and a call declined is reported declined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_elicitation_over_http_is_answered_by_the_caller() {
+    let server = Everything::start();
+    let gw = Gateway::start().await;
+    let bridge = gw.bridge("asks", server.url.clone(), false);
+    let (human, mut events) = gw.human_with_events().await;
+    sees(&human, "asks").await;
+    human
+        .with(|p, _| p.forward_method("elicitation/create"))
+        .await
+        .unwrap();
+
+    // Accepted with content valid for the schema.
+    let call = request(
+        &human,
+        "asks",
+        "tools/call",
+        json!({"name": "trigger-elicitation-request", "arguments": {}}),
+    );
+    let answer = async {
+        let (call_id, params, env) = question(&mut events).await;
+        assert_eq!(env["to"], json!(["human"]), "{env}");
+        let about = pending_request(&human).await;
+        assert_eq!(env["correlation_id"], json!([about]), "{env}");
+        assert_eq!(
+            params["message"],
+            "Please provide inputs for the following fields:"
+        );
+        let schema = &params["requestedSchema"];
+        assert_eq!(schema["type"], "object", "{schema}");
+        assert_eq!(schema["required"], json!(["name"]), "{schema}");
+        assert_eq!(schema["properties"]["name"]["type"], "string", "{schema}");
+        assert_eq!(schema["properties"]["check"]["type"], "boolean", "{schema}");
+        assert_eq!(schema["properties"]["email"]["format"], "email", "{schema}");
+        assert_eq!(schema["properties"]["integer"]["maximum"], 100, "{schema}");
+        let content = json!({
+            "name": "Ada Lovelace",
+            "check": true,
+            "email": "ada@example.com",
+            "integer": 7
+        });
+        human
+            .with(move |p, now| {
+                p.complete_call(
+                    now,
+                    call_id,
+                    Ok(json!({"action": "accept", "content": content})),
+                )
+            })
+            .await
+            .unwrap()
+            .unwrap();
+    };
+    let (result, ()) = tokio::join!(call, answer);
+    let text = texts(&result.expect("the accepted call succeeds"));
+    assert!(
+        text.contains("User provided the requested information"),
+        "{text}"
+    );
+    for line in [
+        "- Name: Ada Lovelace",
+        "- Agreed to terms: true",
+        "- Email: ada@example.com",
+        "- Favorite Integer: 7",
+    ] {
+        assert!(text.contains(line), "{line} missing from {text}");
+    }
+
+    // Content that breaks the schema is not sent on: the question comes again with the
+    // reason; then it is declined.
+    let call = request(
+        &human,
+        "asks",
+        "tools/call",
+        json!({"name": "trigger-elicitation-request", "arguments": {}}),
+    );
+    let answer = async {
+        let (call_id, _, env) = question(&mut events).await;
+        let about = pending_request(&human).await;
+        assert_eq!(env["correlation_id"], json!([about]), "{env}");
+        human
+            .with(move |p, now| {
+                p.complete_call(
+                    now,
+                    call_id,
+                    Ok(json!({"action": "accept", "content": {"name": "Ada", "integer": 500}})),
+                )
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let (call_id, params, env) = question(&mut events).await;
+        assert_eq!(env["correlation_id"], json!([about]), "{env}");
+        let why = params["_meta"]["mew/rejected"].as_str().unwrap_or_default();
+        assert!(why.contains("integer"), "{params}");
+        human
+            .with(move |p, now| p.complete_call(now, call_id, Ok(json!({"action": "decline"}))))
+            .await
+            .unwrap()
+            .unwrap();
+    };
+    let (result, ()) = tokio::join!(call, answer);
+    let text = texts(&result.expect("the declined call succeeds"));
+    assert!(
+        text.contains("User declined to provide the requested information"),
+        "{text}"
+    );
+    assert!(!text.contains("Ada") && !text.contains("500"), "{text}");
+
+    bridge.shutdown();
+    assert_eq!(bridge.join().await, Exit::Shutdown);
     gw.stop().await;
 }
