@@ -1,9 +1,10 @@
 //! What the bridge tells the space about its server: the `mcp_server` member of every
-//! `participant/status`, and the final report when the server cannot be kept running.
+//! `participant/status` (state, catalog sizes, the MCP revision in use as
+//! `protocol_version` and the `transport`), and the final report when the server cannot be kept running.
 
 use super::Bridge;
 use crate::envelope::Kind;
-use crate::mcp::{McpClient, Phase};
+use crate::mcp::{McpClient, Phase, Transport};
 use crate::participant::{Draft, Participant, Status};
 use crate::time::Time;
 use serde_json::{Value, json};
@@ -84,6 +85,10 @@ impl Tracker {
             "resources": c.resources.len(),
             "prompts": c.prompts.len(),
             "restarts": self.restarts,
+            "transport": match mcp.config().transport {
+                Transport::Stdio => "stdio",
+                Transport::Http => "http",
+            },
         });
         if let Some(d) = mcp.server() {
             v["server_info"] = d.server_info.clone();

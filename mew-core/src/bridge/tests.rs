@@ -601,6 +601,7 @@ fn request_status_reports_the_servers_state() {
     assert_eq!(m["resources"], 1);
     assert_eq!(m["server_info"]["name"], "scripted");
     assert_eq!(m["protocol_version"], "2025-06-18");
+    assert_eq!(m["transport"], "stdio");
 }
 
 #[test]
