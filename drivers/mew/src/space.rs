@@ -868,6 +868,7 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
         .and_then(|v| v["participants"].as_array().cloned())
         .unwrap_or_default();
     let now = unix_ms();
+    let log_dir = files::SpaceLayout::for_config(&config).log_dir;
     let participants: Vec<Value> = members
         .iter()
         .map(|m| {
@@ -877,7 +878,14 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
                        "uptime_s": p.started_at_ms.filter(|_| p.pid.is_some()).map(|t| now.saturating_sub(t) / 1000),
                        "last_exit": p.last_exit})
             });
-            json!({"id": id, "online": m["online"], "process": process})
+            let mcp = run
+                .processes
+                .iter()
+                .find(|p| p.id == id && p.mcp_bridge)
+                .and_then(|p| {
+                    mcp_in_use(&log_dir.join(format!("{id}.log")), p.log_offset)
+                });
+            json!({"id": id, "online": m["online"], "process": process, "mcp": mcp})
         })
         .collect();
     let v = json!({
@@ -926,14 +934,14 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
         }
     }
     out.push_str(&format!(
-        "{:<16} {:<8} {:<11} {:>8} {:>9} {:>8}\n",
-        "PARTICIPANT", "ONLINE", "PROCESS", "PID", "RESTARTS", "UPTIME"
+        "{:<16} {:<8} {:<11} {:>8} {:>9} {:>8}  {}\n",
+        "PARTICIPANT", "ONLINE", "PROCESS", "PID", "RESTARTS", "UPTIME", "MCP"
     ));
     for p in &participants {
         let proc_ = &p["process"];
         let dash = || "-".to_owned();
         out.push_str(&format!(
-            "{:<16} {:<8} {:<11} {:>8} {:>9} {:>8}\n",
+            "{:<16} {:<8} {:<11} {:>8} {:>9} {:>8}  {}\n",
             p["id"].as_str().unwrap_or_default(),
             if p["online"] == true { "yes" } else { "no" },
             proc_["state"].as_str().map_or_else(dash, str::to_owned),
@@ -944,6 +952,14 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
             proc_["uptime_s"]
                 .as_u64()
                 .map_or_else(dash, |n| format!("{n}s")),
+            match (
+                p["mcp"]["protocol"].as_str(),
+                p["mcp"]["transport"].as_str()
+            ) {
+                (Some(v), Some(t)) => format!("{v} ({t})"),
+                (Some(v), None) => v.to_owned(),
+                _ => dash(),
+            },
         ));
     }
     // Why a process is not running, with the last lines of its output.
@@ -966,6 +982,24 @@ pub fn status(args: StatusArgs) -> Result<String, Failure> {
         }
     }
     Ok(out.trim_end().to_owned())
+}
+
+/// The MCP revision and transport a bridge's server speaks, from the last "server ready"
+/// line its log holds since its process started (the bridge logs it once per server start).
+fn mcp_in_use(log: &std::path::Path, from: u64) -> Option<Value> {
+    let ready = mew_driver_common::client::bridge::SERVER_READY_LOG;
+    let lines = crate::autostart::log_tail_from(log, from, 200);
+    let line = lines.iter().rev().find(|l| l.contains(ready))?;
+    let field = |name: &str| {
+        let at = line.find(&format!("{name}="))? + name.len() + 1;
+        let v: String = line[at..]
+            .chars()
+            .take_while(|c| !c.is_whitespace())
+            .filter(|c| *c != '"')
+            .collect();
+        (!v.is_empty()).then_some(v)
+    };
+    Some(json!({"protocol": field("protocol")?, "transport": field("transport")}))
 }
 
 /// Runs `mew space connect`: becomes `mew client` (the token passed in the environment).

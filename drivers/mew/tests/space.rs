@@ -178,6 +178,29 @@ async fn init_up_propose_fulfil_supervise_and_down() {
         assert_eq!(p["process"]["state"], "running", "{st}");
     }
     assert_eq!(participant(&st, "human")["process"], Value::Null);
+    // The bridge's MCP revision and transport, as its server negotiated them.
+    let mcp = &participant(&st, "filesystem")["mcp"];
+    let revision = mcp["protocol"].as_str().unwrap_or_else(|| panic!("{st}"));
+    assert!(
+        [
+            "2024-11-05",
+            "2025-03-26",
+            "2025-06-18",
+            "2025-11-25",
+            "2026-07-28"
+        ]
+        .contains(&revision),
+        "{st}"
+    );
+    assert_eq!(mcp["transport"], "stdio", "{st}");
+    assert_eq!(participant(&st, "agent")["mcp"], Value::Null, "{st}");
+    let table = mew(&["space", "status"], &dir, None);
+    let table = String::from_utf8_lossy(&table.stdout);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("filesystem "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.ends_with(&format!("  {revision} (stdio)")), "{table}");
     let again = mew(
         &["space", "up", "--detach", "--port", "0"],
         &dir,

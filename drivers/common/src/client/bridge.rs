@@ -25,7 +25,8 @@ use crate::client::process::{McpProcess, ProcessEvent, ProcessRuntime, ServerCom
 use crate::clock;
 
 /// The log message (at `info`) saying the MCP server completed initialize and its lists:
-/// `mew space up` counts a bridge as started once its log says this.
+/// `mew space up` counts a bridge as started once its log says this, and `mew space status`
+/// reads the revision and transport (`protocol=`, `transport=`) from its last such line.
 pub const SERVER_READY_LOG: &str = "MCP server ready";
 
 /// How long the server's process may take to go once the bridge has exited.
@@ -368,7 +369,7 @@ impl<R: ProcessRuntime> Driver<R> {
                         }
                     }
                     Output::Participant(e) => log_participant(&e),
-                    Output::Mcp(e) => log_mcp(&e),
+                    Output::Mcp(e) => log_mcp(&e, self.http.is_some()),
                     Output::Exit(e) => exit = Some(e),
                 }
             }
@@ -412,11 +413,12 @@ fn log_participant(e: &Event) {
     }
 }
 
-fn log_mcp(e: &McpEvent) {
+fn log_mcp(e: &McpEvent, http: bool) {
     match e {
         McpEvent::Ready(d) => tracing::info!(
             server = %d.server_info,
             protocol = d.protocol_version.as_str(),
+            transport = if http { "http" } else { "stdio" },
             "{SERVER_READY_LOG}"
         ),
         McpEvent::Stderr(line) => tracing::debug!(target: "mcp_server", "{line}"),
