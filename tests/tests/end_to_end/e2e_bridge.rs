@@ -182,7 +182,7 @@ impl Gateway {
 }
 
 /// Waits until `who` sees `peer` in the space.
-async fn sees(who: &ParticipantRuntime, peer: &str) {
+pub(super) async fn sees(who: &ParticipantRuntime, peer: &str) {
     let end = Instant::now() + WAIT;
     loop {
         let peer2 = peer.to_owned();
@@ -198,7 +198,7 @@ async fn sees(who: &ParticipantRuntime, peer: &str) {
     }
 }
 
-async fn request(
+pub(super) async fn request(
     rt: &ParticipantRuntime,
     to: &str,
     method: &str,

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::gateway::SpaceConfig;
 use mew_core::mcp::{McpConfig, RestartBackoff};
-use mew_core::participant::{Event, ParticipantConfig, RequestOptions};
+use mew_core::participant::{Event, ParticipantConfig};
 use mew_driver_common::client::mcp_http::{HttpEndpoint, HttpLimits};
-use mew_tokio::{CallError, GatewayServer, ParticipantRuntime, ServerOptions, ShutdownHandle};
+use mew_tokio::{GatewayServer, ParticipantRuntime, ServerOptions, ShutdownHandle};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -177,38 +177,7 @@ impl Drop for Everything {
     }
 }
 
-async fn sees(who: &ParticipantRuntime, peer: &str) {
-    let end = Instant::now() + WAIT;
-    loop {
-        let p = peer.to_owned();
-        if who
-            .with(move |x, _| x.participants().any(|(id, _)| id == p))
-            .await
-            .unwrap()
-        {
-            return;
-        }
-        assert!(Instant::now() < end, "{peer} never joined");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn request(
-    rt: &ParticipantRuntime,
-    to: &str,
-    method: &str,
-    params: Value,
-) -> Result<Value, CallError> {
-    rt.mcp_request(
-        vec![to.into()],
-        json!({"method": method, "params": params}),
-        RequestOptions {
-            timeout: Some(WAIT),
-            ..RequestOptions::default()
-        },
-    )
-    .await
-}
+use super::e2e_bridge::{request, sees};
 
 /// Tools listed and called through the space, the server over Streamable HTTP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
