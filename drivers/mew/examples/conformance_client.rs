@@ -8,7 +8,8 @@
 //!
 //! - it makes the scenario's calls through the space as `mcp/request` envelopes to the bridge
 //!   (`tools/list`, then every listed tool; `resources/read` and `prompts/get` of what is
-//!   listed), with the arguments the suite's context names, else sample values;
+//!   listed), with the arguments the suite's context names, else sample values (and, for
+//!   the schema-preservation scenario, the listed schema echoed back);
 //! - it answers the server's questions that the bridge puts to it (`elicitation/create`):
 //!   accept, leaving fields that have a default empty (the bridge fills them in) and giving a
 //!   sample value for the others;
@@ -277,7 +278,10 @@ async fn calls(rt: &ParticipantRuntime, scenario: &str, context: &Value) -> Vec<
             .map(|c| c["arguments"].clone())
             .collect::<Vec<_>>();
         if args.is_empty() {
-            args.push(sample_arguments(&tool["inputSchema"]));
+            args.push(match echoed_schema(scenario, name, &tools) {
+                Some(schema) => json!({ "schema": schema }),
+                None => sample_arguments(&tool["inputSchema"]),
+            });
         }
         for arguments in args {
             called.insert(name.to_owned());
@@ -333,6 +337,18 @@ async fn request(rt: &ParticipantRuntime, method: &str, params: Value) -> Result
     )
     .await
     .map_err(|e| e.to_string())
+}
+
+/// `json-schema-2020-12-preservation`: its echo tool is given the input schema of its focal
+/// tool as the bridge listed it, so that the suite sees what the space saw.
+fn echoed_schema(scenario: &str, tool: &str, tools: &[Value]) -> Option<Value> {
+    if scenario != "json-schema-2020-12-preservation" || tool != "json_schema_echo" {
+        return None;
+    }
+    tools
+        .iter()
+        .find(|t| t["name"] == "json_schema_2020_12_tool")
+        .map(|t| t["inputSchema"].clone())
 }
 
 /// Arguments for a tool from its input schema: two numbers `a` and `b` as the suite's tools
