@@ -11,9 +11,11 @@
 //! answered or its timeout cancels it. An error response (a participant that does not take
 //! elicitations answers "method not found") cancels the question.
 //!
-//! A question whose call is unknown (a 2025 server's request on stdio names no call) is
-//! not guessed at: it is cancelled at once and the reason reported as
-//! [`McpEvent::Declined`]. Sampling goes the same way (`sampling/createMessage`, the answer
+//! A question whose call is unknown (a 2025 server's request on stdio, or on the HTTP GET
+//! stream, names no call) goes to the one participant whose calls the server is serving at
+//! that moment: nobody else's call can have caused it. With no call in flight, or calls of
+//! several participants, it is not guessed at: it is cancelled at once and the reason
+//! reported as [`McpEvent::Declined`]. Sampling goes the same way (`sampling/createMessage`, the answer
 //! a `CreateMessageResult`) to the participant named by
 //! [`BridgeConfig::sampling_answered_by`](super::BridgeConfig::sampling_answered_by), and
 //! is declined with a reason when none is named.
@@ -56,6 +58,24 @@ impl Bridge {
             .map(|(from, id)| (from.to_owned(), id.to_owned()))
     }
 
+    /// The one participant with calls in flight on the server, and its request when it has
+    /// exactly one: where a question that names no call goes.
+    fn sole_caller(&self) -> Option<(String, Option<String>)> {
+        let mut origins = self
+            .calls
+            .values()
+            .filter_map(|c| self.participant.call_origin(*c));
+        let (caller, request) = origins.next()?;
+        let mut only_one = true;
+        for (other, _) in origins {
+            if other != caller {
+                return None;
+            }
+            only_one = false;
+        }
+        Some((caller.to_owned(), only_one.then(|| request.to_owned())))
+    }
+
     /// A progress token for a forwarded call: the caller's own, else its request's id.
     pub(super) fn with_progress_token(
         &self,
@@ -90,14 +110,16 @@ impl Bridge {
     ) {
         let origin = self.origin(call_id);
         let (to, about) = match &ask {
-            Ask::Elicitation(_) => match origin {
-                Some((caller, request)) => (caller, Some(request)),
-                None => {
+            Ask::Elicitation(_) => match (origin, self.sole_caller()) {
+                (Some((caller, request)), _) => (caller, Some(request)),
+                (None, Some((caller, request))) => (caller, request),
+                (None, None) => {
                     return self.refuse(
                         now,
                         ask_id,
                         &ask,
-                        "the question names no call of the space, so nobody here can answer it",
+                        "the question names no call of the space, and no single participant's \
+                         calls are in flight, so nobody here can answer it",
                     );
                 }
             },

@@ -861,7 +861,7 @@ fn decline_and_an_error_response_reach_the_server_as_such() {
 }
 
 #[test]
-fn an_elicitation_of_no_call_is_refused_with_a_reason() {
+fn an_elicitation_of_no_call_goes_to_the_sole_caller_or_is_refused() {
     // A 2025 server's request over stdio names no call.
     let mut c = config(2);
     c.mcp.protocol_version = crate::mcp::ProtocolVersion::LATEST;
@@ -884,6 +884,44 @@ fn an_elicitation_of_no_call_is_refused_with_a_reason() {
     assert!(h.mcp_events.iter().any(
         |e| matches!(e, McpEvent::Declined { method, reason } if method == "elicitation/create" && reason.contains("names no call"))
     ));
+
+    // While one participant's call is in flight, a question naming no call can only be
+    // about that call: it goes to its caller, correlated to it, and the answer (defaults
+    // applied) to the server.
+    let req = h.request(&[ME], "tools/call", json!({"name":"echo","arguments":{}}));
+    h.written_request("tools/call");
+    h.sent.clear();
+    h.server_line(json!({"jsonrpc":"2.0","id":"s2","method":"elicitation/create","params":{
+        "message":"Name?","requestedSchema":{"type":"object","properties":{
+            "n":{"type":"string","default":"Ada"}}}}}));
+    let asked = h
+        .sent
+        .iter()
+        .find(|e| e["kind"] == "mcp/request")
+        .cloned()
+        .expect("the question reaches the caller");
+    assert_eq!(asked["to"], json!(["human"]));
+    assert_eq!(asked["correlation_id"], json!([req]));
+    assert_eq!(asked["payload"]["params"]["message"], "Name?");
+    h.answer_as("human", &asked, json!({"action":"accept","content":{}}));
+    let answer = h.written.iter().find(|m| m["id"] == "s2").unwrap();
+    assert_eq!(
+        answer["result"],
+        json!({"action":"accept","content":{"n":"Ada"}})
+    );
+
+    // Calls of two participants in flight: nobody can tell whose, so it is cancelled.
+    h.frame(json!({
+        "protocol":"mew/v0.4","id":"other-1","from":"bob","to":[ME],"kind":"mcp/request",
+        "payload":{"jsonrpc":"2.0","id":1,"method":"tools/call",
+                   "params":{"name":"echo","arguments":{}}}}));
+    assert_eq!(h.b.calls_in_flight(), 2, "{:?}", h.sent);
+    h.sent.clear();
+    h.server_line(json!({"jsonrpc":"2.0","id":"s3","method":"elicitation/create","params":{
+        "message":"Name?","requestedSchema":{"type":"object","properties":{}}}}));
+    assert!(h.sent.iter().all(|e| e["kind"] != "mcp/request"), "{:?}", h.sent);
+    let answer = h.written.iter().find(|m| m["id"] == "s3").unwrap();
+    assert_eq!(answer["result"], json!({"action":"cancel"}));
 }
 
 #[test]
