@@ -804,9 +804,9 @@ async fn the_server_keeps_running_while_the_gateway_is_away(driver: Driver) {
 }
 
 /// The server-everything elicitation tool called through the space over stdio: a 2025
-/// server's question on stdio names no call, so the bridge does not guess whom it is for and
-/// cancels it at once; the tool reports the cancellation and no question reaches anyone.
-async fn everything_elicitation_over_stdio_is_cancelled_not_guessed(driver: Driver) {
+/// server's question on stdio names no call, but the caller's is the only call in flight, so
+/// the question is put to the caller, who declines it; the tool reports the decline.
+async fn everything_elicitation_over_stdio_goes_to_the_sole_caller(driver: Driver) {
     let gw = Gateway::start("asks", driver).await;
     let bridge = gw.bridge(
         "asks",
@@ -819,16 +819,38 @@ async fn everything_elicitation_over_stdio_is_cancelled_not_guessed(driver: Driv
         .with(|p, _| p.forward_method("elicitation/create"))
         .await
         .unwrap();
-    let result = call_tool(&human, "asks", "trigger-elicitation-request", json!({})).await;
-    let text = result.to_string();
-    assert!(text.contains("cancel"), "{text}");
-    while let Ok(e) = events.try_recv() {
-        assert!(
-            !matches!(&e, Event::Forwarded { method, .. } if method == "elicitation/create"),
-            "a question reached the caller: {e:?}"
+    let call = call_tool(&human, "asks", "trigger-elicitation-request", json!({}));
+    let answer = async {
+        let (call_id, params) = next_event(&mut events, |e| match e {
+            Event::Forwarded {
+                call_id,
+                from,
+                method,
+                params,
+                ..
+            } if from == "asks" && method == "elicitation/create" => {
+                Some((*call_id, params.clone().unwrap_or_default()))
+            }
+            _ => None,
+        })
+        .await;
+        assert_eq!(
+            params["message"], "Please provide inputs for the following fields:",
+            "{params}"
         );
-    }
+        human
+            .with(move |p, now| p.complete_call(now, call_id, Ok(json!({"action": "decline"}))))
+            .await
+            .unwrap()
+            .unwrap();
+    };
+    let (result, ()) = tokio::join!(call, answer);
+    let text = result.to_string();
+    assert!(
+        text.contains("User declined to provide the requested information"),
+        "{text}"
+    );
     drop(bridge);
     gw.stop().await;
 }
-both!(everything_elicitation_over_stdio_is_cancelled_not_guessed);
+both!(everything_elicitation_over_stdio_goes_to_the_sole_caller);
