@@ -585,6 +585,11 @@ pub struct McpClient {
     listen: Listen,
     /// Where a reopened GET stream picks up.
     listen_last_id: Option<String>,
+    /// Until when the session's first GET stream may take to answer before the client is
+    /// ready without it: the server's messages outside calls then have their channel before
+    /// the first call, and a GET that arrives after a call is never mistaken for one that
+    /// resumes the call's stream.
+    listen_wait: Option<Time>,
     resumes: Vec<ResumeDue>,
     /// `server/discover` requests sent in this handshake.
     discover_tries: u32,
@@ -633,6 +638,7 @@ impl McpClient {
             session_id: None,
             listen: Listen::Off,
             listen_last_id: None,
+            listen_wait: None,
             resumes: Vec::new(),
             discover_tries: 0,
             inbound_call: None,
@@ -837,7 +843,7 @@ impl McpClient {
         };
         let listen = match self.listen {
             Listen::Due(t) => Some(t),
-            _ => None,
+            _ => self.listen_wait,
         };
         [
             state,
@@ -951,6 +957,9 @@ impl McpClient {
             }
         }
         self.expire_asks(now);
+        if self.listen_wait.is_some_and(|t| t <= now) {
+            self.listen_settled();
+        }
         if matches!(self.listen, Listen::Due(t) if t <= now) {
             self.listen = Listen::Off;
             self.open_listen();
@@ -1305,6 +1314,7 @@ impl McpClient {
         }
         self.listen = Listen::Off;
         self.listen_last_id = None;
+        self.listen_wait = None;
         self.resumes.clear();
         if let (true, Some(_)) = (end_session, &self.session_id) {
             let mut headers = Vec::new();

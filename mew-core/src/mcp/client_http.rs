@@ -37,6 +37,9 @@ impl McpClient {
         {
             self.session_id = Some(sid.to_owned());
         }
+        if kind == ExchangeKind::Listen {
+            self.listen_settled();
+        }
         let status = head.status;
         if status == 401 || status == 403 {
             self.set_body(exchange, Body::Ignore);
@@ -314,6 +317,7 @@ impl McpClient {
                 if self.is_operational() {
                     self.listen = Listen::Due(now + LISTEN_RETRY);
                 }
+                self.listen_settled();
             }
             ExchangeKind::Delete => {}
         }

@@ -239,8 +239,11 @@ impl McpClient {
             method: "notifications/initialized",
             params: None,
         });
-        self.described(now, desc);
         self.open_listen();
+        if matches!(self.listen, Listen::Open(_)) {
+            self.listen_wait = Some(now + self.config.list_timeout);
+        }
+        self.described(now, desc);
     }
 
     /// The handshake is done: list what the server offers.
@@ -365,8 +368,18 @@ impl McpClient {
         self.maybe_ready();
     }
 
+    /// The session's first GET stream answered (or failed, or took too long).
+    pub(super) fn listen_settled(&mut self) {
+        if self.listen_wait.take().is_some() {
+            self.maybe_ready();
+        }
+    }
+
     fn maybe_ready(&mut self) {
-        if matches!(self.state, State::Listing) && !self.initial_lists.iter().any(|&b| b) {
+        if matches!(self.state, State::Listing)
+            && !self.initial_lists.iter().any(|&b| b)
+            && self.listen_wait.is_none()
+        {
             self.state = State::Ready;
             self.attempts = 0;
             if let Some(desc) = self.server.clone() {

@@ -611,6 +611,39 @@ fn accepted(c: &mut McpClient, now: Time, x: ExchangeId) {
     c.handle_http_end(now, x);
 }
 
+/// A GET stream that never answers holds the client back for at most the list timeout.
+#[test]
+fn a_silent_get_stream_delays_ready_by_the_list_timeout_at_most() {
+    let mut c = McpClient::new(McpConfig {
+        protocol_version: ProtocolVersion::V2025_11_25,
+        list_timeout: Duration::from_secs(5),
+        ..McpConfig::http()
+    });
+    c.start(t(0)).unwrap();
+    let init = exchanges(&drain(&mut c)).remove(0);
+    json_answer(
+        &mut c,
+        t(1),
+        init.exchange,
+        json!({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","serverInfo":{"name":"s","version":"1"},"capabilities":{"tools":{}}}}),
+        &[("mcp-session-id", "session-1")],
+    );
+    let xs = exchanges(&drain(&mut c));
+    assert_eq!(xs[1].method, HttpMethod::Get);
+    json_answer(
+        &mut c,
+        t(2),
+        xs[2].exchange,
+        json!({"jsonrpc":"2.0","id":2,"result":{"tools":[]}}),
+        &[],
+    );
+    assert!(!events(drain(&mut c)).iter().any(|e| matches!(e, McpEvent::Ready(_))));
+    assert_eq!(c.poll_timeout(), Some(t(5001)));
+    c.handle_timeout(t(5001));
+    assert!(events(drain(&mut c)).iter().any(|e| matches!(e, McpEvent::Ready(_))));
+    assert_eq!(c.phase(), Phase::Ready);
+}
+
 /// A 2025-11-25 session over HTTP: the session id from the `initialize` answer on every
 /// later exchange, `MCP-Protocol-Version` after the handshake, 202 for notifications, the
 /// GET stream, and the conformance suite's `sse-retry` scenario: a response stream closed
@@ -647,35 +680,43 @@ fn http_session_with_resumption() {
         .iter()
         .map(|x| (x.method, x.header("Mcp-Method").map(str::to_owned)))
         .collect();
+    // The GET stream is opened first, and the client is ready only once it answered: a
+    // call's stream resumed later is never confused with it.
     assert_eq!(
         kinds,
         vec![
             (HttpMethod::Post, Some("notifications/initialized".into())),
-            (HttpMethod::Post, Some("tools/list".into())),
             (HttpMethod::Get, None),
+            (HttpMethod::Post, Some("tools/list".into())),
         ]
     );
     for x in &xs {
         assert_eq!(x.header("mcp-session-id"), Some("session-1"));
         assert_eq!(x.header("mcp-protocol-version"), Some("2025-03-26"));
     }
-    assert_eq!(xs[2].header("Accept"), Some("text/event-stream"));
-    assert_eq!(xs[2].body, None);
+    assert_eq!(xs[1].header("Accept"), Some("text/event-stream"));
+    assert_eq!(xs[1].body, None);
     accepted(&mut c, t(2), xs[0].exchange);
     json_answer(
         &mut c,
         t(2),
-        xs[1].exchange,
+        xs[2].exchange,
         json!({"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"test_reconnection","inputSchema":{"type":"object","properties":{},"required":[]}}]}}),
         &[("mcp-session-id", "session-1")],
     );
+    let ev = events(drain(&mut c));
+    assert!(
+        !ev.iter().any(|e| matches!(e, McpEvent::Ready(_))),
+        "ready before the GET stream answered: {ev:?}"
+    );
+    assert_eq!(c.phase(), Phase::Listing);
     // The scenario's GET stream: open, a blank event.
     c.handle_http_response(
         t(2),
-        xs[2].exchange,
+        xs[1].exchange,
         head(200, &[("content-type", "text/event-stream")]),
     );
-    c.handle_http_body(t(2), xs[2].exchange, b"data: \n\n");
+    c.handle_http_body(t(2), xs[1].exchange, b"data: \n\n");
     let ev = events(drain(&mut c));
     assert!(
         matches!(ev.last(), Some(McpEvent::Ready(d)) if d.protocol_version == ProtocolVersion::V2025_03_26),
