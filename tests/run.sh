@@ -4,8 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real MCP servers from npm for the bridge's end-to-end tests, and real MCP clients (the
-# Inspector CLI, the conformance suite with its Node 22) for the tools-mode agent's
-# (installed into the project).
+# Inspector CLI, the conformance suite with its Node 22) for the tools-mode agent's and for
+# the conformance suite's client scenarios played by a space (drivers/mew/tests/conformance.rs,
+# through tests/mcp-conformance/client-adapter and the conformance_client example that
+# nextest builds) (installed into the project).
 for d in tests/mcp-servers tests/mcp-clients; do
   (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
 done
