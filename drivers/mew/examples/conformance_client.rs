@@ -107,10 +107,7 @@ fn scratch_dir() -> PathBuf {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or_default();
-    std::env::temp_dir().join(format!(
-        "mew-conformance-{}-{nanos}",
-        std::process::id()
-    ))
+    std::env::temp_dir().join(format!("mew-conformance-{}-{nanos}", std::process::id()))
 }
 
 /// The gateway (and through it the bridge), stopped when dropped.
@@ -440,9 +437,7 @@ async fn person(rt: ParticipantRuntime, mut events: tokio::sync::mpsc::Receiver<
                     .with(move |p, now| p.complete_call(now, call_id, Ok(result)))
                     .await;
             }
-            Event::Message(env)
-                if env.from == SERVER && env.kind == Kind::ParticipantStatus =>
-            {
+            Event::Message(env) if env.from == SERVER && env.kind == Kind::ParticipantStatus => {
                 let v: Value = serde_json::from_str(&env.to_json()).unwrap_or(Value::Null);
                 let Some(url) = v["payload"]["mcp_server"]["sign_in"]["url"].as_str() else {
                     continue;

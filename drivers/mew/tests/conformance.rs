@@ -91,7 +91,8 @@ const EXTENSIONS: &[&str] = &[
     "auth/dpop-nonce",
     "auth/wif-jwt-bearer",
 ];
-const NOT_AN_EXTENSION_WE_HAVE: &str = "an OAuth extension the bridge does not implement (not scored)";
+const NOT_AN_EXTENSION_WE_HAVE: &str =
+    "an OAuth extension the bridge does not implement (not scored)";
 
 /// The checks of `scenario` that did not succeed, from the suite's results folder `out`
 /// (`<out>/<scenario>-<time>/checks.json`), with the adapter's stderr.
@@ -108,9 +109,10 @@ fn failed_checks(out: &Path, scenario: &str) -> String {
     }) else {
         return String::new();
     };
-    let checks: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(found.path().join("checks.json")).unwrap_or_default())
-            .unwrap_or_default();
+    let checks: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(found.path().join("checks.json")).unwrap_or_default(),
+    )
+    .unwrap_or_default();
     let mut text = String::new();
     for c in checks.as_array().into_iter().flatten() {
         if c["status"] != "SUCCESS" && c["status"] != "INFO" {
@@ -179,10 +181,8 @@ fn run(revision: &str, out_dir: &Path) -> BTreeMap<String, bool> {
 /// Checks the suite's results against the lists: `pass` must pass, `fail` (with reasons)
 /// must fail, and nothing else may run.
 fn check(revision: &str, pass: &[&str], fail: &[(&str, &str)]) {
-    let out = std::env::temp_dir().join(format!(
-        "mew-conformance-{revision}-{}",
-        std::process::id()
-    ));
+    let out =
+        std::env::temp_dir().join(format!("mew-conformance-{revision}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let results = run(revision, &out);
     let mut wrong = Vec::new();

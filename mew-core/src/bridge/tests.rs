@@ -891,9 +891,11 @@ fn an_elicitation_of_no_call_goes_to_the_sole_caller_or_is_refused() {
     let req = h.request(&[ME], "tools/call", json!({"name":"echo","arguments":{}}));
     h.written_request("tools/call");
     h.sent.clear();
-    h.server_line(json!({"jsonrpc":"2.0","id":"s2","method":"elicitation/create","params":{
+    h.server_line(
+        json!({"jsonrpc":"2.0","id":"s2","method":"elicitation/create","params":{
         "message":"Name?","requestedSchema":{"type":"object","properties":{
-            "n":{"type":"string","default":"Ada"}}}}}));
+            "n":{"type":"string","default":"Ada"}}}}}),
+    );
     let asked = h
         .sent
         .iter()
@@ -917,9 +919,15 @@ fn an_elicitation_of_no_call_goes_to_the_sole_caller_or_is_refused() {
                    "params":{"name":"echo","arguments":{}}}}));
     assert_eq!(h.b.calls_in_flight(), 2, "{:?}", h.sent);
     h.sent.clear();
-    h.server_line(json!({"jsonrpc":"2.0","id":"s3","method":"elicitation/create","params":{
-        "message":"Name?","requestedSchema":{"type":"object","properties":{}}}}));
-    assert!(h.sent.iter().all(|e| e["kind"] != "mcp/request"), "{:?}", h.sent);
+    h.server_line(
+        json!({"jsonrpc":"2.0","id":"s3","method":"elicitation/create","params":{
+        "message":"Name?","requestedSchema":{"type":"object","properties":{}}}}),
+    );
+    assert!(
+        h.sent.iter().all(|e| e["kind"] != "mcp/request"),
+        "{:?}",
+        h.sent
+    );
     let answer = h.written.iter().find(|m| m["id"] == "s3").unwrap();
     assert_eq!(answer["result"], json!({"action":"cancel"}));
 }

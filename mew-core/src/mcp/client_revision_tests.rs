@@ -637,10 +637,18 @@ fn a_silent_get_stream_delays_ready_by_the_list_timeout_at_most() {
         json!({"jsonrpc":"2.0","id":2,"result":{"tools":[]}}),
         &[],
     );
-    assert!(!events(drain(&mut c)).iter().any(|e| matches!(e, McpEvent::Ready(_))));
+    assert!(
+        !events(drain(&mut c))
+            .iter()
+            .any(|e| matches!(e, McpEvent::Ready(_)))
+    );
     assert_eq!(c.poll_timeout(), Some(t(5001)));
     c.handle_timeout(t(5001));
-    assert!(events(drain(&mut c)).iter().any(|e| matches!(e, McpEvent::Ready(_))));
+    assert!(
+        events(drain(&mut c))
+            .iter()
+            .any(|e| matches!(e, McpEvent::Ready(_)))
+    );
     assert_eq!(c.phase(), Phase::Ready);
 }
 
