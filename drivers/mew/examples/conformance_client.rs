@@ -216,7 +216,8 @@ async fn play(addr: &str, scenario: &str, context: &Value) -> Result<(), String>
     rt.with(|p, _| p.forward_method("elicitation/create"))
         .await
         .map_err(|e| e.to_string())?;
-    let person = tokio::spawn(person(rt.clone(), events));
+    let (gone_tx, gone) = tokio::sync::oneshot::channel();
+    let person = tokio::spawn(person(rt.clone(), events, gone_tx));
 
     // The bridge joins once the gateway has started it; it holds calls until its server is
     // ready (or signed in to).
@@ -243,7 +244,11 @@ async fn play(addr: &str, scenario: &str, context: &Value) -> Result<(), String>
         )
         .await;
 
-    let failures = calls(&rt, scenario, context).await;
+    // A bridge that leaves (its server refused it) answers nothing more: stop at once.
+    let failures = tokio::select! {
+        f = calls(&rt, scenario, context) => f,
+        Ok(why) = gone => vec![why],
+    };
     person.abort();
     rt.close().await;
     if failures.is_empty() {
@@ -425,7 +430,13 @@ fn open(url: &str) {
 }
 
 /// The person of the space: answers the questions put to it and follows sign-in links.
-async fn person(rt: ParticipantRuntime, mut events: tokio::sync::mpsc::Receiver<Event>) {
+/// `gone` hears when the bridge leaves the space.
+async fn person(
+    rt: ParticipantRuntime,
+    mut events: tokio::sync::mpsc::Receiver<Event>,
+    gone: tokio::sync::oneshot::Sender<String>,
+) {
+    let mut gone = Some(gone);
     let opened: Arc<Mutex<BTreeSet<String>>> = Arc::default();
     while let Some(event) = events.recv().await {
         match event {
@@ -448,6 +459,11 @@ async fn person(rt: ParticipantRuntime, mut events: tokio::sync::mpsc::Receiver<
                 }
                 let url = url.to_owned();
                 tokio::task::spawn_blocking(move || open(&url));
+            }
+            Event::ParticipantLeft { id } if id == SERVER => {
+                if let Some(tx) = gone.take() {
+                    let _ = tx.send("the bridge left the space (see its log)".to_owned());
+                }
             }
             _ => {}
         }
