@@ -623,6 +623,7 @@ fn render_question(f: &mut Frame, area: Rect, q: &Question, form: &Form, waiting
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let dim = Style::new().add_modifier(Modifier::DIM);
     let mut head = vec![Line::from(format!("{} asks: {}", q.from, q.message))];
+    let mut foot = Vec::new();
     let mut fields: Vec<Line> = Vec::new();
     let mut focus = 0;
     if let Some(url) = &q.url {
@@ -676,7 +677,6 @@ fn render_question(f: &mut Frame, area: Rect, q: &Question, form: &Form, waiting
             dim,
         )));
     }
-    let mut foot = Vec::new();
     if let Some(p) = &q.problem {
         foot.push(Line::from(Span::styled(format!("! {p}"), bold)));
     }
@@ -688,26 +688,44 @@ fn render_question(f: &mut Frame, area: Rect, q: &Question, form: &Form, waiting
     foot.push(Line::from(Span::styled(keys, bold)));
     let want = head.len() + fields.len() + foot.len() + 4;
     let r = centered(area, 90, u16::try_from(want).unwrap_or(u16::MAX));
-    // The fields that fit, the one typed into among them.
-    let room = usize::from(r.height.saturating_sub(2)).saturating_sub(head.len() + foot.len() + 2);
-    let first = (focus + 2).saturating_sub(room).min(fields.len());
-    let mut lines = head;
-    lines.push(Line::from(""));
-    lines.extend(fields.into_iter().skip(first).take(room));
-    lines.push(Line::from(""));
-    lines.extend(foot);
     let title = if waiting > 1 {
         format!(" question ({} more waiting) ", waiting - 1)
     } else {
         " question ".to_owned()
     };
+    let block = Block::bordered().title(title);
+    let inner = block.inner(r);
     f.render_widget(Clear, r);
+    f.render_widget(block, r);
+    // Rows a list of lines takes once wrapped to the box.
+    let width = usize::from(inner.width).max(1);
+    let rows =
+        |lines: &[Line]| -> usize { lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum() };
+    head.push(Line::from(""));
+    foot.insert(0, Line::from(""));
+    let foot_h = u16::try_from(rows(&foot)).unwrap_or(u16::MAX);
+    let head_h = u16::try_from(rows(&head))
+        .unwrap_or(u16::MAX)
+        .min(inner.height.saturating_sub(foot_h + 1));
+    let [top, middle, bottom] = Layout::vertical([
+        Constraint::Length(head_h),
+        Constraint::Min(1),
+        Constraint::Length(foot_h),
+    ])
+    .areas(inner);
+    // The field typed into, with its notes, kept in sight.
+    let before = rows(&fields[..focus.min(fields.len())]);
+    let it = rows(&fields[focus.min(fields.len())..(focus + 2).min(fields.len())]);
+    let scroll = (before + it).saturating_sub(usize::from(middle.height));
+    let wrap = Wrap { trim: false };
+    f.render_widget(Paragraph::new(head).wrap(wrap), top);
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(title)),
-        r,
+        Paragraph::new(fields)
+            .wrap(wrap)
+            .scroll((u16::try_from(scroll).unwrap_or(u16::MAX), 0)),
+        middle,
     );
+    f.render_widget(Paragraph::new(foot).wrap(wrap), bottom);
 }
 
 /// A box of at most `w` x `h` in the middle of `area`.
