@@ -280,7 +280,12 @@ function onQuestions() {
   const q = state.questions[0];
   if (!q) {
     asking = "";
-    if (ui.qDialog.open) ui.qDialog.close();
+    if (ui.qDialog.open) {
+      ui.qDialog.close();
+      // The keyboard back to the chat box, ready to type (as after a review).
+      ui.chatInput.blur();
+      ui.chatInput.focus();
+    }
     return;
   }
   if (q.id !== asking) {
