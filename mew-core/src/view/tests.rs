@@ -705,7 +705,7 @@ fn form_schema() -> Value {
         "check": {"type": "boolean", "title": "Agree"},
         "email": {"type": "string", "format": "email"},
         "integer": {"type": "integer", "title": "Integer", "minimum": 1, "maximum": 100, "default": 42},
-        "number": {"type": "number", "minimum": 0, "maximum": 1000, "default": 3.14},
+        "number": {"type": "number", "minimum": 0, "maximum": 1000, "default": 2.5},
         "friend": {"type": "string", "enum": ["Monica", "Rachel", "Joey"], "default": "Monica"},
         "hero": {"type": "string", "title": "Hero", "oneOf": [
             {"const": "hero-1", "title": "Superman"}, {"const": "hero-2", "title": "Green Lantern"}]},
@@ -771,7 +771,7 @@ fn a_form_question_is_built_from_its_schema_checked_and_answered() {
     assert_eq!(f("integer").hint, "1 to 100");
     assert_eq!(
         (f("number").kind, f("number").text.as_str()),
-        (FieldKind::Number, "3.14")
+        (FieldKind::Number, "2.5")
     );
     assert_eq!(f("friend").kind, FieldKind::Choice);
     assert_eq!(
@@ -858,7 +858,7 @@ fn a_form_question_is_built_from_its_schema_checked_and_answered() {
     ))
     .unwrap();
     let want = json!({"action": "accept", "content": {
-        "name": "Ada", "check": true, "integer": 7, "number": 3.14, "friend": "Monica",
+        "name": "Ada", "check": true, "integer": 7, "number": 2.5, "friend": "Monica",
         "hero": "hero-2", "fish": ["fish-2", "fish-3"], "legacy": "a"}});
     assert_eq!(
         actions(&mut v),
