@@ -57,3 +57,63 @@ impl Drop for MewGateway {
         let _ = self.child.wait();
     }
 }
+
+/// A Node MCP server of tests/mcp-servers serving Streamable HTTP on a free port (`PORT`
+/// in its environment), killed when dropped.
+pub struct HttpMcpServer {
+    /// The process.
+    pub child: Child,
+    /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl HttpMcpServer {
+    /// `node <tests/mcp-servers/…/script> <args>`, once it listens.
+    pub fn start(script: &str, args: &[&str]) -> HttpMcpServer {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("mcp-servers")
+            .join(script);
+        assert!(
+            path.is_file(),
+            "MCP test servers are not installed ({} missing): run `npm ci` in tests/mcp-servers",
+            path.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new("node")
+            .arg(&path)
+            .args(args)
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run node");
+        let end = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < end, "{script} never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HttpMcpServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+
+    /// `@modelcontextprotocol/server-everything` in its `streamableHttp` mode.
+    pub fn everything() -> HttpMcpServer {
+        HttpMcpServer::start(
+            "node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            &["streamableHttp"],
+        )
+    }
+}
+
+impl Drop for HttpMcpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

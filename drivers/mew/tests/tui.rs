@@ -386,3 +386,135 @@ fn agent_as(gw: &Gateway, token: &str) -> Ws {
         .insert("Authorization", format!("Bearer {token}").parse().unwrap());
     tungstenite::connect(req).unwrap().0
 }
+
+/// A space of a person and a bridge (`everything`, started by the gateway) to
+/// server-everything over Streamable HTTP; `MEW_TOKEN=human-token`.
+fn asking_space(dir: &std::path::Path, url: &str) -> mew_tests::process::MewGateway {
+    let yaml = format!(
+        "space: {{id: asks}}\nparticipants:\n  human: {{tokens: [human-token], person: true, capabilities: [{{kind: \"*\"}}]}}\n  everything:\n    type: mcp-bridge\n    auto_start: true\n    tokens: [everything-token]\n    capabilities: [{{kind: mcp/response}}, {{kind: mcp/request}}, {{kind: participant/status}}]\n    mcp_server: {{url: \"{url}\"}}\n"
+    );
+    let config = dir.join("space.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    let mut cmd = Command::new(MEW);
+    cmd.args(["gateway", "--config"])
+        .arg(&config)
+        .args(["--port", "0", "--log-level", "warn"])
+        .current_dir(dir);
+    mew_tests::process::MewGateway::start(cmd)
+}
+
+/// Whether `id` is online, as `GET /participants` tells the human.
+fn online(addr: &str, id: &str) -> bool {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = write!(
+        s,
+        "GET /participants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer human-token\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str::<Value>(body).is_ok_and(|v| {
+        v["participants"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|p| p["id"] == id && p["online"] == true))
+    })
+}
+
+/// The `/json` line that calls server-everything's elicitation tool through the space.
+const ASK_LINE: &str = r#"/json {"kind":"mcp/request","to":["everything"],"payload":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"trigger-elicitation-request","arguments":{}}}}"#;
+
+/// server-everything's question, asked because the person's call caused it, is a form in
+/// the terminal: filled from the keyboard (a value out of range is refused with the reason
+/// and nothing sent; a titled choice named by its title), answered, and the tool's result
+/// shows what was given; a second question is declined with Ctrl-D.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_question_is_answered_in_the_terminal() {
+    let server = mew_tests::process::HttpMcpServer::everything();
+    let dir = std::env::temp_dir().join(format!("mew-tui-ask-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let gw = asking_space(&dir, &server.url);
+    let addr = gw.addr.clone();
+    wait::until_ok("the bridge online", Duration::from_secs(30), || {
+        if online(&addr, "everything") {
+            Ok(())
+        } else {
+            Err("offline")
+        }
+    });
+    let tmux = Tmux(format!("mew-tui-ask-{}", std::process::id()));
+    tokio::task::spawn_blocking(move || {
+        let client = format!("{MEW} client --gateway ws://{addr} --space asks");
+        tmux.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "ui",
+            "-x",
+            "120",
+            "-y",
+            "80",
+            "-e",
+            "MEW_TOKEN=human-token",
+            &client,
+        ]);
+        tmux.until("joined as human");
+        // The bridge's tools, discovered: it is ready.
+        tmux.until("· +");
+        tmux.keys(&["-l", ASK_LINE]);
+        tmux.keys(&["Enter"]);
+        let s = tmux.until("everything asks: Please provide inputs for the following fields:");
+        assert!(s.contains("› String*: _"), "{s}");
+        assert!(s.contains("Integer: 42"), "{s}");
+        assert!(
+            s.contains("1 Superman · 2 Green Lantern · 3 Wonder Woman"),
+            "{s}"
+        );
+        // name, birthdate, check, email, firstLine, homepage, integer, ...
+        tmux.keys(&["-l", "Ada Lovelace"]);
+        for _ in 0..6 {
+            tmux.keys(&["Tab"]);
+        }
+        tmux.keys(&["BSpace", "BSpace"]);
+        tmux.keys(&["-l", "500"]);
+        tmux.keys(&["Enter"]);
+        let s = tmux.until("! Integer: must be <= 100");
+        assert!(s.contains("everything asks: Please provide inputs"), "{s}");
+        tmux.keys(&["BSpace", "BSpace", "BSpace"]);
+        tmux.keys(&["-l", "7"]);
+        // ... legacyTitledEnum, number, titledMultipleSelectEnum, titledSingleSelectEnum.
+        for _ in 0..4 {
+            tmux.keys(&["Tab"]);
+        }
+        for _ in 0.."hero-1".len() {
+            tmux.keys(&["BSpace"]);
+        }
+        tmux.keys(&["-l", "Green Lantern"]);
+        for _ in 0..8 {
+            tmux.keys(&["Up"]);
+        }
+        tmux.keys(&["-l", "yes"]);
+        tmux.keys(&["Enter"]);
+        tmux.until("everything answers:");
+        tmux.keys(&["C-o"]);
+        let s = tmux.until("- Favorite Integer: 7");
+        assert!(s.contains("- Name: Ada Lovelace"), "{s}");
+        assert!(s.contains("- Agreed to terms: true"), "{s}");
+        assert!(s.contains("\"titledSingleSelectEnum\": \"hero-2\""), "{s}");
+        assert!(s.contains("you answered everything's question"), "{s}");
+
+        tmux.keys(&["-l", ASK_LINE]);
+        tmux.keys(&["Enter"]);
+        tmux.until("Tab next field");
+        tmux.keys(&["C-d"]);
+        let s = tmux.until("User declined to provide the requested information");
+        assert!(!s.contains("Tab next field"), "{s}");
+        tmux.keys(&["C-c"]);
+    })
+    .await
+    .unwrap();
+    drop(gw);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1262,3 +1262,192 @@ async fn the_terminal_and_the_page_show_the_same_members_queue_and_suggestion() 
     assert_eq!(on_page, on_term);
     c.clone().close().await.unwrap();
 }
+
+// ---- a server's questions and sign-in notices ----------------------------------------------
+
+/// Space `web` with a person, a scripted `files` (may send its status) and `everything`, a
+/// bridge the gateway starts to server-everything over Streamable HTTP at `url`.
+fn asking_gateway(dir: &Path, url: &str) -> MewGateway {
+    let yaml = format!(
+        "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], person: true, capabilities: [{{kind: \"*\"}}]}}\n  files: {{tokens: [files-token], capabilities: [{{kind: participant/status}}, {{kind: chat}}]}}\n  everything:\n    type: mcp-bridge\n    auto_start: true\n    tokens: [everything-token]\n    capabilities: [{{kind: mcp/response}}, {{kind: mcp/request}}, {{kind: participant/status}}]\n    mcp_server: {{url: \"{url}\"}}\n"
+    );
+    let config = dir.join("space.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    let mut cmd = Command::new(MEW);
+    cmd.args(["gateway", "--config"])
+        .arg(&config)
+        .args(["--port", "0", "--log-level", "warn"])
+        .current_dir(dir);
+    MewGateway::start(cmd)
+}
+
+/// The `/json` line that calls server-everything's elicitation tool through the space.
+const ASK_LINE: &str = r#"/json {"kind":"mcp/request","to":["everything"],"payload":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"trigger-elicitation-request","arguments":{}}}}"#;
+
+async fn question_open(c: &Client) -> bool {
+    c.execute("return document.getElementById('question').open", vec![])
+        .await
+        .unwrap()
+        == json!(true)
+}
+
+async fn wait_question(c: &Client, open: bool) {
+    let end = Instant::now() + WAIT;
+    while question_open(c).await != open {
+        assert!(
+            Instant::now() < end,
+            "the question dialog did not {}; the messages: {}",
+            if open { "open" } else { "close" },
+            c.find(Locator::Id("messages"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// server-everything's question, caused by the person's call from the page, is a form in
+/// the browser built from its schema (defaults filled in, titled choices by title); a value
+/// out of range is refused with the reason shown and nothing sent; the corrected answer is
+/// what the tool reports; a second question is declined. A scripted participant's sign-in
+/// status shows as a notice with its link until its next status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_answers_a_servers_question_in_the_browser() {
+    let server = mew_tests::process::HttpMcpServer::everything();
+    let dir = scratch("question");
+    let gw = asking_gateway(&dir, &server.url);
+    let end = Instant::now() + Duration::from_secs(40);
+    while !online(&gw.addr, "everything") {
+        assert!(Instant::now() < end, "the bridge never joined");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let b = browser(&dir.join("profile"), 1280, 1000).await;
+    let c = &b.client;
+    c.goto(&format!(
+        "http://{}/ui/?space={SPACE}#token=human-token",
+        gw.addr
+    ))
+    .await
+    .unwrap();
+    wait_text(c, "#status", "joined as human").await;
+
+    // The sign-in notice of a participant's status, with its link; gone with the next one.
+    let mut files = Agent::join_as(&gw.addr, "files");
+    let sign_in = "https://auth.example.com/authorize?client_id=x&state=s";
+    files.send(
+        "participant/status",
+        &[],
+        None,
+        json!({"status": "active", "mcp_server": {"sign_in": {"url": sign_in, "host": "auth.example.com"}}}),
+    );
+    let notice = wait_text(
+        c,
+        "#notices",
+        "files needs you to sign in to auth.example.com",
+    )
+    .await;
+    assert!(notice.contains("Sign in to auth.example.com"), "{notice}");
+    let link = c
+        .find(Locator::Css("#notices a"))
+        .await
+        .unwrap()
+        .attr("href")
+        .await
+        .unwrap();
+    assert_eq!(link.as_deref(), Some(sign_in));
+    files.send(
+        "participant/status",
+        &[],
+        None,
+        json!({"status": "active", "mcp_server": {"protocol_version": "2025-11-25"}}),
+    );
+    let end = Instant::now() + WAIT;
+    while c
+        .execute("return document.getElementById('notices').hidden", vec![])
+        .await
+        .unwrap()
+        != json!(true)
+    {
+        assert!(Instant::now() < end, "the notice stayed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The question, as a form.
+    by_role(c, "textbox", "Message")
+        .await
+        .send_keys(&format!("{ASK_LINE}\n"))
+        .await
+        .unwrap();
+    wait_question(c, true).await;
+    wait_text(
+        c,
+        "#question-message",
+        "Please provide inputs for the following fields:",
+    )
+    .await;
+    let integer = by_role(c, "textbox", "Integer").await;
+    assert_eq!(integer.prop("value").await.unwrap().as_deref(), Some("42"));
+    let hero = c
+        .find(Locator::Css("#q-titledSingleSelectEnum"))
+        .await
+        .unwrap();
+    assert_eq!(hero.prop("value").await.unwrap().as_deref(), Some("hero-1"));
+    by_role(c, "textbox", "String (required)")
+        .await
+        .send_keys("Ada Lovelace")
+        .await
+        .unwrap();
+    integer.clear().await.unwrap();
+    integer.send_keys("500").await.unwrap();
+    by_role(c, "button", "Accept").await.click().await.unwrap();
+    let problem = wait_text(c, "#question-problem", "Integer: must be <= 100").await;
+    assert!(!problem.is_empty());
+    assert!(question_open(c).await);
+    // Corrected; a box ticked, a titled choice picked by its title, a second fish added.
+    integer.clear().await.unwrap();
+    integer.send_keys("7").await.unwrap();
+    by_role(c, "checkbox", "Boolean")
+        .await
+        .click()
+        .await
+        .unwrap();
+    hero.select_by_label("Green Lantern").await.unwrap();
+    by_role(c, "checkbox", "Salmon")
+        .await
+        .click()
+        .await
+        .unwrap();
+    screenshot(c, "web-question.png").await;
+    by_role(c, "button", "Accept").await.click().await.unwrap();
+    wait_question(c, false).await;
+    let log = wait_text(c, "#messages", "- Favorite Integer: 7").await;
+    for want in [
+        "- Name: Ada Lovelace",
+        "- Agreed to terms: true",
+        "\"titledSingleSelectEnum\": \"hero-2\"",
+        "\"fish-2\"",
+        "you answered everything's question",
+    ] {
+        assert!(log.contains(want), "{want} missing from {log}");
+    }
+
+    // Declined.
+    by_role(c, "textbox", "Message")
+        .await
+        .send_keys(&format!("{}\n", ASK_LINE.replace("\"id\":1", "\"id\":2")))
+        .await
+        .unwrap();
+    wait_question(c, true).await;
+    by_role(c, "button", "Decline").await.click().await.unwrap();
+    wait_question(c, false).await;
+    wait_text(
+        c,
+        "#messages",
+        "User declined to provide the requested information",
+    )
+    .await;
+    drop(files);
+}

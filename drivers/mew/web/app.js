@@ -64,6 +64,17 @@ const ui = {
   reject: el("reject", HTMLButtonElement),
   always: el("always", HTMLButtonElement),
   later: el("later", HTMLButtonElement),
+  notices: el("notices", HTMLUListElement),
+  qDialog: el("question", HTMLDialogElement),
+  qTitle: el("question-title", HTMLElement),
+  qMessage: el("question-message", HTMLElement),
+  qLinkBox: el("question-link-box", HTMLElement),
+  qLink: el("question-link", HTMLAnchorElement),
+  qForm: el("question-form", HTMLFormElement),
+  qFields: el("question-fields", HTMLElement),
+  qProblem: el("question-problem", HTMLElement),
+  qDecline: el("question-decline", HTMLButtonElement),
+  qCancel: el("question-cancel", HTMLButtonElement),
 };
 
 /** @type {M.State} */
@@ -152,6 +163,10 @@ function clear() {
   queued = new Set();
   shown = "";
   if (ui.dialog.open) ui.dialog.close();
+  asking = "";
+  if (ui.qDialog.open) ui.qDialog.close();
+  ui.notices.replaceChildren();
+  ui.notices.hidden = true;
 }
 
 /** @param {string} error */
@@ -250,7 +265,182 @@ function onChange(change) {
     document.title = `MEW: ${space}`;
   }
   if (t.all || t.queue) onQueue();
+  if (t.all || t.questions) onQuestions();
+  if (t.all || t.notices) drawNotices();
   scheduleDraw();
+}
+
+// ---- questions and sign-in notices ----------------------------------------------------------
+
+/** The question the question dialog shows. */
+let asking = "";
+
+/** The questions changed: the dialog shows the first, keeping what was typed into it. */
+function onQuestions() {
+  const q = state.questions[0];
+  if (!q) {
+    asking = "";
+    if (ui.qDialog.open) {
+      ui.qDialog.close();
+      // The keyboard back to the chat box, ready to type (as after a review).
+      ui.chatInput.blur();
+      ui.chatInput.focus();
+    }
+    return;
+  }
+  if (q.id !== asking) {
+    asking = q.id;
+    fillQuestion(q);
+  }
+  ui.qProblem.textContent = q.problem ?? "";
+  const more = state.questions.length - 1;
+  ui.qTitle.textContent = more > 0 ? `Question from ${q.from} (${more} more waiting)` : `Question from ${q.from}`;
+  if (!ui.qDialog.open && joined) {
+    ui.qDialog.showModal();
+    const first = ui.qFields.querySelector("input, select");
+    (first instanceof HTMLElement ? first : ui.qCancel).focus();
+  }
+}
+
+/**
+ * The question's form, one control per field as the core describes it.
+ * @param {M.Question} q
+ */
+function fillQuestion(q) {
+  ui.qMessage.textContent = q.message;
+  ui.qLinkBox.hidden = !q.url;
+  ui.qLink.href = q.url ?? "";
+  ui.qLink.textContent = q.url ?? "";
+  ui.qFields.replaceChildren(...q.fields.map(fieldControl));
+}
+
+/**
+ * @param {M.Field} f
+ * @returns {HTMLElement}
+ */
+function fieldControl(f) {
+  const box = document.createElement("div");
+  box.className = "field";
+  box.dataset.name = f.name;
+  box.dataset.kind = f.kind;
+  const id = `q-${f.name}`;
+  const label = `${f.title}${f.required ? " (required)" : ""}`;
+  const notes = [f.format ?? "", f.hint, f.description].filter((t) => t).join("; ");
+  if (f.kind === "choices") {
+    const set = document.createElement("fieldset");
+    const legend = document.createElement("legend");
+    legend.textContent = label;
+    set.append(legend);
+    const chosen = Array.isArray(f.default) ? f.default.map(String) : [];
+    for (const o of f.options) {
+      const l = document.createElement("label");
+      l.className = "choice";
+      const c = document.createElement("input");
+      c.type = "checkbox";
+      c.value = o.value;
+      c.checked = chosen.includes(o.value);
+      l.append(c, o.title);
+      set.append(l);
+    }
+    box.append(set);
+  } else {
+    const l = document.createElement("label");
+    l.htmlFor = id;
+    l.textContent = label;
+    /** @type {HTMLInputElement | HTMLSelectElement} */
+    let control;
+    if (f.kind === "boolean") {
+      const c = document.createElement("input");
+      c.type = "checkbox";
+      c.checked = f.default === true;
+      control = c;
+      l.className = "choice";
+    } else if (f.kind === "choice") {
+      const sel = document.createElement("select");
+      const none = document.createElement("option");
+      none.value = "";
+      none.textContent = "(none)";
+      sel.append(none);
+      for (const o of f.options) {
+        const opt = document.createElement("option");
+        opt.value = o.value;
+        opt.textContent = o.title;
+        sel.append(opt);
+      }
+      sel.value = f.text;
+      control = sel;
+    } else {
+      // Plain text for numbers too: what was typed reaches the core, which says what is wrong.
+      const c = document.createElement("input");
+      c.value = f.text;
+      if (f.kind === "number" || f.kind === "integer") c.inputMode = f.kind === "integer" ? "numeric" : "decimal";
+      if (f.format) c.placeholder = f.format;
+      control = c;
+    }
+    control.id = id;
+    if (f.required) control.setAttribute("aria-required", "true");
+    if (f.kind === "boolean") {
+      l.prepend(control);
+      box.append(l);
+    } else {
+      box.append(l, control);
+    }
+  }
+  if (notes) box.append(small(notes));
+  return box;
+}
+
+/** What the form holds: for each field what was typed or chosen, as the core reads it. */
+function questionValues() {
+  /** @type {{[name: string]: any}} */
+  const values = {};
+  for (const box of ui.qFields.querySelectorAll(".field")) {
+    if (!(box instanceof HTMLElement) || !box.dataset.name) continue;
+    const kind = box.dataset.kind;
+    if (kind === "choices") {
+      values[box.dataset.name] = [...box.querySelectorAll("input:checked")].map((c) => /** @type {HTMLInputElement} */ (c).value);
+    } else if (kind === "boolean") {
+      values[box.dataset.name] = /** @type {HTMLInputElement} */ (box.querySelector("input")).checked;
+    } else {
+      const c = box.querySelector("input, select");
+      if (c instanceof HTMLInputElement || c instanceof HTMLSelectElement) values[box.dataset.name] = c.value;
+    }
+  }
+  return values;
+}
+
+/** @param {M.Reply} reply */
+function reply(reply) {
+  if (!asking) return;
+  const values = reply === "accept" ? questionValues() : {};
+  send({ answer: { question: asking, reply, values } });
+}
+
+ui.qForm.addEventListener("submit", (e) => {
+  e.preventDefault();
+  reply("accept");
+});
+ui.qDecline.addEventListener("click", () => reply("decline"));
+ui.qCancel.addEventListener("click", () => reply("cancel"));
+ui.qDialog.addEventListener("cancel", (e) => {
+  e.preventDefault();
+  reply("cancel");
+});
+
+function drawNotices() {
+  ui.notices.hidden = state.notices.length === 0;
+  ui.notices.replaceChildren(
+    ...state.notices.map((n) => {
+      const e = document.createElement("li");
+      const a = document.createElement("a");
+      a.href = n.url;
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+      a.textContent = `Sign in to ${n.host}`;
+      e.append(n.text, a);
+      return e;
+    }),
+  );
 }
 
 /** The queue changed: the dialog follows it. */
@@ -385,6 +575,7 @@ ui.dialog.addEventListener("close", () => {
   }
 });
 ui.dialog.addEventListener("keydown", (e) => {
+  if (ui.qDialog.open) return;
   if (e.target instanceof HTMLTextAreaElement) {
     if (e.key === "Enter" && !e.shiftKey) {
       e.preventDefault();
@@ -436,7 +627,7 @@ ui.revoke.addEventListener("click", () => grantOrRevoke("revoke"));
 ui.showDiscovery.addEventListener("change", () => draw());
 
 document.addEventListener("keydown", (e) => {
-  if (ui.dialog.open || ui.space.hidden || e.ctrlKey || e.metaKey || e.altKey) return;
+  if (ui.dialog.open || ui.qDialog.open || ui.space.hidden || e.ctrlKey || e.metaKey || e.altKey) return;
   const t = e.target;
   if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement) {
     if (e.key === "Escape") /** @type {HTMLElement} */ (t).blur();

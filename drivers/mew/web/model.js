@@ -26,6 +26,13 @@ export const MAX_ITEMS = 2000;
  * @typedef {{key: string, recipient: string, capability: any, approved: string[],
  *            approvers: string[], first: string, last: string, summary: string}} Suggestion
  * @typedef {{id: string, owner: string}} Stream
+ * @typedef {{value: string, title: string}} Choice
+ * @typedef {"text" | "number" | "integer" | "boolean" | "choice" | "choices"} FieldKind
+ * @typedef {{name: string, title: string, description: string, kind: FieldKind, format?: string,
+ *            required: boolean, options: Choice[], default?: any, text: string, hint: string}} Field
+ * @typedef {{id: string, from: string, message: string, url?: string, fields: Field[],
+ *            problem?: string}} Question
+ * @typedef {{participant: string, host: string, url: string, text: string}} Notice
  * @typedef {{
  *   me: string,
  *   status: string,
@@ -37,19 +44,24 @@ export const MAX_ITEMS = 2000;
  *   streams: Stream[],
  *   background: number,
  *   verbose: boolean,
+ *   questions: Question[],
+ *   notices: Notice[],
  *   notes: string[],
  * }} State
  *
  * One change from the server: exactly one of these keys.
  * @typedef {{snapshot?: any, item?: Item, members?: Member[], queue?: Proposal[], fold?: Fold,
  *            suggestions?: Suggestion[], streams?: Stream[], status?: string,
- *            background?: {count: number, verbose: boolean}, error?: string}} Change
+ *            background?: {count: number, verbose: boolean}, questions?: Question[],
+ *            notices?: Notice[], error?: string}} Change
  *
  * What the page asks (the core's `mew_core::view::Command`).
  * @typedef {{line: string} | {approve: string} | {reject: {proposal: string, reason: string}} |
  *           {always_allow: string} | {later: string} | {grant_suggestion: string} |
  *           {dismiss_suggestion: string} |
- *           {control: {target: string, action: ControlAction}}} Command
+ *           {control: {target: string, action: ControlAction}} |
+ *           {answer: {question: string, reply: Reply, values: {[name: string]: any}}}} Command
+ * @typedef {"accept" | "decline" | "cancel"} Reply
  * @typedef {"pause" | "resume" | "forget" | "compact" | "clear" | "restart" | "shutdown"} ControlAction
  */
 
@@ -73,6 +85,8 @@ export function newState() {
     streams: [],
     background: 0,
     verbose: false,
+    questions: [],
+    notices: [],
     notes: [],
   };
 }
@@ -87,7 +101,7 @@ const list = (v) => (Array.isArray(v) ? v : []);
  * What a change touched, so the page redraws only that.
  * @typedef {{all?: boolean, items?: boolean, members?: boolean, queue?: boolean,
  *            folds?: boolean, suggestions?: boolean, streams?: boolean, status?: boolean,
- *            error?: string}} Touched
+ *            questions?: boolean, notices?: boolean, error?: string}} Touched
  */
 
 /**
@@ -110,6 +124,8 @@ export function apply(s, c) {
     s.streams = list(v.streams);
     s.background = Number(v.background ?? 0);
     s.verbose = Boolean(v.verbose);
+    s.questions = list(v.questions);
+    s.notices = list(v.notices);
     return { all: true };
   }
   if (c.item !== undefined) {
@@ -147,6 +163,14 @@ export function apply(s, c) {
     s.background = Number(c.background.count ?? 0);
     s.verbose = Boolean(c.background.verbose);
     return { items: true };
+  }
+  if (c.questions !== undefined) {
+    s.questions = list(c.questions);
+    return { questions: true };
+  }
+  if (c.notices !== undefined) {
+    s.notices = list(c.notices);
+    return { notices: true };
   }
   if (c.error !== undefined) {
     return { error: String(c.error) };

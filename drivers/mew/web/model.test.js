@@ -110,6 +110,22 @@ test("the review follows the server's queue, skipping what the page already answ
   assert.equal(M.next(s, answered), null);
 });
 
+test("questions and sign-in notices are replaced whole, and come with a snapshot", () => {
+  const s = M.newState();
+  /** @type {M.Question} */
+  const q = { id: "q1", from: "files", message: "Seats?", fields: [], problem: "Seats is required" };
+  M.apply(s, { snapshot: { ...snapshot, questions: [q], notices: [] } });
+  assert.deepEqual(s.questions.map((q) => q.problem), ["Seats is required"]);
+  assert.deepEqual(M.apply(s, { questions: [] }), { questions: true });
+  assert.deepEqual(s.questions, []);
+  const n = { participant: "files", host: "auth.example.com", url: "https://auth.example.com/a", text: "files needs you to sign in to auth.example.com" };
+  assert.deepEqual(M.apply(s, { notices: [n] }), { notices: true });
+  assert.equal(s.notices[0].text, "files needs you to sign in to auth.example.com");
+  // An older server's snapshot has neither: empty lists, not undefined.
+  M.apply(s, { snapshot });
+  assert.deepEqual([s.questions, s.notices], [[], []]);
+});
+
 test("JSON is shown as the server wrote it, indented", () => {
   const cap = JSON.parse('{"kind":"mcp/request","payload":{"method":"tools/call","params":{"arguments":{"path":"/a"},"name":"write_file"}}}');
   assert.equal(

@@ -44,7 +44,9 @@ mod sse;
 pub mod stateless;
 mod version;
 
-pub use asks::{AnswerError, Ask, AskAnswer, AskId, Elicitation, ElicitationMode};
+pub use asks::{
+    AnswerError, Ask, AskAnswer, AskId, Elicitation, ElicitationMode, answer_result, parse_ask,
+};
 pub use client::{
     AskPolicy, McpCallId, McpClient, McpConfig, McpEvent, Output, Phase, ServerDescription,
     StdoutIssue, Transport,

@@ -133,6 +133,7 @@ impl View {
                     self.changed(|s| Change::Streams(s.streams.clone()));
                 }
             }
+            Kind::ParticipantStatus if !past => self.on_status(from, payload),
             Kind::CapabilityGrant | Kind::CapabilityRevoke => {
                 self.note(format!(
                     "{from} {}: {}",
@@ -171,6 +172,7 @@ impl View {
             for change in self.others.welcome(&me, list) {
                 if let MemberChange::Left(id) = change {
                     self.tools.remove(&id);
+                    self.forget_notice(&id);
                 }
             }
         }
@@ -186,6 +188,7 @@ impl View {
         for r in &results {
             if let Ok(Some(MemberChange::Left(id))) = r {
                 self.tools.remove(id);
+                self.forget_notice(id);
             }
         }
         self.refresh_members();

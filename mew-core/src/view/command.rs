@@ -101,6 +101,11 @@ impl View {
             Command::Control { target, action } => {
                 self.actions.push_back(control(action, vec![target]));
             }
+            Command::Answer {
+                question,
+                reply,
+                values,
+            } => return self.answer(&question, reply, &values),
         }
         Ok(())
     }

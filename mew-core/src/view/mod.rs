@@ -31,6 +31,7 @@
 //!   welcome says who is here now).
 
 mod apply;
+pub mod ask;
 pub mod chatter;
 mod command;
 mod types;
@@ -38,6 +39,7 @@ mod types;
 #[cfg(test)]
 mod tests;
 
+pub use ask::{Choice, FORWARDED, Field, FieldKind, Notice, Question, Reply};
 pub use command::{ALWAYS_ALLOW_REASON, HELP};
 pub use types::{
     Action, Change, Command, ControlAction, Fold, Item, ItemKind, Member, Proposal, Stream,
@@ -76,6 +78,10 @@ pub struct View {
     last_seen: Option<String>,
     /// Envelopes held while the history is fetched; `None` when not fetching.
     held: Option<Vec<Envelope>>,
+    /// Questions open, in step with `state.questions`.
+    open: VecDeque<ask::Open>,
+    /// Questions asked so far (their ids).
+    asked: u64,
     actions: VecDeque<Action>,
     changes: VecDeque<Change>,
     /// Increments were dropped (or none was sent yet): the next change is a snapshot.
@@ -105,6 +111,8 @@ impl View {
             seen_set: BTreeSet::new(),
             last_seen: None,
             held: None,
+            open: VecDeque::new(),
+            asked: 0,
             actions: VecDeque::new(),
             changes: VecDeque::new(),
             snapshot_due: true,
@@ -166,6 +174,13 @@ impl View {
                 self.set_status(format!("disconnected: {reason}; reconnecting…"));
             }
             Event::Replaced { reason } => self.set_status(format!("replaced: {reason}")),
+            Event::Forwarded {
+                call_id,
+                from,
+                method,
+                params,
+                explicit,
+            } => self.on_forwarded(call_id.0, from, method, params.as_ref(), *explicit),
             Event::GaveUp { attempts } => {
                 self.set_status(format!(
                     "connection lost; gave up after {attempts} attempts"

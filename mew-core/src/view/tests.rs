@@ -697,3 +697,419 @@ fn a_join_that_arrives_live_while_the_history_is_fetched_is_applied() {
         v.state().members
     );
 }
+
+/// A schema of every kind of field an MCP form may hold (as server-everything asks).
+fn form_schema() -> Value {
+    json!({"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string", "title": "Name", "description": "Your full name"},
+        "check": {"type": "boolean", "title": "Agree"},
+        "email": {"type": "string", "format": "email"},
+        "integer": {"type": "integer", "title": "Integer", "minimum": 1, "maximum": 100, "default": 42},
+        "number": {"type": "number", "minimum": 0, "maximum": 1000, "default": 2.5},
+        "friend": {"type": "string", "enum": ["Monica", "Rachel", "Joey"], "default": "Monica"},
+        "hero": {"type": "string", "title": "Hero", "oneOf": [
+            {"const": "hero-1", "title": "Superman"}, {"const": "hero-2", "title": "Green Lantern"}]},
+        "legacy": {"type": "string", "enum": ["a", "b"], "enumNames": ["Alpha", "Beta"]},
+        "fish": {"type": "array", "title": "Fish", "minItems": 1, "maxItems": 2,
+                 "items": {"anyOf": [{"const": "fish-1", "title": "Tuna"},
+                                     {"const": "fish-2", "title": "Salmon"},
+                                     {"const": "fish-3", "title": "Trout"}]},
+                 "default": ["fish-1"]}
+    }})
+}
+
+fn ask(view: &mut View, call: u64, params: Value) {
+    view.handle_event(&Event::Forwarded {
+        call_id: crate::participant::CallId(call),
+        from: "files".into(),
+        method: "elicitation/create".into(),
+        params: Some(params),
+        explicit: true,
+    });
+}
+
+fn values(v: Value) -> serde_json::Map<String, Value> {
+    v.as_object().unwrap().clone()
+}
+
+#[test]
+fn a_form_question_is_built_from_its_schema_checked_and_answered() {
+    let mut v = space();
+    changes(&mut v);
+    ask(
+        &mut v,
+        7,
+        json!({"message": "Tell us", "requestedSchema": form_schema()}),
+    );
+    let q = v.state().questions[0].clone();
+    assert_eq!(
+        (q.id.as_str(), q.from.as_str(), q.message.as_str()),
+        ("q1", "files", "Tell us")
+    );
+    assert_eq!(q.url, None);
+    // Required first, then by name.
+    let names: Vec<&str> = q.fields.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "name", "check", "email", "fish", "friend", "hero", "integer", "legacy", "number"
+        ]
+    );
+    let f = |n: &str| q.fields.iter().find(|f| f.name == n).unwrap().clone();
+    assert!(f("name").required && !f("email").required);
+    assert_eq!(
+        (f("name").kind, f("name").title.as_str()),
+        (FieldKind::Text, "Name")
+    );
+    assert_eq!(f("name").description, "Your full name");
+    assert_eq!(f("email").format.as_deref(), Some("email"));
+    assert_eq!(f("check").kind, FieldKind::Boolean);
+    assert_eq!(
+        (f("integer").kind, f("integer").text.as_str()),
+        (FieldKind::Integer, "42")
+    );
+    assert_eq!(f("integer").hint, "1 to 100");
+    assert_eq!(
+        (f("number").kind, f("number").text.as_str()),
+        (FieldKind::Number, "2.5")
+    );
+    assert_eq!(f("friend").kind, FieldKind::Choice);
+    assert_eq!(
+        f("friend").options[1],
+        Choice {
+            value: "Rachel".into(),
+            title: "Rachel".into()
+        }
+    );
+    assert_eq!(
+        f("hero").options[1],
+        Choice {
+            value: "hero-2".into(),
+            title: "Green Lantern".into()
+        }
+    );
+    assert_eq!(f("legacy").options[0].title, "Alpha");
+    assert_eq!(
+        (f("fish").kind, f("fish").text.as_str()),
+        (FieldKind::Choices, "fish-1")
+    );
+    assert_eq!(f("fish").hint, "1 to 2 choices");
+    assert_eq!(f("fish").default, Some(json!(["fish-1"])));
+    assert!(texts(&v).contains(&"files asks you: Tell us".to_owned()));
+    let sent: Vec<Change> = changes(&mut v);
+    assert!(
+        sent.iter()
+            .any(|c| matches!(c, Change::Questions(q) if q.len() == 1)),
+        "{sent:?}"
+    );
+
+    // Nothing for a required field: refused with the field's title; nothing sent.
+    let err = v
+        .handle_command(Command::accept("q1", values(json!({"name": ""}))))
+        .unwrap_err();
+    assert_eq!(err, ViewError::Invalid("Name is required".into()));
+    assert_eq!(
+        v.state().questions[0].problem.as_deref(),
+        Some("Name is required")
+    );
+    // Out of range, and not a number: each told in the field's words.
+    let err = v
+        .handle_command(Command::accept(
+            "q1",
+            values(json!({"name": "Ada", "integer": "500"})),
+        ))
+        .unwrap_err();
+    assert!(err.to_string().starts_with("Integer: "), "{err}");
+    assert!(err.to_string().contains("100"), "{err}");
+    let err = v
+        .handle_command(Command::accept(
+            "q1",
+            values(json!({"name": "Ada", "integer": "lots"})),
+        ))
+        .unwrap_err();
+    assert_eq!(err.to_string(), "Integer: \"lots\" is not a whole number");
+    let err = v
+        .handle_command(Command::accept(
+            "q1",
+            values(json!({"name": "Ada", "hero": "Batman"})),
+        ))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Hero: \"Batman\" is not one of Superman, Green Lantern"
+    );
+    let err = v
+        .handle_command(Command::accept(
+            "q1",
+            values(json!({"name": "Ada", "fish": "1,2,3"})),
+        ))
+        .unwrap_err();
+    assert!(err.to_string().starts_with("Fish: "), "{err}");
+    assert!(actions(&mut v).is_empty());
+    assert_eq!(v.state().questions.len(), 1);
+
+    // Typed text becomes typed values; choices by value, title or number; defaults filled.
+    v.handle_command(Command::accept(
+        "q1",
+        values(
+            json!({"name": "Ada", "check": "yes", "integer": " 7 ", "number": "",
+                      "hero": "green lantern", "fish": "2, Trout", "legacy": "1", "email": ""}),
+        ),
+    ))
+    .unwrap();
+    let want = json!({"action": "accept", "content": {
+        "name": "Ada", "check": true, "integer": 7, "number": 2.5, "friend": "Monica",
+        "hero": "hero-2", "fish": ["fish-2", "fish-3"], "legacy": "a"}});
+    assert_eq!(
+        actions(&mut v),
+        [Action::Answer {
+            call: 7,
+            result: want
+        }]
+    );
+    assert!(v.state().questions.is_empty());
+    assert_eq!(
+        v.handle_command(Command::accept("q1", serde_json::Map::new())),
+        Err(ViewError::UnknownQuestion("q1".into()))
+    );
+
+    // Typed values as the page sends them (a checkbox, a list) pass as they are.
+    ask(
+        &mut v,
+        8,
+        json!({"message": "Again", "requestedSchema": form_schema()}),
+    );
+    v.handle_command(Command::accept(
+        "q2",
+        values(json!({"name": "Bo", "check": false, "fish": ["fish-3"], "integer": 9})),
+    ))
+    .unwrap();
+    let Some(Action::Answer { call: 8, result }) = v.poll_action() else {
+        panic!()
+    };
+    assert_eq!(result["content"]["check"], false);
+    assert_eq!(result["content"]["fish"], json!(["fish-3"]));
+    assert_eq!(result["content"]["integer"], 9);
+}
+
+#[test]
+fn a_question_may_be_declined_or_cancelled_and_a_bridges_refusal_is_shown() {
+    let mut v = space();
+    ask(
+        &mut v,
+        1,
+        json!({"message": "Seats?", "requestedSchema": {"type": "object",
+        "properties": {"seats": {"type": "integer"}}}, "_meta": {"mew/rejected": "/seats: too many"}}),
+    );
+    assert_eq!(
+        v.state().questions[0].problem.as_deref(),
+        Some("the last answer was refused: /seats: too many")
+    );
+    ask(
+        &mut v,
+        2,
+        json!({"message": "Really?", "requestedSchema": {"type": "object", "properties": {}}}),
+    );
+    // Values are not looked at when declining.
+    let answer = |reply| Command::Answer {
+        question: String::new(),
+        reply,
+        values: values(json!({"seats": "many"})),
+    };
+    let mut decline = answer(Reply::Decline);
+    if let Command::Answer { question, .. } = &mut decline {
+        *question = "q1".into();
+    }
+    v.handle_command(decline).unwrap();
+    let mut cancel = answer(Reply::Cancel);
+    if let Command::Answer { question, .. } = &mut cancel {
+        *question = "q2".into();
+    }
+    v.handle_command(cancel).unwrap();
+    assert_eq!(
+        actions(&mut v),
+        [
+            Action::Answer {
+                call: 1,
+                result: json!({"action": "decline"})
+            },
+            Action::Answer {
+                call: 2,
+                result: json!({"action": "cancel"})
+            }
+        ]
+    );
+    let t = texts(&v);
+    assert!(
+        t.contains(&"you declined files's question".to_owned()),
+        "{t:?}"
+    );
+    assert!(
+        t.contains(&"you dismissed files's question".to_owned()),
+        "{t:?}"
+    );
+}
+
+#[test]
+fn a_link_question_shows_only_web_links_and_odd_requests_are_not_kept() {
+    let mut v = space();
+    ask(
+        &mut v,
+        1,
+        json!({"mode": "url", "message": "Authorize", "url": "https://example.com/ok",
+        "elicitationId": "e1"}),
+    );
+    let q = &v.state().questions[0];
+    assert_eq!(q.url.as_deref(), Some("https://example.com/ok"));
+    assert!(q.fields.is_empty());
+    v.handle_command(Command::accept("q1", serde_json::Map::new()))
+        .unwrap();
+    assert_eq!(
+        actions(&mut v),
+        [Action::Answer {
+            call: 1,
+            result: json!({"action": "accept"})
+        }]
+    );
+    // A link a browser would run is never shown: cancelled at once.
+    ask(
+        &mut v,
+        2,
+        json!({"mode": "url", "message": "x", "url": "javascript:alert(1)"}),
+    );
+    assert!(v.state().questions.is_empty());
+    assert_eq!(
+        actions(&mut v),
+        [Action::Answer {
+            call: 2,
+            result: json!({"action": "cancel"})
+        }]
+    );
+    // Malformed: refused with the MCP client's own reason.
+    ask(&mut v, 3, json!({"message": "no schema"}));
+    let a = actions(&mut v);
+    assert!(
+        matches!(&a[..], [Action::Refuse { call: 3, code: -32602, message }] if message.contains("requestedSchema")),
+        "{a:?}"
+    );
+    // Asked of everyone: not ours to answer.
+    v.handle_event(&Event::Forwarded {
+        call_id: crate::participant::CallId(4),
+        from: "files".into(),
+        method: "elicitation/create".into(),
+        params: Some(json!({"message": "m", "requestedSchema": {"type": "object"}})),
+        explicit: false,
+    });
+    assert_eq!(actions(&mut v), [Action::Ignore { call: 4 }]);
+    assert!(v.state().questions.is_empty());
+}
+
+#[test]
+fn questions_are_bounded() {
+    let limits = ViewLimits {
+        questions: 2,
+        ..ViewLimits::default()
+    };
+    let mut v = View::new("human", limits);
+    for call in 1..=3 {
+        ask(
+            &mut v,
+            call,
+            json!({"message": "m", "requestedSchema": {"type": "object"}}),
+        );
+    }
+    assert_eq!(v.state().questions.len(), 2);
+    assert_eq!(
+        actions(&mut v),
+        [Action::Answer {
+            call: 3,
+            result: json!({"action": "cancel"})
+        }]
+    );
+}
+
+#[test]
+fn a_sign_in_notice_comes_with_a_status_and_goes_with_the_next_or_a_leave() {
+    let mut v = space();
+    changes(&mut v);
+    let mut n = 0;
+    let mut status = |sign_in: Value| {
+        n += 1;
+        json!({"kind": "participant/status", "from": "files", "id": format!("s{n}"), "payload": {
+            "status": "active", "mcp_server": {"protocol_version": "2026-07-28", "sign_in": sign_in}}})
+    };
+    msg(
+        &mut v,
+        status(
+            json!({"url": "https://auth.example.com/authorize?x=1", "host": "auth.example.com"}),
+        ),
+    );
+    assert_eq!(
+        v.state().notices,
+        [Notice {
+            participant: "files".into(),
+            host: "auth.example.com".into(),
+            url: "https://auth.example.com/authorize?x=1".into(),
+            text: "files needs you to sign in to auth.example.com".into(),
+        }]
+    );
+    let c = changes(&mut v);
+    assert!(
+        c.iter()
+            .any(|c| matches!(c, Change::Notices(n) if n.len() == 1)),
+        "{c:?}"
+    );
+    // The same status again changes nothing; a later one without sign_in removes it.
+    msg(
+        &mut v,
+        status(
+            json!({"url": "https://auth.example.com/authorize?x=1", "host": "auth.example.com"}),
+        ),
+    );
+    assert!(
+        !changes(&mut v)
+            .iter()
+            .any(|c| matches!(c, Change::Notices(_)))
+    );
+    msg(&mut v, status(Value::Null));
+    assert!(v.state().notices.is_empty());
+    assert!(
+        changes(&mut v)
+            .iter()
+            .any(|c| matches!(c, Change::Notices(n) if n.is_empty()))
+    );
+    // A link a browser would run is not shown.
+    msg(
+        &mut v,
+        status(json!({"url": "javascript:alert(1)", "host": "x"})),
+    );
+    assert!(v.state().notices.is_empty());
+    // Gone with its participant.
+    msg(
+        &mut v,
+        status(json!({"url": "https://a.example/", "host": "a.example"})),
+    );
+    assert_eq!(v.state().notices.len(), 1);
+    msg(
+        &mut v,
+        json!({"kind": "system/presence", "payload": {"event": "leave",
+        "participant": {"id": "files"}}}),
+    );
+    assert!(v.state().notices.is_empty());
+    // As the page reads it.
+    msg(
+        &mut v,
+        status(json!({"url": "https://a.example/", "host": "a.example"})),
+    );
+    let c = changes(&mut v).pop().unwrap();
+    assert_eq!(
+        serde_json::to_value(&c).unwrap(),
+        json!({"notices": [{"participant": "files", "host": "a.example", "url": "https://a.example/",
+                            "text": "files needs you to sign in to a.example"}]})
+    );
+    let cmd: Command =
+        serde_json::from_value(json!({"answer": {"question": "q1", "reply": "accept",
+        "values": {"a": "1"}}}))
+        .unwrap();
+    assert_eq!(cmd, Command::accept("q1", values(json!({"a": "1"}))));
+}

@@ -3,8 +3,9 @@
 //! renderer that follows increments ([`Change`]). Every type is serde (snake_case), as the
 //! web page receives and sends them as JSON.
 
+use super::ask::{Notice, Question, Reply};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Bounds of a view: every list it keeps has one.
@@ -32,6 +33,13 @@ pub struct ViewLimits {
     pub changes: usize,
     /// Approvals of one call shape before a grant is suggested.
     pub suggest_after: usize,
+    /// Questions open at once (more are cancelled), and sign-in notices kept.
+    #[serde(default = "default_questions")]
+    pub questions: usize,
+}
+
+fn default_questions() -> usize {
+    32
 }
 
 impl Default for ViewLimits {
@@ -48,6 +56,7 @@ impl Default for ViewLimits {
             observed: 5_000,
             changes: 1_024,
             suggest_after: 3,
+            questions: default_questions(),
         }
     }
 }
@@ -75,6 +84,12 @@ pub struct ViewState {
     pub background: u64,
     /// Whether background items are shown (`/verbose` toggles it).
     pub verbose: bool,
+    /// Questions put to the person, oldest first; the first is the one to answer now.
+    #[serde(default)]
+    pub questions: VecDeque<Question>,
+    /// Sign-in notices, one per participant that needs one.
+    #[serde(default)]
+    pub notices: Vec<Notice>,
 }
 
 /// What an item is, for how it is drawn.
@@ -253,6 +268,17 @@ pub enum Command {
         /// What to do.
         action: ControlAction,
     },
+    /// Answer a question: accept with the form's values (field name to what was typed or
+    /// chosen), decline or cancel.
+    Answer {
+        /// The question's id.
+        question: String,
+        /// Accept, decline or cancel.
+        reply: Reply,
+        /// The form's values (ignored unless accepting).
+        #[serde(default)]
+        values: Map<String, Value>,
+    },
 }
 
 /// What the participant must do for the person.
@@ -302,6 +328,27 @@ pub enum Action {
         /// Where to start.
         since: Option<String>,
     },
+    /// Answer a forwarded request (`Participant::complete_call` with `CallId(call)`).
+    Answer {
+        /// The call.
+        call: u64,
+        /// The result sent.
+        result: Value,
+    },
+    /// Answer a forwarded request with an error.
+    Refuse {
+        /// The call.
+        call: u64,
+        /// The JSON-RPC error code.
+        code: i64,
+        /// Why.
+        message: String,
+    },
+    /// Drop a forwarded request unanswered (`Participant::decline_call`): meant for another.
+    Ignore {
+        /// The call.
+        call: u64,
+    },
     /// Leave.
     Quit,
 }
@@ -333,6 +380,10 @@ pub enum Change {
         /// Whether they are shown.
         verbose: bool,
     },
+    /// The whole list of open questions.
+    Questions(Vec<Question>),
+    /// The whole list of sign-in notices.
+    Notices(Vec<Notice>),
     /// A command refused (the serving side makes it from a [`super::ViewError`]).
     Error(String),
 }
@@ -352,4 +403,10 @@ pub enum ViewError {
     /// No such slash command.
     #[error("unknown command /{0} (try /help)")]
     UnknownCommand(String),
+    /// No such question is open.
+    #[error("no question {0} is open")]
+    UnknownQuestion(String),
+    /// An answer that does not fit its question (the question stays open).
+    #[error("{0}")]
+    Invalid(String),
 }

@@ -438,6 +438,10 @@ where
         quit: false,
     };
     let (hist_tx, hist_rx) = async_channel::bounded::<History>(1);
+    // A server's questions to the person come to the view instead of being refused.
+    for m in view::FORWARDED {
+        s.p.forward_method(*m);
+    }
     s.p.start(clock::now());
     loop {
         if let Err(e) = s.pump(out).await {
@@ -706,6 +710,30 @@ impl Session {
                 Ok(d) => self.p.send(now, d).err().map(|e| format!("not sent: {e}")),
                 Err(e) => Some(format!("not sent: {e}")),
             },
+            view::Action::Answer { call, result } => self
+                .p
+                .complete_call(now, participant::CallId(call), Ok(result))
+                .err()
+                .map(|e| format!("answer not sent: {e}")),
+            view::Action::Refuse {
+                call,
+                code,
+                message,
+            } => {
+                let error = participant::ToolError {
+                    code,
+                    message,
+                    data: None,
+                };
+                let _ = self
+                    .p
+                    .complete_call(now, participant::CallId(call), Err(error));
+                None
+            }
+            view::Action::Ignore { call } => {
+                let _ = self.p.decline_call(participant::CallId(call));
+                None
+            }
             view::Action::FetchHistory { since } => {
                 self.want_history = Some(since);
                 None

@@ -16,8 +16,8 @@ pub mod screen;
 
 use std::time::Duration;
 
-use mew_core::participant::Event;
-use mew_core::view::Action;
+use mew_core::participant::{CallId, Event, ToolError};
+use mew_core::view::{Action, FORWARDED};
 use mew_driver_common::exit;
 use mew_tokio::ParticipantRuntime;
 use ratatui::crossterm::event::{self, Event as TermEvent, KeyEventKind};
@@ -66,6 +66,10 @@ pub async fn run(
             let _ = tx.send(history::fetch(url, token, me, since).await).await;
         });
     };
+    // A server's questions to the person come to the view instead of being refused.
+    let _ = rt
+        .with(|p, _| FORWARDED.iter().for_each(|m| p.forward_method(*m)))
+        .await;
     let mut terminal = ratatui::init();
     let mut screen = Screen::new(&me);
     // The join `connect` waited for; its welcome is among the events that follow.
@@ -193,6 +197,31 @@ async fn perform(
             if let Ok(Err(e)) = revoked {
                 say(format!("revoke not sent: {e}")).await;
             }
+        }
+        Action::Answer { call, result } => {
+            let done = rt
+                .with(move |p, now| p.complete_call(now, CallId(call), Ok(result)))
+                .await;
+            if let Ok(Err(e)) = done {
+                say(format!("answer not sent: {e}")).await;
+            }
+        }
+        Action::Refuse {
+            call,
+            code,
+            message,
+        } => {
+            let error = ToolError {
+                code,
+                message,
+                data: None,
+            };
+            let _ = rt
+                .with(move |p, now| p.complete_call(now, CallId(call), Err(error)))
+                .await;
+        }
+        Action::Ignore { call } => {
+            let _ = rt.with(move |p, _| p.decline_call(CallId(call))).await;
         }
         // Carried out by the loop, which owns the history channel.
         Action::FetchHistory { .. } => {}

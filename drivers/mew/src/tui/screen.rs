@@ -15,7 +15,8 @@ use mew_core::Envelope;
 use mew_core::participant::{AvailableTool, Event};
 use mew_core::view::chatter::FOLDED_LINES;
 use mew_core::view::{
-    Action, Command, Item, ItemKind, Proposal, Suggestion, View, ViewLimits, ViewState,
+    Action, Command, FieldKind, Item, ItemKind, Proposal, Question, Reply, Suggestion, View,
+    ViewLimits, ViewState,
 };
 
 /// Input history kept.
@@ -29,6 +30,7 @@ const MAX_TOOLS_SHOWN: usize = 5;
 const KEYS: &[&str] = &[
     "type a line and Enter to chat; Enter on an empty line reviews waiting proposals",
     "review: y approve once, n reject, a always allow, Esc later; suggestion: g grant, d dismiss",
+    "question: Tab/Up/Down move between fields, Enter answers, Ctrl-D declines, Esc cancels",
     "Ctrl-O expands long texts",
 ];
 
@@ -42,6 +44,19 @@ enum Dialog {
     Reason(String),
     /// Confirming the grant of "always allow".
     Confirm,
+    /// Answering the first question of the view.
+    Question,
+}
+
+/// What the person typed into the form of the question answered now.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Form {
+    /// The question's id.
+    question: String,
+    /// One text per field, starting with the field's default.
+    texts: Vec<String>,
+    /// The field being typed into.
+    at: usize,
 }
 
 /// The screen: the view, and how it is drawn.
@@ -54,6 +69,8 @@ pub struct Screen {
     dialog: Option<Dialog>,
     /// Long texts shown whole (Ctrl-O).
     expanded: bool,
+    /// The form of the question answered now.
+    form: Form,
 }
 
 fn short(v: &serde_json::Value, max: usize) -> String {
@@ -75,6 +92,7 @@ impl Screen {
             history_at: None,
             dialog: None,
             expanded: false,
+            form: Form::default(),
         }
     }
 
@@ -119,6 +137,17 @@ impl Screen {
     fn follow(&mut self, feed: impl FnOnce(&mut View)) {
         let before: Vec<String> = self.state().queue.iter().map(|p| p.id.clone()).collect();
         feed(&mut self.view);
+        // A question holds up someone's call: it comes before anything else on the screen,
+        // but never interrupts a reason being typed.
+        let asked = !self.state().questions.is_empty();
+        if asked && matches!(self.dialog, None | Some(Dialog::Review | Dialog::Suggest)) {
+            self.dialog = Some(Dialog::Question);
+            self.sync_form();
+            return;
+        }
+        if !asked && self.dialog == Some(Dialog::Question) {
+            self.dialog = None;
+        }
         let queue = &self.state().queue;
         let closed = before.iter().any(|id| !queue.iter().any(|p| &p.id == id));
         let arrived = queue.iter().any(|p| !before.contains(&p.id));
@@ -138,13 +167,85 @@ impl Screen {
 
     /// After a decision: the next proposal, else the next suggestion, else the input line.
     fn next_dialog(&mut self) {
-        self.dialog = if !self.state().queue.is_empty() {
+        self.dialog = if !self.state().questions.is_empty() {
+            self.sync_form();
+            Some(Dialog::Question)
+        } else if !self.state().queue.is_empty() {
             Some(Dialog::Review)
         } else if !self.state().suggestions.is_empty() {
             Some(Dialog::Suggest)
         } else {
             None
         };
+    }
+
+    /// The form follows the first question: a new one starts from its defaults.
+    fn sync_form(&mut self) {
+        let Some(q) = self.state().questions.front() else {
+            self.form = Form::default();
+            return;
+        };
+        if self.form.question != q.id {
+            self.form = Form {
+                question: q.id.clone(),
+                texts: q.fields.iter().map(|f| f.text.clone()).collect(),
+                at: 0,
+            };
+        }
+    }
+
+    /// A key in the question's dialog.
+    fn question_key(&mut self, key: KeyEvent) {
+        self.sync_form();
+        let Some(q) = self.state().questions.front() else {
+            return self.next_dialog();
+        };
+        let n = q.fields.len();
+        let reply = |r| Command::Answer {
+            question: q.id.clone(),
+            reply: r,
+            values: Default::default(),
+        };
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let command = match key.code {
+            KeyCode::Char('d') if ctrl => reply(Reply::Decline),
+            KeyCode::Esc => reply(Reply::Cancel),
+            KeyCode::Enter => Command::Answer {
+                question: q.id.clone(),
+                reply: Reply::Accept,
+                values: q
+                    .fields
+                    .iter()
+                    .zip(&self.form.texts)
+                    .map(|(f, t)| (f.name.clone(), serde_json::Value::String(t.clone())))
+                    .collect(),
+            },
+            KeyCode::Tab | KeyCode::Down if n > 0 => {
+                self.form.at = (self.form.at + 1) % n;
+                return;
+            }
+            KeyCode::BackTab | KeyCode::Up if n > 0 => {
+                self.form.at = (self.form.at + n - 1) % n;
+                return;
+            }
+            KeyCode::Backspace => {
+                if let Some(t) = self.form.texts.get_mut(self.form.at) {
+                    t.pop();
+                }
+                return;
+            }
+            KeyCode::Char(c) if !ctrl => {
+                if let Some(t) = self.form.texts.get_mut(self.form.at) {
+                    t.push(c);
+                }
+                return;
+            }
+            _ => return,
+        };
+        // A refused answer leaves the question open with its reason shown in the dialog.
+        if self.view.handle_command(command).is_ok() {
+            self.next_dialog();
+        }
     }
 
     /// Gives the view a command; a refusal becomes a note.
@@ -212,6 +313,7 @@ impl Screen {
                 }
                 _ => {}
             },
+            Some(Dialog::Question) => self.question_key(key),
             Some(Dialog::Confirm) => match key.code {
                 KeyCode::Enter | KeyCode::Char('y') => self.decide(Command::AlwaysAllow),
                 KeyCode::Esc | KeyCode::Char('n') => self.dialog = Some(Dialog::Review),
@@ -325,12 +427,34 @@ impl Screen {
     pub fn render(&self, f: &mut Frame) {
         let s = self.state();
         let area = f.area();
-        let [main, input, status] = Layout::vertical([
+        let notices = u16::try_from(s.notices.len().min(4) * 2).unwrap_or(8);
+        let [banner, main, input, status] = Layout::vertical([
+            Constraint::Length(if notices == 0 { 0 } else { notices + 2 }),
             Constraint::Min(3),
             Constraint::Length(3),
             Constraint::Length(1),
         ])
         .areas(area);
+        if notices > 0 {
+            let lines: Vec<Line> = s
+                .notices
+                .iter()
+                .take(4)
+                .flat_map(|n| {
+                    [
+                        Line::from(Span::styled(
+                            n.text.clone(),
+                            Style::new().add_modifier(Modifier::BOLD),
+                        )),
+                        Line::from(format!("  open {}", n.url)),
+                    ]
+                })
+                .collect();
+            f.render_widget(
+                Paragraph::new(lines).block(Block::bordered().title(" sign in ")),
+                banner,
+            );
+        }
         let side = if main.width >= 70 { 24 } else { 0 };
         let [messages, panel] =
             Layout::horizontal([Constraint::Min(20), Constraint::Length(side)]).areas(main);
@@ -390,6 +514,11 @@ impl Screen {
             status,
         );
         match (&self.dialog, s.queue.front(), s.suggestions.front()) {
+            (Some(Dialog::Question), _, _) => {
+                if let Some(q) = s.questions.front() {
+                    render_question(f, area, q, &self.form, s.questions.len());
+                }
+            }
             (Some(Dialog::Suggest), _, Some(sg)) => render_suggestion(f, area, sg),
             (Some(d), Some(p), _) if *d != Dialog::Suggest => {
                 render_dialog(f, area, d, p, s.queue.len());
@@ -464,7 +593,7 @@ fn render_dialog(f: &mut Frame, area: Rect, d: &Dialog, p: &Proposal, waiting: u
             lines.push(Line::from(format!("reason: {reason}_")));
             lines.push(Line::from("Enter reject   Esc back"));
         }
-        Dialog::Suggest => {}
+        Dialog::Suggest | Dialog::Question => {}
         Dialog::Confirm => {
             lines.push(Line::from(format!(
                 "grant {}: {}",
@@ -486,6 +615,117 @@ fn render_dialog(f: &mut Frame, area: Rect, d: &Dialog, p: &Proposal, waiting: u
             .block(Block::bordered().title(title)),
         r,
     );
+}
+
+/// The question's dialog: its message, then its link or its form (the field typed into
+/// marked, kept in sight), the reason the last answer was refused, and the keys.
+fn render_question(f: &mut Frame, area: Rect, q: &Question, form: &Form, waiting: usize) {
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let dim = Style::new().add_modifier(Modifier::DIM);
+    let mut head = vec![Line::from(format!("{} asks: {}", q.from, q.message))];
+    let mut foot = Vec::new();
+    let mut fields: Vec<Line> = Vec::new();
+    let mut focus = 0;
+    if let Some(url) = &q.url {
+        head.push(Line::from(""));
+        head.push(Line::from(format!("open {url}")));
+    }
+    for (i, field) in q.fields.iter().enumerate() {
+        let here = i == form.at;
+        if here {
+            focus = fields.len();
+        }
+        let text = form.texts.get(i).map_or("", String::as_str);
+        let mark = if here { "›" } else { " " };
+        let star = if field.required { "*" } else { "" };
+        let cursor = if here { "_" } else { "" };
+        let style = if here { bold } else { Style::new() };
+        fields.push(Line::from(vec![
+            Span::styled(format!("{mark} {}{star}: ", field.title), style),
+            Span::raw(format!("{text}{cursor}")),
+        ]));
+        let mut info = Vec::new();
+        match field.kind {
+            FieldKind::Boolean => info.push("yes or no".to_owned()),
+            FieldKind::Choice | FieldKind::Choices => {
+                let opts: Vec<String> = field
+                    .options
+                    .iter()
+                    .enumerate()
+                    .map(|(n, o)| format!("{} {}", n + 1, o.title))
+                    .collect();
+                let how = if field.kind == FieldKind::Choices {
+                    "comma-separated: "
+                } else {
+                    ""
+                };
+                info.push(format!("{how}{}", opts.join(" · ")));
+            }
+            _ => {}
+        }
+        if let Some(fmt) = &field.format {
+            info.push(fmt.clone());
+        }
+        if !field.hint.is_empty() {
+            info.push(field.hint.clone());
+        }
+        if !field.description.is_empty() {
+            info.push(field.description.clone());
+        }
+        fields.push(Line::from(Span::styled(
+            format!("    {}", info.join("; ")),
+            dim,
+        )));
+    }
+    if let Some(p) = &q.problem {
+        foot.push(Line::from(Span::styled(format!("! {p}"), bold)));
+    }
+    let keys = if q.url.is_some() {
+        "Enter opened it   Ctrl-D decline   Esc cancel"
+    } else {
+        "Tab next field   Enter answer   Ctrl-D decline   Esc cancel"
+    };
+    foot.push(Line::from(Span::styled(keys, bold)));
+    let want = head.len() + fields.len() + foot.len() + 4;
+    let r = centered(area, 90, u16::try_from(want).unwrap_or(u16::MAX));
+    let title = if waiting > 1 {
+        format!(" question ({} more waiting) ", waiting - 1)
+    } else {
+        " question ".to_owned()
+    };
+    let block = Block::bordered().title(title);
+    let inner = block.inner(r);
+    f.render_widget(Clear, r);
+    f.render_widget(block, r);
+    // Rows a list of lines takes once wrapped to the box.
+    let width = usize::from(inner.width).max(1);
+    let rows =
+        |lines: &[Line]| -> usize { lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum() };
+    head.push(Line::from(""));
+    foot.insert(0, Line::from(""));
+    let foot_h = u16::try_from(rows(&foot)).unwrap_or(u16::MAX);
+    let head_h = u16::try_from(rows(&head))
+        .unwrap_or(u16::MAX)
+        .min(inner.height.saturating_sub(foot_h + 1));
+    let [top, middle, bottom] = Layout::vertical([
+        Constraint::Length(head_h),
+        Constraint::Min(1),
+        Constraint::Length(foot_h),
+    ])
+    .areas(inner);
+    // The field typed into, with its notes, kept in sight.
+    let before = rows(&fields[..focus.min(fields.len())]);
+    let it = rows(&fields[focus.min(fields.len())..(focus + 2).min(fields.len())]);
+    let scroll = (before + it).saturating_sub(usize::from(middle.height));
+    let wrap = Wrap { trim: false };
+    f.render_widget(Paragraph::new(head).wrap(wrap), top);
+    f.render_widget(
+        Paragraph::new(fields)
+            .wrap(wrap)
+            .scroll((u16::try_from(scroll).unwrap_or(u16::MAX), 0)),
+        middle,
+    );
+    f.render_widget(Paragraph::new(foot).wrap(wrap), bottom);
 }
 
 /// A box of at most `w` x `h` in the middle of `area`.

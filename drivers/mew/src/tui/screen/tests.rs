@@ -568,3 +568,115 @@ fn capabilities_show_their_patterns_and_own_listings_are_chatter() {
         "{f}"
     );
 }
+
+fn ctrl(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+}
+
+fn asked(s: &mut Screen, call: u64, params: Value) {
+    s.handle_event(&Event::Forwarded {
+        call_id: mew_core::participant::CallId(call),
+        from: "files".into(),
+        method: "elicitation/create".into(),
+        params: Some(params),
+        explicit: true,
+    });
+}
+
+#[test]
+fn a_question_is_a_form_answered_from_the_keyboard() {
+    let mut s = space();
+    asked(
+        &mut s,
+        5,
+        json!({"message": "Book seats", "requestedSchema": {"type": "object",
+        "required": ["seats"], "properties": {
+            "seats": {"type": "integer", "title": "Seats", "minimum": 1, "maximum": 4},
+            "window": {"type": "boolean", "title": "Window", "default": true},
+            "meal": {"type": "string", "title": "Meal", "oneOf": [
+                {"const": "v", "title": "Veggie"}, {"const": "m", "title": "Meat"}]}}}}),
+    );
+    let f = frame(&s, 90, 30);
+    assert!(f.contains("files asks: Book seats"), "{f}");
+    assert!(f.contains("› Seats*: _"), "{f}");
+    assert!(f.contains("Window: yes"), "{f}");
+    assert!(f.contains("1 Veggie · 2 Meat"), "{f}");
+    assert!(f.contains("1 to 4"), "{f}");
+    // Too many seats: refused with the reason in the dialog, nothing sent.
+    assert!(typed(&mut s, "9").is_empty());
+    let f = frame(&s, 90, 30);
+    assert!(f.contains("! Seats: "), "{f}");
+    insta::assert_snapshot!("question_form", f);
+    // Corrected, the next field chosen by its number, then answered.
+    s.press(key(KeyCode::Backspace));
+    // Required first, then by name: seats, meal, window.
+    for k in [
+        key(KeyCode::Char('2')),
+        key(KeyCode::Tab),
+        key(KeyCode::Char('2')),
+    ] {
+        s.press(k);
+    }
+    let a = s.press(key(KeyCode::Enter));
+    assert_eq!(
+        a,
+        [Action::Answer {
+            call: 5,
+            result: json!({"action": "accept", "content": {
+            "seats": 2, "window": true, "meal": "m"}})
+        }]
+    );
+    assert!(!frame(&s, 90, 30).contains("Book seats\n"));
+    // Declined and cancelled with their keys; a link is shown whole.
+    asked(
+        &mut s,
+        6,
+        json!({"message": "Sure?", "requestedSchema": {"type": "object"}}),
+    );
+    assert_eq!(
+        s.press(ctrl('d')),
+        [Action::Answer {
+            call: 6,
+            result: json!({"action": "decline"})
+        }]
+    );
+    asked(
+        &mut s,
+        7,
+        json!({"mode": "url", "message": "Connect", "url": "https://auth.example.com/a"}),
+    );
+    let f = frame(&s, 90, 30);
+    assert!(f.contains("open https://auth.example.com/a"), "{f}");
+    assert_eq!(
+        s.press(key(KeyCode::Esc)),
+        [Action::Answer {
+            call: 7,
+            result: json!({"action": "cancel"})
+        }]
+    );
+}
+
+#[test]
+fn a_sign_in_notice_shows_above_the_messages_until_the_next_status() {
+    let mut s = space();
+    s.on_envelope(
+        &json!({"kind": "participant/status", "from": "files", "id": "st1",
+        "payload": {"mcp_server": {"sign_in": {"url": "https://auth.example.com/authorize?c=1",
+                                                "host": "auth.example.com"}}}}),
+    );
+    let f = frame(&s, 100, 24);
+    assert!(
+        f.contains("files needs you to sign in to auth.example.com"),
+        "{f}"
+    );
+    assert!(
+        f.contains("open https://auth.example.com/authorize?c=1"),
+        "{f}"
+    );
+    s.on_envelope(
+        &json!({"kind": "participant/status", "from": "files", "id": "st2",
+        "payload": {"mcp_server": {"protocol_version": "2025-11-25"}}}),
+    );
+    let f = frame(&s, 100, 24);
+    assert!(!f.contains("sign in"), "{f}");
+}
