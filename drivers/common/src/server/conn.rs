@@ -19,6 +19,7 @@ use tungstenite::{Error as WsError, Message};
 use crate::Response;
 use crate::clock::{self, Sleep};
 use crate::server::frames::{Batch, RawSocket};
+use crate::server::hops;
 use crate::server::host::{CLOSE_GRACE, ConnLink, Input, WRITE_BATCH, WriterCmd};
 
 /// A task that owns the space's core instead of [`run_core`] (a replicated space's
@@ -215,7 +216,14 @@ where
             Either::Right(_) => return,
         };
         let input = match msg {
-            Some(Ok(Message::Text(t))) => Input::Frame(id, Bytes::from(t)),
+            Some(Ok(Message::Text(t))) => {
+                if hops::enabled() {
+                    let mut ids = Vec::new();
+                    hops::traced_ids(t.as_bytes(), &mut ids);
+                    hops::record(&ids, hops::Hop::Read, id.as_u64());
+                }
+                Input::Frame(id, Bytes::from(t))
+            }
             Some(Ok(Message::Binary(b))) => Input::Frame(id, b),
             // A client's ping is activity too; tungstenite answers it.
             Some(Ok(Message::Pong(_) | Message::Ping(_))) => Input::Pong(id),
@@ -288,6 +296,7 @@ async fn writer<S: Sleep, W, X>(
     let mut batch = Batch::default();
     let (mut frames, mut bytes) = (0usize, 0usize);
     let (mut stop, mut reading) = (false, true);
+    let mut traced = hops::enabled().then(Vec::new);
     loop {
         let mut next = if reading {
             match select(
@@ -331,6 +340,12 @@ async fn writer<S: Sleep, W, X>(
                 next = commands.try_recv().ok();
             }
         }
+        if traced.is_some() {
+            traced = Some(batch.traced_ids());
+            if let Some(ids) = &traced {
+                hops::record(ids, hops::Hop::Taken, id.as_u64());
+            }
+        }
         // Every socket operation races the close deadline, so a peer that stopped reading
         // cannot keep this task (and its socket) alive after the core closed it.
         let written = match select(
@@ -342,6 +357,9 @@ async fn writer<S: Sleep, W, X>(
             Either::Left((r, _)) => r.is_ok(),
             Either::Right(_) => false,
         };
+        if let Some(ids) = &traced {
+            hops::record(ids, hops::Hop::Written, id.as_u64());
+        }
         if stop {
             if frames > 0 {
                 let _ = core.send(Input::Sent(id, frames, bytes)).await;

@@ -405,6 +405,9 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
                 // Trace level: free unless asked for (`--log-level mew_driver_common=trace`).
                 let _span =
                     tracing::trace_span!("envelope", conn = %id, bytes = frame.len()).entered();
+                if crate::server::hops::enabled() {
+                    crate::server::hops::applied(&frame, id.as_u64());
+                }
                 let input = GwInput::Frame { conn: id, frame };
                 if self.timing.sample() {
                     let t = std::time::Instant::now();
@@ -629,6 +632,9 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
             }
         }
         self.flush_dirty();
+        if crate::server::hops::enabled() {
+            crate::server::hops::pass_end();
+        }
     }
 
     /// Audit lines lost, by the writer's full queue or the core's untaken batch.
