@@ -26,7 +26,9 @@
 //! Environment: `MEW_EXTERNAL_K` (10), `MEW_EXTERNAL_M` (300,000 at K = 10, 40,000 at
 //! K = 100, scaled between), `MEW_EXTERNAL_WINDOW` (100), `MEW_EXTERNAL_RUNS` (3),
 //! `MEW_EXTERNAL_SERVERS` (`bare,mew,mew-audit,mew-durable,mew-off`), `MEW_BIN` (the `mew`
-//! binary; by default `target/release/mew` beside this program), `MEW_EXTERNAL_HOPS` (set:
+//! binary; by default `target/release/mew` beside this program; a kind ending in `@b`, such
+//! as `mew@b`, runs `MEW_BIN_B` instead, to compare two builds in one run),
+//! `MEW_EXTERNAL_HOPS` (set:
 //! one message in 64 is traced through the gateway's hops, see
 //! `mew_driver_common::server::hops`, and where its time went is printed per kind; the
 //! tracing costs a little throughput, so measure the table without it).
@@ -172,7 +174,10 @@ fn start_bare() -> Server {
     }
 }
 
-fn mew_bin() -> PathBuf {
+fn mew_bin(other: bool) -> PathBuf {
+    if other {
+        return PathBuf::from(std::env::var("MEW_BIN_B").expect("MEW_BIN_B for a kind @b"));
+    }
     if let Ok(p) = std::env::var("MEW_BIN") {
         return PathBuf::from(p);
     }
@@ -195,7 +200,7 @@ fn mew_bin() -> PathBuf {
 /// chat; the space's defaults except for what the kind turns off.
 fn space_yaml(kind: &str, k: usize) -> String {
     use std::fmt::Write as _;
-    let (audit, durable) = match kind {
+    let (audit, durable) = match kind.trim_end_matches("@b") {
         "mew" => (true, true),
         "mew-audit" => (true, false),
         "mew-durable" => (false, true),
@@ -233,7 +238,7 @@ fn start_mew(kind: &str, k: usize, round: usize, hops: Option<&PathBuf>) -> Serv
         .expect("a free port")
         .port();
     let log = std::fs::File::create(dir.join("gateway.out")).expect("gateway.out");
-    let mut cmd = Command::new(mew_bin());
+    let mut cmd = Command::new(mew_bin(kind.ends_with("@b")));
     if let Some(h) = hops {
         cmd.env("MEW_HOP_TRACE", h);
     }
@@ -638,8 +643,15 @@ fn main() {
         _ => {}
     }
     let k = support::env_usize("MEW_EXTERNAL_K", 10).max(2);
-    // 300,000 at K = 10 and 40,000 at K = 100: about the same deliveries, 3 million.
-    let m = support::env_usize("MEW_EXTERNAL_M", (3_000_000 / k.max(10)).max(1000));
+    // 300,000 at K = 10 and 40,000 at K = 100.
+    let m = support::env_usize(
+        "MEW_EXTERNAL_M",
+        if k <= 10 {
+            300_000
+        } else {
+            (4_000_000 / k).max(1000)
+        },
+    );
     let window = support::env_usize("MEW_EXTERNAL_WINDOW", 100).max(1);
     let runs = support::env_usize("MEW_EXTERNAL_RUNS", 3).max(1);
     let kinds = std::env::var("MEW_EXTERNAL_SERVERS")
