@@ -331,6 +331,9 @@ const TRACE_EVERY: usize = 64;
 const HOP_SENT: u8 = 10;
 const HOP_RECEIVED: u8 = 11;
 
+/// A load generator's stamp: sequence number, hop, receiver (0: the sender), nanoseconds.
+type Stamp = (usize, u8, usize, u64);
+
 /// Envelope `seq`, padded to [`MESSAGE_BYTES`]; a traced one's id is `hop-<seq>`.
 fn envelope(seq: usize, traced: bool) -> String {
     let prefix = if traced { "hop" } else { "m" };
@@ -372,8 +375,8 @@ async fn run(
     trace: Option<PathBuf>,
 ) -> serde_json::Value {
     use mew_driver_common::server::hops::monotonic_ns;
-    let traced = |seq: usize| trace.is_some() && seq % TRACE_EVERY == 0;
-    let stamps: Arc<std::sync::Mutex<Vec<(usize, u8, usize, u64)>>> = Arc::default();
+    let traced = |seq: usize| trace.is_some() && seq.is_multiple_of(TRACE_EVERY);
+    let stamps: Arc<std::sync::Mutex<Vec<Stamp>>> = Arc::default();
     let token = |i: usize| mew.then(|| format!("tok-{i}"));
     let base = Instant::now();
     let receivers_n = k - 1;
