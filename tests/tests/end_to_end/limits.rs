@@ -266,3 +266,79 @@ async fn two_hundred_thousand_binary_frames_close_no_one_else() {
     );
     stop.shutdown();
 }
+
+/// A receiver that stops reading while a burst goes to it gets every message, whole and in
+/// order, once it reads again: the core writes to a socket itself only while nothing is
+/// ahead, and leaves what a full socket did not take to the connection's writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_pauses_gets_a_burst_whole_and_in_order() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    const N: usize = 2_500;
+    const TEXT: usize = 6_000;
+    let yaml = "space: {id: s}\nlogging: {enabled: false}\ngateway: {rate_limit: off}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: chat}]}\n  b: {tokens: [tb], capabilities: [{kind: chat}]}\n";
+    let config = mew_core::gateway::SpaceConfig::from_yaml(yaml).unwrap();
+    let server = GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let stop = server.shutdown_handle();
+    tokio::spawn(server.serve());
+    let join = |token: &'static str| async move {
+        let mut req = format!("ws://{addr}/ws?space=s")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) if t.contains("system/welcome") => break ws,
+                Some(Ok(_)) => {}
+                other => panic!("no welcome: {other:?}"),
+            }
+        }
+    };
+    let mut b = join("tb").await;
+    let a = join("ta").await;
+    let (mut tx, mut rx) = a.split();
+    // a's own copies are read as they come.
+    let echo = tokio::spawn(async move {
+        let mut n = 0;
+        while n < N {
+            match rx.next().await {
+                Some(Ok(Message::Text(t))) if t.contains("\"chat\"") => n += 1,
+                Some(Ok(_)) => {}
+                other => panic!("a lost its connection: {other:?}"),
+            }
+        }
+    });
+    let pad = "x".repeat(TEXT);
+    for i in 0..N {
+        let env = format!(
+            r#"{{"protocol":"mew/v0.4","id":"c-{i}","kind":"chat","payload":{{"text":"{pad}"}}}}"#
+        );
+        tx.feed(Message::text(env)).await.unwrap();
+    }
+    tx.flush().await.unwrap();
+    // b has read nothing meanwhile: its socket filled up long before the burst ended.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut next = 0;
+    while next < N {
+        let msg = tokio::time::timeout(Duration::from_secs(20), b.next())
+            .await
+            .expect("the burst keeps coming")
+            .expect("b's connection is open")
+            .expect("a valid frame");
+        let Message::Text(t) = msg else { continue };
+        let v: serde_json::Value = serde_json::from_str(&t).expect("a whole envelope");
+        if v["kind"] != "chat" {
+            continue;
+        }
+        assert_eq!(v["id"], format!("c-{next}"), "in order");
+        assert_eq!(v["payload"]["text"].as_str().map(str::len), Some(TEXT));
+        next += 1;
+    }
+    echo.await.unwrap();
+    stop.shutdown();
+}

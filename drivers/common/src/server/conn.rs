@@ -18,7 +18,8 @@ use tungstenite::{Error as WsError, Message};
 
 use crate::Response;
 use crate::clock::{self, Sleep};
-use crate::server::frames::{Batch, RawSocket};
+use crate::server::frames::{Batch, Frames, RawSocket};
+use crate::server::hops;
 use crate::server::host::{CLOSE_GRACE, ConnLink, Input, WRITE_BATCH, WriterCmd};
 
 /// A task that owns the space's core instead of [`run_core`] (a replicated space's
@@ -48,12 +49,31 @@ impl<T> crate::server::host::Reply<T> for oneshot::Sender<T> {
 pub struct SocketLink {
     writer: async_channel::Sender<WriterCmd>,
     closing: async_channel::Sender<()>,
+    /// The connection's socket, for frames the core writes itself while the writer has
+    /// nothing to do (`None`: a connection inside the process, which has no socket).
+    direct: Option<std::sync::Arc<dyn Direct>>,
 }
 
 impl ConnLink for SocketLink {
     fn send(&self, cmd: WriterCmd) {
+        if let Some(d) = &self.direct {
+            d.queue();
+        }
         // Unbounded: the core bounds each connection's queue through the `Sent` reports.
         let _ = self.writer.try_send(cmd);
+    }
+
+    fn send_frames(&self, frames: Frames) -> Option<(usize, usize)> {
+        let frames = match &self.direct {
+            Some(d) => match d.offer(frames) {
+                Offer::Written(n, bytes) => return Some((n, bytes)),
+                Offer::Left => return None,
+                Offer::Queue(f) => f,
+            },
+            None => frames,
+        };
+        let _ = self.writer.try_send(WriterCmd::Frames(frames));
+        None
     }
 
     fn closing(&self) {
@@ -90,6 +110,7 @@ pub fn link() -> (SocketLink, Halves) {
         SocketLink {
             writer,
             closing: closing_tx.clone(),
+            direct: None,
         },
         Halves {
             commands,
@@ -106,14 +127,99 @@ async fn close_deadline<S: Sleep>(closing: async_channel::Receiver<()>) {
     S::sleep(CLOSE_GRACE).await;
 }
 
-/// A server WebSocket shared by its connection's reader and writer: each locks it only
-/// within one poll (never across an await), the reader to read, the writer to write frames
-/// straight to the socket under it.
-type Shared<W> = std::sync::Arc<std::sync::Mutex<W>>;
+/// A server WebSocket shared by its connection's reader, its writer and the core task:
+/// each locks it only within one poll or one attempt (never across an await), the reader
+/// to read, the writer and the core to write frames straight to the socket under it.
+type Shared<W> = std::sync::Arc<std::sync::Mutex<Io<W>>>;
 
-fn lock<W>(ws: &Shared<W>) -> std::sync::MutexGuard<'_, W> {
+/// The WebSocket and who may write to its socket next.
+///
+/// The core task writes a pass's frames itself when nothing is ahead of them (no command
+/// queued or being written, no rest of its own left): one wake-up of the writer per
+/// connection and pass saved. Otherwise they go to the writer's queue as before, so the
+/// order on the wire is the order of the core's outputs, and frames never interleave.
+struct Io<W> {
+    ws: W,
+    /// Commands queued for the writer and not yet taken by it.
+    queued: usize,
+    /// The writer holds bytes not yet written whole (or has stopped).
+    writing: bool,
+    /// What the core could not write at once, with its frames and bytes for the writer's
+    /// report: the writer writes it before anything else.
+    rest: Option<(Batch, usize, usize)>,
+}
+
+fn lock<W>(ws: &Shared<W>) -> std::sync::MutexGuard<'_, Io<W>> {
     // A panic while locked leaves nothing half-done that matters here: carry on.
     ws.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What [`Direct::offer`] did with a pass's frames.
+enum Offer {
+    /// Written whole: this many frames and bytes.
+    Written(usize, usize),
+    /// Written in part; the writer was woken for the rest and reports it.
+    Left,
+    /// The writer has work ahead of them: they go to its queue.
+    Queue(Frames),
+}
+
+/// The core task's way to a connection's socket.
+trait Direct: Send + Sync {
+    /// Writes `frames` now if nothing is ahead of them, without waiting for the socket.
+    fn offer(&self, frames: Frames) -> Offer;
+    /// Counts a command about to be queued for the writer.
+    fn queue(&self);
+}
+
+struct DirectIo<W, X> {
+    io: Shared<W>,
+    raw: fn(&mut W) -> &mut X,
+    /// Wakes the writer for a rest.
+    nudge: async_channel::Sender<()>,
+    /// A number for the connection in [`hops`]' stamps (its id comes later).
+    conn: u64,
+}
+
+impl<W: Send, X: RawSocket> Direct for DirectIo<W, X> {
+    fn offer(&self, frames: Frames) -> Offer {
+        let mut g = lock(&self.io);
+        if g.queued > 0 || g.writing || g.rest.is_some() {
+            g.queued += 1;
+            return Offer::Queue(frames);
+        }
+        let (n, bytes) = (frames.messages(), frames.bytes());
+        let mut batch = Batch::default();
+        let raw = (self.raw)(&mut g.ws);
+        batch.take_control(raw.control());
+        batch.push_frames(frames);
+        // No waker of its own: if the socket is full, the writer goes on with the rest
+        // and waits for the socket with its own.
+        let traced = hops::enabled().then(|| {
+            let ids = batch.traced_ids();
+            hops::record(&ids, hops::Hop::Taken, self.conn);
+            ids
+        });
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let r = batch.poll_write(&mut cx, raw);
+        if let Some(ids) = traced {
+            hops::record(&ids, hops::Hop::Written, self.conn);
+        }
+        match r {
+            std::task::Poll::Ready(Ok(())) => Offer::Written(n, bytes),
+            // An error is the writer's to find (it stops, and the connection with it).
+            _ => {
+                g.rest = Some((batch, n, bytes));
+                g.writing = true;
+                let _ = self.nudge.try_send(());
+                Offer::Left
+            }
+        }
+    }
+
+    fn queue(&self) {
+        lock(&self.io).queued += 1;
+    }
 }
 
 /// Runs a server-side WebSocket connection to its end: registers it with the core task,
@@ -136,8 +242,22 @@ pub async fn serve_websocket<S, W, X>(
         + 'static,
     X: RawSocket + 'static,
 {
-    let ws: Shared<W> = std::sync::Arc::new(std::sync::Mutex::new(ws));
-    let (link, halves) = link();
+    let ws: Shared<W> = std::sync::Arc::new(std::sync::Mutex::new(Io {
+        ws,
+        queued: 0,
+        writing: false,
+        rest: None,
+    }));
+    let (mut link, halves) = link();
+    // The reader tells the writer when the WebSocket layer queued a frame of its own, and
+    // the core when it left a rest.
+    let (nudge_tx, nudge_rx) = async_channel::bounded::<()>(1);
+    link.direct = Some(std::sync::Arc::new(DirectIo {
+        io: ws.clone(),
+        raw,
+        nudge: nudge_tx.clone(),
+        conn: std::sync::Arc::as_ptr(&ws) as usize as u64,
+    }));
     let (reply_tx, reply_rx) = oneshot::channel();
     let connect = Input::Connect {
         bearer,
@@ -150,8 +270,6 @@ pub async fn serve_websocket<S, W, X>(
     let Ok(id) = reply_rx.await else { return };
     let (done_tx, done_rx) = oneshot::channel::<()>();
     let closing = halves.closing.clone();
-    // The reader tells the writer when the WebSocket layer queued a frame of its own.
-    let (nudge_tx, nudge_rx) = async_channel::bounded::<()>(1);
     spawn(Box::pin(writer::<S, _, _>(
         ws.clone(),
         raw,
@@ -202,8 +320,8 @@ where
     let next = || {
         std::future::poll_fn(|cx| {
             let mut g = lock(ws);
-            let r = g.poll_next_unpin(cx);
-            if !raw(&mut g).control().is_empty() {
+            let r = g.ws.poll_next_unpin(cx);
+            if !raw(&mut g.ws).control().is_empty() {
                 let _ = nudge.try_send(());
             }
             r
@@ -215,7 +333,14 @@ where
             Either::Right(_) => return,
         };
         let input = match msg {
-            Some(Ok(Message::Text(t))) => Input::Frame(id, Bytes::from(t)),
+            Some(Ok(Message::Text(t))) => {
+                if hops::enabled() {
+                    let mut ids = Vec::new();
+                    hops::traced_ids(t.as_bytes(), &mut ids);
+                    hops::record(&ids, hops::Hop::Read, id.as_u64());
+                }
+                Input::Frame(id, Bytes::from(t))
+            }
             Some(Ok(Message::Binary(b))) => Input::Frame(id, b),
             // A client's ping is activity too; tungstenite answers it.
             Some(Ok(Message::Pong(_) | Message::Ping(_))) => Input::Pong(id),
@@ -223,7 +348,7 @@ where
             Some(Ok(Message::Close(_))) | None => {
                 // The reply to a client's close goes to the control bytes, which the writer
                 // sends before it stops.
-                let _ = std::future::poll_fn(|cx| lock(ws).poll_flush_unpin(cx)).await;
+                let _ = std::future::poll_fn(|cx| lock(ws).ws.poll_flush_unpin(cx)).await;
                 return;
             }
             Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, .. }))) => {
@@ -249,7 +374,7 @@ fn write<'a, W, X: RawSocket + 'a>(
     raw: fn(&mut W) -> &mut X,
     batch: &'a mut Batch,
 ) -> impl Future<Output = std::io::Result<()>> + 'a {
-    std::future::poll_fn(move |cx| batch.poll_write(cx, raw(&mut lock(ws))))
+    std::future::poll_fn(move |cx| batch.poll_write(cx, raw(&mut lock(ws).ws)))
 }
 
 struct WriterCtx {
@@ -288,6 +413,7 @@ async fn writer<S: Sleep, W, X>(
     let mut batch = Batch::default();
     let (mut frames, mut bytes) = (0usize, 0usize);
     let (mut stop, mut reading) = (false, true);
+    let mut traced = hops::enabled().then(Vec::new);
     loop {
         let mut next = if reading {
             match select(
@@ -310,7 +436,12 @@ async fn writer<S: Sleep, W, X>(
                 Err(_) => break,
             }
         };
-        batch.take_control(raw(&mut lock(&ws)).control());
+        // What the core left unwritten goes first: it may end in a frame cut short.
+        if let Some((rest, f, b)) = lock(&ws).rest.take() {
+            batch = rest;
+            frames += f;
+            bytes += b;
+        }
         let mut n = 0;
         while let Some(cmd) = next.take() {
             match cmd {
@@ -331,6 +462,18 @@ async fn writer<S: Sleep, W, X>(
                 next = commands.try_recv().ok();
             }
         }
+        {
+            let mut g = lock(&ws);
+            batch.take_control(raw(&mut g.ws).control());
+            g.queued = g.queued.saturating_sub(n);
+            g.writing = true;
+        }
+        if traced.is_some() {
+            traced = Some(batch.traced_ids());
+            if let Some(ids) = &traced {
+                hops::record(ids, hops::Hop::Taken, id.as_u64());
+            }
+        }
         // Every socket operation races the close deadline, so a peer that stopped reading
         // cannot keep this task (and its socket) alive after the core closed it.
         let written = match select(
@@ -342,6 +485,13 @@ async fn writer<S: Sleep, W, X>(
             Either::Left((r, _)) => r.is_ok(),
             Either::Right(_) => false,
         };
+        if let Some(ids) = &traced {
+            hops::record(ids, hops::Hop::Written, id.as_u64());
+        }
+        if written && !stop {
+            // Nothing of ours is on its way: the core may write again.
+            lock(&ws).writing = false;
+        }
         if stop {
             if frames > 0 {
                 let _ = core.send(Input::Sent(id, frames, bytes)).await;
@@ -364,7 +514,7 @@ async fn writer<S: Sleep, W, X>(
     // Not after a frame cut short by an error or the deadline: that connection is beyond
     // saving.
     if !batch.closes() && batch.is_empty() {
-        batch.take_control(raw(&mut lock(&ws)).control());
+        batch.take_control(raw(&mut lock(&ws).ws).control());
         batch.push_close_empty();
         let _ =
             clock::timeout::<S, _>(Duration::from_millis(200), write(&ws, raw, &mut batch)).await;

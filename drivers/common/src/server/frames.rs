@@ -458,6 +458,15 @@ impl Batch {
         }
     }
 
+    /// The traced envelopes not yet written ([`crate::server::hops`]).
+    pub(crate) fn traced_ids(&self) -> Vec<u64> {
+        let mut ids = Vec::new();
+        for o in self.out.iter().skip(self.next) {
+            crate::server::hops::traced_ids(&o.payload, &mut ids);
+        }
+        ids
+    }
+
     /// Whether everything queued is written.
     pub(crate) fn is_empty(&self) -> bool {
         self.next >= self.out.len() && self.inline.is_empty()

@@ -47,6 +47,12 @@ pub enum WriterCmd {
 pub trait ConnLink {
     /// Queues a command for the connection's writer; dropped when the writer is gone.
     fn send(&self, cmd: WriterCmd);
+    /// Hands the connection a pass's frames: queued for its writer, or written at once
+    /// when nothing is ahead of them; then the frames and bytes written.
+    fn send_frames(&self, frames: Frames) -> Option<(usize, usize)> {
+        self.send(WriterCmd::Frames(frames));
+        None
+    }
     /// Marks the connection as closing: its reader and writer then give up within a grace
     /// period even if the peer never answers (a slow consumer cannot block its close).
     fn closing(&self);
@@ -405,6 +411,9 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
                 // Trace level: free unless asked for (`--log-level mew_driver_common=trace`).
                 let _span =
                     tracing::trace_span!("envelope", conn = %id, bytes = frame.len()).entered();
+                if crate::server::hops::enabled() {
+                    crate::server::hops::applied(&frame, id.as_u64());
+                }
                 let input = GwInput::Frame { conn: id, frame };
                 if self.timing.sample() {
                     let t = std::time::Instant::now();
@@ -628,6 +637,9 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
                 l.append_audit(&self.log_dir, batch);
             }
         }
+        if crate::server::hops::enabled() {
+            crate::server::hops::pass_end();
+        }
         self.flush_dirty();
     }
 
@@ -653,14 +665,19 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
             return;
         }
         let arena = self.pass.seal();
-        for conn in self.dirty.drain(..) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        let mut now = None;
+        for conn in dirty.drain(..) {
             if let Some(c) = self.conns.get_mut(&conn)
                 && !c.pending.is_empty()
+                && let Some((frames, bytes)) =
+                    c.link.send_frames(PassFrames::take(&arena, &mut c.pending))
             {
-                c.link
-                    .send(WriterCmd::Frames(PassFrames::take(&arena, &mut c.pending)));
+                let now = *now.get_or_insert_with(crate::clock::now);
+                self.sent(now, conn, frames, bytes);
             }
         }
+        self.dirty = dirty;
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod conn;
 pub mod frames;
+pub mod hops;
 pub mod host;
 pub mod http;
 pub mod jwt;

@@ -58,6 +58,9 @@ impl NodeInputs {
                 }
             }
             Input::Frame(conn, frame) => {
+                if crate::server::hops::enabled() {
+                    crate::server::hops::applied(&frame, conn.as_u64());
+                }
                 host.core_mut()
                     .handle_input(now, NodeInput::Frame { conn, frame });
             }

@@ -487,6 +487,7 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let core_result = core_done.await;
         tracing::debug!("every connection closed; flushing logs");
         let r = R::spawn_blocking(move || logs.finish()).await;
+        crate::server::hops::flush();
         tracing::debug!("logs flushed");
         match core_result {
             Ok(()) => r,
