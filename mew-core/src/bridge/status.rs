@@ -55,8 +55,18 @@ impl ServerState {
 pub(super) struct Tracker {
     pub(super) restarts: u32,
     pub(super) last_error: Option<String>,
+    /// The sign-in a person is asked for: `(url, host)`.
+    pub(super) sign_in: Option<(String, String)>,
     /// What the member was last built from.
-    shown: Option<(Phase, usize, usize, usize, u32, bool)>,
+    shown: Option<(
+        Phase,
+        usize,
+        usize,
+        usize,
+        u32,
+        Option<String>,
+        Option<String>,
+    )>,
 }
 
 impl Tracker {
@@ -68,9 +78,10 @@ impl Tracker {
             c.resources.len(),
             c.prompts.len(),
             self.restarts,
-            self.last_error.is_some(),
+            self.last_error.clone(),
+            self.sign_in.as_ref().map(|s| s.0.clone()),
         );
-        if self.shown == Some(key) {
+        if self.shown.as_ref() == Some(&key) {
             return;
         }
         self.shown = Some(key);
@@ -96,6 +107,9 @@ impl Tracker {
         }
         if let Some(e) = &self.last_error {
             v["last_error"] = json!(e);
+        }
+        if let Some((url, host)) = &self.sign_in {
+            v["sign_in"] = json!({"url": url, "host": host});
         }
         v
     }

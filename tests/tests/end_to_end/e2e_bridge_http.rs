@@ -92,6 +92,7 @@ impl Gateway {
             ..BridgeConfig::default()
         };
         let endpoint = HttpEndpoint {
+            oauth: None,
             url,
             headers: vec![("X-Mew-Test".into(), "1".into())],
         };

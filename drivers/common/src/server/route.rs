@@ -39,6 +39,19 @@ pub enum Route {
         /// The request's path.
         path: String,
     },
+    /// `GET /oauth/callback?code=&state=&iss=`: an authorization server sends a person
+    /// back here after a bridge's sign-in.
+    OAuthCallback {
+        /// The query string.
+        query: String,
+    },
+    /// `GET /oauth/client/{id}`: the client ID metadata document of a bridge.
+    OAuthClient {
+        /// The participant.
+        participant: String,
+        /// The `Host` header, for the document's own URL.
+        host: Option<String>,
+    },
     /// No such endpoint.
     NotFound,
     /// A known path with the wrong method.
@@ -86,6 +99,28 @@ pub fn route(head: &RequestHead) -> Route {
             if get {
                 Route::Participants {
                     space: head.query_param("space"),
+                }
+            } else {
+                Route::MethodNotAllowed
+            }
+        }
+        ["oauth", "callback"] => {
+            if get {
+                Route::OAuthCallback {
+                    query: head.query.clone().unwrap_or_default(),
+                }
+            } else {
+                Route::MethodNotAllowed
+            }
+        }
+        ["oauth", "client", id] => {
+            let Some(participant) = percent_decode(id).filter(|p| !p.is_empty()) else {
+                return Route::NotFound;
+            };
+            if get {
+                Route::OAuthClient {
+                    participant,
+                    host: head.header("host").map(str::to_owned),
                 }
             } else {
                 Route::MethodNotAllowed
