@@ -857,6 +857,8 @@ impl OAuth {
     fn fail(&mut self, why: String) {
         let was_person = matches!(self.phase, Phase::Person { .. });
         self.phase = Phase::Idle;
+        // A failed flow is not a refused token: the next refusal starts afresh.
+        self.attempts = 0;
         if was_person {
             self.out.push_back(OAuthOutput::SignInCleared);
         }
@@ -865,6 +867,7 @@ impl OAuth {
 
     fn fail_quiet(&mut self, why: String) {
         self.phase = Phase::Idle;
+        self.attempts = 0;
         self.out.push_back(OAuthOutput::Failed(why));
     }
 
