@@ -268,6 +268,7 @@ impl Bridge {
         if let Err(why) = a.oauth.handle_callback(now, &cb) {
             self.status.last_error = Some(why.clone());
             self.out.push_back(Output::Auth(AuthEvent::Failed(why)));
+            self.broadcast_status(now);
         }
     }
 
@@ -304,6 +305,7 @@ impl Bridge {
                 }
                 OAuthOutput::Failed(why) => {
                     self.status.last_error = Some(why.clone());
+                    self.broadcast_status(now);
                     self.out
                         .push_back(Output::Auth(AuthEvent::Failed(why.clone())));
                     let held = self
@@ -362,6 +364,12 @@ impl Bridge {
         }
         a.shown = sign_in.clone();
         self.status.sign_in = sign_in;
+        self.broadcast_status(now);
+    }
+
+    /// Tells the space the bridge's status at once (a sign-in asked for or over, a
+    /// sign-in that failed).
+    fn broadcast_status(&mut self, now: Time) {
         self.status.refresh(&mut self.participant, &self.mcp);
         let status = self.participant.current_status();
         let payload = self.participant.status_payload(status);
