@@ -178,7 +178,7 @@ pub fn target(args: &Args) -> Result<ServerTarget, String> {
     let endpoint = HttpEndpoint {
         url: url.clone(),
         headers,
-        oauth: oauth_setup(args, url)?,
+        oauth: oauth_setup(args, url)?.map(Box::new),
     };
     endpoint.check()?;
     Ok(endpoint.into())

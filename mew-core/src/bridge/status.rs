@@ -50,6 +50,18 @@ impl ServerState {
     }
 }
 
+/// What the member was built from: phase, catalog sizes, restarts, the last error and the
+/// sign-in link.
+type Shown = (
+    Phase,
+    usize,
+    usize,
+    usize,
+    u32,
+    Option<String>,
+    Option<String>,
+);
+
 /// Keeps the status member current without rebuilding it on every message.
 #[derive(Debug, Default)]
 pub(super) struct Tracker {
@@ -58,15 +70,7 @@ pub(super) struct Tracker {
     /// The sign-in a person is asked for: `(url, host)`.
     pub(super) sign_in: Option<(String, String)>,
     /// What the member was last built from.
-    shown: Option<(
-        Phase,
-        usize,
-        usize,
-        usize,
-        u32,
-        Option<String>,
-        Option<String>,
-    )>,
+    shown: Option<Shown>,
 }
 
 impl Tracker {

@@ -627,7 +627,7 @@ impl Gateway {
         let endpoint = HttpEndpoint {
             url: url.clone(),
             headers: Vec::new(),
-            oauth: Some(OAuthSetup {
+            oauth: Some(Box::new(OAuthSetup {
                 config: OAuthConfig {
                     server_url: url,
                     redirect_uri: oauth_io::callback_url(&base),
@@ -636,7 +636,7 @@ impl Gateway {
                     ..OAuthConfig::default()
                 },
                 store,
-            }),
+            })),
         };
         mew_tokio::spawn_bridge(
             config,

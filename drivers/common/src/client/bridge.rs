@@ -235,6 +235,7 @@ async fn run<R: ProcessRuntime>(
     };
     let mut bridge = Bridge::new(config, seed.unwrap_or_else(clock::os_seed));
     let fetcher = oauth.map(|setup| {
+        let setup = *setup;
         let kept = oauth_io::load(&setup.store);
         if kept.is_some() {
             tracing::info!("using the sign-in kept in {}", setup.store.display());

@@ -31,7 +31,7 @@ pub struct HttpEndpoint {
     /// Headers added to every exchange, values resolved (credentials included).
     pub headers: Vec<(String, String)>,
     /// Signing in with OAuth when the server asks for it, if enabled.
-    pub oauth: Option<crate::client::oauth::OAuthSetup>,
+    pub oauth: Option<Box<crate::client::oauth::OAuthSetup>>,
 }
 
 impl std::fmt::Debug for HttpEndpoint {

@@ -1052,12 +1052,11 @@ fn pick_secret_method(meta: &ServerMetadata) -> String {
     }
 }
 
+/// Headers, and form fields, that authenticate the client at the token endpoint.
+type ClientAuth = (Vec<(String, String)>, Vec<(&'static str, String)>);
+
 /// The headers and form fields that authenticate the client at the token endpoint.
-fn client_auth(
-    id: &str,
-    secret: Option<&str>,
-    method: &str,
-) -> (Vec<(String, String)>, Vec<(&'static str, String)>) {
+fn client_auth(id: &str, secret: Option<&str>, method: &str) -> ClientAuth {
     match (method, secret) {
         ("client_secret_basic", Some(secret)) => {
             // RFC 6749 §2.3.1: each part form-encoded before base64.
