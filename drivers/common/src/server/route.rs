@@ -168,6 +168,23 @@ pub(crate) mod tests {
 
     #[test]
     fn routes_every_endpoint() {
+        assert_eq!(
+            route(&head("GET", "/oauth/callback?code=c&state=files.x", &[])),
+            Route::OAuthCallback {
+                query: "code=c&state=files.x".into()
+            }
+        );
+        assert_eq!(
+            route(&head("GET", "/oauth/client/my%20files", &[("host", "h:1")])),
+            Route::OAuthClient {
+                participant: "my files".into(),
+                host: Some("h:1".into())
+            }
+        );
+        assert_eq!(
+            route(&head("POST", "/oauth/callback", &[])),
+            Route::MethodNotAllowed
+        );
         let up = [("Upgrade", "websocket"), ("Connection", "Upgrade")];
         assert_eq!(
             route(&head("GET", "/ws?space=s1", &up)),
