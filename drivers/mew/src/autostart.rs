@@ -172,6 +172,18 @@ fn launch(
                     a.push(flag.into());
                     a.push(format!("{name}={value}"));
                 }
+                let oauth = &server.oauth;
+                if !oauth.enabled {
+                    a.push("--no-oauth".into());
+                }
+                if let Some(f) = &oauth.client_file {
+                    a.push("--oauth-client-file".into());
+                    a.push(cx.config_dir.join(sub(f)).to_string_lossy().into_owned());
+                }
+                if let Some(u) = &oauth.client_metadata_url {
+                    a.push("--oauth-client-metadata-url".into());
+                    a.push(sub(u));
+                }
                 (own_exe.to_owned(), a, cx.root.clone())
             } else {
                 // The MCP server inherits the bridge's environment, so its `env` goes there.

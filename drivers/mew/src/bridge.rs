@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mew_core::bridge::{BridgeConfig, Exit};
+use mew_core::mcp::oauth::{ClientChoice, OAuthConfig};
 use mew_core::mcp::{McpConfig, RestartBackoff, Root};
 use mew_driver_common::client::bridge::ServerTarget;
 use mew_driver_common::client::mcp_http::HttpEndpoint;
+use mew_driver_common::client::oauth::{self as oauth_io, OAuthSetup};
 use mew_driver_common::exit;
 use mew_tokio::mcp_process::ServerCommand;
 
@@ -60,6 +62,25 @@ pub struct Args {
     /// way to pass a credential.
     #[arg(long = "header-from", value_parser = parse_env, requires = "url")]
     pub header_from: Vec<(String, String)>,
+    /// Do not sign in with OAuth when the `--url` server asks for it.
+    #[arg(long, requires = "url")]
+    pub no_oauth: bool,
+    /// A JSON file with the OAuth client registered for this bridge beforehand:
+    /// `{"client_id": ..., "client_secret": ...}` (the secret optional).
+    #[arg(long, requires = "url")]
+    pub oauth_client_file: Option<PathBuf>,
+    /// The client ID metadata document to give as `client_id` where the authorization
+    /// server takes them (default: the one the gateway serves for this bridge).
+    #[arg(long, requires = "url")]
+    pub oauth_client_metadata_url: Option<String>,
+    /// Where the sign-in's tokens are kept (0600; default `.mew/oauth/<id>.json` under the
+    /// current folder, the space's folder when the space starts the bridge).
+    #[arg(long, requires = "url")]
+    pub oauth_store: Option<PathBuf>,
+    /// How long a person has to sign in before the server's start counts as failed, in ms
+    /// (the `initialize` wait is at least this long while OAuth is on).
+    #[arg(long, default_value_t = 600_000)]
+    pub sign_in_timeout: u64,
     /// The MCP server command and its arguments, after `--`.
     #[arg(last = true, required_unless_present = "url", num_args = 1..)]
     pub command: Vec<String>,
@@ -114,10 +135,15 @@ pub fn config(args: &Args) -> BridgeConfig {
     } else {
         McpConfig::default()
     };
+    let init_timeout = if args.url.is_some() && !args.no_oauth {
+        args.init_timeout.max(args.sign_in_timeout)
+    } else {
+        args.init_timeout
+    };
     BridgeConfig {
         participant: args.connect.participant(),
         mcp: McpConfig {
-            init_timeout: Duration::from_millis(args.init_timeout),
+            init_timeout: Duration::from_millis(init_timeout),
             restart: RestartBackoff {
                 enabled: !args.no_reconnect,
                 max_reconnects: args.max_reconnects,
@@ -152,9 +178,75 @@ pub fn target(args: &Args) -> Result<ServerTarget, String> {
     let endpoint = HttpEndpoint {
         url: url.clone(),
         headers,
+        oauth: oauth_setup(args, url)?.map(Box::new),
     };
     endpoint.check()?;
     Ok(endpoint.into())
+}
+
+/// The OAuth settings from the command line: the redirect and the client document on the
+/// gateway the bridge joins, the client file read now (its values never shown).
+pub fn oauth_setup(args: &Args, url: &str) -> Result<Option<OAuthSetup>, String> {
+    if args.no_oauth {
+        return Ok(None);
+    }
+    let participant = args.connect.participant();
+    let id = participant
+        .participant_id
+        .clone()
+        .unwrap_or_else(|| "bridge".to_owned());
+    let base = oauth_io::gateway_base(&participant.gateway_url).ok_or_else(|| {
+        format!(
+            "cannot tell the gateway's address from {}",
+            participant.gateway_url
+        )
+    })?;
+    let client = match &args.oauth_client_file {
+        Some(path) => read_client_file(path)?,
+        None => ClientChoice::Automatic,
+    };
+    let store = args.oauth_store.clone().unwrap_or_else(|| {
+        PathBuf::from(".mew")
+            .join("oauth")
+            .join(format!("{id}.json"))
+    });
+    Ok(Some(OAuthSetup {
+        config: OAuthConfig {
+            server_url: url.to_owned(),
+            redirect_uri: oauth_io::callback_url(&base),
+            state_prefix: format!("{id}."),
+            client,
+            client_metadata_url: Some(
+                args.oauth_client_metadata_url
+                    .clone()
+                    .unwrap_or_else(|| oauth_io::client_document_url(&base, &id)),
+            ),
+            client_name: format!("mew bridge {id}"),
+            ..OAuthConfig::default()
+        },
+        store,
+    }))
+}
+
+/// Reads a pre-registered client: `{"client_id": ..., "client_secret": ...}`. Errors name
+/// the file, never a value.
+pub fn read_client_file(path: &std::path::Path) -> Result<ClientChoice, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the OAuth client file {}: {e}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|_| format!("the OAuth client file {} is not JSON", path.display()))?;
+    let s = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_str())
+            .filter(|x| !x.is_empty())
+            .map(str::to_owned)
+    };
+    let client_id = s("client_id")
+        .ok_or_else(|| format!("the OAuth client file {} has no client_id", path.display()))?;
+    Ok(ClientChoice::Registered {
+        client_id,
+        client_secret: s("client_secret"),
+    })
 }
 
 /// The server command from the command line.

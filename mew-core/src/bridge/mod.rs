@@ -26,6 +26,7 @@
 //! inputs), and carries out [`Bridge::poll_output`].
 
 mod asks;
+mod auth;
 mod config;
 mod output;
 mod serve;
@@ -52,6 +53,7 @@ impl AroundParticipant for Bridge {
 #[cfg(test)]
 mod tests;
 
+pub use auth::{AuthEvent, CALLBACK_KIND};
 pub use config::BridgeConfig;
 pub use output::{Exit, Output};
 pub use status::ServerState;
@@ -126,6 +128,8 @@ pub struct Bridge {
     was_ready: bool,
     /// The last lines the current server process wrote to stderr, for the exit's reason.
     stderr_tail: VecDeque<String>,
+    /// OAuth for the server's endpoint, when enabled.
+    auth: Option<auth::AuthLayer>,
 }
 
 /// Lines of the server's stderr an exit's reason quotes at most (npm's errors, such as
@@ -163,6 +167,7 @@ impl Bridge {
             status: status::Tracker::default(),
             was_ready: false,
             stderr_tail: VecDeque::new(),
+            auth: None,
         }
     }
 
@@ -288,7 +293,7 @@ impl Bridge {
         exchange: mcp::http::ExchangeId,
         head: mcp::http::HttpResponseHead,
     ) {
-        self.mcp.handle_http_response(now, exchange, head);
+        self.on_http_head(now, exchange, head);
         self.pump(now);
     }
 
@@ -299,13 +304,13 @@ impl Bridge {
         exchange: mcp::http::ExchangeId,
         bytes: &[u8],
     ) {
-        self.mcp.handle_http_body(now, exchange, bytes);
+        self.on_http_body(now, exchange, bytes);
         self.pump(now);
     }
 
     /// The answer to an HTTP exchange ended.
     pub fn handle_server_http_end(&mut self, now: Time, exchange: mcp::http::ExchangeId) {
-        self.mcp.handle_http_end(now, exchange);
+        self.on_http_end(now, exchange);
         self.pump(now);
     }
 
@@ -316,7 +321,7 @@ impl Bridge {
         exchange: mcp::http::ExchangeId,
         error: &str,
     ) {
-        self.mcp.handle_http_failed(now, exchange, error);
+        self.on_http_failed(now, exchange, error);
         self.pump(now);
     }
 
@@ -328,6 +333,9 @@ impl Bridge {
         self.participant
             .handle_input(now, participant::Input::Timeout);
         self.mcp.handle_timeout(now);
+        if let Some(a) = self.auth.as_mut() {
+            a.oauth.handle_timeout(now);
+        }
         self.expire_waiting(now);
         self.pump(now);
     }
@@ -338,6 +346,7 @@ impl Bridge {
             self.participant.poll_timeout(),
             self.mcp.poll_timeout(),
             self.waiting.front().map(|w| w.deadline),
+            self.auth.as_ref().and_then(|a| a.oauth.poll_timeout()),
         ]
         .into_iter()
         .flatten()
@@ -367,9 +376,12 @@ impl Bridge {
                 progressed = true;
                 match o {
                     mcp::Output::Event(e) => self.on_mcp_event(now, e),
+                    mcp::Output::Http(req) => self.send_http(now, req),
+                    mcp::Output::HttpAbort(x) => self.abort_http(x),
                     other => self.out.push_back(Output::Server(other)),
                 }
             }
+            progressed |= self.pump_oauth(now);
             if !progressed {
                 break;
             }
@@ -392,7 +404,14 @@ impl Bridge {
             } => self.on_request(now, call_id, &method, params, explicit),
             // Inbound envelopes are the participant's business; repeating each one to the
             // driver would cost a move per message for nothing.
-            participant::Event::Message(_) => {}
+            participant::Event::Message(env) => {
+                if env.kind.as_str() == CALLBACK_KIND && env.from == crate::GATEWAY_ID {
+                    self.on_oauth_callback(
+                        now,
+                        env.payload.as_ref().unwrap_or(&serde_json::Value::Null),
+                    );
+                }
+            }
             participant::Event::Control { id, control, from } => {
                 self.on_control(now, &id, &control);
                 self.out
@@ -500,7 +519,13 @@ impl Bridge {
             McpEvent::Restarting { .. } => return,
             McpEvent::Failed(err) => {
                 self.status.last_error = Some(err.to_string());
-                if !self.was_ready && self.lifecycle == Lifecycle::Running {
+                // A sign-in that failed is tried again with the server's restart: the
+                // person gets a new link, and the restart limit still ends it.
+                let auth_failure = matches!(
+                    err,
+                    mcp::McpError::Auth(_) | mcp::McpError::SignInNeeded { .. }
+                );
+                if !self.was_ready && self.lifecycle == Lifecycle::Running && !auth_failure {
                     // Retrying a command that never worked only delays the diagnosis.
                     self.fail_waiting(now, err);
                     self.report_gave_up(now, &err.to_string());

@@ -17,6 +17,13 @@ pub enum Output {
     Participant(ParticipantEvent),
     /// Something the MCP client reported, after the bridge acted on it (for logs).
     Mcp(McpEvent),
+    /// An HTTP fetch of the OAuth flow (metadata, registration, token endpoint); answer with
+    /// [`super::Bridge::handle_oauth_fetch`].
+    OAuthFetch(crate::mcp::oauth::Fetch),
+    /// Keep these tokens privately for the next run (and never log them).
+    OAuthSave(crate::mcp::oauth::Stored),
+    /// What happened to the server's authorization (for logs).
+    Auth(super::AuthEvent),
     /// The bridge is done: every output before this one should still be carried out (the
     /// last frames flushed, the server's exit awaited), then the process should exit.
     Exit(Exit),

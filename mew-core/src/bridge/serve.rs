@@ -87,7 +87,13 @@ impl Bridge {
             | Phase::Initializing
             | Phase::Listing
             | Phase::Stopping
-            | Phase::Backoff => return Plan::Wait,
+            | Phase::Backoff => {
+                // Waiting would not help: a person must sign in first.
+                return match self.sign_in_error() {
+                    Some(e) => Plan::Answer(Err(e.to_rpc_error())),
+                    None => Plan::Wait,
+                };
+            }
             Phase::GaveUp | Phase::Stopped => {
                 return Plan::Answer(Err(McpError::NotReady.to_rpc_error()));
             }

@@ -50,13 +50,27 @@ impl ServerState {
     }
 }
 
+/// What the member was built from: phase, catalog sizes, restarts, the last error and the
+/// sign-in link.
+type Shown = (
+    Phase,
+    usize,
+    usize,
+    usize,
+    u32,
+    Option<String>,
+    Option<String>,
+);
+
 /// Keeps the status member current without rebuilding it on every message.
 #[derive(Debug, Default)]
 pub(super) struct Tracker {
     pub(super) restarts: u32,
     pub(super) last_error: Option<String>,
+    /// The sign-in a person is asked for: `(url, host)`.
+    pub(super) sign_in: Option<(String, String)>,
     /// What the member was last built from.
-    shown: Option<(Phase, usize, usize, usize, u32, bool)>,
+    shown: Option<Shown>,
 }
 
 impl Tracker {
@@ -68,9 +82,10 @@ impl Tracker {
             c.resources.len(),
             c.prompts.len(),
             self.restarts,
-            self.last_error.is_some(),
+            self.last_error.clone(),
+            self.sign_in.as_ref().map(|s| s.0.clone()),
         );
-        if self.shown == Some(key) {
+        if self.shown.as_ref() == Some(&key) {
             return;
         }
         self.shown = Some(key);
@@ -96,6 +111,9 @@ impl Tracker {
         }
         if let Some(e) = &self.last_error {
             v["last_error"] = json!(e);
+        }
+        if let Some((url, host)) = &self.sign_in {
+            v["sign_in"] = json!({"url": url, "host": host});
         }
         v
     }

@@ -111,6 +111,9 @@ impl Harness {
                 Output::Server(mcp::Output::Http(_) | mcp::Output::HttpAbort(_)) => {
                     panic!("the bridge speaks stdio here")
                 }
+                Output::OAuthFetch(_) | Output::OAuthSave(_) | Output::Auth(_) => {
+                    panic!("no OAuth over stdio")
+                }
                 Output::Participant(_) => {}
                 Output::Mcp(e) => self.mcp_events.push(e),
                 Output::Exit(e) => self.exits.push(e),

@@ -174,6 +174,24 @@ impl Gateway {
         }
     }
 
+    /// Hands the redirect back from an authorization server to the bridge whose sign-in it
+    /// ends: a `system/oauth-callback` envelope to `participant` alone (its connections
+    /// only: it is not kept for polling). `payload` holds `state` and, under `secret`, the
+    /// code and `iss` (so audit records redact them). Whether the participant was online.
+    pub fn deliver_oauth_callback(&mut self, now: Time, participant: &str, payload: Value) -> bool {
+        let Some(member) = self.members.find(participant) else {
+            return false;
+        };
+        if !self.members.get(member).is_online() || self.members.get(member).conns.is_empty() {
+            return false;
+        }
+        let id = self.envelope_id();
+        let who = self.members.get(member).id.clone();
+        let frame = write(&id, now, Some(&who), "system/oauth-callback", None, payload);
+        self.gateway_send_all(now, member, frame, Some(&id), who, false);
+        true
+    }
+
     /// Builds a `system/error` frame addressed to `to`.
     pub(super) fn error_frame(
         &mut self,

@@ -179,6 +179,15 @@ impl McpClient {
         self.exchange_failed(now, exchange, x.kind, McpError::Transport(error.to_owned()));
     }
 
+    /// The exchange came to nothing for a reason of the driver's (authorization): what it
+    /// carried fails with `err`.
+    pub fn fail_exchange(&mut self, now: Time, exchange: ExchangeId, err: McpError) {
+        let Some(x) = self.exchanges.remove(&exchange) else {
+            return;
+        };
+        self.exchange_failed(now, exchange, x.kind, err);
+    }
+
     fn set_body(&mut self, exchange: ExchangeId, body: Body) {
         if let Some(x) = self.exchanges.get_mut(&exchange) {
             x.body = body;
@@ -334,7 +343,9 @@ impl McpClient {
             Purpose::List(kind) => self.list_failed(now, kind, err),
             Purpose::Discover => match err {
                 // Unreachable or unauthorized: no other handshake would fare better.
-                McpError::Transport(_) => self.abort_server(now, err, false),
+                McpError::Transport(_) | McpError::Auth(_) | McpError::SignInNeeded { .. } => {
+                    self.abort_server(now, err, false)
+                }
                 McpError::Unauthorized { .. } => self.abort_server(now, err, true),
                 // An HTTP error from a server of an older revision, which knows no discover.
                 _ => self.discover_failed(now),

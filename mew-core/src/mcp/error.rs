@@ -79,6 +79,17 @@ pub enum McpError {
         /// `WWW-Authenticate`, if sent.
         challenge: Option<String>,
     },
+    /// A person must sign in to the server's authorization server first.
+    #[error("sign-in needed: open {url} to sign in to {host}")]
+    SignInNeeded {
+        /// The authorization URL.
+        url: String,
+        /// The authorization server's host.
+        host: String,
+    },
+    /// Obtaining a token for the server failed (one line).
+    #[error("MCP server authorization failed: {0}")]
+    Auth(String),
     /// The server forgot the session (HTTP 404 with a session id); a new one is started.
     #[error("MCP session expired")]
     SessionExpired,

@@ -37,6 +37,7 @@ mod framing;
 pub mod http;
 pub mod jsonrpc;
 mod listing;
+pub mod oauth;
 mod restart;
 pub mod server;
 mod server_requests;

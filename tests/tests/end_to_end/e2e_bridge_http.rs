@@ -26,7 +26,7 @@ fn space_yaml() -> String {
     let mut y = format!(
         "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n"
     );
-    for id in ["every", "gone", "html"] {
+    for id in ["every", "gone", "html", "redirect", "tokenhtml", "badstate"] {
         y.push_str(&format!(
             "  {id}:\n    type: mcp-bridge\n    tokens: [{id}-token]\n    capabilities: [{{kind: mcp/response}}, {{kind: participant/status}}]\n    mcp_server: {{url: \"http://127.0.0.1:1/mcp\"}}\n"
         ));
@@ -92,6 +92,7 @@ impl Gateway {
             ..BridgeConfig::default()
         };
         let endpoint = HttpEndpoint {
+            oauth: None,
             url,
             headers: vec![("X-Mew-Test".into(), "1".into())],
         };
@@ -512,5 +513,303 @@ async fn everything_elicitation_over_http_is_answered_by_the_caller() {
 
     bridge.shutdown();
     assert_eq!(bridge.join().await, Exit::Shutdown);
+    gw.stop().await;
+}
+
+// ---- OAuth: an authorization server that misbehaves ----
+
+/// How the protected server's authorization misbehaves.
+#[derive(Clone, Copy, PartialEq)]
+enum OAuthFault {
+    /// Its resource metadata redirects to another host.
+    RedirectElsewhere,
+    /// Its token endpoint answers with an HTML page.
+    HtmlToken,
+}
+
+/// A protected MCP endpoint and its authorization server on one loopback port: every
+/// `POST /mcp` is refused (401) pointing at the resource metadata; the metadata documents
+/// are real; `fault` is where it goes wrong.
+fn oauth_server(fault: OAuthFault) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { return };
+            let base = base.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                let _ = c.set_read_timeout(Some(Duration::from_millis(300)));
+                let n = c.read(&mut buf).unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).to_string();
+                let line = head.lines().next().unwrap_or("").to_owned();
+                let json = |v: Value| ("200 OK", "application/json", v.to_string(), String::new());
+                let (status, ctype, body, extra) = if line.starts_with("POST /mcp") {
+                    (
+                        "401 Unauthorized",
+                        "application/json",
+                        "{}".to_owned(),
+                        format!("WWW-Authenticate: Bearer resource_metadata=\"{base}/prm\"\r\n"),
+                    )
+                } else if line.starts_with("GET /prm") {
+                    if fault == OAuthFault::RedirectElsewhere {
+                        (
+                            "302 Found",
+                            "text/plain",
+                            String::new(),
+                            "Location: http://elsewhere.invalid/prm\r\n".to_owned(),
+                        )
+                    } else {
+                        json(
+                            json!({"resource": format!("{base}/mcp"), "authorization_servers": [base]}),
+                        )
+                    }
+                } else if line.starts_with("GET /.well-known/oauth-authorization-server") {
+                    json(json!({
+                        "issuer": base,
+                        "authorization_endpoint": format!("{base}/authorize"),
+                        "token_endpoint": format!("{base}/token"),
+                        "code_challenge_methods_supported": ["S256"],
+                        "token_endpoint_auth_methods_supported": ["none"],
+                        "client_id_metadata_document_supported": true
+                    }))
+                } else if line.starts_with("POST /token") {
+                    (
+                        "200 OK",
+                        "text/html",
+                        "<!doctype html><html><body>Sign in</body></html>".to_owned(),
+                        String::new(),
+                    )
+                } else {
+                    (
+                        "404 Not Found",
+                        "text/plain",
+                        "no".to_owned(),
+                        String::new(),
+                    )
+                };
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = c.shutdown(std::net::Shutdown::Write);
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    port
+}
+
+impl Gateway {
+    /// A bridge that signs in with OAuth, its tokens kept in a folder of its own.
+    fn oauth_bridge(&self, id: &str, url: String) -> mew_tokio::BridgeHandle {
+        use mew_core::mcp::oauth::OAuthConfig;
+        use mew_driver_common::client::oauth::{self as oauth_io, OAuthSetup};
+        let config = BridgeConfig {
+            participant: self.participant(id),
+            mcp: McpConfig {
+                init_timeout: Duration::from_secs(60),
+                restart: RestartBackoff {
+                    enabled: false,
+                    ..RestartBackoff::default()
+                },
+                ..McpConfig::http()
+            },
+            call_timeout: Duration::from_secs(20),
+            ..BridgeConfig::default()
+        };
+        let base = format!("http://{}", self.addr);
+        let store = std::env::temp_dir()
+            .join(format!("mew-oauth-e2e-{}", std::process::id()))
+            .join(format!("{id}.json"));
+        let endpoint = HttpEndpoint {
+            url: url.clone(),
+            headers: Vec::new(),
+            oauth: Some(Box::new(OAuthSetup {
+                config: OAuthConfig {
+                    server_url: url,
+                    redirect_uri: oauth_io::callback_url(&base),
+                    state_prefix: format!("{id}."),
+                    client_metadata_url: Some(oauth_io::client_document_url(&base, id)),
+                    ..OAuthConfig::default()
+                },
+                store,
+            })),
+        };
+        mew_tokio::spawn_bridge(
+            config,
+            mew_driver_common::client::bridge::ServerTarget::Http(endpoint, HttpLimits::default()),
+            Some(17),
+        )
+    }
+
+    /// `GET path` on the gateway: the status and the body.
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut s = std::net::TcpStream::connect(self.addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.addr
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+        (status, body)
+    }
+}
+
+/// The next `participant/status` of `from` whose `mcp_server` satisfies `f`.
+async fn status_where(
+    events: &mut mpsc::Receiver<Event>,
+    from: &str,
+    f: impl Fn(&Value) -> bool,
+) -> Value {
+    let end = tokio::time::Instant::now() + WAIT;
+    loop {
+        let ev = tokio::time::timeout_at(end, events.recv())
+            .await
+            .expect("no such status in time")
+            .expect("events open");
+        if let Event::Message(env) = ev
+            && env.kind == mew_core::envelope::Kind::ParticipantStatus
+            && env.from == from
+            && let Some(m) = env.payload.as_ref().and_then(|p| p.get("mcp_server"))
+            && f(m)
+        {
+            return m.clone();
+        }
+    }
+}
+
+/// The protected resource metadata redirects to another host: not followed, one clear
+/// reason, and the space carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_redirect_to_another_host_is_refused() {
+    let port = oauth_server(OAuthFault::RedirectElsewhere);
+    let gw = Gateway::start().await;
+    let bridge = gw.oauth_bridge("redirect", format!("http://127.0.0.1:{port}/mcp"));
+    let exit = tokio::time::timeout(WAIT, bridge.join()).await.unwrap();
+    let (Exit::ServerGaveUp(why) | Exit::ServerNeverReady(why)) = &exit else {
+        panic!("{exit:?}")
+    };
+    assert!(
+        why.contains(&format!(
+            "http://127.0.0.1:{port}/prm redirected to another host (elsewhere.invalid); not followed"
+        )),
+        "{why}"
+    );
+    let human = gw.human().await;
+    drop(human);
+    gw.stop().await;
+}
+
+/// The person is asked to sign in (the link in the status); a call meanwhile is told so
+/// at once; then the token endpoint answers HTML: one line, in the status too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_token_endpoint_answering_html_fails_clearly() {
+    let port = oauth_server(OAuthFault::HtmlToken);
+    let gw = Gateway::start().await;
+    let (human, mut events) = gw.human_with_events().await;
+    let bridge = gw.oauth_bridge("tokenhtml", format!("http://127.0.0.1:{port}/mcp"));
+    let m = status_where(&mut events, "tokenhtml", |m| m.get("sign_in").is_some()).await;
+    let url = m["sign_in"]["url"].as_str().unwrap().to_owned();
+    assert_eq!(m["sign_in"]["host"], "127.0.0.1");
+    assert!(
+        url.starts_with(&format!("http://127.0.0.1:{port}/authorize?")),
+        "{url}"
+    );
+    let redirect =
+        format!("redirect_uri=http%3A%2F%2F{}%2Foauth%2Fcallback", gw.addr).replace(':', "%3A");
+    assert!(url.contains(&redirect), "{url}");
+    // The client ID metadata document the gateway serves names that same callback.
+    let (status, doc) = gw.get("/oauth/client/tokenhtml");
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(
+        doc["client_id"],
+        format!("http://{}/oauth/client/tokenhtml", gw.addr)
+    );
+    assert_eq!(
+        doc["redirect_uris"][0],
+        format!("http://{}/oauth/callback", gw.addr)
+    );
+
+    let asked = Instant::now();
+    let err = request(&human, "tokenhtml", "tools/list", json!({}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(asked.elapsed() < Duration::from_secs(5));
+    assert!(
+        err.contains("sign-in needed: open http://127.0.0.1:"),
+        "{err}"
+    );
+
+    // The person comes back from the authorization server.
+    let state = url
+        .split("state=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap();
+    let (status, page) = gw.get(&format!(
+        "/oauth/callback?code=c0de&state={state}&iss=http%3A%2F%2F127.0.0.1%3A{port}"
+    ));
+    assert_eq!(status, 200, "{page}");
+    let line = "the token endpoint answered 200 with text/html instead of JSON";
+    let m = status_where(&mut events, "tokenhtml", |m| {
+        m["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("text/html"))
+    })
+    .await;
+    assert_eq!(m["last_error"], line);
+    let exit = tokio::time::timeout(WAIT, bridge.join()).await.unwrap();
+    assert!(exit.to_string().contains(line), "{exit}");
+    drop(human);
+    gw.stop().await;
+}
+
+/// A sign-in answer whose `state` is not the bridge's: refused with one line, nothing
+/// exchanged, the sign-in still open, and the bridge still in the space.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_state_that_does_not_match_is_refused() {
+    let port = oauth_server(OAuthFault::HtmlToken);
+    let gw = Gateway::start().await;
+    let (human, mut events) = gw.human_with_events().await;
+    let bridge = gw.oauth_bridge("badstate", format!("http://127.0.0.1:{port}/mcp"));
+    status_where(&mut events, "badstate", |m| m.get("sign_in").is_some()).await;
+    let (status, _) = gw.get("/oauth/callback?code=c0de&state=badstate.forged");
+    assert_eq!(status, 200);
+    let m = status_where(&mut events, "badstate", |m| m.get("last_error").is_some()).await;
+    assert_eq!(
+        m["last_error"],
+        "the sign-in answer's state does not match the sign-in in progress; nothing was exchanged"
+    );
+    assert!(m.get("sign_in").is_some(), "{m}");
+    let err = request(&human, "badstate", "tools/list", json!({}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("sign-in needed"), "{err}");
+    // A state naming nobody in the space is answered by the gateway alone.
+    let (status, _) = gw.get("/oauth/callback?code=x&state=nobody.abc");
+    assert_eq!(status, 404);
+    assert!(bridge.snapshot().calls_in_flight == 0);
+    bridge.shutdown();
+    assert_eq!(
+        tokio::time::timeout(WAIT, bridge.join()).await.unwrap(),
+        Exit::Shutdown
+    );
+    drop(human);
     gw.stop().await;
 }

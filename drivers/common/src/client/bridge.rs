@@ -15,12 +15,14 @@ use std::time::{Duration, Instant};
 
 use futures_channel::oneshot;
 use futures_util::FutureExt;
-use mew_core::bridge::{Bridge, BridgeConfig, Exit, Output};
+use mew_core::bridge::{AuthEvent, Bridge, BridgeConfig, Exit, Output};
+use mew_core::mcp::oauth::{FetchId, FetchResponse, OAuth};
 use mew_core::mcp::{self, McpEvent};
 use mew_core::participant::{Event, GatewayInputs, Input};
 
 use crate::client::link::{Link, LinkEvent};
 use crate::client::mcp_http::{HttpEndpoint, HttpEvent, HttpLimits, McpHttp};
+use crate::client::oauth::{self as oauth_io, Fetcher};
 use crate::client::process::{McpProcess, ProcessEvent, ProcessRuntime, ServerCommand};
 use crate::clock;
 
@@ -191,6 +193,8 @@ pub async fn run_bridge<R: ProcessRuntime>(
 
 struct Driver<R: ProcessRuntime> {
     bridge: Bridge,
+    /// The OAuth flow's fetches, and where its tokens are kept.
+    fetcher: Option<(Fetcher, std::path::PathBuf)>,
     process: McpProcess<R>,
     /// The HTTP endpoint's driver, for a server over Streamable HTTP.
     http: Option<McpHttp>,
@@ -200,6 +204,7 @@ struct Driver<R: ProcessRuntime> {
 
 enum Step<W> {
     Process(ProcessEvent),
+    Fetched(FetchId, Result<FetchResponse, String>),
     Http(HttpEvent),
     Link(LinkEvent<W>),
     Shutdown,
@@ -214,20 +219,38 @@ async fn run<R: ProcessRuntime>(
     published: Option<Arc<Published>>,
 ) -> Exit {
     let link = Link::new(&config.participant);
+    let mut oauth = None;
     let (command, http) = match target {
         ServerTarget::Command(c) => (c, None),
-        ServerTarget::Http(endpoint, limits) => {
+        ServerTarget::Http(mut endpoint, limits) => {
             if let Err(e) = endpoint.check() {
                 return Exit::ServerNeverReady(e);
             }
+            oauth = endpoint.oauth.take();
             (
                 ServerCommand::default(),
                 Some(McpHttp::new(endpoint, limits)),
             )
         }
     };
+    let mut bridge = Bridge::new(config, seed.unwrap_or_else(clock::os_seed));
+    let fetcher = oauth.map(|setup| {
+        let setup = *setup;
+        let kept = oauth_io::load(&setup.store);
+        if kept.is_some() {
+            tracing::info!("using the sign-in kept in {}", setup.store.display());
+        }
+        // `state` and the PKCE verifier come from the OS CSPRNG.
+        bridge.enable_oauth(OAuth::new(
+            setup.config,
+            kept,
+            Box::new(crate::secret::OsTokens),
+        ));
+        (Fetcher::new(), setup.store)
+    });
     let mut d = Driver::<R> {
-        bridge: Bridge::new(config, seed.unwrap_or_else(clock::os_seed)),
+        fetcher,
+        bridge,
         process: McpProcess::new(command),
         http,
         link,
@@ -266,8 +289,15 @@ async fn run<R: ProcessRuntime>(
                     None => std::future::pending().await,
                 }
             };
+            let fetched = async {
+                match d.fetcher.as_ref() {
+                    Some((f, _)) => f.next().await,
+                    None => std::future::pending().await,
+                }
+            };
             futures_util::select_biased! {
                 ev = d.process.next_event().fuse() => Step::Process(ev),
+                (id, r) = fetched.fuse() => Step::Fetched(id, r),
                 ev = http.fuse() => Step::Http(ev),
                 ev = d.link.next().fuse() => match ev {
                     Some(ev) => Step::Link(ev),
@@ -282,6 +312,7 @@ async fn run<R: ProcessRuntime>(
             Step::Process(ProcessEvent::Stdout(b)) => d.bridge.handle_server_stdout(now, &b),
             Step::Process(ProcessEvent::Stderr(b)) => d.bridge.handle_server_stderr(now, &b),
             Step::Process(ProcessEvent::Exited(s)) => d.bridge.handle_server_exited(now, s),
+            Step::Fetched(id, r) => d.bridge.handle_oauth_fetch(now, id, r),
             Step::Http(HttpEvent::Head(x, head)) => {
                 d.bridge.handle_server_http_response(now, x, head)
             }
@@ -370,6 +401,22 @@ impl<R: ProcessRuntime> Driver<R> {
                     }
                     Output::Participant(e) => log_participant(&e),
                     Output::Mcp(e) => log_mcp(&e, self.http.is_some()),
+                    Output::OAuthFetch(f) => match self.fetcher.as_ref() {
+                        Some((fetcher, _)) => fetcher.start(f),
+                        None => self.bridge.handle_oauth_fetch(
+                            clock::now(),
+                            f.id,
+                            Err("OAuth is not enabled".into()),
+                        ),
+                    },
+                    Output::OAuthSave(s) => {
+                        if let Some((_, path)) = self.fetcher.as_ref()
+                            && let Err(e) = oauth_io::save(path, &s)
+                        {
+                            tracing::warn!("cannot keep the sign-in in {}: {e}", path.display());
+                        }
+                    }
+                    Output::Auth(e) => log_auth(&e),
                     Output::Exit(e) => exit = Some(e),
                 }
             }
@@ -410,6 +457,16 @@ fn log_participant(e: &Event) {
         Event::GaveUp { attempts } => tracing::error!(attempts, "gave up reconnecting"),
         Event::Control { control, from, .. } => tracing::info!(?control, %from, "control"),
         other => tracing::trace!(?other, "participant event"),
+    }
+}
+
+fn log_auth(e: &AuthEvent) {
+    match e {
+        AuthEvent::SignInNeeded { resource, url } => {
+            tracing::warn!("sign-in needed for {resource}: open {url}")
+        }
+        AuthEvent::Authorized => tracing::info!("signed in to the MCP server"),
+        AuthEvent::Failed(why) => tracing::warn!("MCP server sign-in failed: {why}"),
     }
 }
 

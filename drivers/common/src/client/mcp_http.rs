@@ -30,6 +30,8 @@ pub struct HttpEndpoint {
     pub url: String,
     /// Headers added to every exchange, values resolved (credentials included).
     pub headers: Vec<(String, String)>,
+    /// Signing in with OAuth when the server asks for it, if enabled.
+    pub oauth: Option<Box<crate::client::oauth::OAuthSetup>>,
 }
 
 impl std::fmt::Debug for HttpEndpoint {
@@ -39,6 +41,7 @@ impl std::fmt::Debug for HttpEndpoint {
         f.debug_struct("HttpEndpoint")
             .field("url", &self.url)
             .field("headers", &names)
+            .field("oauth", &self.oauth.is_some())
             .finish()
     }
 }
@@ -438,6 +441,7 @@ mod tests {
         let e = HttpEndpoint {
             url: "https://h/mcp".into(),
             headers: vec![("Authorization".into(), "Bearer s3cret".into())],
+            oauth: None,
         };
         let shown = format!("{e:?}");
         assert!(shown.contains("Authorization"), "{shown}");
@@ -449,6 +453,7 @@ mod tests {
         let e = |url: &str, h: &[(&str, &str)]| HttpEndpoint {
             url: url.into(),
             headers: h.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
+            oauth: None,
         };
         assert!(e("https://h/mcp", &[("X-A", "b")]).check().is_ok());
         let err = e("ftp://h/mcp", &[]).check().unwrap_err();

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod bridge;
 pub mod link;
 pub mod mcp_http;
+pub mod oauth;
 pub mod participant;
 pub mod process;
 pub mod socket;

@@ -481,6 +481,38 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
         }
     }
 
+    /// The redirect back from an authorization server: handed to the bridge named by its
+    /// `state`, which checks it.
+    fn oauth_callback(&mut self, now: Time, query: &str) -> Response {
+        let cb = mew_core::mcp::oauth::Callback::from_query(query);
+        let Some(participant) = cb
+            .state
+            .as_deref()
+            .and_then(|s| s.rsplit_once('.'))
+            .map(|(p, _)| p.to_owned())
+            .filter(|p| !p.is_empty())
+        else {
+            return crate::server::oauth::page(
+                400,
+                "This sign-in answer names no sign-in in progress.",
+            );
+        };
+        let delivered = self.gateway_mut().deliver_oauth_callback(
+            now,
+            &participant,
+            crate::server::oauth::callback_payload(&cb),
+        );
+        self.drain();
+        if delivered {
+            crate::server::oauth::page(
+                200,
+                &format!("Sign-in handed to {participant}. You can close this page."),
+            )
+        } else {
+            crate::server::oauth::page(404, &format!("{participant} is not in the space."))
+        }
+    }
+
     /// Answers an HTTP API request from the core.
     pub fn http(&mut self, now: Time, req: HttpRequest) -> Response {
         match req.route {
@@ -529,6 +561,10 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
                 .into_bytes(),
                 headers: Vec::new(),
             },
+            Route::OAuthCallback { query } => self.oauth_callback(now, &query),
+            Route::OAuthClient { participant, host } => {
+                crate::server::oauth::client_document(self.gateway(), &participant, host.as_deref())
+            }
             Route::NotFound | Route::WebSocket { .. } | Route::UiSession | Route::Ui { .. } => {
                 Response::error(404, "not_found", "no such endpoint")
             }

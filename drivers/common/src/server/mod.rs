@@ -15,6 +15,7 @@ pub mod http;
 pub mod jwt;
 pub mod metrics;
 pub mod node_inputs;
+pub mod oauth;
 pub mod proxy;
 pub mod response;
 pub mod route;

@@ -39,6 +39,19 @@ pub enum Route {
         /// The request's path.
         path: String,
     },
+    /// `GET /oauth/callback?code=&state=&iss=`: an authorization server sends a person
+    /// back here after a bridge's sign-in.
+    OAuthCallback {
+        /// The query string.
+        query: String,
+    },
+    /// `GET /oauth/client/{id}`: the client ID metadata document of a bridge.
+    OAuthClient {
+        /// The participant.
+        participant: String,
+        /// The `Host` header, for the document's own URL.
+        host: Option<String>,
+    },
     /// No such endpoint.
     NotFound,
     /// A known path with the wrong method.
@@ -91,6 +104,28 @@ pub fn route(head: &RequestHead) -> Route {
                 Route::MethodNotAllowed
             }
         }
+        ["oauth", "callback"] => {
+            if get {
+                Route::OAuthCallback {
+                    query: head.query.clone().unwrap_or_default(),
+                }
+            } else {
+                Route::MethodNotAllowed
+            }
+        }
+        ["oauth", "client", id] => {
+            let Some(participant) = percent_decode(id).filter(|p| !p.is_empty()) else {
+                return Route::NotFound;
+            };
+            if get {
+                Route::OAuthClient {
+                    participant,
+                    host: head.header("host").map(str::to_owned),
+                }
+            } else {
+                Route::MethodNotAllowed
+            }
+        }
         ["participants", id, "messages"] => {
             let Some(participant) = percent_decode(id).filter(|p| !p.is_empty()) else {
                 return Route::NotFound;
@@ -133,6 +168,23 @@ pub(crate) mod tests {
 
     #[test]
     fn routes_every_endpoint() {
+        assert_eq!(
+            route(&head("GET", "/oauth/callback?code=c&state=files.x", &[])),
+            Route::OAuthCallback {
+                query: "code=c&state=files.x".into()
+            }
+        );
+        assert_eq!(
+            route(&head("GET", "/oauth/client/my%20files", &[("host", "h:1")])),
+            Route::OAuthClient {
+                participant: "my files".into(),
+                host: Some("h:1".into())
+            }
+        );
+        assert_eq!(
+            route(&head("POST", "/oauth/callback", &[])),
+            Route::MethodNotAllowed
+        );
         let up = [("Upgrade", "websocket"), ("Connection", "Upgrade")];
         assert_eq!(
             route(&head("GET", "/ws?space=s1", &up)),

@@ -110,6 +110,31 @@ pub struct McpServerConfig {
     pub env: BTreeMap<String, String>,
     /// Working directory.
     pub cwd: Option<String>,
+    /// `oauth`: how the bridge signs in to a `url` server that asks for it.
+    pub oauth: McpOAuthSettings,
+}
+
+/// `mcp_server.oauth`: OAuth sign-in to a remote MCP server (on unless `oauth: false`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpOAuthSettings {
+    /// Whether the bridge signs in when the server asks (`oauth: false` turns it off).
+    pub enabled: bool,
+    /// `client_file`: a JSON file with a pre-registered `client_id` (and `client_secret`),
+    /// relative to the folder of `space.yaml`; never the values themselves.
+    pub client_file: Option<String>,
+    /// `client_metadata_url`: the client ID metadata document to name as `client_id`
+    /// instead of the one the gateway serves.
+    pub client_metadata_url: Option<String>,
+}
+
+impl Default for McpOAuthSettings {
+    fn default() -> Self {
+        McpOAuthSettings {
+            enabled: true,
+            client_file: None,
+            client_metadata_url: None,
+        }
+    }
 }
 
 /// Where a header's value for an MCP server over HTTP comes from. A credential is never

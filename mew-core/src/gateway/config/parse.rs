@@ -540,7 +540,36 @@ impl Cx {
                 if url.is_none() && !headers.is_empty() {
                     self.err(format!("{l}.headers"), "headers go with a url");
                 }
+                let mut oauth = McpOAuthSettings::default();
+                match sm.get("oauth") {
+                    None => {}
+                    Some(Yaml::Bool(b)) => oauth.enabled = *b,
+                    Some(o) => {
+                        let ol = format!("{l}.oauth");
+                        if let Some(om) = self.map(o, &ol) {
+                            let om = om.clone();
+                            oauth.client_file =
+                                self.string(om.get("client_file"), &format!("{ol}.client_file"));
+                            oauth.client_metadata_url = self.string(
+                                om.get("client_metadata_url"),
+                                &format!("{ol}.client_metadata_url"),
+                            );
+                            for k in ["client_id", "client_secret"] {
+                                if om.contains_key(k) {
+                                    self.err(
+                                        format!("{ol}.{k}"),
+                                        "a client's credentials go in the file client_file names, not in space.yaml",
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+                if url.is_none() && sm.contains_key("oauth") {
+                    self.err(format!("{l}.oauth"), "oauth goes with a url");
+                }
                 p.mcp_server = Some(McpServerConfig {
+                    oauth,
                     command: command.unwrap_or_default(),
                     url,
                     headers,

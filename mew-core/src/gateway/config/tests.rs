@@ -369,3 +369,35 @@ fn mcp_server_refuses_a_credential_in_the_yaml_and_both_forms() {
     let e = err("      url: ftp://h/mcp\n");
     assert!(e.contains("http:// or https://"), "{e}");
 }
+
+#[test]
+fn mcp_server_oauth_settings() {
+    let base = "space: {id: s}\nparticipants:\n  gh:\n    type: mcp-bridge\n    tokens: [t]\n    mcp_server:\n      url: https://h/mcp\n";
+    let oauth = |rest: &str| {
+        SpaceConfig::from_yaml(&format!("{base}{rest}")).map(|c| {
+            c.participant("gh")
+                .unwrap()
+                .mcp_server
+                .clone()
+                .unwrap()
+                .oauth
+        })
+    };
+    assert_eq!(oauth("").unwrap(), McpOAuthSettings::default());
+    assert!(oauth("").unwrap().enabled);
+    assert!(!oauth("      oauth: false\n").unwrap().enabled);
+    let o = oauth("      oauth: {client_file: gh-client.json, client_metadata_url: \"https://me.example/client.json\"}\n").unwrap();
+    assert_eq!(o.client_file.as_deref(), Some("gh-client.json"));
+    assert_eq!(
+        o.client_metadata_url.as_deref(),
+        Some("https://me.example/client.json")
+    );
+    let e = oauth("      oauth: {client_secret: hunter2}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("mcp_server.oauth.client_secret") && e.contains("client_file"),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2"), "{e}");
+}
