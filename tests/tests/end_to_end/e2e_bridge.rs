@@ -251,7 +251,11 @@ async fn next_event<T>(
 }
 
 /// The next envelope of `kind` from `from`.
-async fn next_envelope(events: &mut mpsc::Receiver<Event>, from: &str, kind: &str) -> Value {
+pub(super) async fn next_envelope(
+    events: &mut mpsc::Receiver<Event>,
+    from: &str,
+    kind: &str,
+) -> Value {
     next_event(events, |e| match e {
         Event::Message(env) if env.from == from && env.kind.as_str() == kind => {
             Some(serde_json::from_str::<Value>(&env.to_json()).unwrap())

@@ -2,7 +2,9 @@
 //! real `@modelcontextprotocol/server-everything` in its `streamableHttp` mode
 //! (tests/mcp-servers), and a participant calling its tools through the space; then servers
 //! that are not there, answer HTML, or die in the middle of a stream; and the server's
-//! questions (elicitation) put to the participant whose call caused them.
+//! questions (elicitation) put to the participant whose call caused them; and a server over
+//! the official TypeScript SDK (`@modelcontextprotocol/server` 2.x) that speaks only
+//! 2026-07-28 and refuses `initialize`.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -178,7 +180,7 @@ impl Drop for Everything {
     }
 }
 
-use super::e2e_bridge::{request, sees};
+use super::e2e_bridge::{next_envelope, request, sees};
 
 /// Tools listed and called through the space, the server over Streamable HTTP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -812,4 +814,187 @@ async fn oauth_state_that_does_not_match_is_refused() {
     );
     drop(human);
     gw.stop().await;
+}
+
+/// `tests/mcp-servers/modern-only.mjs`: a server over `@modelcontextprotocol/server` 2.x in
+/// its strict mode, speaking only 2026-07-28; every request it receives (and every refusal)
+/// is a JSON line in `log`.
+fn modern_only(log: &Path) -> mew_tests::process::HttpMcpServer {
+    let _ = std::fs::remove_file(log);
+    mew_tests::process::HttpMcpServer::start("modern-only.mjs", &[log.to_str().unwrap()])
+}
+
+fn modern_log(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A 2025 client's `initialize`, posted as such a client would: the answer's body.
+fn post_initialize(url: &str) -> Value {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (addr, path) = rest.split_once('/').unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "a-2025-client", "version": "1.0.0"}}})
+    .to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        s,
+        "POST /{path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (_, body) = out.split_once("\r\n\r\n").expect("an HTTP answer");
+    // The body may come chunked: the JSON object is between the first `{` and the last `}`.
+    let json = &body[body.find('{').unwrap()..=body.rfind('}').unwrap()];
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// A server that speaks only 2026-07-28, brought into the space: it refuses a 2025
+/// `initialize` with the unsupported-protocol-version error naming 2026-07-28 only; the
+/// bridge finds its revision by `server/discover` (its first request, and no `initialize`
+/// ever), shows 2026-07-28 in its status, and a participant lists and calls its tool through
+/// the space.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_speaking_only_2026_07_28_is_bridged_by_discovery() {
+    let log = std::env::temp_dir().join(format!("mew-modern-only-{}.log", std::process::id()));
+    let server = modern_only(&log);
+
+    // The 2025 path cannot work against it.
+    let refused = post_initialize(&server.url);
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["supported"],
+        json!(["2026-07-28"]),
+        "{refused}"
+    );
+    assert_eq!(refused["error"]["data"]["requested"], "2025-11-25");
+    let seen = modern_log(&log);
+    assert_eq!(seen[0]["method"], "initialize", "{seen:?}");
+    assert!(seen.iter().any(|l| l["refused"] == -32022), "{seen:?}");
+    let _ = std::fs::remove_file(&log);
+
+    let gw = Gateway::start().await;
+    let bridge = gw.bridge("every", server.url.clone(), true);
+    let (human, mut events) = gw.human_with_events().await;
+    sees(&human, "every").await;
+
+    let tools = request(&human, "every", "tools/list", json!({}))
+        .await
+        .unwrap();
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["echo", "paint"], "{tools}");
+    let echo = request(
+        &human,
+        "every",
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "only the new revision"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(texts(&echo), "echo: only the new revision", "{echo}");
+
+    human
+        .send_json(r#"{"kind": "participant/request-status", "to": ["every"], "payload": {}}"#)
+        .await
+        .unwrap();
+    let status = next_envelope(&mut events, "every", "participant/status").await;
+    let member = &status["payload"]["mcp_server"];
+    assert_eq!(member["state"], "ready", "{status}");
+    assert_eq!(member["protocol_version"], "2026-07-28", "{status}");
+    assert_eq!(member["transport"], "http", "{status}");
+    assert_eq!(member["server_info"]["name"], "modern-only", "{status}");
+    assert_eq!(member["tools"], 2, "{status}");
+
+    // What the bridge sent: discovery first, never an initialize, nothing refused.
+    let seen = modern_log(&log);
+    let methods: Vec<&str> = seen.iter().filter_map(|l| l["method"].as_str()).collect();
+    assert_eq!(methods.first(), Some(&"server/discover"), "{seen:?}");
+    assert!(!methods.contains(&"initialize"), "{seen:?}");
+    assert!(methods.contains(&"tools/call"), "{seen:?}");
+    assert!(!seen.iter().any(|l| l.get("refused").is_some()), "{seen:?}");
+
+    bridge.shutdown();
+    assert_eq!(bridge.join().await, Exit::Shutdown);
+    gw.stop().await;
+    let _ = std::fs::remove_file(&log);
+}
+
+/// The 2026-07-28 multi round-trip: the tool answers `input_required` with an elicitation;
+/// the question reaches the caller correlated to its call, the caller's answer goes back in
+/// the retried request, and the result is the one the answer chose; a declined question is
+/// reported as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_required_round_from_a_2026_only_server_is_answered_by_the_caller() {
+    let log = std::env::temp_dir().join(format!("mew-modern-asks-{}.log", std::process::id()));
+    let server = modern_only(&log);
+    let gw = Gateway::start().await;
+    let bridge = gw.bridge("asks", server.url.clone(), false);
+    let (human, mut events) = gw.human_with_events().await;
+    sees(&human, "asks").await;
+    human
+        .with(|p, _| p.forward_method("elicitation/create"))
+        .await
+        .unwrap();
+
+    for (answer, expect) in [
+        (
+            json!({"action": "accept", "content": {"colour": "green"}}),
+            "painted green",
+        ),
+        (json!({"action": "decline"}), "not painted (decline)"),
+    ] {
+        let call = request(
+            &human,
+            "asks",
+            "tools/call",
+            json!({"name": "paint", "arguments": {}}),
+        );
+        let answering = async {
+            let (call_id, params, env) = question(&mut events).await;
+            assert_eq!(env["to"], json!(["human"]), "{env}");
+            let about = pending_request(&human).await;
+            assert_eq!(env["correlation_id"], json!([about]), "{env}");
+            assert_eq!(params["message"], "Which colour?", "{params}");
+            let schema = &params["requestedSchema"];
+            assert_eq!(
+                schema["properties"]["colour"]["enum"],
+                json!(["red", "green", "blue"]),
+                "{schema}"
+            );
+            human
+                .with(move |p, now| p.complete_call(now, call_id, Ok(answer)))
+                .await
+                .unwrap()
+                .unwrap();
+        };
+        let (result, ()) = tokio::join!(call, answering);
+        let result = result.expect("the call succeeds");
+        assert_eq!(texts(&result), expect, "{result}");
+    }
+
+    // Each call went to the server twice: first without, then with the caller's answer.
+    let seen = modern_log(&log);
+    let calls = seen.iter().filter(|l| l["method"] == "tools/call").count();
+    assert_eq!(calls, 4, "{seen:?}");
+    assert!(
+        !seen.iter().any(|l| l["method"] == "initialize"),
+        "{seen:?}"
+    );
+
+    bridge.shutdown();
+    assert_eq!(bridge.join().await, Exit::Shutdown);
+    gw.stop().await;
+    let _ = std::fs::remove_file(&log);
 }
