@@ -31,7 +31,7 @@ impl Fold {
 }
 
 impl View {
-    /// Shows one envelope; `past` for one of the history.
+    /// Shows one envelope; `past` for one of the history (told, its live copy awaited).
     pub(super) fn apply(&mut self, env: &Envelope, past: bool) {
         if env.kind != Kind::SystemWelcome && !env.id.is_empty() {
             // A welcome is not kept in the gateway's history: no place to resume from.
@@ -40,7 +40,7 @@ impl View {
             {
                 self.seen_set.remove(&old);
             }
-            if self.seen_set.insert(env.id.clone()) {
+            if self.seen_set.insert(env.id.clone(), past).is_none() {
                 self.seen.push_back(env.id.clone());
             }
             self.last_seen = Some(env.id.clone());
@@ -49,17 +49,7 @@ impl View {
         let payload = env.payload.as_ref().unwrap_or(&Value::Null);
         match &env.kind {
             Kind::SystemWelcome => self.on_welcome(payload),
-            Kind::SystemPresence if past => {
-                if let Some(pid) = payload["participant"]["id"].as_str() {
-                    let what = if payload["event"] == "leave" {
-                        "left"
-                    } else {
-                        "joined"
-                    };
-                    self.note(format!("{pid} {what}"));
-                }
-            }
-            Kind::SystemPresence => self.on_presence(payload),
+            Kind::SystemPresence => self.on_presence(payload, past),
             Kind::Chat => {
                 let text = payload["text"].as_str().unwrap_or_default().to_owned();
                 self.push(ItemKind::Chat, from, text, Vec::new(), false);
@@ -181,8 +171,24 @@ impl View {
         self.set_status(status);
     }
 
-    /// Joins and leaves, by the participant's rule; a note tells what was announced.
-    fn on_presence(&mut self, payload: &Value) {
+    /// What the live copy of an envelope the history told changes: who is here and their
+    /// status (nothing is shown again).
+    pub(super) fn take_effect(&mut self, env: &Envelope) {
+        let payload = env.payload.as_ref().unwrap_or(&Value::Null);
+        match env.kind {
+            Kind::SystemPresence => {
+                self.follow_presence(payload);
+            }
+            Kind::ParticipantStatus => self.on_status(&env.from, payload),
+            _ => {}
+        }
+    }
+
+    /// Joins and leaves, by the participant's rule: what each change did.
+    fn follow_presence(
+        &mut self,
+        payload: &Value,
+    ) -> Vec<Result<Option<MemberChange>, &'static str>> {
         let me = self.state.me.clone();
         let results = self.others.presence(&me, payload);
         for r in &results {
@@ -192,6 +198,16 @@ impl View {
             }
         }
         self.refresh_members();
+        results
+    }
+
+    /// Joins and leaves, applied unless `past`; a note tells what was announced.
+    fn on_presence(&mut self, payload: &Value, past: bool) {
+        let results = if past {
+            Vec::new()
+        } else {
+            self.follow_presence(payload)
+        };
         if payload["event"] == "batch" {
             // A crowded space's joins and leaves, gathered: one line for all of them.
             let changes = payload["changes"].as_array().map(Vec::as_slice);

@@ -27,8 +27,9 @@
 //! - suggestions: grants the approvals seen would justify ([`crate::automation`]);
 //! - open streams;
 //! - after a join, envelopes arriving while the history is fetched are held, and shown after
-//!   it; nothing is shown twice. Joins and leaves of the past are told, not applied (the
-//!   welcome says who is here now).
+//!   it; nothing is shown twice. Joins and leaves of the history are told, not applied (the
+//!   welcome says who is here now); their live copy, held or arriving after the history,
+//!   applies them without telling them again.
 
 mod apply;
 pub mod ask;
@@ -48,7 +49,7 @@ pub use types::{
 
 use crate::envelope::{Envelope, Kind};
 use crate::participant::{AvailableTool, Event, Members};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// What a person sees of a space, fed by a participant's events and the person's commands.
 #[derive(Debug)]
@@ -71,9 +72,10 @@ pub struct View {
     suggested: VecDeque<String>,
     /// Ids of background requests, so that their answers are background too.
     background_ids: VecDeque<String>,
-    /// Ids of the envelopes shown (in order, and as a set).
+    /// Ids of the envelopes shown (in order, and by id: `true` while one told from the
+    /// history waits for its live copy, which alone changes who is here).
     seen: VecDeque<String>,
-    seen_set: BTreeSet<String>,
+    seen_set: BTreeMap<String, bool>,
     /// Where a history fetch resumes: the last envelope shown that the gateway keeps.
     last_seen: Option<String>,
     /// Envelopes held while the history is fetched; `None` when not fetching.
@@ -108,7 +110,7 @@ impl View {
             suggested: VecDeque::new(),
             background_ids: VecDeque::new(),
             seen: VecDeque::new(),
-            seen_set: BTreeSet::new(),
+            seen_set: BTreeMap::new(),
             last_seen: None,
             held: None,
             open: VecDeque::new(),
@@ -199,15 +201,14 @@ impl View {
             Ok(list) => {
                 let fresh: Vec<&Envelope> = list
                     .iter()
-                    .filter(|e| e.kind != Kind::SystemWelcome && !self.seen_set.contains(&e.id))
+                    .filter(|e| e.kind != Kind::SystemWelcome && !self.seen_set.contains_key(&e.id))
                     .collect();
-                // What also arrived live while the history was fetched happens now (a join
-                // seen live is applied, not only told), at its place in the history.
-                let live: BTreeSet<&str> = held.iter().map(|e| e.id.as_str()).collect();
+                // Told, whether its live copy came already (held), comes later or never:
+                // the live copy alone changes who is here ([`View::live`]).
                 if !fresh.is_empty() {
                     self.note(format!("earlier in the space ({}):", fresh.len()));
                     for e in fresh {
-                        self.apply(e, !live.contains(e.id.as_str()));
+                        self.apply(e, true);
                     }
                     self.note("now:");
                 }
@@ -250,13 +251,25 @@ impl View {
             }
             // Too long a wait: show what is held now, and the history when it comes.
             for e in std::mem::take(held) {
-                self.apply(&e, false);
+                self.live(&e);
             }
         }
-        if self.seen_set.contains(&env.id) {
-            return;
+        self.live(env);
+    }
+
+    /// The one rule for an envelope's live copy, in whatever order it and the history come:
+    /// it is shown unless it was, and it changes who is here (and their status) exactly
+    /// once, even when the history told it first (the gateway may keep an envelope before
+    /// its live copy arrives, so a join told from the history would otherwise never apply).
+    fn live(&mut self, env: &Envelope) {
+        match self.seen_set.get_mut(&env.id) {
+            None => self.apply(env, false),
+            Some(told) if *told => {
+                *told = false;
+                self.take_effect(env);
+            }
+            Some(_) => {}
         }
-        self.apply(env, false);
     }
 
     fn set_status(&mut self, status: String) {

@@ -698,6 +698,186 @@ fn a_join_that_arrives_live_while_the_history_is_fetched_is_applied() {
     );
 }
 
+/// One input of a history race: an envelope's live copy, or the history page.
+enum Step {
+    Live(Value),
+    History(Vec<Value>),
+}
+
+/// Joins and leaves fed in each order their live copies and the history fetched after the
+/// welcome may come in: the members end as the live copies say, and each is told once.
+#[test]
+fn a_presence_applies_once_whatever_the_order_of_its_live_copy_and_the_history() {
+    use Step::{History, Live};
+    let presence = |id: &str, event: &str, who: &str| {
+        json!({"kind": "system/presence", "id": id, "payload": {"event": event,
+               "participant": {"id": who, "capabilities": [{"kind": "mcp/response"}]}}})
+    };
+    let join_b = presence("g2", "join", "bridge");
+    let leave_b = presence("g3", "leave", "bridge");
+    let leave_a = presence("g4", "leave", "agent");
+    let join_a = presence("g5", "join", "agent");
+    let h = |list: &[&Value]| History(list.iter().map(|v| (*v).clone()).collect());
+    let cases: Vec<(&str, Vec<Step>, bool, bool)> = vec![
+        // (what, steps, bridge here at the end, agent here at the end)
+        (
+            "history holds the join before its live copy comes",
+            vec![h(&[&join_b]), Live(join_b.clone())],
+            true,
+            true,
+        ),
+        (
+            "live join held, history holds it too",
+            vec![Live(join_b.clone()), h(&[&join_b])],
+            true,
+            true,
+        ),
+        (
+            "live join held, history taken before it",
+            vec![Live(join_b.clone()), h(&[])],
+            true,
+            true,
+        ),
+        (
+            "history without the join, then the live join",
+            vec![h(&[]), Live(join_b.clone())],
+            true,
+            true,
+        ),
+        (
+            "join held; history holds the join and a leave whose live copy comes after",
+            vec![
+                Live(join_b.clone()),
+                h(&[&join_b, &leave_b]),
+                Live(leave_b.clone()),
+            ],
+            false,
+            true,
+        ),
+        (
+            "history holds a join and a leave before either live copy",
+            vec![
+                h(&[&join_b, &leave_b]),
+                Live(join_b.clone()),
+                Live(leave_b.clone()),
+            ],
+            false,
+            true,
+        ),
+        (
+            "a member leaves (held) and rejoins (live after the history)",
+            vec![
+                Live(leave_a.clone()),
+                h(&[&leave_a, &join_a]),
+                Live(join_a.clone()),
+            ],
+            false,
+            true,
+        ),
+        (
+            "a member leaves and rejoins, both live after the history",
+            vec![
+                h(&[&leave_a, &join_a]),
+                Live(leave_a.clone()),
+                Live(join_a.clone()),
+            ],
+            false,
+            true,
+        ),
+        (
+            "a member leaves: history first, live copy after",
+            vec![h(&[&leave_a]), Live(leave_a.clone())],
+            false,
+            false,
+        ),
+    ];
+    for (what, steps, bridge, agent) in cases {
+        let mut v = space();
+        v.handle_event(&Event::Ready {
+            id: "human".into(),
+            reconnected: false,
+        });
+        assert_eq!(actions(&mut v), [Action::FetchHistory { since: None }]);
+        let mut sent = Vec::new();
+        for step in steps {
+            match step {
+                Live(e) => {
+                    sent.push(e["id"].clone());
+                    msg(&mut v, e);
+                }
+                History(list) => v.handle_history(Ok(list.into_iter().map(env).collect())),
+            }
+        }
+        let members = v.state().members.clone();
+        assert_eq!(
+            ids(&members).contains(&"bridge"),
+            bridge,
+            "{what}: {members:?}"
+        );
+        assert_eq!(
+            ids(&members).contains(&"agent"),
+            agent,
+            "{what}: {members:?}"
+        );
+        if bridge {
+            let b = members.iter().find(|m| m.id == "bridge").unwrap();
+            assert_eq!(b.capabilities.len(), 1, "{what}: {b:?}");
+        }
+        // Each live copy told once, whether by the history or live.
+        let t = texts(&v);
+        for id in sent {
+            let e = [&join_b, &leave_b, &leave_a, &join_a]
+                .into_iter()
+                .find(|e| e["id"] == id)
+                .unwrap();
+            let p = &e["payload"];
+            let word = if p["event"] == "join" {
+                "joined"
+            } else {
+                "left"
+            };
+            let line = format!("{} {word}", p["participant"]["id"].as_str().unwrap());
+            assert_eq!(
+                t.iter().filter(|l| **l == line).count(),
+                1,
+                "{what}: {line} in {t:?}"
+            );
+        }
+    }
+}
+
+/// A status told by the history before its live copy comes still shows its sign-in notice.
+#[test]
+fn a_status_told_by_the_history_takes_effect_when_its_live_copy_comes() {
+    let mut v = space();
+    v.handle_event(&Event::Ready {
+        id: "human".into(),
+        reconnected: false,
+    });
+    actions(&mut v);
+    let status = json!({"kind": "participant/status", "from": "files", "id": "s1", "payload": {
+        "status": "active", "mcp_server": {"sign_in": {
+            "url": "https://auth.example.com/authorize", "host": "auth.example.com"}}}});
+    v.handle_history(Ok(vec![env(status.clone())]));
+    assert!(
+        v.state().notices.is_empty(),
+        "a status of the past is not applied"
+    );
+    msg(&mut v, status.clone());
+    assert_eq!(
+        v.state()
+            .notices
+            .iter()
+            .map(|n| n.text.as_str())
+            .collect::<Vec<_>>(),
+        ["files needs you to sign in to auth.example.com"]
+    );
+    // A second live copy of the same envelope changes nothing.
+    v.state.notices.clear();
+    msg(&mut v, status);
+    assert!(v.state().notices.is_empty());
+}
+
 /// A schema of every kind of field an MCP form may hold (as server-everything asks).
 fn form_schema() -> Value {
     json!({"type": "object", "required": ["name"], "properties": {
