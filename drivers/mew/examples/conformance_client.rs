@@ -15,7 +15,12 @@
 //!   sample value for the others;
 //! - it follows a sign-in link: when the bridge's `participant/status` carries
 //!   `mcp_server.sign_in.url`, it opens the URL (GET, following redirects), as a person's
-//!   browser would.
+//!   browser would. A call answered with `sign-in needed` (the server asked for more scope
+//!   while it ran) is made again once that sign-in is done, as a person would retry.
+//!
+//! The bridge names the client ID metadata document the suite expects
+//! (`mcp_server.oauth.client_metadata_url`); a client the scenario registered beforehand
+//! (`client_id` in its context) goes to a client file (`mcp_server.oauth.client_file`).
 //!
 //! Everything it starts stops when it ends, even when it is killed (`mew guard`). Its exit
 //! code is 0 when every call got an answer, 1 when one failed, 2 when the space could not be
@@ -47,6 +52,13 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Scenarios whose server serves `tools/list` only (the suite's own client lists and stops).
 const LIST_ONLY: &[&str] = &["json-schema-ref-no-deref"];
+/// The client ID metadata document the suite's authorization servers expect as `client_id`.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+/// How often one call is made again after a sign-in it was refused for (a server that asks
+/// for ever more scope is refused by the bridge before this).
+const SIGN_IN_RETRIES: usize = 3;
+/// How long a call waits for the sign-in it was refused for.
+const SIGN_IN_WAIT: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let Some(url) = std::env::args().skip(1).last() else {
@@ -60,7 +72,7 @@ fn main() -> ExitCode {
         .unwrap_or(Value::Null);
     let mew = mew_bin();
     let dir = scratch_dir();
-    let result = Space::start(&mew, &dir, &url).and_then(|space| {
+    let result = Space::start(&mew, &dir, &url, &context).and_then(|space| {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -117,10 +129,23 @@ struct Space {
 }
 
 impl Space {
-    fn start(mew: &Path, dir: &Path, url: &str) -> Result<Space, String> {
+    fn start(mew: &Path, dir: &Path, url: &str, context: &Value) -> Result<Space, String> {
         std::fs::create_dir_all(dir.join(".mew")).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // A pre-registered client (`auth/pre-registration`): its credentials in a file, as
+        // space.yaml wants them.
+        let client_file = match context["client_id"].as_str() {
+            Some(id) => {
+                let file = dir.join(".mew/client.json");
+                let client = json!({"client_id": id, "client_secret": context["client_secret"]});
+                write_private(&file, &client.to_string())
+                    .map_err(|e| format!("client file: {e}"))?;
+                Some(file)
+            }
+            None => None,
+        };
         let config = dir.join(".mew/space.yaml");
-        std::fs::write(&config, space_yaml(url)).map_err(|e| format!("space.yaml: {e}"))?;
+        std::fs::write(&config, space_yaml(url, client_file.as_deref()))
+            .map_err(|e| format!("space.yaml: {e}"))?;
         // Through the guard the gateway stops when this process dies, however it dies; the
         // gateway stops the bridge it started likewise.
         let mut gateway = Command::new(mew)
@@ -177,7 +202,22 @@ impl Drop for Space {
     }
 }
 
-fn space_yaml(url: &str) -> String {
+/// Writes a file only its owner may read (it holds a client secret).
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(text.as_bytes())
+}
+
+fn space_yaml(url: &str, client_file: Option<&Path>) -> String {
+    let quote = |s: &str| serde_json::to_string(s).expect("a string serialises");
+    let mut oauth = format!("client_metadata_url: {}", quote(CLIENT_METADATA_URL));
+    if let Some(f) = client_file {
+        oauth.push_str(&format!(", client_file: {}", quote(&f.to_string_lossy())));
+    }
     format!(
         r#"space: {{id: {SPACE}}}
 participants:
@@ -185,7 +225,7 @@ participants:
     type: mcp-bridge
     tokens: [{SERVER}-token]
     auto_start: true
-    mcp_server: {{url: {url}}}
+    mcp_server: {{url: {url}, oauth: {{{oauth}}}}}
     bridge_config: {{init_timeout: 15000, reconnect: false}}
     capabilities:
       - kind: mcp/response
@@ -196,7 +236,7 @@ participants:
     tokens: [{CALLER}-token]
     capabilities: [{{kind: "*"}}]
 "#,
-        url = serde_json::to_string(url).expect("a string serialises")
+        url = quote(url)
     )
 }
 
@@ -217,7 +257,8 @@ async fn play(addr: &str, scenario: &str, context: &Value) -> Result<(), String>
         .await
         .map_err(|e| e.to_string())?;
     let (gone_tx, gone) = tokio::sync::oneshot::channel();
-    let person = tokio::spawn(person(rt.clone(), events, gone_tx));
+    let (sign_in_tx, sign_in) = tokio::sync::watch::channel(SignIns::default());
+    let person = tokio::spawn(person(rt.clone(), events, gone_tx, sign_in_tx));
 
     // The bridge joins once the gateway has started it; it holds calls until its server is
     // ready (or signed in to).
@@ -246,7 +287,7 @@ async fn play(addr: &str, scenario: &str, context: &Value) -> Result<(), String>
 
     // A bridge that leaves (its server refused it) answers nothing more: stop at once.
     let failures = tokio::select! {
-        f = calls(&rt, scenario, context) => f,
+        f = calls(&rt, scenario, context, sign_in) => f,
         Ok(why) = gone => vec![why],
     };
     person.abort();
@@ -259,9 +300,14 @@ async fn play(addr: &str, scenario: &str, context: &Value) -> Result<(), String>
 }
 
 /// Every call of the scenario, in order; the failures, described.
-async fn calls(rt: &ParticipantRuntime, scenario: &str, context: &Value) -> Vec<String> {
+async fn calls(
+    rt: &ParticipantRuntime,
+    scenario: &str,
+    context: &Value,
+    mut sign_in: tokio::sync::watch::Receiver<SignIns>,
+) -> Vec<String> {
     let mut failures = Vec::new();
-    let tools = match request(rt, "tools/list", json!({})).await {
+    let tools = match request(rt, &mut sign_in, "tools/list", json!({})).await {
         Ok(v) => v["tools"].as_array().cloned().unwrap_or_default(),
         Err(e) => return vec![format!("tools/list: {e}")],
     };
@@ -288,7 +334,7 @@ async fn calls(rt: &ParticipantRuntime, scenario: &str, context: &Value) -> Vec<
         for arguments in args {
             called.insert(name.to_owned());
             let params = json!({"name": name, "arguments": arguments});
-            if let Err(e) = request(rt, "tools/call", params).await {
+            if let Err(e) = request(rt, &mut sign_in, "tools/call", params).await {
                 failures.push(format!("tools/call {name}: {e}"));
             }
         }
@@ -300,15 +346,15 @@ async fn calls(rt: &ParticipantRuntime, scenario: &str, context: &Value) -> Vec<
             eprintln!("{name}: named by the scenario but not listed by the bridge; not called");
         }
     }
-    if let Ok(list) = request(rt, "resources/list", json!({})).await {
+    if let Ok(list) = request(rt, &mut sign_in, "resources/list", json!({})).await {
         for r in list["resources"].as_array().into_iter().flatten() {
             let uri = r["uri"].clone();
-            if let Err(e) = request(rt, "resources/read", json!({"uri": uri})).await {
+            if let Err(e) = request(rt, &mut sign_in, "resources/read", json!({"uri": uri})).await {
                 failures.push(format!("resources/read {uri}: {e}"));
             }
         }
     }
-    if let Ok(list) = request(rt, "prompts/list", json!({})).await {
+    if let Ok(list) = request(rt, &mut sign_in, "prompts/list", json!({})).await {
         for p in list["prompts"].as_array().into_iter().flatten() {
             let name = p["name"].clone();
             let mut arguments = Map::new();
@@ -320,7 +366,7 @@ async fn calls(rt: &ParticipantRuntime, scenario: &str, context: &Value) -> Vec<
                 }
             }
             let params = json!({"name": name, "arguments": arguments});
-            if let Err(e) = request(rt, "prompts/get", params).await {
+            if let Err(e) = request(rt, &mut sign_in, "prompts/get", params).await {
                 failures.push(format!("prompts/get {name}: {e}"));
             }
         }
@@ -328,7 +374,45 @@ async fn calls(rt: &ParticipantRuntime, scenario: &str, context: &Value) -> Vec<
     failures
 }
 
-async fn request(rt: &ParticipantRuntime, method: &str, params: Value) -> Result<Value, String> {
+/// A request to the bridge, made again (up to [`SIGN_IN_RETRIES`] times) after each sign-in
+/// it is refused for: while a sign-in is pending the bridge answers at once with its link
+/// (a server that wants more scope refuses a running call that way too).
+async fn request(
+    rt: &ParticipantRuntime,
+    sign_in: &mut tokio::sync::watch::Receiver<SignIns>,
+    method: &str,
+    params: Value,
+) -> Result<Value, String> {
+    let mut retries = 0;
+    loop {
+        let err = match request_once(rt, method, params.clone()).await {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        // `sign-in needed: open <url> to sign in to <host>`
+        let Some(url) = err
+            .split_once("sign-in needed: open ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .map(str::to_owned)
+        else {
+            return Err(err);
+        };
+        if retries == SIGN_IN_RETRIES {
+            return Err(err);
+        }
+        retries += 1;
+        let done = tokio::time::timeout(SIGN_IN_WAIT, sign_in.wait_for(|s| s.done.contains(&url)));
+        if !matches!(done.await, Ok(Ok(_))) {
+            return Err(format!("{err} (the sign-in did not complete)"));
+        }
+    }
+}
+
+async fn request_once(
+    rt: &ParticipantRuntime,
+    method: &str,
+    params: Value,
+) -> Result<Value, String> {
     rt.mcp_request(
         vec![SERVER.into()],
         json!({"method": method, "params": params}),
@@ -429,12 +513,22 @@ fn open(url: &str) {
     }
 }
 
+/// The sign-ins the bridge announced, as the person saw them.
+#[derive(Default)]
+struct SignIns {
+    /// The link of the sign-in the bridge's last status announced, if any.
+    pending: Option<String>,
+    /// The links whose sign-in completed: a later status of the bridge announced none.
+    done: BTreeSet<String>,
+}
+
 /// The person of the space: answers the questions put to it and follows sign-in links.
-/// `gone` hears when the bridge leaves the space.
+/// `gone` hears when the bridge leaves the space; `sign_ins` the sign-ins seen.
 async fn person(
     rt: ParticipantRuntime,
     mut events: tokio::sync::mpsc::Receiver<Event>,
     gone: tokio::sync::oneshot::Sender<String>,
+    sign_ins: tokio::sync::watch::Sender<SignIns>,
 ) {
     let mut gone = Some(gone);
     let opened: Arc<Mutex<BTreeSet<String>>> = Arc::default();
@@ -450,14 +544,26 @@ async fn person(
             }
             Event::Message(env) if env.from == SERVER && env.kind == Kind::ParticipantStatus => {
                 let v: Value = serde_json::from_str(&env.to_json()).unwrap_or(Value::Null);
-                let Some(url) = v["payload"]["mcp_server"]["sign_in"]["url"].as_str() else {
+                let Some(server) = v["payload"]["mcp_server"].as_object() else {
                     continue;
                 };
+                let url = server
+                    .get("sign_in")
+                    .and_then(|s| s["url"].as_str())
+                    .map(str::to_owned);
+                sign_ins.send_modify(|s| {
+                    if url.is_none()
+                        && let Some(done) = s.pending.take()
+                    {
+                        s.done.insert(done);
+                    }
+                    s.pending.clone_from(&url);
+                });
+                let Some(url) = url else { continue };
                 // One visit per link: the authorization server's `state` is single use.
-                if !opened.lock().expect("not poisoned").insert(url.to_owned()) {
+                if !opened.lock().expect("not poisoned").insert(url.clone()) {
                     continue;
                 }
-                let url = url.to_owned();
                 tokio::task::spawn_blocking(move || open(&url));
             }
             Event::ParticipantLeft { id } if id == SERVER => {
