@@ -520,9 +520,11 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
                 .into_bytes(),
                 headers: Vec::new(),
             },
-            Route::NotFound | Route::WebSocket { .. } | Route::UiSession | Route::Ui { .. } => {
-                Response::error(404, "not_found", "no such endpoint")
-            }
+            Route::NotFound
+            | Route::WebSocket { .. }
+            | Route::UiSession
+            | Route::Ui { .. }
+            | Route::Mcp => Response::error(404, "not_found", "no such endpoint"),
             Route::MethodNotAllowed => {
                 Response::error(405, "method_not_allowed", "method not allowed here")
             }

@@ -12,6 +12,7 @@ pub mod frames;
 pub mod host;
 pub mod http;
 pub mod jwt;
+pub mod mcp_front;
 pub mod metrics;
 pub mod node_inputs;
 pub mod proxy;

@@ -372,6 +372,33 @@ pub struct GatewayOptions {
     /// Whether and how a single-node gateway keeps the space's state on disk (`None`: it
     /// keeps none). Not part of the space's state: changing it never invalidates a snapshot.
     pub durability: Option<Fsync>,
+    /// `mcp`: the space as an MCP server at `/mcp`.
+    pub mcp: McpEndpoint,
+}
+
+/// `gateway.mcp`: how MCP hosts come in at `/mcp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpEndpoint {
+    /// `loopback_as`: a host connecting from this machine without credentials is admitted
+    /// as this participant (`None`: every host needs a bearer token or a JWT).
+    pub loopback_as: Option<String>,
+    /// `proposal_timeout_ms`: how long a host's call waits for people to review it.
+    pub proposal_timeout: Duration,
+    /// `max_sessions`: host sessions at once.
+    pub max_sessions: usize,
+    /// `idle_timeout_ms`: a session without a request for this long is ended.
+    pub idle_timeout: Duration,
+}
+
+impl Default for McpEndpoint {
+    fn default() -> Self {
+        McpEndpoint {
+            loopback_as: None,
+            proposal_timeout: Duration::from_secs(300),
+            max_sessions: 256,
+            idle_timeout: Duration::from_secs(600),
+        }
+    }
 }
 
 /// `gateway.crowd`: how a large space announces who is there. Up to `size` participants
@@ -487,6 +514,7 @@ impl Default for GatewayOptions {
             trusted_proxies: Vec::new(),
             jwt: None,
             durability: Some(Fsync::Always),
+            mcp: McpEndpoint::default(),
         }
     }
 }

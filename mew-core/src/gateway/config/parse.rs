@@ -781,6 +781,30 @@ impl Cx {
             self.unknown_keys(&am, &["jwt"], &l("auth"));
             o.jwt = self.jwt(j, &format!("{loc}.auth.jwt"));
         }
+        if let Some(v) = m.get("mcp")
+            && let Some(mm) = self.map(v, &l("mcp"))
+        {
+            let mm = mm.clone();
+            let known = [
+                "loopback_as",
+                "proposal_timeout_ms",
+                "max_sessions",
+                "idle_timeout_ms",
+            ];
+            self.unknown_keys(&mm, &known, &l("mcp"));
+            let d = McpEndpoint::default();
+            o.mcp.loopback_as =
+                self.string(mm.get("loopback_as"), &format!("{loc}.mcp.loopback_as"));
+            let mut num =
+                |k: &str, default: u64| self.uint(mm.get(k), &format!("{loc}.mcp.{k}"), default, 1);
+            o.mcp.proposal_timeout = Duration::from_millis(num(
+                "proposal_timeout_ms",
+                d.proposal_timeout.as_millis() as u64,
+            ));
+            o.mcp.max_sessions = num("max_sessions", d.max_sessions as u64) as usize;
+            o.mcp.idle_timeout =
+                Duration::from_millis(num("idle_timeout_ms", d.idle_timeout.as_millis() as u64));
+        }
         o
     }
 
