@@ -982,7 +982,15 @@ impl HostSession {
                 .p
                 .call_origin(call)
                 .and_then(|(_, req)| self.about.get(req).cloned());
-            let key = about.and_then(|a| self.ours.get(a.as_str()).cloned());
+            let key = about
+                .as_ref()
+                .and_then(|a| self.ours.get(a.as_str()).cloned());
+            if about.is_some() && key.is_none() {
+                // About someone else's request: another connection of the same participant
+                // (several hosts may share one) answers it.
+                let _ = self.p.decline_call(call);
+                continue;
+            }
             let stateless = key
                 .as_ref()
                 .and_then(|k| self.open.get(k))

@@ -165,6 +165,9 @@ pub struct BridgeSettings {
     pub sampling_answered_by: Option<String>,
     /// `roots`: the `file://` URIs answered to the server's `roots/list`.
     pub roots: Vec<String>,
+    /// `protocol_version`: the newest MCP revision offered to the server (`None`: the
+    /// newest known).
+    pub protocol_version: Option<String>,
 }
 
 impl Default for BridgeSettings {
@@ -175,6 +178,7 @@ impl Default for BridgeSettings {
             max_reconnects: 3,
             sampling_answered_by: None,
             roots: Vec::new(),
+            protocol_version: None,
         }
     }
 }

@@ -586,6 +586,16 @@ impl Cx {
                         self.string(sm.get("answered_by"), &format!("{sl}.answered_by"))
                     }),
                     roots: self.strings(bm.get("roots"), &format!("{l}.roots")),
+                    protocol_version: {
+                        let pl = format!("{l}.protocol_version");
+                        let v = self.string(bm.get("protocol_version"), &pl);
+                        if let Some(v) = &v
+                            && crate::mcp::ProtocolVersion::parse(v).is_none()
+                        {
+                            self.err(pl, format!("unknown MCP revision `{v}`"));
+                        }
+                        v
+                    },
                 });
             }
         }
