@@ -7,9 +7,10 @@
 //! MCP `ElicitResult` (`{"action": "accept", "content": {...}}`, `decline` or `cancel`).
 //! Accepted content is checked against the requested schema; content that breaks it is not
 //! sent to the server: the question is put to the caller again with the reason in
-//! `params._meta["mew/rejected"]` (at most [`MAX_REASKS`] times) and stays open until it is
-//! answered or its timeout cancels it. An error response (a participant that does not take
-//! elicitations answers "method not found") cancels the question.
+//! `params._meta["mew/rejected"]` (at most [`MAX_REASKS`] times; an answer that still does not
+//! fit cancels the question) and stays open until it is answered or its timeout cancels it.
+//! An error response (a participant that does not take elicitations answers "method not
+//! found") cancels the question.
 //!
 //! A question whose call is unknown (a 2025 server's request on stdio names no call) is
 //! not guessed at: it is cancelled at once and the reason reported as
@@ -199,6 +200,15 @@ impl Bridge {
         if asking.reasks < MAX_REASKS {
             asking.reasks += 1;
             self.put(now, asking, Some(why));
+        } else {
+            // Asked enough: the server hears the question was not answered (an elicitation
+            // is cancelled), rather than the call waiting out the question's timeout.
+            let reason = format!(
+                "{} answered {} times with an answer that does not fit: {why}",
+                asking.to,
+                MAX_REASKS + 1
+            );
+            self.refuse(now, asking.ask_id, &asking.ask, &reason);
         }
         true
     }

@@ -972,3 +972,30 @@ fn progress_and_logs_of_a_call_reach_its_caller() {
     assert_eq!(n["correlation_id"], json!([req2]));
     assert_eq!(n["payload"]["params"]["progressToken"], 7);
 }
+
+#[test]
+fn an_answer_that_never_fits_cancels_the_question_after_the_reasks() {
+    let mut h = ready_2026(None);
+    let (_req, mut asked) = h.call_and_get_asked(json!({"method":"elicitation/create","params":{
+        "message":"How many seats?","requestedSchema":confirm_schema()}}));
+    let before = h.written.len();
+    for round in 0..=asks::MAX_REASKS {
+        h.sent.clear();
+        h.answer_as(
+            "human",
+            &asked,
+            json!({"action":"accept","content":{"seats":0}}),
+        );
+        let again = h.sent.iter().find(|e| e["kind"] == "mcp/request").cloned();
+        if round < asks::MAX_REASKS {
+            asked = again.expect("asked again");
+        } else {
+            assert!(again.is_none(), "asked a fifth time: {again:?}");
+        }
+    }
+    // Cancelled: the server gets its round answered (cancel), the question is closed.
+    assert_eq!(h.b.mcp().open_asks(), 0);
+    let retry = h.written_request("tools/call");
+    assert!(h.written.len() > before);
+    assert_eq!(retry["params"]["inputResponses"]["q"]["action"], "cancel");
+}
