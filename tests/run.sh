@@ -3,10 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Real MCP servers from npm for the bridge's end-to-end tests, and real MCP clients (the
+# Real MCP servers from npm for the bridge's end-to-end tests, the conformance suite's fixture
+# (bridged into a space for the /mcp endpoint's tests), and real MCP clients (the
 # Inspector CLI, the conformance suite with its Node 22) for the tools-mode agent's
 # (installed into the project).
-for d in tests/mcp-servers tests/mcp-clients; do
+for d in tests/mcp-servers tests/mcp-clients tests/mcp-conformance/everything-server; do
   (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
 done
 

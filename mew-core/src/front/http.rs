@@ -204,6 +204,16 @@ pub fn check_stateless(message: &RpcMessage, header: Option<&str>) -> Result<(),
     Ok(())
 }
 
+/// The HTTP status of the answer to a stateless request: 404 for "method not found" (the
+/// method does not exist at this endpoint), else 200.
+pub fn stateless_status(answer: &Value) -> u16 {
+    if answer.pointer("/error/code").and_then(Value::as_i64) == Some(codes::METHOD_NOT_FOUND) {
+        404
+    } else {
+        200
+    }
+}
+
 /// Checks a session request's `MCP-Protocol-Version` header, when it sends one.
 pub fn check_session_header(header: Option<&str>) -> Result<(), Refusal> {
     match header {
@@ -306,6 +316,8 @@ mod tests {
             -32602
         );
         assert!(check_session_header(Some("2025-11-25")).is_ok());
+        assert_eq!(stateless_status(&json!({"error": {"code": -32601}})), 404);
+        assert_eq!(stateless_status(&json!({"result": {}})), 200);
         assert!(check_session_header(Some("1999-01-01")).is_err());
     }
 }

@@ -75,6 +75,15 @@ pub const ROUTED_METHODS: [&str; 6] = [
     "completion/complete",
 ];
 
+/// Methods of the session revisions that the stateless revision does not have.
+pub const STATELESS_REMOVED: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
 /// The questions a member may put to the host about its call.
 pub const HOST_QUESTIONS: [&str; 3] =
     ["elicitation/create", "sampling/createMessage", "roots/list"];
@@ -460,6 +469,15 @@ impl HostSession {
             );
         }
         let stateless = is_stateless(params.as_ref());
+        if stateless && STATELESS_REMOVED.contains(&method) {
+            return self.reply(
+                &id,
+                Err(RpcError::new(
+                    codes::METHOD_NOT_FOUND,
+                    format!("Method not found: {method} is not part of the stateless revision"),
+                )),
+            );
+        }
         match method {
             "initialize" => {
                 let r = self.initialize(params.as_ref());
@@ -636,7 +654,12 @@ impl HostSession {
             Some((method, params)) => self.route(now, id, &method, params, false),
             None => {
                 let shown = self.catalog.shown(list);
-                let r = complete(json!({ list.field(): shown }), stateless);
+                let mut r = complete(json!({ list.field(): shown }), stateless);
+                if stateless {
+                    // The lists change as members come and go: no host may reuse one.
+                    r["ttlMs"] = json!(0);
+                    r["cacheScope"] = json!("private");
+                }
                 self.reply(&id, Ok(r));
             }
         }

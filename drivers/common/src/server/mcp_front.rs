@@ -308,7 +308,12 @@ pub(crate) async fn serve<R: ServerRuntime>(
         return respond::<R>(&mut sock, 503, &error_body("the session ended"), &[]).await;
     };
     if first.last {
-        return respond::<R>(&mut sock, 200, &first.message, &extra).await;
+        let status = if stateless {
+            front::http::stateless_status(&first.message)
+        } else {
+            200
+        };
+        return respond::<R>(&mut sock, status, &first.message, &extra).await;
     }
     let mut out = head_bytes(200, "text/event-stream", &extra, None);
     out.extend_from_slice(&event(&first.message));
