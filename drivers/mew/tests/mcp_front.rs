@@ -189,7 +189,10 @@ fn compare(revision: &str, must_pass: &[&str]) {
         through.failed.len()
     );
     eprintln!("{revision}: failing directly: {:?}", direct.failed);
-    eprintln!("{revision}: failing through the space: {:?}", through.failed);
+    eprintln!(
+        "{revision}: failing through the space: {:?}",
+        through.failed
+    );
     assert!(
         direct.passed.len() >= must_pass.len(),
         "the fixture itself fails: {direct:?}"

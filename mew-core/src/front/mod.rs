@@ -322,9 +322,37 @@ pub struct HostSession {
     /// Request envelope ids of members' questions -> the envelope they are about.
     about: BTreeMap<String, String>,
     next_question: u64,
+    /// Stateless hosts: questions of a call being gathered into one `input_required` round,
+    /// by the open call's key.
+    rounds: BTreeMap<String, Round>,
+    /// Stateless hosts: calls whose round went to the host, by the `requestState` given.
+    parked: BTreeMap<String, Parked>,
+    next_state: u64,
     out: VecDeque<Output>,
     ended: bool,
 }
+
+/// Questions of one call gathered for one `input_required` result.
+#[derive(Debug)]
+struct Round {
+    due: Time,
+    questions: Vec<(CallId, String, Option<Value>)>,
+}
+
+/// A call waiting for its host to retry with the answers of a round.
+#[derive(Debug)]
+struct Parked {
+    /// The open call's key.
+    key: String,
+    /// Each question's key in `inputRequests` and the member's question it stands for.
+    questions: Vec<(String, CallId)>,
+    /// The call's outcome, when it ended before the retry came.
+    done: Option<Result<Value, RpcError>>,
+}
+
+/// How long questions of one call are gathered before they go to a stateless host as one
+/// round (a member sends a round's questions one envelope each).
+pub const GATHER: Duration = Duration::from_millis(30);
 
 impl HostSession {
     /// A session around this participant (not yet started).
@@ -344,6 +372,9 @@ impl HostSession {
             unplaced: Vec::new(),
             about: BTreeMap::new(),
             next_question: 0,
+            rounds: BTreeMap::new(),
+            parked: BTreeMap::new(),
+            next_state: 0,
             out: VecDeque::new(),
             ended: false,
         }
@@ -386,7 +417,10 @@ impl HostSession {
             Open::Call { next_progress, .. } => *next_progress,
             Open::Listing { .. } => None,
         });
-        beats.chain(self.p.poll_timeout()).min()
+        beats
+            .chain(self.rounds.values().map(|r| r.due))
+            .chain(self.p.poll_timeout())
+            .min()
     }
 
     /// The host is gone: its participant leaves, its open requests are withdrawn.
@@ -528,6 +562,15 @@ impl HostSession {
         }
         if let Some(list) = List::of(method) {
             return self.list(now, id, list, None, stateless);
+        }
+        if stateless
+            && let Some(state) = params
+                .as_ref()
+                .and_then(|p| p.get("requestState"))
+                .and_then(Value::as_str)
+        {
+            let state = state.to_owned();
+            return self.retry(now, id, &state, params);
         }
         if !ROUTED_METHODS.contains(&method) {
             return self.reply(
@@ -1026,6 +1069,17 @@ impl HostSession {
                         }
                     )
                 });
+            if stateless && let Some(key) = key {
+                self.rounds
+                    .entry(key)
+                    .or_insert_with(|| Round {
+                        due: now + GATHER,
+                        questions: Vec::new(),
+                    })
+                    .questions
+                    .push((call, method, params));
+                continue;
+            }
             let Some(key) = key.filter(|_| !stateless && self.version.is_some()) else {
                 let _ = self.p.complete_call(
                     now,
@@ -1068,15 +1122,127 @@ impl HostSession {
                 let Some(Open::Call { id, stateless, .. }) = self.open.remove(&key) else {
                     return;
                 };
+                self.rounds.remove(&key);
                 let outcome = match result {
                     Ok(r) => Ok(if stateless { complete(r, true) } else { r }),
                     Err(e) => Err(call_error(e)),
                 };
+                if let Some(parked) = self.parked.values_mut().find(|p| p.key == key) {
+                    // The host's request was answered with a round: the outcome waits for
+                    // its retry.
+                    parked.done = Some(outcome);
+                    return;
+                }
                 // Questions of this call that the host never answered are void now.
                 self.reply(&id, outcome);
             }
             None => {}
         }
+    }
+
+    /// Sends each gathered round to its stateless host as an `input_required` result.
+    fn flush_rounds(&mut self, now: Time) {
+        let due: Vec<String> = self
+            .rounds
+            .iter()
+            .filter(|(_, r)| r.due <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            let Some(round) = self.rounds.remove(&key) else {
+                continue;
+            };
+            let Some(Open::Call { id, .. }) = self.open.get(&key) else {
+                for (call, _, _) in round.questions {
+                    let _ = self.p.decline_call(call);
+                }
+                continue;
+            };
+            let id = id.clone();
+            let mut requests = serde_json::Map::new();
+            let mut questions = Vec::new();
+            for (i, (call, method, params)) in round.questions.into_iter().enumerate() {
+                let qkey = format!("q{}", i + 1);
+                let mut r = json!({ "method": method });
+                if let Some(p) = params {
+                    r["params"] = p;
+                }
+                requests.insert(qkey.clone(), r);
+                questions.push((qkey, call));
+            }
+            self.next_state += 1;
+            let state = format!("mew-round-{}", self.next_state);
+            self.parked.insert(
+                state.clone(),
+                Parked {
+                    key,
+                    questions,
+                    done: None,
+                },
+            );
+            self.reply(
+                &id,
+                Ok(json!({
+                    "resultType": "input_required",
+                    "inputRequests": requests,
+                    "requestState": state,
+                })),
+            );
+        }
+    }
+
+    /// A stateless host's retry of a call with the answers of its round.
+    fn retry(&mut self, now: Time, id: RpcId, state: &str, params: Option<Value>) {
+        let Some(parked) = self.parked.remove(state) else {
+            return self.reply(
+                &id,
+                Err(RpcError::new(
+                    codes::INVALID_PARAMS,
+                    "requestState is not one this endpoint issued, or it was used already",
+                )),
+            );
+        };
+        let responses = params
+            .as_ref()
+            .and_then(|p| p.get("inputResponses"))
+            .cloned()
+            .unwrap_or_default();
+        for (qkey, call) in parked.questions {
+            let answer = match responses.get(&qkey) {
+                Some(r) => Ok(r.clone()),
+                None => Err(ToolError {
+                    code: codes::INVALID_PARAMS,
+                    message: format!("the host sent no input response for {qkey}"),
+                    data: None,
+                }),
+            };
+            let _ = self.p.complete_call(now, call, answer);
+        }
+        if let Some(done) = parked.done {
+            return self.reply(&id, done);
+        }
+        let Some(mut open) = self.open.remove(&parked.key) else {
+            return self.reply(
+                &id,
+                Err(RpcError::new(codes::INTERNAL_ERROR, "the call ended")),
+            );
+        };
+        let new_key = rpc_key(&id);
+        if let Open::Call {
+            id: open_id,
+            request,
+            progress,
+            ..
+        } = &mut open
+        {
+            *open_id = id;
+            *progress = params
+                .as_ref()
+                .and_then(|p| p.pointer("/_meta/progressToken"))
+                .cloned();
+            self.ours.insert(request.clone(), new_key.clone());
+        }
+        self.open.insert(new_key, open);
     }
 
     /// Progress for calls waiting on people.
@@ -1118,6 +1284,7 @@ impl AroundParticipant for HostSession {
     }
     fn on_timeout(&mut self, now: Time) {
         self.beat(now);
+        self.flush_rounds(now);
         self.p.handle_input(now, participant::Input::Timeout);
         self.pump(now);
     }

@@ -328,3 +328,61 @@ fn a_host_whose_participant_is_removed_gets_its_open_calls_failed() {
     );
     assert!(h.ends.is_empty());
 }
+
+#[test]
+fn a_stateless_host_gets_questions_as_an_input_required_round_and_retries() {
+    let mut h = Harness::new(json!([{"kind": "*"}]));
+    let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}});
+    h.host(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{},"_meta":meta}}));
+    h.respond(
+        "fs",
+        json!({"tools":[{"name":"read_file","inputSchema":{"type":"object"}}]}),
+    );
+    let call = h.sent.last().unwrap().clone();
+    for (n, q) in [(40, "Name?"), (41, "Age?")] {
+        h.frame(json!({"protocol":"mew/v0.4","id":format!("q{n}"),"from":"fs","to":[ME],"kind":"mcp/request",
+            "correlation_id":[call["id"]],"payload":{"jsonrpc":"2.0","id":n,"method":"elicitation/create",
+            "params":{"message":q}}}));
+    }
+    assert!(h.host.is_empty());
+    h.now = h.now + GATHER;
+    h.s.handle_input(h.now, Input::Timeout);
+    h.drain();
+    let round = h.host.pop().unwrap();
+    assert!(round.last);
+    let r = &round.message["result"];
+    assert_eq!(r["resultType"], "input_required");
+    assert_eq!(r["inputRequests"]["q1"]["params"]["message"], "Name?");
+    assert_eq!(r["inputRequests"]["q2"]["method"], "elicitation/create");
+    let state = r["requestState"].clone();
+    // A state never issued is refused.
+    h.host(
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file",
+        "arguments":{},"requestState":"forged","_meta":meta}}),
+    );
+    assert_eq!(h.host.pop().unwrap().message["error"]["code"], -32602);
+    h.sent.clear();
+    h.host(
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file",
+        "arguments":{},"requestState":state,"inputResponses":{
+            "q1":{"action":"accept","content":{"name":"Ada"}},
+            "q2":{"action":"decline"}},"_meta":meta}}),
+    );
+    let answers: Vec<&Value> = h
+        .sent
+        .iter()
+        .filter(|e| e["kind"] == "mcp/response")
+        .collect();
+    assert_eq!(answers.len(), 2);
+    assert_eq!(answers[0]["correlation_id"][0], "q40");
+    assert_eq!(answers[0]["payload"]["result"]["content"]["name"], "Ada");
+    assert_eq!(answers[1]["payload"]["result"]["action"], "decline");
+    // The call's result answers the retry.
+    h.sent.push(call);
+    h.respond("fs", json!({"content":[{"type":"text","text":"done"}]}));
+    let r = h.host.pop().unwrap().message;
+    assert_eq!(r["id"], 3);
+    assert_eq!(r["result"]["content"][0]["text"], "done");
+    assert_eq!(h.s.open_requests(), 0);
+}
