@@ -10,7 +10,8 @@
 //! `params._meta["mew/rejected"]` (at most [`MAX_REASKS`] times; an answer that still does not
 //! fit cancels the question) and stays open until it is answered or its timeout cancels it.
 //! An error response (a participant that does not take elicitations answers "method not
-//! found") cancels the question.
+//! found") cancels the question. A question of an `input_required` round names its key in the
+//! server's `inputRequests` in `params._meta["mew/inputKey"]`.
 //!
 //! A question whose call is unknown (a 2025 server's request on stdio names no call) is
 //! not guessed at: it is cancelled at once and the reason reported as
@@ -31,6 +32,11 @@ use crate::mcp::{Ask, AskAnswer, AskId, ElicitationMode, McpCallId, McpEvent};
 use crate::participant::{Draft, RequestError, RequestId, RequestOptions};
 use crate::time::Time;
 use serde_json::{Map, Value, json};
+
+/// `_meta` key of a question that came in an `input_required` round: its key in the
+/// server's `inputRequests`, so that a participant passing the round on (a host session) can
+/// keep it.
+pub const META_INPUT_KEY: &str = "mew/inputKey";
 
 /// Times one question is put to its participant again after an answer that broke its
 /// schema.
@@ -122,6 +128,14 @@ impl Bridge {
     /// Sends the question (again, with `rejected` saying why the last answer was refused).
     fn put(&mut self, now: Time, asking: Asking, rejected: Option<&str>) {
         let mut params = ask_params(&asking.ask);
+        if let Some(key) = self.mcp.input_key(asking.ask_id) {
+            let meta = params
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                meta.insert(META_INPUT_KEY.into(), Value::String(key.to_owned()));
+            }
+        }
         if let Some(reason) = rejected {
             params
                 .entry("_meta")

@@ -52,6 +52,7 @@ impl AroundParticipant for Bridge {
 #[cfg(test)]
 mod tests;
 
+pub use asks::META_INPUT_KEY;
 pub use config::BridgeConfig;
 pub use output::{Exit, Output};
 pub use status::ServerState;

@@ -780,7 +780,8 @@ fn an_elicitation_goes_to_the_caller_and_its_answer_to_the_server() {
     assert_eq!(asked["payload"]["method"], "elicitation/create");
     assert_eq!(
         asked["payload"]["params"],
-        json!({"mode":"form","message":"How many seats?","requestedSchema":confirm_schema()})
+        json!({"mode":"form","message":"How many seats?","requestedSchema":confirm_schema(),
+            "_meta":{"mew/inputKey":"q"}})
     );
     let before = h.written.len();
 
@@ -846,7 +847,8 @@ fn decline_and_an_error_response_reach_the_server_as_such() {
         "mode":"url","message":"Sign in","url":"https://idp.example/x","elicitationId":"e7"}}));
     assert_eq!(
         asked["payload"]["params"],
-        json!({"mode":"url","message":"Sign in","url":"https://idp.example/x","elicitationId":"e7"})
+        json!({"mode":"url","message":"Sign in","url":"https://idp.example/x","elicitationId":"e7",
+            "_meta":{"mew/inputKey":"q"}})
     );
     h.frame(json!({
         "protocol":"mew/v0.4","id":"err-1","from":"human","to":[ME],"kind":"mcp/response",
@@ -905,7 +907,9 @@ fn sampling_is_declined_unless_a_participant_is_named_to_answer() {
     assert_eq!(asked["to"], json!(["model"]));
     assert_eq!(asked["correlation_id"], json!([req]));
     assert_eq!(asked["payload"]["method"], "sampling/createMessage");
-    assert_eq!(asked["payload"]["params"], sampling["params"]);
+    let mut expected = sampling["params"].clone();
+    expected["_meta"] = json!({"mew/inputKey": "q"});
+    assert_eq!(asked["payload"]["params"], expected);
     let sampled = json!({"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"});
     h.answer_as("model", &asked, sampled.clone());
     let retry = h.written_request("tools/call");

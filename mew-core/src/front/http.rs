@@ -204,13 +204,16 @@ pub fn check_stateless(message: &RpcMessage, header: Option<&str>) -> Result<(),
     Ok(())
 }
 
+/// The error of a request that needs a client capability the request did not declare.
+pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+
 /// The HTTP status of the answer to a stateless request: 404 for "method not found" (the
-/// method does not exist at this endpoint), else 200.
+/// method does not exist at this endpoint), 400 for a missing client capability, else 200.
 pub fn stateless_status(answer: &Value) -> u16 {
-    if answer.pointer("/error/code").and_then(Value::as_i64) == Some(codes::METHOD_NOT_FOUND) {
-        404
-    } else {
-        200
+    match answer.pointer("/error/code").and_then(Value::as_i64) {
+        Some(codes::METHOD_NOT_FOUND) => 404,
+        Some(MISSING_CLIENT_CAPABILITY) => 400,
+        _ => 200,
     }
 }
 

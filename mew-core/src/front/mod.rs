@@ -1161,8 +1161,25 @@ impl HostSession {
             let id = id.clone();
             let mut requests = serde_json::Map::new();
             let mut questions = Vec::new();
-            for (i, (call, method, params)) in round.questions.into_iter().enumerate() {
-                let qkey = format!("q{}", i + 1);
+            for (i, (call, method, mut params)) in round.questions.into_iter().enumerate() {
+                // The server's own key, when the member names it (and it is not taken).
+                let named = params
+                    .as_mut()
+                    .and_then(|p| p.get_mut("_meta"))
+                    .and_then(Value::as_object_mut)
+                    .and_then(|m| m.remove(crate::bridge::META_INPUT_KEY))
+                    .and_then(|k| k.as_str().map(str::to_owned));
+                if let Some(p) = params.as_mut()
+                    && p.get("_meta")
+                        .and_then(Value::as_object)
+                        .is_some_and(|m| m.is_empty())
+                    && let Some(o) = p.as_object_mut()
+                {
+                    o.remove("_meta");
+                }
+                let qkey = named
+                    .filter(|k| !requests.contains_key(k))
+                    .unwrap_or_else(|| format!("q{}", i + 1));
                 let mut r = json!({ "method": method });
                 if let Some(p) = params {
                     r["params"] = p;
@@ -1172,10 +1189,19 @@ impl HostSession {
             }
             self.next_state += 1;
             let state = format!("mew-round-{}", self.next_state);
+            // The host's request is answered by the round: its id is free again, and the
+            // call waits under the round's own key.
+            let parked_key = format!("round:{state}");
+            if let Some(open) = self.open.remove(&key) {
+                if let Open::Call { request, .. } = &open {
+                    self.ours.insert(request.clone(), parked_key.clone());
+                }
+                self.open.insert(parked_key.clone(), open);
+            }
             self.parked.insert(
                 state.clone(),
                 Parked {
-                    key,
+                    key: parked_key,
                     questions,
                     done: None,
                 },

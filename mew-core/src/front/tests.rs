@@ -340,10 +340,13 @@ fn a_stateless_host_gets_questions_as_an_input_required_round_and_retries() {
         json!({"tools":[{"name":"read_file","inputSchema":{"type":"object"}}]}),
     );
     let call = h.sent.last().unwrap().clone();
-    for (n, q) in [(40, "Name?"), (41, "Age?")] {
+    for (n, q, meta) in [
+        (40, "Name?", json!({"mew/inputKey": "user_name"})),
+        (41, "Age?", json!({})),
+    ] {
         h.frame(json!({"protocol":"mew/v0.4","id":format!("q{n}"),"from":"fs","to":[ME],"kind":"mcp/request",
             "correlation_id":[call["id"]],"payload":{"jsonrpc":"2.0","id":n,"method":"elicitation/create",
-            "params":{"message":q}}}));
+            "params":{"message":q,"_meta":meta}}}));
     }
     assert!(h.host.is_empty());
     h.now = h.now + GATHER;
@@ -353,7 +356,11 @@ fn a_stateless_host_gets_questions_as_an_input_required_round_and_retries() {
     assert!(round.last);
     let r = &round.message["result"];
     assert_eq!(r["resultType"], "input_required");
-    assert_eq!(r["inputRequests"]["q1"]["params"]["message"], "Name?");
+    // The server's own key where the bridge named it; its `_meta` is not passed on.
+    assert_eq!(
+        r["inputRequests"]["user_name"]["params"],
+        json!({"message": "Name?"})
+    );
     assert_eq!(r["inputRequests"]["q2"]["method"], "elicitation/create");
     let state = r["requestState"].clone();
     // A state never issued is refused.
@@ -366,7 +373,7 @@ fn a_stateless_host_gets_questions_as_an_input_required_round_and_retries() {
     h.host(
         json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file",
         "arguments":{},"requestState":state,"inputResponses":{
-            "q1":{"action":"accept","content":{"name":"Ada"}},
+            "user_name":{"action":"accept","content":{"name":"Ada"}},
             "q2":{"action":"decline"}},"_meta":meta}}),
     );
     let answers: Vec<&Value> = h
