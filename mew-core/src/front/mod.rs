@@ -610,7 +610,9 @@ impl HostSession {
             "ttlMs": 0,
             "cacheScope": "private",
             "supportedVersions": versions,
-            "capabilities": capabilities(),
+            // No `subscriptions/listen` here yet: a stateless host is promised no
+            // notifications.
+            "capabilities": {"tools": {}, "resources": {}, "prompts": {}, "completions": {}},
             "_meta": {META_SERVER_INFO: {"name": self.config.name, "version": self.config.version}},
         })
     }
