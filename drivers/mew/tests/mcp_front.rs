@@ -319,3 +319,338 @@ fn the_summary_parser_leaves_unscored_scenarios_out() {
     assert_eq!(run.passed, BTreeSet::from(["ping".to_owned()]));
     assert_eq!(run.failed, BTreeSet::from(["tools-list".to_owned()]));
 }
+
+// ---- a space with a bridged server, hosts at its /mcp -------------------------------------
+
+/// A gateway serving a space where `desk` may call `echo` and list tools, may only propose
+/// anything else, and hosts on this machine are `desk`; `every` bridges the npm
+/// server-everything over stdio; `human` is a person.
+fn space(name: &str) -> (mew_tests::process::MewGateway, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("mew-front-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = repo().join(
+        "tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    assert!(server.exists(), "run `npm ci` in tests/mcp-servers");
+    let yaml = format!(
+        r#"space: {{id: front}}
+participants:
+  human: {{tokens: [human-token], person: true, capabilities: [{{kind: "*"}}]}}
+  desk:
+    tokens: [desk-token]
+    connections: 16
+    capabilities:
+      - {{kind: mcp/request, payload: {{method: "tools/list"}}}}
+      - {{kind: mcp/request, payload: {{method: "tools/call", params: {{name: "echo"}}}}}}
+      - {{kind: mcp/proposal}}
+      - {{kind: mcp/response}}
+  outsider: {{tokens: [outsider-token], capabilities: [{{kind: chat}}]}}
+  every:
+    type: mcp-bridge
+    auto_start: true
+    tokens: [every-token]
+    capabilities: [{{kind: mcp/response}}, {{kind: mcp/request}}, {{kind: participant/status}}]
+    mcp_server: {{command: node, args: ["{server}"]}}
+gateway:
+  durability: off
+  max_frame_bytes: 65536
+  mcp: {{loopback_as: desk, max_sessions: 40, proposal_timeout_ms: 60000, idle_timeout_ms: 3000}}
+"#,
+        server = server.display()
+    );
+    let path = dir.join("space.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut cmd = Command::new(MEW);
+    cmd.args(["gateway", "--config"])
+        .arg(&path)
+        .args(["--port", "0", "--log-level", "warn"])
+        .env("PATH", node_path())
+        .current_dir(&dir);
+    let gw = mew_tests::process::MewGateway::start(cmd);
+    // Ready once the bridge is in.
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) =
+            mew_tests::http::exchange(&gw.addr, "GET", "/participants", "human-token", "");
+        if body.contains("\"every\"") {
+            break;
+        }
+        assert!(Instant::now() < end, "the bridge did not join: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (gw, dir)
+}
+
+/// One raw exchange with `/mcp`: status, headers and body.
+fn raw(addr: &str, request: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (status, head.to_owned(), body.to_owned())
+}
+
+fn post(addr: &str, headers: &str, body: &str) -> (u16, String, String) {
+    raw(
+        addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+fn session_of(head: &str) -> String {
+    head.lines()
+        .find_map(|l| l.strip_prefix("Mcp-Session-Id: "))
+        .expect("a session id")
+        .trim()
+        .to_owned()
+}
+
+/// The MCP Inspector CLI as the host: its exit code and its JSON output.
+fn inspector(addr: &str, args: &[&str]) -> (i32, serde_json::Value) {
+    let out = Command::new(clients_bin("node"))
+        .arg(clients_bin("mcp-inspector"))
+        .arg("--cli")
+        .arg(format!("http://{addr}/mcp"))
+        .args(["--transport", "http"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the inspector");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|_| {
+        serde_json::Value::String(format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)))
+    });
+    (out.status.code().unwrap_or(-1), json)
+}
+
+/// The person, through the HTTP API: the proposal `desk` made, once it is there.
+fn proposal(addr: &str) -> serde_json::Value {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = mew_tests::http::exchange(
+            addr,
+            "GET",
+            "/participants/human/messages",
+            "human-token",
+            "",
+        );
+        let list: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap_or_default();
+        if let Some(p) = list
+            .into_iter()
+            .rev()
+            .find(|e| e["kind"] == "mcp/proposal" && e["from"] == "desk")
+        {
+            return p;
+        }
+        assert!(Instant::now() < end, "no proposal seen: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_inspector_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
+    let (gw, _dir) = space("inspector");
+    let addr = gw.addr.clone();
+
+    let (code, listed) = inspector(&addr, &["--method", "tools/list"]);
+    assert_eq!(code, 0, "{listed}");
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"echo") && names.contains(&"get-sum"),
+        "{names:?}"
+    );
+
+    // Allowed: straight through the bridge.
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo",
+            "--tool-arg",
+            "message=hello space",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["content"][0]["text"], "Echo: hello space");
+
+    // Only proposable: the host waits while the person approves (fulfils it as proposed).
+    let approve = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let p = proposal(&addr);
+            let body = serde_json::json!({"kind": "mcp/request", "to": ["every"],
+                "correlation_id": [p["id"]], "payload": p["payload"]});
+            mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
+        }
+    });
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "get-sum",
+            "--tool-arg",
+            "a=2",
+            "b=3",
+        ],
+    );
+    let (status, posted) = approve.join().unwrap();
+    assert_eq!(status, 200, "{posted}");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains('5'),
+        "{out}"
+    );
+
+    // Rejected with a reason: the host's call ends with it.
+    let reject = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            // The previous proposal is done; wait for a new one.
+            std::thread::sleep(Duration::from_millis(300));
+            let p = proposal(&addr);
+            let body = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
+                "correlation_id": [p["id"]], "payload": {"reason": "not during the audit"}});
+            mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
+        }
+    });
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "get-sum",
+            "--tool-arg",
+            "a=4",
+            "b=4",
+        ],
+    );
+    let _ = reject.join().unwrap();
+    assert_ne!(code, 0, "a rejected call is a failure to the host: {out}");
+    assert!(out.to_string().contains("not during the audit"), "{out}");
+}
+
+#[test]
+fn bad_input_is_answered_per_the_spec_and_the_space_is_unharmed() {
+    let (gw, _dir) = space("bad-input");
+    let addr = gw.addr.clone();
+    // Malformed JSON, a batch, an oversized body, an unknown session, a request before
+    // initialize without a session.
+    let (s, _, b) = post(&addr, "", "{nope");
+    assert_eq!(s, 400);
+    assert!(b.contains("-32700"), "{b}");
+    let (s, _, _) = post(&addr, "", &format!("[{INIT}]"));
+    assert_eq!(s, 400);
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":"{}"}}}}"#,
+        "a".repeat(70_000)
+    );
+    let (s, _, _) = post(&addr, "", &big);
+    assert_eq!(s, 413);
+    let (s, _, _) = post(
+        &addr,
+        "Mcp-Session-Id: nope\r\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    );
+    assert_eq!(s, 404);
+    let (s, _, _) = post(
+        &addr,
+        "",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    );
+    assert_eq!(s, 400);
+    // DNS rebinding: another site's Host and Origin.
+    let (s, _, _) = raw(
+        &addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: evil.example.com\r\nOrigin: http://evil.example.com\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{INIT}",
+            INIT.len()
+        ),
+    );
+    assert_eq!(s, 403);
+    // A token of no participant.
+    let (s, _, _) = post(&addr, "Authorization: Bearer wrong\r\n", INIT);
+    assert_eq!(s, 403);
+    // A participant the space knows but that may do nothing MCP: in, and refused by name.
+    let (s, head, _) = post(&addr, "Authorization: Bearer outsider-token\r\n", INIT);
+    assert_eq!(s, 200);
+    let sid = session_of(&head);
+    let (s, _, b) = post(
+        &addr,
+        &format!("Authorization: Bearer outsider-token\r\nMcp-Session-Id: {sid}\r\n"),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"x"}}}"#,
+    );
+    assert_eq!(s, 200);
+    assert!(b.contains("-32602") || b.contains("-32003"), "{b}");
+    // Another credential cannot use the session.
+    let (s, _, _) = post(
+        &addr,
+        &format!("Mcp-Session-Id: {sid}\r\n"),
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    );
+    assert_eq!(s, 403);
+    // DELETE ends it.
+    let (s, _, _) = raw(
+        &addr,
+        &format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nMcp-Session-Id: {sid}\r\nContent-Length: 0\r\n\r\n"
+        ),
+    );
+    assert_eq!(s, 200);
+
+    // Many hosts at once: each is admitted or told the space is full (503), none hangs.
+    let hosts: Vec<_> = (0..200)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || post(&addr, "", INIT).0)
+        })
+        .collect();
+    let statuses: Vec<u16> = hosts.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 503),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.contains(&503),
+        "the session bound held: {statuses:?}"
+    );
+    // The space still serves; the crowd's idle sessions end and new hosts come in again.
+    let (s, _) = mew_tests::http::exchange(&addr, "GET", "/health", "", "");
+    assert_eq!(s, 200);
+    std::thread::sleep(Duration::from_secs(4));
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo",
+            "--tool-arg",
+            "message=still here",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+}
