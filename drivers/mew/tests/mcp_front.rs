@@ -434,8 +434,9 @@ fn inspector(addr: &str, args: &[&str]) -> (i32, serde_json::Value) {
     (out.status.code().unwrap_or(-1), json)
 }
 
-/// The person, through the HTTP API: the proposal `desk` made, once it is there.
-fn proposal(addr: &str) -> serde_json::Value {
+/// The person, through the HTTP API: the newest proposal `desk` made (other than `not`), once
+/// it is there.
+fn proposal(addr: &str, not: Option<&serde_json::Value>) -> serde_json::Value {
     let end = Instant::now() + Duration::from_secs(20);
     loop {
         let (_, body) = mew_tests::http::exchange(
@@ -449,7 +450,7 @@ fn proposal(addr: &str) -> serde_json::Value {
         if let Some(p) = list
             .into_iter()
             .rev()
-            .find(|e| e["kind"] == "mcp/proposal" && e["from"] == "desk")
+            .find(|e| e["kind"] == "mcp/proposal" && e["from"] == "desk" && Some(&e["id"]) != not)
         {
             return p;
         }
@@ -495,10 +496,13 @@ fn the_inspector_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected
     let approve = std::thread::spawn({
         let addr = addr.clone();
         move || {
-            let p = proposal(&addr);
+            let p = proposal(&addr, None);
             let body = serde_json::json!({"kind": "mcp/request", "to": ["every"],
                 "correlation_id": [p["id"]], "payload": p["payload"]});
-            mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
+            (
+                mew_tests::http::post(&addr, "human", "human-token", &body.to_string()),
+                p["id"].clone(),
+            )
         }
     });
     let (code, out) = inspector(
@@ -513,7 +517,7 @@ fn the_inspector_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected
             "b=3",
         ],
     );
-    let (status, posted) = approve.join().unwrap();
+    let ((status, posted), approved) = approve.join().unwrap();
     assert_eq!(status, 200, "{posted}");
     assert_eq!(code, 0, "{out}");
     assert!(
@@ -528,9 +532,7 @@ fn the_inspector_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected
     let reject = std::thread::spawn({
         let addr = addr.clone();
         move || {
-            // The previous proposal is done; wait for a new one.
-            std::thread::sleep(Duration::from_millis(300));
-            let p = proposal(&addr);
+            let p = proposal(&addr, Some(&approved));
             let body = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
                 "correlation_id": [p["id"]], "payload": {"reason": "not during the audit"}});
             mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
