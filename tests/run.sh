@@ -32,6 +32,9 @@ if ! command -v nats-server >/dev/null 2>&1; then
 fi
 nats-server --version
 
+# The Python MCP SDK, whose client is one of the hosts of the /mcp endpoint's tests.
+python3 -m pip install --quiet --disable-pip-version-check "mcp>=1.20,<2"
+
 # tmux, in which the terminal interface's tests run `mew client` (drivers/mew/tests/tui.rs).
 if ! command -v tmux >/dev/null 2>&1; then
   $sudo apt-get update -qq

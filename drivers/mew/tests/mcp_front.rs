@@ -656,3 +656,69 @@ fn bad_input_is_answered_per_the_spec_and_the_space_is_unharmed() {
     );
     assert_eq!(code, 0, "{out}");
 }
+
+/// The Python `mcp` SDK's client as the host (`pip install mcp`, as tests/run.sh does).
+fn python_host(addr: &str, tool: &str, args: serde_json::Value) -> (i32, serde_json::Value) {
+    let script = repo().join("tests/fixtures/mcp-front/python_host.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(format!("http://{addr}/mcp"))
+        .arg(tool)
+        .arg(args.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "the Python host printed no JSON: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), json)
+}
+
+#[test]
+fn the_python_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
+    let (gw, _dir) = space("python");
+    let addr = gw.addr.clone();
+    let (code, out) = python_host(&addr, "echo", serde_json::json!({"message": "from python"}));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["content"][0]["text"], "Echo: from python");
+
+    let approve = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let p = proposal(&addr, None);
+            let body = serde_json::json!({"kind": "mcp/request", "to": ["every"],
+                "correlation_id": [p["id"]], "payload": p["payload"]});
+            mew_tests::http::post(&addr, "human", "human-token", &body.to_string());
+            p["id"].clone()
+        }
+    });
+    let (code, out) = python_host(&addr, "get-sum", serde_json::json!({"a": 20, "b": 22}));
+    let approved = approve.join().unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.to_string().contains("42"), "{out}");
+
+    let reject = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let p = proposal(&addr, Some(&approved));
+            let body = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
+                "correlation_id": [p["id"]], "payload": {"reason": "ask again tomorrow"}});
+            mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
+        }
+    });
+    let (code, out) = python_host(&addr, "get-sum", serde_json::json!({"a": 1, "b": 1}));
+    let _ = reject.join().unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["code"], -32004, "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ask again tomorrow"),
+        "{out}"
+    );
+}
