@@ -28,6 +28,7 @@ fn post(url: &str, session: Option<&str>, body: &str) -> (String, String) {
     let (addr, path) = split(url);
     let mut s = TcpStream::connect(&addr).expect("connect");
     s.set_nodelay(true).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let sid = session.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
     let host = addr.replace("127.0.0.1", "localhost");
     write!(
