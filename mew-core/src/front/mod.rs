@@ -483,7 +483,7 @@ impl HostSession {
         }));
     }
 
-    fn to_host(&mut self, about: Option<String>, message: Value) {
+    fn send_host(&mut self, about: Option<String>, message: Value) {
         self.out.push_back(Output::Host(HostMessage {
             about,
             message,
@@ -988,7 +988,7 @@ impl HostSession {
             "notifications/resources/list_changed",
             "notifications/prompts/list_changed",
         ] {
-            self.to_host(None, json!({"jsonrpc": "2.0", "method": m}));
+            self.send_host(None, json!({"jsonrpc": "2.0", "method": m}));
         }
     }
 
@@ -1035,7 +1035,7 @@ impl HostSession {
             _ => false,
         };
         if forward {
-            self.to_host(
+            self.send_host(
                 Some(key),
                 json!({"jsonrpc": "2.0", "method": method, "params": params}),
             );
@@ -1103,7 +1103,7 @@ impl HostSession {
             if let Some(p) = params {
                 message["params"] = p;
             }
-            self.to_host(Some(key), message);
+            self.send_host(Some(key), message);
         }
     }
 
@@ -1297,7 +1297,7 @@ impl HostSession {
             }
         }
         for (k, m) in notes {
-            self.to_host(Some(k), m);
+            self.send_host(Some(k), m);
         }
     }
 }

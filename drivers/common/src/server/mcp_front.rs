@@ -502,10 +502,10 @@ impl SessionTask {
             if !self.carry().await {
                 break;
             }
-            if self.ready.is_some() && self.s.is_ready() {
-                if let Some(r) = self.ready.take() {
-                    let _ = r.send(Ok(()));
-                }
+            if self.s.is_ready()
+                && let Some(r) = self.ready.take()
+            {
+                let _ = r.send(Ok(()));
             }
             let commands = self.conn.as_ref().map(|c| c.commands.clone());
             let from_gateway = async move {
@@ -600,7 +600,7 @@ impl SessionTask {
                     }
                 }
                 Output::Gateway(participant::Output::Event(_)) => {}
-                Output::Host(m) => self.to_host(m),
+                Output::Host(m) => self.send_host(m),
                 Output::Event(e) => {
                     tracing::trace!(?e, "MCP host session");
                 }
@@ -615,7 +615,7 @@ impl SessionTask {
         true
     }
 
-    fn to_host(&mut self, m: HostMessage) {
+    fn send_host(&mut self, m: HostMessage) {
         let Some(key) = m.about.clone() else {
             if let Some(s) = &self.standalone
                 && s.try_send(m).is_err()
