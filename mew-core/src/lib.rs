@@ -32,6 +32,7 @@ pub mod bridge;
 pub mod capability;
 pub mod cluster;
 pub mod envelope;
+pub mod front;
 pub mod gateway;
 pub mod ids;
 mod json_write;

@@ -148,6 +148,10 @@ fn launch(
                 a.push("--sampling-answered-by".into());
                 a.push(who.clone());
             }
+            if let Some(v) = &cfg.protocol_version {
+                a.push("--protocol-version".into());
+                a.push(v.clone());
+            }
             for root in &cfg.roots {
                 a.push("--root".into());
                 a.push(sub(root));

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::mcp::oauth::{ClientChoice, OAuthConfig};
-use mew_core::mcp::{McpConfig, RestartBackoff, Root};
+use mew_core::mcp::{McpConfig, ProtocolVersion, RestartBackoff, Root};
 use mew_driver_common::client::bridge::ServerTarget;
 use mew_driver_common::client::mcp_http::HttpEndpoint;
 use mew_driver_common::client::oauth::{self as oauth_io, OAuthSetup};
@@ -36,6 +36,10 @@ pub struct Args {
     /// is declined with a reason.
     #[arg(long)]
     pub sampling_answered_by: Option<String>,
+    /// The newest MCP revision offered to the server (e.g. `2025-11-25` keeps a
+    /// Streamable HTTP server on sessions); without it, the newest known.
+    #[arg(long, value_parser = parse_revision)]
+    pub protocol_version: Option<ProtocolVersion>,
     /// A `file://` URI answered to the server's `roots/list` (repeatable).
     #[arg(long = "root")]
     pub roots: Vec<String>,
@@ -120,6 +124,10 @@ pub fn resolve_header(name: &str, template: &str) -> Result<String, String> {
     Ok(format!("{prefix}{value}{suffix}"))
 }
 
+fn parse_revision(s: &str) -> Result<ProtocolVersion, String> {
+    ProtocolVersion::parse(s).ok_or_else(|| format!("unknown MCP revision {s:?}"))
+}
+
 fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
@@ -130,11 +138,14 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 /// The bridge's configuration from the command line.
 pub fn config(args: &Args) -> BridgeConfig {
     // Over HTTP the newest revision is offered first (`server/discover`, then `initialize`).
-    let base = if args.url.is_some() {
+    let mut base = if args.url.is_some() {
         McpConfig::http()
     } else {
         McpConfig::default()
     };
+    if let Some(v) = args.protocol_version {
+        base.protocol_version = v;
+    }
     let init_timeout = if args.url.is_some() && !args.no_oauth {
         args.init_timeout.max(args.sign_in_timeout)
     } else {

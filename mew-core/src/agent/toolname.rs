@@ -111,6 +111,41 @@ impl ToolNames {
         names
     }
 
+    /// Names every pair of an offer to an MCP host: a tool's own name when no other pair of
+    /// the offer has it (and it is a valid name), else its [`ToolNames::new`] name, so a
+    /// host that sees one server sees that server's names unchanged.
+    pub fn preferring_own<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> ToolNames {
+        let pairs: BTreeSet<(String, String)> = pairs
+            .into_iter()
+            .map(|(p, t)| (p.to_owned(), t.to_owned()))
+            .collect();
+        let mut own: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, t) in &pairs {
+            *own.entry(t.as_str()).or_default() += 1;
+        }
+        let ambiguous: Vec<(&str, &str)> = pairs
+            .iter()
+            .filter(|(_, t)| own[t.as_str()] > 1 || !is_valid(t))
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let mut names = ToolNames::new(ambiguous);
+        for (p, t) in &pairs {
+            if own[t.as_str()] == 1 && is_valid(t) && !names.by_name.contains_key(t) {
+                names.put(t.clone(), p, t);
+            } else if !names.by_pair.contains_key(&(p.clone(), t.clone())) {
+                // Its own name is another pair's `participant__tool`: the fallback, counted.
+                let mut n = 0u32;
+                let mut name = fallback(p, t, &format!("{:08x}", hash(p, t) as u32));
+                while names.by_name.contains_key(&name) {
+                    n += 1;
+                    name = fallback(p, t, &format!("{n:08}"));
+                }
+                names.put(name, p, t);
+            }
+        }
+        names
+    }
+
     fn put(&mut self, name: String, p: &str, t: &str) {
         self.by_pair
             .insert((p.to_owned(), t.to_owned()), name.clone());
@@ -160,6 +195,23 @@ impl ToolNames {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn hosts_see_own_names_unless_two_participants_share_one() {
+        let names = ToolNames::preferring_own([
+            ("weather", "forecast"),
+            ("files", "read"),
+            ("notes", "read"),
+            ("odd", "has space"),
+        ]);
+        assert_eq!(names.name_of("weather", "forecast"), Some("forecast"));
+        assert_eq!(names.name_of("files", "read"), Some("files__read"));
+        assert_eq!(names.name_of("notes", "read"), Some("notes__read"));
+        assert_eq!(names.resolve("forecast"), Some(("weather", "forecast")));
+        let odd = names.name_of("odd", "has space").unwrap();
+        assert!(odd.starts_with("odd__has_space_h"), "{odd}");
+        assert_eq!(names.len(), 4);
+    }
 
     #[test]
     fn plain_names_read_as_the_tool() {

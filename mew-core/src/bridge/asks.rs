@@ -7,9 +7,11 @@
 //! MCP `ElicitResult` (`{"action": "accept", "content": {...}}`, `decline` or `cancel`).
 //! Accepted content is checked against the requested schema; content that breaks it is not
 //! sent to the server: the question is put to the caller again with the reason in
-//! `params._meta["mew/rejected"]` (at most [`MAX_REASKS`] times) and stays open until it is
-//! answered or its timeout cancels it. An error response (a participant that does not take
-//! elicitations answers "method not found") cancels the question.
+//! `params._meta["mew/rejected"]` (at most [`MAX_REASKS`] times; an answer that still does not
+//! fit cancels the question) and stays open until it is answered or its timeout cancels it.
+//! An error response (a participant that does not take elicitations answers "method not
+//! found") cancels the question. A question of an `input_required` round names its key in the
+//! server's `inputRequests` in `params._meta["mew/inputKey"]`.
 //!
 //! A question whose call is unknown (a 2025 server's request on stdio, or on the HTTP GET
 //! stream, names no call) goes to the one participant whose calls the server is serving at
@@ -32,6 +34,11 @@ use crate::mcp::{Ask, AskAnswer, AskId, ElicitationMode, McpCallId, McpEvent};
 use crate::participant::{Draft, RequestError, RequestId, RequestOptions};
 use crate::time::Time;
 use serde_json::{Map, Value, json};
+
+/// `_meta` key of a question that came in an `input_required` round: its key in the
+/// server's `inputRequests`, so that a participant passing the round on (a host session) can
+/// keep it.
+pub const META_INPUT_KEY: &str = "mew/inputKey";
 
 /// Times one question is put to its participant again after an answer that broke its
 /// schema.
@@ -143,6 +150,14 @@ impl Bridge {
     /// Sends the question (again, with `rejected` saying why the last answer was refused).
     fn put(&mut self, now: Time, asking: Asking, rejected: Option<&str>) {
         let mut params = ask_params(&asking.ask);
+        if let Some(key) = self.mcp.input_key(asking.ask_id) {
+            let meta = params
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                meta.insert(META_INPUT_KEY.into(), Value::String(key.to_owned()));
+            }
+        }
         if let Some(reason) = rejected {
             params
                 .entry("_meta")
@@ -221,6 +236,15 @@ impl Bridge {
         if asking.reasks < MAX_REASKS {
             asking.reasks += 1;
             self.put(now, asking, Some(why));
+        } else {
+            // Asked enough: the server hears the question was not answered (an elicitation
+            // is cancelled), rather than the call waiting out the question's timeout.
+            let reason = format!(
+                "{} answered {} times with an answer that does not fit: {why}",
+                asking.to,
+                MAX_REASKS + 1
+            );
+            self.refuse(now, asking.ask_id, &asking.ask, &reason);
         }
         true
     }

@@ -53,6 +53,7 @@ impl AroundParticipant for Bridge {
 #[cfg(test)]
 mod tests;
 
+pub use asks::META_INPUT_KEY;
 pub use auth::{AuthEvent, CALLBACK_KIND};
 pub use config::BridgeConfig;
 pub use output::{Exit, Output};
@@ -64,11 +65,13 @@ use crate::time::Time;
 use std::collections::{BTreeMap, VecDeque};
 
 /// The methods the bridge takes over from the participant's own registry.
-pub const FORWARDED_METHODS: [&str; 8] = [
+pub const FORWARDED_METHODS: [&str; 10] = [
     "tools/list",
     "tools/call",
     "resources/list",
     "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
     "resources/templates/list",
     "prompts/list",
     "prompts/get",

@@ -783,7 +783,8 @@ fn an_elicitation_goes_to_the_caller_and_its_answer_to_the_server() {
     assert_eq!(asked["payload"]["method"], "elicitation/create");
     assert_eq!(
         asked["payload"]["params"],
-        json!({"mode":"form","message":"How many seats?","requestedSchema":confirm_schema()})
+        json!({"mode":"form","message":"How many seats?","requestedSchema":confirm_schema(),
+            "_meta":{"mew/inputKey":"q"}})
     );
     let before = h.written.len();
 
@@ -849,7 +850,8 @@ fn decline_and_an_error_response_reach_the_server_as_such() {
         "mode":"url","message":"Sign in","url":"https://idp.example/x","elicitationId":"e7"}}));
     assert_eq!(
         asked["payload"]["params"],
-        json!({"mode":"url","message":"Sign in","url":"https://idp.example/x","elicitationId":"e7"})
+        json!({"mode":"url","message":"Sign in","url":"https://idp.example/x","elicitationId":"e7",
+            "_meta":{"mew/inputKey":"q"}})
     );
     h.frame(json!({
         "protocol":"mew/v0.4","id":"err-1","from":"human","to":[ME],"kind":"mcp/response",
@@ -954,7 +956,9 @@ fn sampling_is_declined_unless_a_participant_is_named_to_answer() {
     assert_eq!(asked["to"], json!(["model"]));
     assert_eq!(asked["correlation_id"], json!([req]));
     assert_eq!(asked["payload"]["method"], "sampling/createMessage");
-    assert_eq!(asked["payload"]["params"], sampling["params"]);
+    let mut expected = sampling["params"].clone();
+    expected["_meta"] = json!({"mew/inputKey": "q"});
+    assert_eq!(asked["payload"]["params"], expected);
     let sampled = json!({"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"});
     h.answer_as("model", &asked, sampled.clone());
     let retry = h.written_request("tools/call");
@@ -1020,4 +1024,31 @@ fn progress_and_logs_of_a_call_reach_its_caller() {
         .unwrap();
     assert_eq!(n["correlation_id"], json!([req2]));
     assert_eq!(n["payload"]["params"]["progressToken"], 7);
+}
+
+#[test]
+fn an_answer_that_never_fits_cancels_the_question_after_the_reasks() {
+    let mut h = ready_2026(None);
+    let (_req, mut asked) = h.call_and_get_asked(json!({"method":"elicitation/create","params":{
+        "message":"How many seats?","requestedSchema":confirm_schema()}}));
+    let before = h.written.len();
+    for round in 0..=asks::MAX_REASKS {
+        h.sent.clear();
+        h.answer_as(
+            "human",
+            &asked,
+            json!({"action":"accept","content":{"seats":0}}),
+        );
+        let again = h.sent.iter().find(|e| e["kind"] == "mcp/request").cloned();
+        if round < asks::MAX_REASKS {
+            asked = again.expect("asked again");
+        } else {
+            assert!(again.is_none(), "asked a fifth time: {again:?}");
+        }
+    }
+    // Cancelled: the server gets its round answered (cancel), the question is closed.
+    assert_eq!(h.b.mcp().open_asks(), 0);
+    let retry = h.written_request("tools/call");
+    assert!(h.written.len() > before);
+    assert_eq!(retry["params"]["inputResponses"]["q"]["action"], "cancel");
 }

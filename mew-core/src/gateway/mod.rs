@@ -63,8 +63,8 @@ pub use audit::{
 pub use config::{
     BridgeSettings, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, Crowd,
     DeliveryMode, Fsync, GatewayOptions, GeneratedToken, HeaderSource, JwtConfig, LoggingConfig,
-    McpServerConfig, ParticipantEntry, ParticipantType, RestartPolicy, SpaceConfig, TOKEN_LEN,
-    TlsConfig, substitute, token_env_var,
+    McpEndpoint, McpServerConfig, ParticipantEntry, ParticipantType, RestartPolicy, SpaceConfig,
+    TOKEN_LEN, TlsConfig, substitute, token_env_var,
 };
 pub use http::{HttpAccepted, HttpError, check_space};
 pub use identity::{CLOCK_LEEWAY, Identity, IdentityVerifier, Judgement, Verdict};

@@ -711,6 +711,14 @@ impl McpClient {
         self.asks.len()
     }
 
+    /// The `inputRequests` key of an open question that came in an `input_required` round.
+    pub fn input_key(&self, ask: AskId) -> Option<&str> {
+        match &self.asks.get(&ask)?.origin {
+            AskOrigin::Input { key, .. } => Some(key),
+            AskOrigin::Request(_) => None,
+        }
+    }
+
     /// Requests in flight of any purpose, each with its deadline.
     pub fn request_deadlines(&self) -> impl Iterator<Item = Time> + '_ {
         self.pending.values().map(|p| p.deadline)

@@ -23,9 +23,10 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// Inputs asked for in one `input_required` round, at most.
 pub const MAX_INPUT_REQUESTS: usize = 32;
 
-/// `params` with the request's `_meta` set: the revision, capabilities and client info
-/// replace whatever the caller put under those keys (the revision must match the header);
-/// the caller's other `_meta` keys (`progressToken`, ...) stay.
+/// `params` with the request's `_meta` set: the revision and client info replace whatever
+/// the caller put under those keys (the revision must match the header); the capabilities
+/// are ours, less those the caller's own `_meta` capabilities (when it names them) lack; the
+/// caller's other `_meta` keys (`progressToken`, ...) stay.
 pub fn with_request_meta(
     params: Option<&Value>,
     version: ProtocolVersion,
@@ -41,7 +42,18 @@ pub fn with_request_meta(
         _ => Map::new(),
     };
     meta.insert(META_PROTOCOL_VERSION.into(), version.as_str().into());
-    meta.insert(META_CLIENT_CAPABILITIES.into(), capabilities.clone());
+    // A caller that names its own capabilities (a host behind a space) narrows ours: a
+    // question it could not answer is not invited.
+    let declared = match (meta.get(META_CLIENT_CAPABILITIES), capabilities) {
+        (Some(Value::Object(theirs)), Value::Object(ours)) => Value::Object(
+            ours.iter()
+                .filter(|(k, _)| theirs.contains_key(*k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        _ => capabilities.clone(),
+    };
+    meta.insert(META_CLIENT_CAPABILITIES.into(), declared);
     meta.insert(META_CLIENT_INFO.into(), client_info.clone());
     p.insert("_meta".into(), Value::Object(meta));
     Value::Object(p)
@@ -264,6 +276,18 @@ mod tests {
                 "io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},
                 "io.modelcontextprotocol/clientInfo":{"name":"mew-bridge","version":"1"}
             }})
+        );
+        let narrowed = with_request_meta(
+            Some(
+                &json!({"_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}),
+            ),
+            ProtocolVersion::V2026_07_28,
+            &json!({"roots":{},"elicitation":{"form":{}},"sampling":{}}),
+            &info,
+        );
+        assert_eq!(
+            narrowed["_meta"][META_CLIENT_CAPABILITIES],
+            json!({"elicitation":{"form":{}}})
         );
         let bare = with_request_meta(None, ProtocolVersion::V2026_07_28, &json!({}), &info);
         assert_eq!(bare["_meta"][META_CLIENT_CAPABILITIES], json!({}));

@@ -565,7 +565,11 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
             Route::OAuthClient { participant, host } => {
                 crate::server::oauth::client_document(self.gateway(), &participant, host.as_deref())
             }
-            Route::NotFound | Route::WebSocket { .. } | Route::UiSession | Route::Ui { .. } => {
+            Route::NotFound
+            | Route::WebSocket { .. }
+            | Route::UiSession
+            | Route::Ui { .. }
+            | Route::Mcp => {
                 Response::error(404, "not_found", "no such endpoint")
             }
             Route::MethodNotAllowed => {

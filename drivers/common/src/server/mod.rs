@@ -13,6 +13,7 @@ pub mod hops;
 pub mod host;
 pub mod http;
 pub mod jwt;
+pub mod mcp_front;
 pub mod metrics;
 pub mod node_inputs;
 pub mod oauth;

@@ -52,6 +52,9 @@ pub enum Route {
         /// The `Host` header, for the document's own URL.
         host: Option<String>,
     },
+    /// `/mcp` (any method) and its protected resource metadata: the space as an MCP
+    /// server (served by `server::mcp_front`).
+    Mcp,
     /// No such endpoint.
     NotFound,
     /// A known path with the wrong method.
@@ -60,6 +63,9 @@ pub enum Route {
 
 /// The path of the web page's session endpoint.
 pub const UI_SESSION: &str = "/ui/session";
+
+/// The path of the MCP endpoint.
+pub const MCP: &str = "/mcp";
 
 /// Routes a request head. Any request carrying `Upgrade: websocket` is a WebSocket route.
 pub fn route(head: &RequestHead) -> Route {
@@ -70,6 +76,9 @@ pub fn route(head: &RequestHead) -> Route {
         return Route::WebSocket {
             space: head.query_param("space"),
         };
+    }
+    if head.path == MCP || head.path.starts_with(crate::server::mcp_front::PRM_PATH) {
+        return Route::Mcp;
     }
     if head.path == "/ui" || head.path.starts_with(crate::server::ui::PREFIX) {
         return Route::Ui {
@@ -234,6 +243,16 @@ pub(crate) mod tests {
             }
         );
         assert_eq!(route(&head("GET", "/uix", &[])), Route::NotFound);
+        assert_eq!(route(&head("POST", "/mcp", &[])), Route::Mcp);
+        assert_eq!(route(&head("DELETE", "/mcp", &[])), Route::Mcp);
+        assert_eq!(
+            route(&head(
+                "GET",
+                "/.well-known/oauth-protected-resource/mcp",
+                &[]
+            )),
+            Route::Mcp
+        );
         assert_eq!(route(&head("GET", "/app.js", &[])), Route::NotFound);
         assert_eq!(
             route(&head("GET", "/participants//messages", &[])),

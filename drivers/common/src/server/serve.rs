@@ -235,6 +235,10 @@ struct Shared {
     proxies: crate::server::proxy::TrustedProxies,
     ui: Option<&'static [crate::server::ui::Asset]>,
     sessions: crate::server::ui_session::Sessions,
+    /// `/mcp`.
+    mcp: Arc<crate::server::mcp_front::McpFront>,
+    /// The issuer of the JWTs the space takes, for `/mcp`'s metadata.
+    issuer: Option<String>,
 }
 
 /// Counts of open connections, in total, per remote address and before their head.
@@ -405,6 +409,15 @@ impl<R: ServerRuntime> GatewayServer<R> {
         let limits = config.gateway.limits;
         let space = config.id.clone();
         let report_every = report_every(&config);
+        let mcp_options = config.gateway.mcp.clone();
+        let loopback_token = mcp_options.loopback_as.as_ref().and_then(|id| {
+            let entry = config.participants.iter().find(|p| &p.id == id);
+            if entry.is_none_or(|e| e.tokens.is_empty()) {
+                tracing::warn!(participant = %id, "gateway.mcp.loopback_as names no participant with a token: hosts on this machine need one");
+            }
+            entry.and_then(|e| e.tokens.first().cloned())
+        });
+        let issuer = config.gateway.jwt.as_ref().map(|j| j.issuer.clone());
         let logs = LogWriter::with_capacity(
             Rotation {
                 max_bytes: config.logging.max_file_bytes,
@@ -459,6 +472,11 @@ impl<R: ServerRuntime> GatewayServer<R> {
             proxies: options.trusted_proxies.clone(),
             ui: options.ui,
             sessions: crate::server::ui_session::Sessions::new(options.ui_session.clone()),
+            mcp: Arc::new(crate::server::mcp_front::McpFront::new(
+                mcp_options,
+                loopback_token,
+            )),
+            issuer,
         });
         loop {
             let stop = shutdown_rx.recv();
@@ -569,6 +587,22 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
                 report_every: shared.report_every,
             };
             crate::server::ui_session::serve::<R>(ep, sock, head, leftover).await;
+        }
+        Route::Mcp => {
+            let ep = crate::server::mcp_front::Endpoint {
+                front: shared.mcp.clone(),
+                core: shared.core.clone(),
+                space: shared.space.clone(),
+                limits: shared.limits,
+                report_every: shared.report_every,
+                local: peer.ip().is_loopback() && !proxied,
+                issuer: shared.issuer.clone(),
+                tls: shared.tls.is_some(),
+            };
+            Box::pin(crate::server::mcp_front::serve::<R>(
+                ep, sock, head, leftover,
+            ))
+            .await;
         }
         Route::UiSession => {
             let r = Response::error(404, "not_found", "this gateway serves no page");

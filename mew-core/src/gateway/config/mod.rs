@@ -190,6 +190,9 @@ pub struct BridgeSettings {
     pub sampling_answered_by: Option<String>,
     /// `roots`: the `file://` URIs answered to the server's `roots/list`.
     pub roots: Vec<String>,
+    /// `protocol_version`: the newest MCP revision offered to the server (`None`: the
+    /// newest known).
+    pub protocol_version: Option<String>,
 }
 
 impl Default for BridgeSettings {
@@ -200,6 +203,7 @@ impl Default for BridgeSettings {
             max_reconnects: 3,
             sampling_answered_by: None,
             roots: Vec::new(),
+            protocol_version: None,
         }
     }
 }
@@ -397,6 +401,33 @@ pub struct GatewayOptions {
     /// Whether and how a single-node gateway keeps the space's state on disk (`None`: it
     /// keeps none). Not part of the space's state: changing it never invalidates a snapshot.
     pub durability: Option<Fsync>,
+    /// `mcp`: the space as an MCP server at `/mcp`.
+    pub mcp: McpEndpoint,
+}
+
+/// `gateway.mcp`: how MCP hosts come in at `/mcp`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpEndpoint {
+    /// `loopback_as`: a host connecting from this machine without credentials is admitted
+    /// as this participant (`None`: every host needs a bearer token or a JWT).
+    pub loopback_as: Option<String>,
+    /// `proposal_timeout_ms`: how long a host's call waits for people to review it.
+    pub proposal_timeout: Duration,
+    /// `max_sessions`: host sessions at once.
+    pub max_sessions: usize,
+    /// `idle_timeout_ms`: a session without a request for this long is ended.
+    pub idle_timeout: Duration,
+}
+
+impl Default for McpEndpoint {
+    fn default() -> Self {
+        McpEndpoint {
+            loopback_as: None,
+            proposal_timeout: Duration::from_secs(300),
+            max_sessions: 256,
+            idle_timeout: Duration::from_secs(600),
+        }
+    }
 }
 
 /// `gateway.crowd`: how a large space announces who is there. Up to `size` participants
@@ -512,6 +543,7 @@ impl Default for GatewayOptions {
             trusted_proxies: Vec::new(),
             jwt: None,
             durability: Some(Fsync::Always),
+            mcp: McpEndpoint::default(),
         }
     }
 }

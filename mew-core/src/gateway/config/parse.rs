@@ -615,6 +615,16 @@ impl Cx {
                         self.string(sm.get("answered_by"), &format!("{sl}.answered_by"))
                     }),
                     roots: self.strings(bm.get("roots"), &format!("{l}.roots")),
+                    protocol_version: {
+                        let pl = format!("{l}.protocol_version");
+                        let v = self.string(bm.get("protocol_version"), &pl);
+                        if let Some(v) = &v
+                            && crate::mcp::ProtocolVersion::parse(v).is_none()
+                        {
+                            self.err(pl, format!("unknown MCP revision `{v}`"));
+                        }
+                        v
+                    },
                 });
             }
         }
@@ -809,6 +819,30 @@ impl Cx {
             let am = am.clone();
             self.unknown_keys(&am, &["jwt"], &l("auth"));
             o.jwt = self.jwt(j, &format!("{loc}.auth.jwt"));
+        }
+        if let Some(v) = m.get("mcp")
+            && let Some(mm) = self.map(v, &l("mcp"))
+        {
+            let mm = mm.clone();
+            let known = [
+                "loopback_as",
+                "proposal_timeout_ms",
+                "max_sessions",
+                "idle_timeout_ms",
+            ];
+            self.unknown_keys(&mm, &known, &l("mcp"));
+            let d = McpEndpoint::default();
+            o.mcp.loopback_as =
+                self.string(mm.get("loopback_as"), &format!("{loc}.mcp.loopback_as"));
+            let mut num =
+                |k: &str, default: u64| self.uint(mm.get(k), &format!("{loc}.mcp.{k}"), default, 1);
+            o.mcp.proposal_timeout = Duration::from_millis(num(
+                "proposal_timeout_ms",
+                d.proposal_timeout.as_millis() as u64,
+            ));
+            o.mcp.max_sessions = num("max_sessions", d.max_sessions as u64) as usize;
+            o.mcp.idle_timeout =
+                Duration::from_millis(num("idle_timeout_ms", d.idle_timeout.as_millis() as u64));
         }
         o
     }

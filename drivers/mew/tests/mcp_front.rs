@@ -1,0 +1,724 @@
+//! The space as an MCP server (`/mcp`), judged by the official conformance suite: its
+//! fixture (`tests/mcp-conformance/everything-server`) is bridged into a space by
+//! `tests/mcp-conformance/serve-space`, and every scored scenario of a revision's
+//! requirements that passes against the fixture directly, in the same run, must pass
+//! through the space too.
+
+#![cfg(unix)]
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MEW: &str = env!("CARGO_BIN_EXE_mew");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn clients_bin(name: &str) -> PathBuf {
+    let p = repo()
+        .join("tests/mcp-clients/node_modules/.bin")
+        .join(name);
+    assert!(
+        p.exists(),
+        "MCP test clients are not installed: run `npm ci` in tests/mcp-clients"
+    );
+    p
+}
+
+/// PATH with the clients' Node first (the fixture's `tsx` runs on it).
+fn node_path() -> String {
+    let bin = clients_bin("node");
+    let dir = std::fs::canonicalize(&bin)
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_owned();
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A process group, ended with SIGTERM (then SIGKILL) when dropped.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, killpg};
+        use nix::unistd::Pid;
+        let pg = Pid::from_raw(self.0.id() as i32);
+        let _ = killpg(pg, Signal::SIGTERM);
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = killpg(pg, Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
+}
+
+/// The conformance fixture on a free port; its `/mcp` URL.
+fn fixture() -> (Group, String) {
+    let dir = repo().join("tests/mcp-conformance/everything-server");
+    let tsx = dir.join("node_modules/.bin/tsx");
+    assert!(
+        tsx.exists(),
+        "the conformance fixture is not installed: run `npm ci` in {}",
+        dir.display()
+    );
+    let port = free_port();
+    let child = Command::new(tsx)
+        .arg("everything-server.ts")
+        .current_dir(&dir)
+        .env("PORT", port.to_string())
+        .env("PATH", node_path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("run the fixture");
+    let end = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < end, "the fixture did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (Group(child), format!("http://localhost:{port}/mcp"))
+}
+
+/// `serve-space FIXTURE_URL PORT`, the bridge offering `revision`; the `/mcp` URL it printed.
+fn serve_space(fixture: &str, revision: &str) -> (Group, String) {
+    let port = free_port();
+    let mut child = Command::new(repo().join("tests/mcp-conformance/serve-space"))
+        .args([fixture, &port.to_string()])
+        .env("MEW", MEW)
+        .env("MEW_BRIDGE_REVISION", revision)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("run serve-space");
+    let out = child.stdout.take().unwrap();
+    let group = Group(child);
+    let mut lines = BufReader::new(out).lines();
+    let url = lines
+        .find_map(|l| l.ok().filter(|l| l.starts_with("http://")))
+        .expect("serve-space printed its URL");
+    assert_eq!(url, format!("http://localhost:{port}/mcp"));
+    (group, url)
+}
+
+/// One run of the suite: the scored scenarios that passed, and those that failed.
+#[derive(Debug)]
+struct Run {
+    passed: BTreeSet<String>,
+    failed: BTreeSet<String>,
+}
+
+fn conformance(url: &str, revision: &str) -> Run {
+    let out = Command::new(clients_bin("node"))
+        .arg(clients_bin("conformance"))
+        .args(["server", "--url", url, "--requirements", revision])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the conformance suite");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    parse(&text)
+}
+
+/// Reads the suite's summary: `✓ name: ...` / `✗ name: ...` lines, less those listed under
+/// `Not scored`.
+fn parse(text: &str) -> Run {
+    let (scored, unscored) = text.split_once("Not scored").unwrap_or((text, ""));
+    let name = |l: &str| l.split(':').next().unwrap_or("").trim().to_owned();
+    let not_scored: BTreeSet<String> = unscored
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let l = l.strip_prefix("✓ ").or_else(|| l.strip_prefix("✗ "))?;
+            Some(l.split(' ').next().unwrap_or("").to_owned())
+        })
+        .collect();
+    let mut run = Run {
+        passed: BTreeSet::new(),
+        failed: BTreeSet::new(),
+    };
+    for l in scored.lines() {
+        if let Some(rest) = l.strip_prefix("✓ ") {
+            run.passed.insert(name(rest));
+        } else if let Some(rest) = l.strip_prefix("✗ ") {
+            run.failed.insert(name(rest));
+        }
+    }
+    run.passed.retain(|n| !not_scored.contains(n));
+    run.failed.retain(|n| !not_scored.contains(n));
+    run
+}
+
+/// Scenarios of the stateless revision that pass against the fixture directly and not yet
+/// through the space, each with the reason. The test fails if any other is lost.
+const KNOWN_GAPS: [(&str, &str); 3] = [
+    (
+        "server-stateless",
+        "the fixture answers `test_streaming_elicitation` with two JSON texts in one \
+         application/json body, which the bridge's HTTP client refuses",
+    ),
+    (
+        "input-required-result-basic-list-roots",
+        "the bridge answers the server's roots/list itself (its configured roots) instead of \
+         putting it to the caller",
+    ),
+    (
+        "input-required-result-multiple-input-requests",
+        "the same: its roots/list request is answered by the bridge",
+    ),
+];
+
+fn compare(revision: &str, must_pass: &[&str]) {
+    let (_fixture, fixture_url) = fixture();
+    let (_space, space_url) = serve_space(&fixture_url, revision);
+    let direct = conformance(&fixture_url, revision);
+    let through = conformance(&space_url, revision);
+    eprintln!(
+        "{revision}: direct {} passed / {} failed; through the space {} passed / {} failed",
+        direct.passed.len(),
+        direct.failed.len(),
+        through.passed.len(),
+        through.failed.len()
+    );
+    eprintln!("{revision}: failing directly: {:?}", direct.failed);
+    eprintln!(
+        "{revision}: failing through the space: {:?}",
+        through.failed
+    );
+    assert!(
+        direct.passed.len() >= must_pass.len(),
+        "the fixture itself fails: {direct:?}"
+    );
+    for name in must_pass {
+        assert!(
+            through.passed.contains(*name),
+            "{name} does not pass through the space ({revision}): {through:?}"
+        );
+    }
+    let lost: Vec<&String> = direct
+        .passed
+        .difference(&through.passed)
+        .filter(|n| !KNOWN_GAPS.iter().any(|(g, _)| g == n))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{revision}: passing directly but not through the space: {lost:?}"
+    );
+}
+
+/// The 2025-11-25 requirements: sessions, SSE streams, logging, progress, sampling and
+/// elicitation put to the host, subscriptions, DNS rebinding.
+#[test]
+fn conformance_2025_11_25_passes_through_the_space_as_directly() {
+    compare(
+        "2025-11-25",
+        &[
+            "server-initialize",
+            "logging-set-level",
+            "ping",
+            "completion-complete",
+            "tools-list",
+            "tools-call-simple-text",
+            "tools-call-image",
+            "tools-call-audio",
+            "tools-call-embedded-resource",
+            "tools-call-mixed-content",
+            "tools-call-with-logging",
+            "tools-call-error",
+            "tools-call-with-progress",
+            "tools-call-sampling",
+            "tools-call-elicitation",
+            "elicitation-sep1034-defaults",
+            "server-sse-multiple-streams",
+            "elicitation-sep1330-enums",
+            "resources-list",
+            "resources-read-text",
+            "resources-read-binary",
+            "resources-templates-read",
+            "resources-subscribe",
+            "resources-unsubscribe",
+            "prompts-list",
+            "prompts-get-simple",
+            "prompts-get-with-args",
+            "prompts-get-embedded-resource",
+            "prompts-get-with-image",
+            "dns-rebinding-protection",
+        ],
+    );
+}
+
+/// The stateless 2026-07-28 requirements.
+#[test]
+fn conformance_2026_07_28_passes_through_the_space_as_directly() {
+    compare(
+        "2026-07-28",
+        &[
+            "completion-complete",
+            "tools-list",
+            "resources-list",
+            "resources-read-text",
+            "resources-read-binary",
+            "resources-templates-read",
+            "sep-2164-resource-not-found",
+            "prompts-list",
+            "prompts-get-simple",
+            "prompts-get-with-args",
+            "prompts-get-embedded-resource",
+            "prompts-get-with-image",
+            "dns-rebinding-protection",
+            "caching",
+            "tools-call-simple-text",
+            "tools-call-with-progress",
+            "input-required-result-basic-elicitation",
+            "input-required-result-basic-sampling",
+            "input-required-result-request-state",
+            "input-required-result-multi-round",
+            "input-required-result-missing-input-response",
+            "input-required-result-non-tool-request",
+            "input-required-result-result-type",
+            "input-required-result-unsupported-methods",
+            "input-required-result-tampered-state",
+            "input-required-result-capability-check",
+            "input-required-result-ignore-extra-params",
+            "input-required-result-validate-input",
+        ],
+    );
+}
+
+#[test]
+fn the_summary_parser_leaves_unscored_scenarios_out() {
+    let text = "✓ ping: 2 passed, 0 failed\n✗ tools-list: 1 passed, 1 failed\n✓ json-schema-2020-12: 8 passed\n\nTotal: 11 passed, 1 failed\n\nNot scored for 2025-11-25: 1 scenario(s) run.\n  ✓ json-schema-2020-12 (pending)\n";
+    let run = parse(text);
+    assert_eq!(run.passed, BTreeSet::from(["ping".to_owned()]));
+    assert_eq!(run.failed, BTreeSet::from(["tools-list".to_owned()]));
+}
+
+// ---- a space with a bridged server, hosts at its /mcp -------------------------------------
+
+/// A gateway serving a space where `desk` may call `echo` and list tools, may only propose
+/// anything else, and hosts on this machine are `desk`; `every` bridges the npm
+/// server-everything over stdio; `human` is a person.
+fn space(name: &str) -> (mew_tests::process::MewGateway, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("mew-front-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = repo().join(
+        "tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    assert!(server.exists(), "run `npm ci` in tests/mcp-servers");
+    let yaml = format!(
+        r#"space: {{id: front}}
+participants:
+  human: {{tokens: [human-token], person: true, capabilities: [{{kind: "*"}}]}}
+  desk:
+    tokens: [desk-token]
+    connections: 16
+    capabilities:
+      - {{kind: mcp/request, payload: {{method: "tools/list"}}}}
+      - {{kind: mcp/request, payload: {{method: "tools/call", params: {{name: "echo"}}}}}}
+      - {{kind: mcp/proposal}}
+      - {{kind: mcp/response}}
+  outsider: {{tokens: [outsider-token], capabilities: [{{kind: chat}}]}}
+  every:
+    type: mcp-bridge
+    auto_start: true
+    tokens: [every-token]
+    capabilities: [{{kind: mcp/response}}, {{kind: mcp/request}}, {{kind: participant/status}}]
+    mcp_server: {{command: node, args: ["{server}"]}}
+gateway:
+  durability: off
+  max_frame_bytes: 65536
+  mcp: {{loopback_as: desk, max_sessions: 40, proposal_timeout_ms: 60000, idle_timeout_ms: 3000}}
+"#,
+        server = server.display()
+    );
+    let path = dir.join("space.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut cmd = Command::new(MEW);
+    cmd.args(["gateway", "--config"])
+        .arg(&path)
+        .args(["--port", "0", "--log-level", "warn"])
+        .env("PATH", node_path())
+        .current_dir(&dir);
+    let gw = mew_tests::process::MewGateway::start(cmd);
+    // Ready once the bridge is in.
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) =
+            mew_tests::http::exchange(&gw.addr, "GET", "/participants", "human-token", "");
+        if body.contains("\"every\"") {
+            break;
+        }
+        assert!(Instant::now() < end, "the bridge did not join: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (gw, dir)
+}
+
+/// One raw exchange with `/mcp`: status, headers and body.
+fn raw(addr: &str, request: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (status, head.to_owned(), body.to_owned())
+}
+
+fn post(addr: &str, headers: &str, body: &str) -> (u16, String, String) {
+    raw(
+        addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+fn session_of(head: &str) -> String {
+    head.lines()
+        .find_map(|l| l.strip_prefix("Mcp-Session-Id: "))
+        .expect("a session id")
+        .trim()
+        .to_owned()
+}
+
+/// The MCP Inspector CLI as the host: its exit code and its JSON output.
+fn inspector(addr: &str, args: &[&str]) -> (i32, serde_json::Value) {
+    let out = Command::new(clients_bin("node"))
+        .arg(clients_bin("mcp-inspector"))
+        .arg("--cli")
+        .arg(format!("http://{addr}/mcp"))
+        .args(["--transport", "http"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the inspector");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|_| {
+        serde_json::Value::String(format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)))
+    });
+    (out.status.code().unwrap_or(-1), json)
+}
+
+/// The person, through the HTTP API: the newest proposal `desk` made (other than `not`), once
+/// it is there.
+fn proposal(addr: &str, not: Option<&serde_json::Value>) -> serde_json::Value {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = mew_tests::http::exchange(
+            addr,
+            "GET",
+            "/participants/human/messages",
+            "human-token",
+            "",
+        );
+        let list: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap_or_default();
+        if let Some(p) = list
+            .into_iter()
+            .rev()
+            .find(|e| e["kind"] == "mcp/proposal" && e["from"] == "desk" && Some(&e["id"]) != not)
+        {
+            return p;
+        }
+        assert!(Instant::now() < end, "no proposal seen: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_inspector_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
+    let (gw, _dir) = space("inspector");
+    let addr = gw.addr.clone();
+
+    let (code, listed) = inspector(&addr, &["--method", "tools/list"]);
+    assert_eq!(code, 0, "{listed}");
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"echo") && names.contains(&"get-sum"),
+        "{names:?}"
+    );
+
+    // Allowed: straight through the bridge.
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo",
+            "--tool-arg",
+            "message=hello space",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["content"][0]["text"], "Echo: hello space");
+
+    // Only proposable: the host waits while the person approves (fulfils it as proposed).
+    let approve = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let p = proposal(&addr, None);
+            let body = serde_json::json!({"kind": "mcp/request", "to": ["every"],
+                "correlation_id": [p["id"]], "payload": p["payload"]});
+            (
+                mew_tests::http::post(&addr, "human", "human-token", &body.to_string()),
+                p["id"].clone(),
+            )
+        }
+    });
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "get-sum",
+            "--tool-arg",
+            "a=2",
+            "b=3",
+        ],
+    );
+    let ((status, posted), approved) = approve.join().unwrap();
+    assert_eq!(status, 200, "{posted}");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains('5'),
+        "{out}"
+    );
+
+    // Rejected with a reason: the host's call ends with it.
+    let reject = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let p = proposal(&addr, Some(&approved));
+            let body = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
+                "correlation_id": [p["id"]], "payload": {"reason": "not during the audit"}});
+            mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
+        }
+    });
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "get-sum",
+            "--tool-arg",
+            "a=4",
+            "b=4",
+        ],
+    );
+    let _ = reject.join().unwrap();
+    assert_ne!(code, 0, "a rejected call is a failure to the host: {out}");
+    assert!(out.to_string().contains("not during the audit"), "{out}");
+}
+
+#[test]
+fn bad_input_is_answered_per_the_spec_and_the_space_is_unharmed() {
+    let (gw, _dir) = space("bad-input");
+    let addr = gw.addr.clone();
+    // Malformed JSON, a batch, an oversized body, an unknown session, a request before
+    // initialize without a session.
+    let (s, _, b) = post(&addr, "", "{nope");
+    assert_eq!(s, 400);
+    assert!(b.contains("-32700"), "{b}");
+    let (s, _, _) = post(&addr, "", &format!("[{INIT}]"));
+    assert_eq!(s, 400);
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":"{}"}}}}"#,
+        "a".repeat(70_000)
+    );
+    let (s, _, _) = post(&addr, "", &big);
+    assert_eq!(s, 413);
+    let (s, _, _) = post(
+        &addr,
+        "Mcp-Session-Id: nope\r\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    );
+    assert_eq!(s, 404);
+    let (s, _, _) = post(
+        &addr,
+        "",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    );
+    assert_eq!(s, 400);
+    // DNS rebinding: another site's Host and Origin.
+    let (s, _, _) = raw(
+        &addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: evil.example.com\r\nOrigin: http://evil.example.com\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{INIT}",
+            INIT.len()
+        ),
+    );
+    assert_eq!(s, 403);
+    // A token of no participant.
+    let (s, _, _) = post(&addr, "Authorization: Bearer wrong\r\n", INIT);
+    assert_eq!(s, 403);
+    // A participant the space knows but that may do nothing MCP: in, and refused by name.
+    let (s, head, _) = post(&addr, "Authorization: Bearer outsider-token\r\n", INIT);
+    assert_eq!(s, 200);
+    let sid = session_of(&head);
+    let (s, _, b) = post(
+        &addr,
+        &format!("Authorization: Bearer outsider-token\r\nMcp-Session-Id: {sid}\r\n"),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"x"}}}"#,
+    );
+    assert_eq!(s, 200);
+    assert!(b.contains("-32602") || b.contains("-32003"), "{b}");
+    // Another credential cannot use the session.
+    let (s, _, _) = post(
+        &addr,
+        &format!("Mcp-Session-Id: {sid}\r\n"),
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    );
+    assert_eq!(s, 403);
+    // DELETE ends it.
+    let (s, _, _) = raw(
+        &addr,
+        &format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nMcp-Session-Id: {sid}\r\nContent-Length: 0\r\n\r\n"
+        ),
+    );
+    assert_eq!(s, 200);
+
+    // Many hosts at once: each is admitted or told the space is full (503), none hangs.
+    let hosts: Vec<_> = (0..200)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || post(&addr, "", INIT).0)
+        })
+        .collect();
+    let statuses: Vec<u16> = hosts.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 503),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.contains(&503),
+        "the session bound held: {statuses:?}"
+    );
+    // The space still serves; the crowd's idle sessions end and new hosts come in again.
+    let (s, _) = mew_tests::http::exchange(&addr, "GET", "/health", "", "");
+    assert_eq!(s, 200);
+    std::thread::sleep(Duration::from_secs(4));
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo",
+            "--tool-arg",
+            "message=still here",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+}
+
+/// The Python `mcp` SDK's client as the host (`pip install mcp`, as tests/run.sh does).
+fn python_host(addr: &str, tool: &str, args: serde_json::Value) -> (i32, serde_json::Value) {
+    let script = repo().join("tests/fixtures/mcp-front/python_host.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(format!("http://{addr}/mcp"))
+        .arg(tool)
+        .arg(args.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "the Python host printed no JSON: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), json)
+}
+
+#[test]
+fn the_python_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
+    let (gw, _dir) = space("python");
+    let addr = gw.addr.clone();
+    let (code, out) = python_host(&addr, "echo", serde_json::json!({"message": "from python"}));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["content"][0]["text"], "Echo: from python");
+
+    let approve = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let p = proposal(&addr, None);
+            let body = serde_json::json!({"kind": "mcp/request", "to": ["every"],
+                "correlation_id": [p["id"]], "payload": p["payload"]});
+            mew_tests::http::post(&addr, "human", "human-token", &body.to_string());
+            p["id"].clone()
+        }
+    });
+    let (code, out) = python_host(&addr, "get-sum", serde_json::json!({"a": 20, "b": 22}));
+    let approved = approve.join().unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.to_string().contains("42"), "{out}");
+
+    let reject = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let p = proposal(&addr, Some(&approved));
+            let body = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
+                "correlation_id": [p["id"]], "payload": {"reason": "ask again tomorrow"}});
+            mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
+        }
+    });
+    let (code, out) = python_host(&addr, "get-sum", serde_json::json!({"a": 1, "b": 1}));
+    let _ = reject.join().unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["code"], -32004, "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ask again tomorrow"),
+        "{out}"
+    );
+}
