@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -72,45 +72,7 @@ fn bare_server() {
     rt.block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         println!("{}", listener.local_addr().expect("addr"));
-        let peers: Arc<std::sync::RwLock<Vec<mpsc::UnboundedSender<Message>>>> = Arc::default();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                let _ = sock.set_nodelay(true);
-                let peers = peers.clone();
-                tokio::spawn(async move {
-                    let Ok(ws) =
-                        tokio_tungstenite::accept_async_with_config(sock, Some(ws_config())).await
-                    else {
-                        return;
-                    };
-                    let (mut sink, mut stream) = ws.split();
-                    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-                    peers.write().unwrap().push(tx);
-                    tokio::spawn(async move {
-                        while let Some(m) = rx.recv().await {
-                            if sink.feed(m).await.is_err() {
-                                return;
-                            }
-                            while let Ok(m) = rx.try_recv() {
-                                if sink.feed(m).await.is_err() {
-                                    return;
-                                }
-                            }
-                            if sink.flush().await.is_err() {
-                                return;
-                            }
-                        }
-                    });
-                    while let Some(Ok(msg)) = stream.next().await {
-                        if let Message::Text(_) = msg {
-                            for s in peers.read().unwrap().iter() {
-                                let _ = s.send(msg.clone());
-                            }
-                        }
-                    }
-                });
-            }
-        });
+        tokio::spawn(support::bare_broadcast(listener, ws_config()));
         tokio::task::spawn_blocking(|| {
             let mut s = String::new();
             let _ = std::io::stdin().read_line(&mut s);

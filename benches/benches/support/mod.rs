@@ -116,3 +116,52 @@ impl Drop for Nats {
         let _ = std::fs::remove_dir_all(&self.store);
     }
 }
+
+/// The bare broadcast server both fan-out benchmarks compare against, the least a broadcast
+/// server can do: each text frame is cloned (a reference count) into every connection's
+/// queue under a read lock; a batching writer per connection. Serves until the task ends.
+pub async fn bare_broadcast(
+    listener: tokio::net::TcpListener,
+    config: tokio_tungstenite::tungstenite::protocol::WebSocketConfig,
+) {
+    use futures_util::{SinkExt, StreamExt};
+    use std::sync::{Arc, RwLock};
+    use tokio::sync::mpsc;
+    use tokio_tungstenite::tungstenite::Message;
+    let peers: Arc<RwLock<Vec<mpsc::UnboundedSender<Message>>>> = Arc::default();
+    while let Ok((sock, _)) = listener.accept().await {
+        let _ = sock.set_nodelay(true);
+        let peers = peers.clone();
+        tokio::spawn(async move {
+            let Ok(ws) = tokio_tungstenite::accept_async_with_config(sock, Some(config)).await
+            else {
+                return;
+            };
+            let (mut sink, mut stream) = ws.split();
+            let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+            peers.write().unwrap().push(tx);
+            tokio::spawn(async move {
+                while let Some(m) = rx.recv().await {
+                    if sink.feed(m).await.is_err() {
+                        return;
+                    }
+                    while let Ok(m) = rx.try_recv() {
+                        if sink.feed(m).await.is_err() {
+                            return;
+                        }
+                    }
+                    if sink.flush().await.is_err() {
+                        return;
+                    }
+                }
+            });
+            while let Some(Ok(msg)) = stream.next().await {
+                if let Message::Text(_) = msg {
+                    for s in peers.read().unwrap().iter() {
+                        let _ = s.send(msg.clone());
+                    }
+                }
+            }
+        });
+    }
+}

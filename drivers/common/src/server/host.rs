@@ -569,9 +569,7 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
             | Route::WebSocket { .. }
             | Route::UiSession
             | Route::Ui { .. }
-            | Route::Mcp => {
-                Response::error(404, "not_found", "no such endpoint")
-            }
+            | Route::Mcp => Response::error(404, "not_found", "no such endpoint"),
             Route::MethodNotAllowed => {
                 Response::error(405, "method_not_allowed", "method not allowed here")
             }
