@@ -146,10 +146,14 @@ impl McpClient {
                 if let Some(r) = carried
                     && self.pending.contains_key(&r)
                 {
-                    let detail = if (200..=299).contains(&status) {
-                        "the answer did not respond to the request".to_owned()
-                    } else {
+                    // Parsed again only on this failure path, to tell garbage from a
+                    // well-formed answer to something else.
+                    let detail = if !(200..=299).contains(&status) {
                         snippet(&buf)
+                    } else if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&buf) {
+                        format!("the answer is not valid JSON ({e})")
+                    } else {
+                        "the answer did not respond to the request".to_owned()
                     };
                     self.request_failed(now, r, McpError::Http { status, detail });
                 }

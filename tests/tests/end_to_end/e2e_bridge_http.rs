@@ -28,7 +28,15 @@ fn space_yaml() -> String {
     let mut y = format!(
         "space: {{id: {SPACE}}}\nparticipants:\n  human: {{tokens: [human-token], capabilities: [{{kind: \"*\"}}]}}\n"
     );
-    for id in ["every", "gone", "html", "redirect", "tokenhtml", "badstate"] {
+    for id in [
+        "every",
+        "gone",
+        "html",
+        "redirect",
+        "tokenhtml",
+        "badstate",
+        "hostile",
+    ] {
         y.push_str(&format!(
             "  {id}:\n    type: mcp-bridge\n    tokens: [{id}-token]\n    capabilities: [{{kind: mcp/response}}, {{kind: participant/status}}]\n    mcp_server: {{url: \"http://127.0.0.1:1/mcp\"}}\n"
         ));
@@ -997,4 +1005,189 @@ async fn an_input_required_round_from_a_2026_only_server_is_answered_by_the_call
     assert_eq!(bridge.join().await, Exit::Shutdown);
     gw.stop().await;
     let _ = std::fs::remove_file(&log);
+}
+
+// ---- A server that misbehaves once it is up ----
+
+/// One HTTP request of the hostile server: method, and the JSON-RPC body if any.
+fn read_request(c: &mut std::net::TcpStream) -> Option<(String, Value)> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if c.read(&mut byte).ok()? == 0 || head.len() > 65536 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    let method = head.split(' ').next()?.to_owned();
+    let len = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).ok()?;
+    Some((method, serde_json::from_slice(&body).unwrap_or(Value::Null)))
+}
+
+fn answer(c: &mut std::net::TcpStream, status: &str, kind: &str, body: &[u8]) -> bool {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).is_ok() && c.write_all(body).is_ok()
+}
+
+/// A server that starts properly, then answers `garbage` with invalid JSON, `huge` with a
+/// body past the bridge's bound, and `endless` with an event stream that only ever sends
+/// keep-alive comments; `ok` answers properly.
+fn hostile_server() -> u16 {
+    const TOOLS: [&str; 4] = ["ok", "garbage", "huge", "endless"];
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { return };
+            std::thread::spawn(move || {
+                while let Some((method, rpc)) = read_request(&mut c) {
+                    let id = rpc["id"].clone();
+                    let ok = |result: Value| {
+                        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                            .unwrap()
+                    };
+                    let json = "application/json";
+                    let sent = match (method.as_str(), rpc["method"].as_str().unwrap_or("")) {
+                        ("POST", "initialize") => answer(
+                            &mut c,
+                            "200 OK",
+                            json,
+                            &ok(json!({
+                            "protocolVersion": "2025-11-25",
+                            "capabilities": {"tools": {}},
+                            "serverInfo": {"name": "hostile", "version": "1"}})),
+                        ),
+                        ("POST", "tools/list") => answer(
+                            &mut c,
+                            "200 OK",
+                            json,
+                            &ok(json!({"tools": TOOLS.map(|n| json!({
+                                "name": n, "inputSchema": {"type": "object"}}))})),
+                        ),
+                        ("POST", "tools/call") => match rpc["params"]["name"].as_str() {
+                            Some("garbage") => {
+                                answer(&mut c, "200 OK", json, b"{\"jsonrpc\": \"2.0\", \"id\": ")
+                            }
+                            Some("huge") => {
+                                let text = "x".repeat(17 * 1024 * 1024);
+                                answer(
+                                    &mut c,
+                                    "200 OK",
+                                    json,
+                                    &ok(json!({
+                                    "content": [{"type": "text", "text": text}]})),
+                                )
+                            }
+                            Some("endless") => {
+                                let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n";
+                                if c.write_all(head.as_bytes()).is_err() {
+                                    return;
+                                }
+                                while c.write_all(b": still here\n\n").is_ok() {
+                                    std::thread::sleep(Duration::from_millis(100));
+                                }
+                                return;
+                            }
+                            _ => answer(
+                                &mut c,
+                                "200 OK",
+                                json,
+                                &ok(json!({
+                                "content": [{"type": "text", "text": "fine"}]})),
+                            ),
+                        },
+                        ("POST", m) if m.starts_with("notifications/") || rpc["id"].is_null() => {
+                            answer(&mut c, "202 Accepted", json, b"")
+                        }
+                        ("POST", _) => {
+                            answer(&mut c, "400 Bad Request", "text/plain", b"unsupported")
+                        }
+                        _ => answer(&mut c, "405 Method Not Allowed", "text/plain", b""),
+                    };
+                    if !sent {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Invalid JSON, an oversized answer and a stream that never ends: each call gets an error
+/// with its reason within its bound, and the bridge goes on serving the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_sending_garbage_huge_or_endless_answers_fails_only_that_call() {
+    let port = hostile_server();
+    let gw = Gateway::start().await;
+    let config = BridgeConfig {
+        participant: gw.participant("hostile"),
+        mcp: McpConfig {
+            init_timeout: Duration::from_secs(10),
+            restart: RestartBackoff {
+                enabled: false,
+                ..RestartBackoff::default()
+            },
+            ..McpConfig::http()
+        },
+        call_timeout: Duration::from_secs(3),
+        ..BridgeConfig::default()
+    };
+    let endpoint = HttpEndpoint {
+        oauth: None,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        headers: Vec::new(),
+    };
+    let bridge = mew_tokio::spawn_bridge(
+        config,
+        mew_driver_common::client::bridge::ServerTarget::Http(endpoint, HttpLimits::default()),
+        Some(7),
+    );
+    let human = gw.human().await;
+    sees(&human, "hostile").await;
+    let call = |name: &'static str| {
+        request(
+            &human,
+            "hostile",
+            "tools/call",
+            json!({"name": name, "arguments": {}}),
+        )
+    };
+    let fine = |v: Value| {
+        assert_eq!(v["content"][0]["text"], "fine", "{v}");
+    };
+    fine(call("ok").await.expect("a proper call"));
+    for (name, reason) in [
+        ("garbage", "not valid JSON"),
+        ("huge", "larger than 16777216 bytes"),
+        ("endless", "timed out"),
+    ] {
+        let started = Instant::now();
+        let err = call(name).await.expect_err(name).to_string();
+        eprintln!("{name}: {err}");
+        assert!(err.contains(reason), "{name}: {err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{name} took too long"
+        );
+        // The bridge is unharmed: the next call goes through.
+        fine(call("ok").await.expect("a proper call after a bad one"));
+    }
+    bridge.shutdown();
+    let _ = tokio::time::timeout(WAIT, bridge.join()).await.unwrap();
+    drop(human);
+    gw.stop().await;
 }
