@@ -584,3 +584,38 @@ pub(crate) async fn yield_now() {
     })
     .await
 }
+
+/// A participant the server runs in-process (the web page's session, an MCP host's
+/// session), joined to the core task over the same link a socket uses.
+pub(crate) struct InProcessConn {
+    pub(crate) id: ConnId,
+    pub(crate) commands: async_channel::Receiver<WriterCmd>,
+    /// Frames and bytes taken and not yet reported (see [`crate::server::host`]).
+    pub(crate) taken: (usize, usize),
+}
+
+/// Joins an in-process participant as its `Connect` output asks (the bearer of its
+/// `Authorization` header); `None` when the core task is gone.
+pub(crate) async fn join_in_process(
+    core: &async_channel::Sender<CoreInput>,
+    headers: &[(String, String)],
+) -> Option<InProcessConn> {
+    let bearer = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        .and_then(|(_, v)| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let (link, halves) = link();
+    let (reply, id) = oneshot::channel();
+    let connect = Input::Connect {
+        bearer,
+        link,
+        reply,
+    };
+    core.send(connect).await.ok()?;
+    Some(InProcessConn {
+        id: id.await.ok()?,
+        commands: halves.into_commands(),
+        taken: (0, 0),
+    })
+}

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use futures_util::FutureExt;
 use mew_core::front::{self, FrontConfig, HostMessage, HostSession, Output};
-use mew_core::gateway::{ConnId, McpEndpoint};
+use mew_core::gateway::McpEndpoint;
 use mew_core::mcp::jsonrpc::RpcMessage;
 use mew_core::participant::{self, GatewayInputs, Participant, ParticipantConfig};
 use serde_json::{Value, json};
@@ -474,15 +474,9 @@ async fn open_session<R: ServerRuntime>(
     }
 }
 
-struct GatewayConn {
-    id: ConnId,
-    commands: async_channel::Receiver<WriterCmd>,
-    taken: (usize, usize),
-}
-
 struct SessionTask {
     s: HostSession,
-    conn: Option<GatewayConn>,
+    conn: Option<crate::server::conn::InProcessConn>,
     core: async_channel::Sender<CoreInput>,
     report_every: (usize, usize),
     streams: HashMap<String, async_channel::Sender<HostMessage>>,
@@ -559,30 +553,12 @@ impl SessionTask {
                     if let Some(c) = self.conn.take() {
                         let _ = self.core.send(Input::Closed(c.id)).await;
                     }
-                    let bearer = headers
-                        .iter()
-                        .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-                        .and_then(|(_, v)| v.strip_prefix("Bearer "))
-                        .map(str::to_owned);
-                    let (link, halves) = crate::server::conn::link();
-                    let (reply, id) = oneshot::channel();
-                    let connect = Input::Connect {
-                        bearer,
-                        link,
-                        reply,
-                    };
-                    let id = match self.core.send(connect).await {
-                        Ok(()) => id.await.ok(),
-                        Err(_) => None,
-                    };
-                    let Some(id) = id else {
+                    let Some(conn) =
+                        crate::server::conn::join_in_process(&self.core, &headers).await
+                    else {
                         return false;
                     };
-                    self.conn = Some(GatewayConn {
-                        id,
-                        commands: halves.into_commands(),
-                        taken: (0, 0),
-                    });
+                    self.conn = Some(conn);
                     self.s
                         .handle_input(clock::now(), participant::Input::Connected);
                 }

@@ -28,7 +28,6 @@ use bytes::Bytes;
 use futures_channel::oneshot;
 use futures_util::{FutureExt, Sink, SinkExt, Stream, StreamExt};
 use mew_core::Envelope;
-use mew_core::gateway::ConnId;
 use mew_core::participant::{self, Draft, Event, Participant, ParticipantConfig, RequestId};
 use mew_core::view::{self, View};
 use serde_json::{Value, json};
@@ -380,14 +379,6 @@ async fn page_writer<S: Sleep, W, X: RawSocket>(
 
 // ---- the session ---------------------------------------------------------------------------
 
-/// The participant's connection to the core task, inside the process.
-struct GatewayConn {
-    id: ConnId,
-    commands: async_channel::Receiver<WriterCmd>,
-    /// Frames and bytes taken and not yet reported (see [`crate::server::host`]).
-    taken: (usize, usize),
-}
-
 async fn session<R, W, X>(
     ep: &Endpoint<'_>,
     limits: &SessionLimits,
@@ -513,7 +504,7 @@ fn too_long(n: usize, limits: &SessionLimits) -> Ending {
 struct Session {
     p: Participant,
     view: View,
-    conn: Option<GatewayConn>,
+    conn: Option<crate::server::conn::InProcessConn>,
     core: async_channel::Sender<CoreInput>,
     report_every: (usize, usize),
     /// Whether the participant was welcomed once (a refusal before ends the session).
@@ -557,30 +548,11 @@ impl Session {
         match o {
             participant::Output::Connect { headers, .. } => {
                 self.drop_conn().await;
-                let bearer = headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-                    .and_then(|(_, v)| v.strip_prefix("Bearer "))
-                    .map(str::to_owned);
-                let (link, halves) = crate::server::conn::link();
-                let (reply, id) = oneshot::channel();
-                let connect = Input::Connect {
-                    bearer,
-                    link,
-                    reply,
-                };
-                let id = match self.core.send(connect).await {
-                    Ok(()) => id.await.ok(),
-                    Err(_) => None,
-                };
-                let Some(id) = id else {
+                let Some(conn) = crate::server::conn::join_in_process(&self.core, &headers).await
+                else {
                     return Err(Ending(1001, "the gateway is shutting down".into()));
                 };
-                self.conn = Some(GatewayConn {
-                    id,
-                    commands: halves.into_commands(),
-                    taken: (0, 0),
-                });
+                self.conn = Some(conn);
                 self.p.handle_input(now, participant::Input::Connected);
             }
             participant::Output::Transmit(text) => {
