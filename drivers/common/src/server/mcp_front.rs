@@ -252,7 +252,7 @@ pub(crate) async fn serve<R: ServerRuntime>(
         }
     } else if stateless || is_initialize {
         let key = if stateless {
-            format!("stateless:{}", blake_key(&credential))
+            format!("stateless:{}", credential_key(&credential))
         } else {
             crate::secret::token()
         };
@@ -290,8 +290,7 @@ pub(crate) async fn serve<R: ServerRuntime>(
         {
             return respond::<R>(&mut sock, 503, &error_body("the session is busy"), &[]).await;
         }
-        let mut out = head_bytes(202, "", &extra, Some(0));
-        out.truncate(out.len());
+        let out = head_bytes(202, "", &extra, Some(0));
         let _ = clock::timeout::<R, _>(WRITE_WITHIN, R::write_all(&mut sock, &out)).await;
         return;
     }
@@ -328,8 +327,9 @@ pub(crate) async fn serve<R: ServerRuntime>(
     let _ = R::shutdown(&mut sock).await;
 }
 
-/// A short stable key of a credential (the session map never holds the credential as key).
-fn blake_key(credential: &str) -> String {
+/// A short stable key of a credential (the session map never holds the credential as key);
+/// a keyed SipHash, so a collision only opens a fresh session (the credential is compared).
+fn credential_key(credential: &str) -> String {
     use std::hash::{BuildHasher, Hasher};
     // A keyed hash: the same credential finds its session within this process only.
     static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
