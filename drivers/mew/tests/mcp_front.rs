@@ -176,25 +176,6 @@ fn parse(text: &str) -> Run {
     run
 }
 
-/// Scenarios of the stateless revision that pass against the fixture directly and not yet
-/// through the space, each with the reason. The test fails if any other is lost.
-const KNOWN_GAPS: [(&str, &str); 3] = [
-    (
-        "server-stateless",
-        "the fixture answers `test_streaming_elicitation` with two JSON texts in one \
-         application/json body, which the bridge's HTTP client refuses",
-    ),
-    (
-        "input-required-result-basic-list-roots",
-        "the bridge answers the server's roots/list itself (its configured roots) instead of \
-         putting it to the caller",
-    ),
-    (
-        "input-required-result-multiple-input-requests",
-        "the same: its roots/list request is answered by the bridge",
-    ),
-];
-
 fn compare(revision: &str, must_pass: &[&str]) {
     let (_fixture, fixture_url) = fixture();
     let (_space, space_url) = serve_space(&fixture_url, revision);
@@ -212,9 +193,11 @@ fn compare(revision: &str, must_pass: &[&str]) {
         "{revision}: failing through the space: {:?}",
         through.failed
     );
+    // Some scenarios fail against the fixture itself (its tools reject a call without
+    // `arguments`); what matters is that the suite ran and nothing it passes is lost.
     assert!(
-        direct.passed.len() >= must_pass.len(),
-        "the fixture itself fails: {direct:?}"
+        direct.passed.len() + direct.failed.len() >= must_pass.len(),
+        "the suite did not run against the fixture: {direct:?}"
     );
     for name in must_pass {
         assert!(
@@ -222,11 +205,7 @@ fn compare(revision: &str, must_pass: &[&str]) {
             "{name} does not pass through the space ({revision}): {through:?}"
         );
     }
-    let lost: Vec<&String> = direct
-        .passed
-        .difference(&through.passed)
-        .filter(|n| !KNOWN_GAPS.iter().any(|(g, _)| g == n))
-        .collect();
+    let lost: Vec<&String> = direct.passed.difference(&through.passed).collect();
     assert!(
         lost.is_empty(),
         "{revision}: passing directly but not through the space: {lost:?}"
@@ -308,6 +287,9 @@ fn conformance_2026_07_28_passes_through_the_space_as_directly() {
             "input-required-result-capability-check",
             "input-required-result-ignore-extra-params",
             "input-required-result-validate-input",
+            "input-required-result-basic-list-roots",
+            "input-required-result-multiple-input-requests",
+            "server-stateless",
         ],
     );
 }

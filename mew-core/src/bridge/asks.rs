@@ -22,6 +22,13 @@
 //! [`BridgeConfig::sampling_answered_by`](super::BridgeConfig::sampling_answered_by), and
 //! is declined with a reason when none is named.
 //!
+//! `roots/list` goes the way of an elicitation (to the caller, the answer a
+//! `ListRootsResult`): the roots that matter are those of whoever caused the call, such as an
+//! MCP host at the space's `/mcp`. A caller that cannot answer it (an error response: a MEW
+//! participant answers "method not found"), a question with nobody to go to, and one left
+//! unanswered until its timeout are answered with the bridge's own roots
+//! ([`McpConfig::roots`](crate::mcp::McpConfig::roots)).
+//!
 //! Progress and log notifications of a call reach its caller as `mcp/request` notifications
 //! (`notifications/progress`, `notifications/message`, the server's params unchanged)
 //! correlated to the caller's request. A call's progress token is the caller's own
@@ -117,6 +124,17 @@ impl Bridge {
     ) {
         let origin = self.origin(call_id);
         let (to, about) = match &ask {
+            Ask::Roots => match (origin, self.sole_caller()) {
+                (Some((caller, request)), _) => (caller, Some(request)),
+                (None, Some((caller, request))) => (caller, request),
+                // Nobody to ask: the bridge's own roots answer, as they always may.
+                (None, None) => {
+                    let _ = self
+                        .mcp
+                        .answer(now, ask_id, AskAnswer::Refuse(String::new()));
+                    return;
+                }
+            },
             Ask::Elicitation(_) => match (origin, self.sole_caller()) {
                 (Some((caller, request)), _) => (caller, Some(request)),
                 (None, Some((caller, request))) => (caller, request),
@@ -317,6 +335,7 @@ fn ask_params(ask: &Ask) -> Map<String, Value> {
             }
         },
         Ask::Sampling { params } => params.clone(),
+        Ask::Roots => json!({}),
     };
     match v {
         Value::Object(m) => m,
@@ -328,6 +347,7 @@ fn ask_params(ask: &Ask) -> Map<String, Value> {
 fn read_answer(ask: &Ask, result: &Value) -> Result<AskAnswer, String> {
     match ask {
         Ask::Sampling { .. } => Ok(AskAnswer::Sampled(result.clone())),
+        Ask::Roots => Ok(AskAnswer::Roots(result.clone())),
         Ask::Elicitation(_) => match result.get("action").and_then(Value::as_str) {
             Some("accept") => match result.get("content") {
                 None | Some(Value::Null) => Ok(AskAnswer::Accept(None)),

@@ -152,6 +152,8 @@ impl Bridge {
         // sampling is offered only when someone may answer it.
         config.mcp.asks.elicitation = true;
         config.mcp.asks.sampling = config.sampling_answered_by.is_some();
+        // Roots are the caller's; one that cannot say gets the bridge's own.
+        config.mcp.asks.roots = true;
         let mut participant = Participant::new(config.participant.clone(), seed);
         for m in FORWARDED_METHODS {
             participant.forward_method(m);

@@ -20,6 +20,10 @@ pub enum Ask {
         /// The request's params.
         params: Value,
     },
+    /// `roots/list`: the roots of whoever caused the call. Handed to the owner only when
+    /// [`AskPolicy::roots`](super::AskPolicy::roots) is on; a refusal, or no answer in time,
+    /// is answered with the client's own roots.
+    Roots,
 }
 
 /// An elicitation request.
@@ -62,6 +66,8 @@ pub enum AskAnswer {
     Sampled(Value),
     /// Refused (sampling, or anything that cannot be answered), with a reason the server sees.
     Refuse(String),
+    /// Roots answered with this `ListRootsResult` (`{"roots": [{"uri": ...}, ...]}`).
+    Roots(Value),
 }
 
 /// Why an answer does not fit its question; the question stays open.
@@ -83,7 +89,7 @@ pub enum AnswerError {
 pub const SAMPLING_REFUSED: i64 = -1;
 
 /// Reads a server request as a question for the owner. `Ok(None)`: not a question (`ping`,
-/// `roots/list`, ... are answered without asking anyone); `Err`: a malformed question,
+/// ... are answered without asking anyone); `Err`: a malformed question,
 /// answered with that error at once.
 pub fn parse_ask(method: &str, params: Option<&Value>) -> Result<Option<Ask>, RpcError> {
     match method {
@@ -91,6 +97,7 @@ pub fn parse_ask(method: &str, params: Option<&Value>) -> Result<Option<Ask>, Rp
         "sampling/createMessage" => Ok(Some(Ask::Sampling {
             params: params.cloned().unwrap_or_else(|| json!({})),
         })),
+        "roots/list" => Ok(Some(Ask::Roots)),
         _ => Ok(None),
     }
 }
@@ -162,7 +169,9 @@ pub fn answer_result(ask: &Ask, answer: AskAnswer) -> Result<Result<Value, RpcEr
         (Ask::Elicitation(_), AskAnswer::Cancel | AskAnswer::Refuse(_)) => {
             Ok(Ok(json!({"action":"cancel"})))
         }
-        (Ask::Elicitation(_), AskAnswer::Sampled(_)) => Err(AnswerError::WrongKind("elicitation")),
+        (Ask::Elicitation(_), AskAnswer::Sampled(_) | AskAnswer::Roots(_)) => {
+            Err(AnswerError::WrongKind("elicitation"))
+        }
         (Ask::Sampling { .. }, AskAnswer::Sampled(v)) => {
             if !v.is_object() {
                 return Err(AnswerError::Invalid(
@@ -178,7 +187,26 @@ pub fn answer_result(ask: &Ask, answer: AskAnswer) -> Result<Result<Value, RpcEr
             SAMPLING_REFUSED,
             "sampling request declined",
         ))),
-        (Ask::Sampling { .. }, AskAnswer::Accept(_)) => Err(AnswerError::WrongKind("sampling")),
+        (Ask::Sampling { .. }, AskAnswer::Accept(_) | AskAnswer::Roots(_)) => {
+            Err(AnswerError::WrongKind("sampling"))
+        }
+        (Ask::Roots, AskAnswer::Roots(v)) => {
+            let roots = v
+                .get("roots")
+                .and_then(Value::as_array)
+                .ok_or_else(|| AnswerError::Invalid("a roots result has a `roots` array".into()))?;
+            if let Some(bad) = roots
+                .iter()
+                .find(|r| r.get("uri").and_then(Value::as_str).is_none())
+            {
+                return Err(AnswerError::Invalid(format!(
+                    "a root without a `uri`: {bad}"
+                )));
+            }
+            Ok(Ok(v))
+        }
+        // The client answers with its own roots instead (see `McpClient::answer`).
+        (Ask::Roots, _) => Err(AnswerError::WrongKind("roots")),
     }
 }
 
@@ -194,6 +222,7 @@ impl Ask {
         match self {
             Ask::Elicitation(_) => "elicitation/create",
             Ask::Sampling { .. } => "sampling/createMessage",
+            Ask::Roots => "roots/list",
         }
     }
 }
@@ -319,7 +348,7 @@ mod tests {
     #[test]
     fn malformed_elicitations_and_non_questions() {
         assert_eq!(parse_ask("ping", None), Ok(None));
-        assert_eq!(parse_ask("roots/list", None), Ok(None));
+        assert_eq!(parse_ask("roots/list", None), Ok(Some(Ask::Roots)));
         for bad in [
             json!({}),
             json!({"message":"m"}),

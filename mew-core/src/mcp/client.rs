@@ -47,6 +47,10 @@ pub struct AskPolicy {
     /// Declare sampling and hand sampling requests to the owner. Off: declined at once with
     /// a reason.
     pub sampling: bool,
+    /// Hand `roots/list` to the owner (it is the caller's to answer). A refusal, or no
+    /// answer in time, is answered with [`McpConfig::roots`]; off: answered with those at
+    /// once.
+    pub roots: bool,
     /// How long a question may stay unanswered; then an elicitation is cancelled and
     /// sampling refused.
     pub timeout: Duration,
@@ -59,6 +63,7 @@ impl Default for AskPolicy {
         AskPolicy {
             elicitation: false,
             sampling: false,
+            roots: false,
             timeout: Duration::from_secs(600),
             max_open: 64,
         }

@@ -17,6 +17,9 @@ impl McpClient {
         params: Option<Value>,
     ) {
         let ask = match ask_rules::parse_ask(method, params.as_ref()) {
+            Ok(Some(Ask::Roots)) if !self.config.asks.roots => {
+                return self.respond(&id, Ok(self.own_roots()));
+            }
             Ok(Some(ask)) => ask,
             Ok(None) => {
                 let outcome = server_requests::answer(method, &self.config.roots);
@@ -25,6 +28,10 @@ impl McpClient {
             Err(e) => return self.respond(&id, Err(e)),
         };
         if let Err(reason) = self.may_ask(&ask) {
+            if matches!(ask, Ask::Roots) {
+                // Nobody can be asked now: the client's own roots still answer.
+                return self.respond(&id, Ok(self.own_roots()));
+            }
             self.emit(McpEvent::Declined {
                 method: method.to_owned(),
                 reason: reason.clone(),
@@ -36,6 +43,7 @@ impl McpClient {
                     format!("Method not found: {method} ({reason})"),
                 ),
                 Ask::Sampling { .. } => RpcError::new(SAMPLING_REFUSED, reason),
+                Ask::Roots => unreachable!("answered above"),
             };
             return self.respond(&id, Err(err));
         }
@@ -54,11 +62,13 @@ impl McpClient {
         let offered = match ask {
             Ask::Elicitation(_) => self.config.asks.elicitation,
             Ask::Sampling { .. } => self.config.asks.sampling,
+            Ask::Roots => self.config.asks.roots,
         };
         if !offered {
             return Err(match ask {
                 Ask::Elicitation(_) => "this client does not offer elicitation".into(),
                 Ask::Sampling { .. } => "sampling is declined: nobody here may answer it".into(),
+                Ask::Roots => "roots are not asked of anyone".into(),
             });
         }
         if self.asks.len() >= self.config.asks.max_open {
@@ -68,6 +78,20 @@ impl McpClient {
             ));
         }
         Ok(())
+    }
+
+    /// The client's own roots, as a `ListRootsResult`.
+    fn own_roots(&self) -> Value {
+        json!({ "roots": self.config.roots })
+    }
+
+    /// A roots question that was not answered with roots is answered with the client's own.
+    fn roots_fallback(&self, ask: &Ask, answer: AskAnswer) -> AskAnswer {
+        match (ask, answer) {
+            (Ask::Roots, a @ AskAnswer::Roots(_)) => a,
+            (Ask::Roots, _) => AskAnswer::Roots(self.own_roots()),
+            (_, a) => a,
+        }
     }
 
     fn open_ask(&mut self, now: Time, ask: Ask, origin: AskOrigin) -> AskId {
@@ -133,8 +157,8 @@ impl McpClient {
         });
     }
 
-    /// An `input_required` result: roots are answered here, everything else is put to the
-    /// owner; the request is sent again once every answer is in.
+    /// An `input_required` result: roots are answered here unless the owner takes them,
+    /// everything else is put to the owner; the request is sent again once every answer is in.
     fn begin_round(&mut self, now: Time, call: McpCallId, ir: InputRequired) {
         let max = self.config.max_input_rounds;
         let round = match self.calls.get_mut(&call) {
@@ -153,13 +177,11 @@ impl McpClient {
         };
         let mut asked = Vec::new();
         for (key, req) in ir.requests {
-            if req.method == "roots/list" {
-                waiting
-                    .responses
-                    .insert(key, json!({ "roots": self.config.roots }));
-                continue;
-            }
             let refused = match ask_rules::parse_ask(&req.method, Some(&req.params)) {
+                Ok(Some(Ask::Roots)) if self.may_ask(&Ask::Roots).is_err() => {
+                    waiting.responses.insert(key, self.own_roots());
+                    continue;
+                }
                 Ok(Some(ask)) => match self.may_ask(&ask) {
                     Ok(()) => {
                         let ask_id = self.open_ask(
@@ -236,6 +258,7 @@ impl McpClient {
         answer: AskAnswer,
     ) -> Result<(), AnswerError> {
         let open = self.asks.get(&ask_id).ok_or(AnswerError::Unknown(ask_id))?;
+        let answer = self.roots_fallback(&open.ask, answer);
         let result = ask_rules::answer_result(&open.ask, answer)?;
         let open = self.asks.remove(&ask_id).expect("looked up above");
         self.deliver(now, ask_id, open.origin, result);
@@ -292,7 +315,8 @@ impl McpClient {
                 ask_id,
                 reason: reason.clone(),
             });
-            let result = ask_rules::answer_result(&open.ask, ask_rules::unanswered(&reason))
+            let answer = self.roots_fallback(&open.ask, ask_rules::unanswered(&reason));
+            let result = ask_rules::answer_result(&open.ask, answer)
                 .unwrap_or_else(|_| Ok(json!({ "action": "cancel" })));
             self.deliver(now, ask_id, open.origin, result);
         }

@@ -15,6 +15,27 @@ const SNIPPET_BYTES: usize = 256;
 /// Longest session id accepted (the specification asks for visible ASCII; no length is
 /// given, and it is echoed on every request).
 const MAX_SESSION_ID: usize = 1024;
+/// JSON texts one `application/json` answer is read as at most.
+const MAX_JSON_TEXTS: usize = 64;
+
+/// The JSON texts of an `application/json` answer, in order. MCP asks for the one response
+/// there; some servers write the call's notifications first, a line each, in the same body
+/// (what an SSE stream would have carried). Such a sequence is read as those messages, up to
+/// [`MAX_JSON_TEXTS`]; anything else is one text, and fails or not as such.
+fn json_texts(buf: &[u8]) -> Vec<&[u8]> {
+    let mut stream = serde_json::Deserializer::from_slice(buf).into_iter::<serde::de::IgnoredAny>();
+    let mut texts = Vec::new();
+    let mut start = 0;
+    while let Some(item) = stream.next() {
+        if item.is_err() || texts.len() == MAX_JSON_TEXTS {
+            return vec![buf];
+        }
+        let end = stream.byte_offset();
+        texts.push(&buf[start..end]);
+        start = end;
+    }
+    if texts.len() > 1 { texts } else { vec![buf] }
+}
 
 impl McpClient {
     /// The head of the answer to `exchange` arrived.
@@ -141,7 +162,9 @@ impl McpClient {
                     return self.exchange_failed(now, exchange, x.kind, err);
                 }
                 self.inbound_call = self.call_of(carried);
-                self.on_line(now, Line::Text(&buf));
+                for text in json_texts(&buf) {
+                    self.on_line(now, Line::Text(text));
+                }
                 self.inbound_call = None;
                 if let Some(r) = carried
                     && self.pending.contains_key(&r)
@@ -373,4 +396,26 @@ fn carried_request(kind: ExchangeKind) -> Option<u64> {
 fn snippet(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(SNIPPET_BYTES)]);
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod json_texts_tests {
+    use super::{MAX_JSON_TEXTS, json_texts};
+
+    #[test]
+    fn a_body_of_several_json_texts_is_read_as_each_and_a_bad_one_as_a_whole() {
+        let one = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        assert_eq!(json_texts(one), vec![&one[..]]);
+        let two = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n{\"id\":1}";
+        let texts = json_texts(two);
+        assert_eq!(texts.len(), 2);
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(texts[1]).unwrap(),
+            serde_json::json!({"id": 1})
+        );
+        let broken = b"{\"a\":1}\n{\"b\":";
+        assert_eq!(json_texts(broken), vec![&broken[..]]);
+        let many = "{}\n".repeat(MAX_JSON_TEXTS + 1);
+        assert_eq!(json_texts(many.as_bytes()).len(), 1);
+    }
 }

@@ -75,6 +75,7 @@ fn asking() -> AskPolicy {
     AskPolicy {
         elicitation: true,
         sampling: true,
+        roots: false,
         timeout: Duration::from_secs(60),
         max_open: 8,
     }
@@ -452,6 +453,88 @@ fn a_round_without_state_retries_without_state_and_unanswered_questions_cancel()
         json!({"confirm":{"action":"cancel"},"where":{"roots":[{"uri":"file:///work"}]}})
     );
     assert!(w[0]["params"].get("requestState").is_none());
+}
+
+/// Roots put to the owner: its answer goes to the server; a refusal is answered with the
+/// client's own roots.
+#[test]
+fn roots_taken_by_the_owner_are_its_answer_and_a_refusal_gets_the_clients_own() {
+    let mut c = ready_2026(
+        McpConfig {
+            roots: vec![Root {
+                uri: "file:///bridge".into(),
+                name: None,
+            }],
+            ..stdio_2026(AskPolicy {
+                roots: true,
+                ..asking()
+            })
+        },
+        json!([{"name":"where"}]),
+    );
+    c.call(
+        t(10),
+        "tools/call",
+        Some(json!({"name":"where","arguments":{}})),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let round = |c: &mut McpClient, at: u64| {
+        let w = written(&drain(c));
+        c.handle_stdout(
+            t(at),
+            &line(json!({"jsonrpc":"2.0","id":w[0]["id"],"result":{
+                "resultType":"input_required",
+                "inputRequests":{"r":{"method":"roots/list","params":{}}}}})),
+        );
+        let ev = events(drain(c));
+        let [
+            McpEvent::Asked {
+                ask_id,
+                ask: Ask::Roots,
+                ..
+            },
+        ] = &ev[..]
+        else {
+            panic!("{ev:?}")
+        };
+        *ask_id
+    };
+    let ask = round(&mut c, 11);
+    assert!(matches!(
+        c.answer(
+            t(12),
+            ask,
+            AskAnswer::Roots(json!({"roots":[{"name":"x"}]}))
+        ),
+        Err(AnswerError::Invalid(_))
+    ));
+    let host = json!({"roots":[{"uri":"file:///host","name":"host"}]});
+    c.answer(t(12), ask, AskAnswer::Roots(host.clone()))
+        .unwrap();
+    let outs = drain(&mut c);
+    assert_eq!(
+        written(&outs)[0]["params"]["inputResponses"],
+        json!({"r": host})
+    );
+    c.handle_stdout(
+        t(13),
+        &line(
+            json!({"jsonrpc":"2.0","id":written(&outs)[0]["id"],"result":{
+        "resultType":"input_required",
+        "inputRequests":{"r":{"method":"roots/list","params":{}}}}}),
+        ),
+    );
+    let ev = events(drain(&mut c));
+    let [McpEvent::Asked { ask_id, .. }] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    c.answer(t(14), *ask_id, AskAnswer::Refuse("method not found".into()))
+        .unwrap();
+    assert_eq!(
+        written(&drain(&mut c))[0]["params"]["inputResponses"],
+        json!({"r":{"roots":[{"uri":"file:///bridge"}]}})
+    );
 }
 
 #[test]
