@@ -302,6 +302,129 @@ fn the_summary_parser_leaves_unscored_scenarios_out() {
     assert_eq!(run.failed, BTreeSet::from(["tools-list".to_owned()]));
 }
 
+/// A bridged server whose tools change at runtime (tests/mcp-servers/changing-tools.mjs, on
+/// the official SDK): once it says so, a host at `/mcp` hears
+/// `notifications/tools/list_changed` on its GET stream and lists the new tool, and calls it.
+#[test]
+fn a_bridged_servers_tool_list_change_reaches_the_host() {
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!("mew-front-changing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = repo().join("tests/mcp-servers/changing-tools.mjs");
+    let yaml = format!(
+        r#"space: {{id: front}}
+participants:
+  human: {{tokens: [human-token], person: true, capabilities: [{{kind: "*"}}]}}
+  desk:
+    tokens: [desk-token]
+    capabilities: [{{kind: mcp/request}}, {{kind: mcp/response}}]
+  grower:
+    type: mcp-bridge
+    auto_start: true
+    tokens: [grower-token]
+    capabilities: [{{kind: mcp/response}}, {{kind: mcp/request}}, {{kind: participant/status}}]
+    mcp_server: {{command: node, args: ["{server}"]}}
+gateway:
+  durability: off
+  mcp: {{loopback_as: desk}}
+"#,
+        server = server.display()
+    );
+    let path = dir.join("space.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut cmd = Command::new(MEW);
+    cmd.args(["gateway", "--config"])
+        .arg(&path)
+        .args(["--port", "0", "--log-level", "warn"])
+        .env("PATH", node_path())
+        .current_dir(&dir);
+    let gw = mew_tests::process::MewGateway::start(cmd);
+    let addr = gw.addr.clone();
+    let tools = |session: &str| -> Vec<String> {
+        let (status, _, body) = post(
+            &addr,
+            &format!("Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n"),
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        );
+        assert_eq!(status, 200, "{body}");
+        let json = body
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap_or(&body);
+        let v: serde_json::Value = serde_json::from_str(json).expect("a tools/list result");
+        v["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, head, body) = post(&addr, "", INIT);
+    assert_eq!(status, 200, "{body}");
+    let session = session_of(&head);
+    let headers = format!("Mcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-11-25\r\n");
+    post(
+        &addr,
+        &headers,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    // The bridge lists its server's tools once it has joined.
+    let end = Instant::now() + Duration::from_secs(30);
+    while tools(&session) != ["grow"] {
+        assert!(
+            Instant::now() < end,
+            "grow is not listed: {:?}",
+            tools(&session)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{headers}\r\n"
+    )
+    .unwrap();
+    let mut seen = String::new();
+    let mut read_for = |stream: &mut std::net::TcpStream, wait: Duration| {
+        let end = Instant::now() + wait;
+        let mut buf = [0u8; 4096];
+        while Instant::now() < end && !seen.contains("list_changed") {
+            if let Ok(n) = stream.read(&mut buf) {
+                seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+        seen.clone()
+    };
+    let before = read_for(&mut stream, Duration::from_secs(1));
+    assert!(before.starts_with("HTTP/1.1 200"), "{before}");
+    assert!(!before.contains("list_changed"), "{before}");
+
+    let (status, _, body) = post(
+        &addr,
+        &headers,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"grow","arguments":{}}}"#,
+    );
+    assert_eq!(status, 200);
+    assert!(body.contains("grew a tool"), "{body}");
+    let after = read_for(&mut stream, Duration::from_secs(20));
+    assert!(
+        after.contains(r#"data: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
+        "{after}"
+    );
+    assert_eq!(tools(&session), ["grow", "grown"]);
+    let (status, _, body) = post(
+        &addr,
+        &headers,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"grown","arguments":{}}}"#,
+    );
+    assert_eq!(status, 200);
+    assert!(body.contains("grown and answering"), "{body}");
+}
+
 // ---- a space with a bridged server, hosts at its /mcp -------------------------------------
 
 /// A gateway serving a space where `desk` may call `echo` and list tools, may only propose

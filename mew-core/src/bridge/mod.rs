@@ -515,7 +515,14 @@ impl Bridge {
                 self.sync_tools();
                 self.release_waiting(now);
             }
-            McpEvent::ToolsChanged(_) => self.sync_tools(),
+            McpEvent::ToolsChanged(_) => {
+                self.sync_tools();
+                self.announce(now, "notifications/tools/list_changed");
+            }
+            McpEvent::ResourcesChanged(_) => {
+                self.announce(now, "notifications/resources/list_changed");
+            }
+            McpEvent::PromptsChanged(_) => self.announce(now, "notifications/prompts/list_changed"),
             McpEvent::Stderr(line) => self.keep_stderr(&line.clone()),
             McpEvent::Restarting { .. } if self.lifecycle == Lifecycle::Running => {
                 self.status.restarts += 1
@@ -559,6 +566,18 @@ impl Bridge {
     /// Registers the server's tools with the participant, so that its registry (and what it
     /// reports about us) matches the server. Requests are still forwarded: the server
     /// validates its own arguments and its definitions are served unabridged.
+    /// Tells the space a list changed (a broadcast `mcp/request` notification), once the
+    /// server has been ready: the first listing is no change to anyone.
+    fn announce(&mut self, now: Time, method: &str) {
+        if !self.was_ready {
+            return;
+        }
+        let draft = participant::Draft::new(crate::envelope::Kind::McpRequest)
+            .payload(serde_json::json!({"jsonrpc": "2.0", "method": method}));
+        // A space that does not let the bridge broadcast simply does not hear it.
+        let _ = self.participant.send(now, draft);
+    }
+
     fn sync_tools(&mut self) {
         let current: Vec<String> = self.participant.tools().map(|t| t.name.clone()).collect();
         for name in current {

@@ -26,7 +26,9 @@
 //!   the call's stream; the host's answer goes back as the `mcp/response`. Progress and log
 //!   notifications of a call go to the host on the call's stream (logs at or above the
 //!   host's level).
-//! - Members coming and going send `notifications/*/list_changed` on the standalone stream.
+//! - Members coming and going send `notifications/*/list_changed` on the standalone stream,
+//!   and so does a member in the host's view that announces its list changed (a bridge
+//!   whose server said so).
 //!
 //! What the driver does: it carries HTTP (headers by [`http`]), feeds each JSON-RPC message
 //! of the host with [`HostSession::handle_host`] and the gateway connection's inputs with
@@ -992,6 +994,24 @@ impl HostSession {
         }
     }
 
+    /// A member says one of its lists changed: the host hears it when that member is in its
+    /// view (it serves MCP and the participant may ask it for that list).
+    fn member_list_changed(&mut self, from: &str, method: &str, list: &str) {
+        let serves = self
+            .p
+            .members()
+            .get(from)
+            .is_some_and(|c| c.precheck("mcp/response") != Precheck::Denied);
+        let direct = json!({"jsonrpc": "2.0", "id": 0, "method": list, "params": {}});
+        if !serves || !self.p.can_send(&Kind::McpRequest, Some(&direct)) {
+            return;
+        }
+        self.catalog = Catalog::default();
+        if self.version.is_some() {
+            self.send_host(None, json!({"jsonrpc": "2.0", "method": method}));
+        }
+    }
+
     /// A notification of a member about one of our calls (progress, log lines).
     fn message(&mut self, env: &crate::Envelope) {
         if env.kind != Kind::McpRequest {
@@ -1011,6 +1031,9 @@ impl HostSession {
             return;
         }
         let method = payload.get("method").and_then(Value::as_str).unwrap_or("");
+        if let Some(list) = changed_list(method) {
+            return self.member_list_changed(&env.from, method, list);
+        }
         let Some(c) = env.correlation_id.as_ref().and_then(|c| c.first()) else {
             return;
         };
@@ -1315,6 +1338,16 @@ impl AroundParticipant for HostSession {
         self.flush_rounds(now);
         self.p.handle_input(now, participant::Input::Timeout);
         self.pump(now);
+    }
+}
+
+/// The list a `notifications/*/list_changed` announces.
+fn changed_list(method: &str) -> Option<&'static str> {
+    match method {
+        "notifications/tools/list_changed" => Some("tools/list"),
+        "notifications/resources/list_changed" => Some("resources/list"),
+        "notifications/prompts/list_changed" => Some("prompts/list"),
+        _ => None,
     }
 }
 
