@@ -640,6 +640,125 @@ async fn a_call_uses_a_tool_of_the_space_and_the_space_can_call_the_agent() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// One JSON-RPC request to the space's `/mcp` over raw HTTP (on loopback, as `host`): the
+/// JSON-RPC response, from a JSON body or an SSE stream.
+fn front_post(addr: &str, session: Option<&str>, body: Value) -> (Option<String>, Value) {
+    use std::io::Read;
+    let body = body.to_string();
+    let session_header = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\nMcp-Protocol-Version: 2025-11-25\r\n"))
+        .unwrap_or_default();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{session_header}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    assert!(head.starts_with("HTTP/1.1 200"), "{out}");
+    let session = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Mcp-Session-Id: "))
+        .map(|s| s.trim().to_owned());
+    let response = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .chain(std::iter::once(body))
+        .filter_map(|t| serde_json::from_str::<Value>(t.trim()).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC response in {out}"));
+    (session, response)
+}
+
+/// Tools mode over HTTP is the space's `/mcp` fronting a tools-mode agent: `mew agent --mcp`
+/// joined to a space, and a host at `/mcp` listing its tools and calling one, the agent's
+/// model writing the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_at_the_spaces_mcp_endpoint_calls_a_tools_mode_agent() {
+    let dir = scratch("front");
+    let gw = space(
+        &dir,
+        "  host:\n    tokens: [host-token]\n    capabilities: [{kind: mcp/request}]\ngateway:\n  mcp: {loopback_as: host}\n",
+    );
+    let config = config_with(
+        &dir,
+        &format!(
+            "gateway: ws://{}\nspace: {SPACE}\ntoken: desk-token\nid: desk\nmodel_retries: 0\n",
+            gw.addr
+        ),
+    );
+    let model = ModelServer::start(vec![Turn::text("Pack a raincoat for Bergen.")]);
+    let c = StdioClient::start(&config, &model);
+    let addr = gw.addr.clone();
+    tokio::task::block_in_place(|| {
+        let (session, init) = front_post(
+            &addr,
+            None,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+        let session = session.expect("a session id");
+        // The agent's tools are the host's once it has joined.
+        let end = Instant::now() + Duration::from_secs(20);
+        let tools = loop {
+            let (_, r) = front_post(
+                &addr,
+                Some(&session),
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+            );
+            let tools = r["result"]["tools"].as_array().cloned().unwrap_or_default();
+            if tools.iter().any(|t| t["name"] == "packing_list") {
+                break tools;
+            }
+            assert!(
+                Instant::now() < end,
+                "the agent's tools are not listed: {r}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        assert_eq!(names, ["forecast", "packing_list"]);
+        let packing = tools.iter().find(|t| t["name"] == "packing_list").unwrap();
+        assert_eq!(
+            packing["inputSchema"]["required"],
+            json!(["destination", "nights"])
+        );
+
+        let (_, r) = front_post(
+            &addr,
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                "name": "packing_list", "arguments": {"destination": "Bergen", "nights": 2}}}),
+        );
+        assert_eq!(r["result"]["isError"], false, "{r}");
+        assert_eq!(result_text(&r["result"]), "Pack a raincoat for Bergen.");
+        assert_eq!(
+            last_user_text(&model.requests()[0].body),
+            "packing_list: list what to pack for 2 nights in Bergen; also {extras}. Write {braces} literally."
+        );
+        // The agent's own schema holds at the endpoint too.
+        let (_, r) = front_post(
+            &addr,
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+                "name": "packing_list", "arguments": {"destination": "Bergen", "nights": 0}}}),
+        );
+        let refused = r.to_string();
+        assert!(refused.contains("minimum"), "{r}");
+    });
+    assert_eq!(model.served(), 1);
+    drop(c);
+    drop(gw);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bridge_brings_mew_agent_mcp_into_a_space() {
     let dir = scratch("bridge");
