@@ -41,6 +41,7 @@
 //! template's literal prefix matches it, else to the only member offering resources.
 
 pub mod http;
+pub mod sessions;
 
 #[cfg(test)]
 mod tests;
