@@ -607,53 +607,21 @@ impl SessionTask {
     }
 
     async fn gateway(&mut self, cmd: Option<WriterCmd>) {
-        let now = clock::now();
-        let Some(conn) = &mut self.conn else {
-            return;
-        };
-        let id = conn.id;
-        match cmd {
-            Some(WriterCmd::Frames(f)) => {
-                conn.taken.0 += f.messages();
-                conn.taken.1 += f.bytes();
-                let report =
-                    conn.taken.0 >= self.report_every.0 || conn.taken.1 >= self.report_every.1;
-                let taken = if report {
-                    std::mem::take(&mut conn.taken)
-                } else {
-                    (0, 0)
-                };
-                for t in f.texts() {
-                    if let Ok(t) = std::str::from_utf8(&t) {
-                        self.s.handle_input(now, participant::Input::Frame(t));
-                    }
-                }
-                if report {
-                    let _ = self.core.send(Input::Sent(id, taken.0, taken.1)).await;
-                }
-            }
-            Some(WriterCmd::Ping) => {
-                let _ = self.core.send(Input::Pong(id)).await;
-            }
-            Some(WriterCmd::Close(code, reason)) => {
-                let _ = self.core.send(Input::Closed(id)).await;
-                self.conn = None;
-                self.s.handle_input(
-                    now,
-                    participant::Input::Disconnected {
-                        reason: &format!("closed by gateway ({code}): {reason}"),
-                    },
-                );
-            }
-            None => {
-                self.conn = None;
-                self.s.handle_input(
-                    now,
-                    participant::Input::Disconnected {
-                        reason: "closed by gateway",
-                    },
-                );
-            }
+        let taken = crate::server::conn::take_command(
+            &mut self.conn,
+            &self.core,
+            self.report_every,
+            &mut self.s,
+            cmd,
+        )
+        .await;
+        if let Some(closed) = taken {
+            self.s.handle_input(
+                clock::now(),
+                participant::Input::Disconnected {
+                    reason: &closed.describe(),
+                },
+            );
         }
     }
 }
