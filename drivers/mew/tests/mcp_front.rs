@@ -748,6 +748,107 @@ fn a_host_that_never_reads_its_streams_harms_no_one() {
 }
 
 #[test]
+fn a_host_whose_participant_is_removed_by_a_reload_mid_call_is_told_why() {
+    let (gw, dir) = space("reload");
+    let addr = gw.addr.clone();
+    let config = dir.join("space.yaml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    let visitor = "  visitor:\n    tokens: [visitor-token]\n    capabilities:\n      - {kind: mcp/request, payload: {method: \"tools/list\"}}\n      - {kind: mcp/proposal}\n      - {kind: mcp/response}\n";
+    let with_visitor = original.replace("  every:\n", &format!("{visitor}  every:\n"));
+    assert_ne!(with_visitor, original);
+    let hup = || {
+        let done = Command::new("kill")
+            .args(["-HUP", &gw.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(done.success());
+    };
+    std::fs::write(&config, &with_visitor).unwrap();
+    hup();
+    let auth = "Authorization: Bearer visitor-token\r\n";
+    let end = Instant::now() + Duration::from_secs(10);
+    let sid = loop {
+        let (s, head, b) = post(&addr, auth, INIT);
+        if s == 200 {
+            break session_of(&head);
+        }
+        assert!(
+            Instant::now() < end,
+            "the reload did not admit visitor: {s} {b}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let with_sid = format!("{auth}Mcp-Session-Id: {sid}\r\n");
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (s, _, b) = post(
+            &addr,
+            &with_sid,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        );
+        if s == 200 && b.contains("get-sum") {
+            break;
+        }
+        assert!(Instant::now() < end, "{s} {b}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A call waiting for a person when visitor is removed.
+    let call = std::thread::spawn({
+        let (addr, with_sid) = (addr.clone(), with_sid.clone());
+        move || {
+            post(
+                &addr,
+                &with_sid,
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}"#,
+            )
+        }
+    });
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = mew_tests::http::exchange(
+            &addr,
+            "GET",
+            "/participants/human/messages",
+            "human-token",
+            "",
+        );
+        if body.contains("\"mcp/proposal\"") && body.contains("\"from\":\"visitor\"") {
+            break;
+        }
+        assert!(Instant::now() < end, "no proposal of visitor: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(&config, &original).unwrap();
+    hup();
+    let t = Instant::now();
+    let (s, _, b) = call.join().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(s, 200, "{b}");
+    assert!(b.contains("\"error\"") && b.contains("\"id\":3"), "{b}");
+    assert!(b.contains("removed"), "the reason reaches the host: {b}");
+    // The session is gone; the space serves the others.
+    let (s, _, b) = post(
+        &addr,
+        &with_sid,
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    );
+    assert_eq!(s, 404, "{b}");
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo",
+            "--tool-arg",
+            "message=after the reload",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.to_string().contains("after the reload"), "{out}");
+}
+
+#[test]
 fn a_thousand_hosts_at_once_are_each_answered_and_the_space_recovers() {
     let (gw, _dir) = space("thousand");
     let addr = gw.addr.clone();

@@ -973,6 +973,13 @@ impl HostSession {
                     }
                 }
                 self.ours.clear();
+                // A session that does not rejoin on its own is over: its id answers 404.
+                if !self.p.config().reconnect.enabled && !self.ended {
+                    self.ended = true;
+                    self.out.push_back(Output::End(format!(
+                        "the host's participant left the space: {reason}"
+                    )));
+                }
             }
             _ => {}
         }
