@@ -269,6 +269,7 @@ pub(crate) async fn serve<R: ServerRuntime>(
         initialize: is_initialize,
     };
     let route = ep.front.sessions().route(clock::now(), request);
+    let opened = matches!(route, Route::Open { .. });
     let (key, handle, new_id) = match route {
         Route::Use(key, handle) => (key, handle, None),
         Route::Open { announce } => {
@@ -307,7 +308,13 @@ pub(crate) async fn serve<R: ServerRuntime>(
         .await
         .is_err()
     {
-        return respond::<R>(&mut sock, 404, &error_body("the session ended"), &[]).await;
+        // A session that ended as it began was not the host's to lose: the space is busy.
+        let (status, why) = if opened {
+            (503, "the space closed the host's new session")
+        } else {
+            (404, "the session ended")
+        };
+        return respond::<R>(&mut sock, status, &error_body(why), &[]).await;
     }
     let Ok(first) = rx.recv().await else {
         return respond::<R>(&mut sock, 503, &error_body("the session ended"), &[]).await;
