@@ -733,6 +733,26 @@ fn a_host_that_never_reads_its_streams_harms_no_one() {
     let (s, body) = mew_tests::http::exchange(&addr, "GET", "/participants", "human-token", "");
     assert_eq!(s, 200);
     assert!(body.contains("\"every\""), "{body}");
+    // A WebSocket participant chats and hears itself promptly.
+    {
+        use tungstenite::client::IntoClientRequest;
+        let mut req = format!("ws://{addr}/ws?space=front")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("Authorization", "Bearer human-token".parse().unwrap());
+        let (mut ws, _) = tungstenite::connect(req).unwrap();
+        if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        }
+        let t = Instant::now();
+        let chat = serde_json::json!({"protocol": "mew/v0.4", "id": "beside-the-reader",
+            "kind": "chat", "payload": {"text": "still served"}});
+        ws.send(tungstenite::Message::text(chat.to_string()))
+            .unwrap();
+        mew_tests::wait::read_until(&mut ws, |v| v["id"] == "beside-the-reader");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
     // The person rejects the unread call: its session goes on, the space too.
     let reject = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
         "correlation_id": [first["id"]], "payload": {"reason": "nobody reads it"}});
