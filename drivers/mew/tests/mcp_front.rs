@@ -762,6 +762,271 @@ fn bad_input_is_answered_per_the_spec_and_the_space_is_unharmed() {
     assert_eq!(code, 0, "{out}");
 }
 
+/// The gateway's resident memory, in KiB.
+fn rss_kib(gw: &mew_tests::process::MewGateway) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", gw.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[test]
+fn a_host_that_never_reads_its_streams_harms_no_one() {
+    use std::io::Write;
+    let (gw, _dir) = space("no-reader");
+    let addr = gw.addr.clone();
+    let (s, head, _) = post(&addr, "", INIT);
+    assert_eq!(s, 200);
+    let sid = session_of(&head);
+    let (s, _, _) = post(
+        &addr,
+        &format!("Mcp-Session-Id: {sid}\r\n"),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(s, 202);
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (s, _, b) = post(
+            &addr,
+            &format!("Mcp-Session-Id: {sid}\r\n"),
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        );
+        if s == 200 && b.contains("get-sum") {
+            break;
+        }
+        assert!(Instant::now() < end, "{s} {b}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The standalone stream and a call answered as an event stream (a proposal with a
+    // progress token: progress while it waits), neither ever read.
+    let mut get = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        get,
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {sid}\r\n\r\n"
+    )
+    .unwrap();
+    let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2},"_meta":{"progressToken":"p"}}}"#;
+    let mut sse = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        sse,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: {sid}\r\nContent-Length: {}\r\n\r\n{call}",
+        call.len()
+    )
+    .unwrap();
+    let first = proposal(&addr, None);
+    // Other hosts and a WebSocket participant are served promptly meanwhile.
+    let t = Instant::now();
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo",
+            "--tool-arg",
+            "message=beside a host that does not read",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.to_string().contains("beside a host that does not read"),
+        "{out}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    let (s, body) = mew_tests::http::exchange(&addr, "GET", "/participants", "human-token", "");
+    assert_eq!(s, 200);
+    assert!(body.contains("\"every\""), "{body}");
+    // A WebSocket participant chats and hears itself promptly.
+    {
+        use tungstenite::client::IntoClientRequest;
+        let mut req = format!("ws://{addr}/ws?space=front")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("Authorization", "Bearer human-token".parse().unwrap());
+        let (mut ws, _) = tungstenite::connect(req).unwrap();
+        if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        }
+        let t = Instant::now();
+        let chat = serde_json::json!({"protocol": "mew/v0.4", "id": "beside-the-reader",
+            "kind": "chat", "payload": {"text": "still served"}});
+        ws.send(tungstenite::Message::text(chat.to_string()))
+            .unwrap();
+        mew_tests::wait::read_until(&mut ws, |v| v["id"] == "beside-the-reader");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+    // The person rejects the unread call: its session goes on, the space too.
+    let reject = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
+        "correlation_id": [first["id"]], "payload": {"reason": "nobody reads it"}});
+    let (s, _) = mew_tests::http::post(&addr, "human", "human-token", &reject.to_string());
+    assert!(s < 300, "{s}");
+    let (s, _, b) = post(
+        &addr,
+        &format!("Mcp-Session-Id: {sid}\r\n"),
+        r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#,
+    );
+    assert_eq!(s, 200, "{b}");
+    drop((get, sse));
+}
+
+#[test]
+fn a_host_whose_participant_is_removed_by_a_reload_mid_call_is_told_why() {
+    let (gw, dir) = space("reload");
+    let addr = gw.addr.clone();
+    let config = dir.join("space.yaml");
+    let original = std::fs::read_to_string(&config).unwrap();
+    let visitor = "  visitor:\n    tokens: [visitor-token]\n    capabilities:\n      - {kind: mcp/request, payload: {method: \"tools/list\"}}\n      - {kind: mcp/proposal}\n      - {kind: mcp/response}\n";
+    let with_visitor = original.replace("  every:\n", &format!("{visitor}  every:\n"));
+    assert_ne!(with_visitor, original);
+    let hup = || {
+        let done = Command::new("kill")
+            .args(["-HUP", &gw.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(done.success());
+    };
+    std::fs::write(&config, &with_visitor).unwrap();
+    hup();
+    let auth = "Authorization: Bearer visitor-token\r\n";
+    let end = Instant::now() + Duration::from_secs(10);
+    let sid = loop {
+        let (s, head, b) = post(&addr, auth, INIT);
+        if s == 200 {
+            break session_of(&head);
+        }
+        assert!(
+            Instant::now() < end,
+            "the reload did not admit visitor: {s} {b}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let with_sid = format!("{auth}Mcp-Session-Id: {sid}\r\n");
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (s, _, b) = post(
+            &addr,
+            &with_sid,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        );
+        if s == 200 && b.contains("get-sum") {
+            break;
+        }
+        assert!(Instant::now() < end, "{s} {b}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A call waiting for a person when visitor is removed.
+    let call = std::thread::spawn({
+        let (addr, with_sid) = (addr.clone(), with_sid.clone());
+        move || {
+            post(
+                &addr,
+                &with_sid,
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}"#,
+            )
+        }
+    });
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = mew_tests::http::exchange(
+            &addr,
+            "GET",
+            "/participants/human/messages",
+            "human-token",
+            "",
+        );
+        if body.contains("\"mcp/proposal\"") && body.contains("\"from\":\"visitor\"") {
+            break;
+        }
+        assert!(Instant::now() < end, "no proposal of visitor: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(&config, &original).unwrap();
+    hup();
+    let t = Instant::now();
+    let (s, _, b) = call.join().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(s, 200, "{b}");
+    assert!(b.contains("\"error\"") && b.contains("\"id\":3"), "{b}");
+    assert!(b.contains("removed"), "the reason reaches the host: {b}");
+    // The session is gone; the space serves the others.
+    let (s, _, b) = post(
+        &addr,
+        &with_sid,
+        r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+    );
+    assert_eq!(s, 404, "{b}");
+    let (code, out) = inspector(
+        &addr,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo",
+            "--tool-arg",
+            "message=after the reload",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.to_string().contains("after the reload"), "{out}");
+}
+
+#[test]
+fn a_thousand_hosts_at_once_are_each_answered_and_the_space_recovers() {
+    let (gw, _dir) = space("thousand");
+    let addr = gw.addr.clone();
+    let before = rss_kib(&gw);
+    let t = Instant::now();
+    let hosts: Vec<_> = (0..1000)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::Builder::new()
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    let (s, _, b) = post(&addr, "", INIT);
+                    (s, b)
+                })
+                .unwrap()
+        })
+        .collect();
+    let answers: Vec<(u16, String)> = hosts.into_iter().map(|h| h.join().unwrap()).collect();
+    let took = t.elapsed();
+    let admitted = answers.iter().filter(|(s, _)| *s == 200).count();
+    for (s, b) in &answers {
+        match s {
+            200 => assert!(b.contains("serverInfo"), "{b}"),
+            503 => assert!(
+                [
+                    "too many MCP sessions",
+                    "admit",
+                    "closed the host's new session"
+                ]
+                .iter()
+                .any(|why| b.contains(why)),
+                "{b}"
+            ),
+            _ => panic!("a host got {s}: {b}"),
+        }
+    }
+    // At most 40 at once; a place frees when a session ends (desk has 16 connections: a new
+    // one replaces the oldest), so more than 40 may be admitted over the run.
+    assert!(admitted > 0 && admitted < 1000, "{admitted} admitted");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let grown = rss_kib(&gw).saturating_sub(before);
+    assert!(grown < 100 * 1024, "the gateway grew by {grown} KiB");
+    // The space still serves; once the crowd's sessions are idle, new hosts come in.
+    let (s, _) = mew_tests::http::exchange(&addr, "GET", "/health", "", "");
+    assert_eq!(s, 200);
+    std::thread::sleep(Duration::from_secs(4));
+    let (s, head, _) = post(&addr, "", INIT);
+    assert_eq!(s, 200, "{head}");
+    eprintln!(
+        "1000 hosts: {admitted} admitted, all answered in {took:?}, the gateway grew by {grown} KiB"
+    );
+}
+
 /// The Python `mcp` SDK's client as the host (`pip install mcp`, as tests/run.sh does).
 fn python_host(addr: &str, tool: &str, args: serde_json::Value) -> (i32, serde_json::Value) {
     let script = repo().join("tests/fixtures/mcp-front/python_host.py");

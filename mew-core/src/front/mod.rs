@@ -43,6 +43,7 @@
 //! template's literal prefix matches it, else to the only member offering resources.
 
 pub mod http;
+pub mod sessions;
 
 #[cfg(test)]
 mod tests;
@@ -974,6 +975,13 @@ impl HostSession {
                     }
                 }
                 self.ours.clear();
+                // A session that does not rejoin on its own is over: its id answers 404.
+                if !self.p.config().reconnect.enabled && !self.ended {
+                    self.ended = true;
+                    self.out.push_back(Output::End(format!(
+                        "the host's participant left the space: {reason}"
+                    )));
+                }
             }
             _ => {}
         }

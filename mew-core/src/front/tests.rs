@@ -18,17 +18,21 @@ struct Harness {
 impl Harness {
     /// Welcomed with these capabilities, beside a bridge `fs` and a person `human`.
     fn new(caps: Value) -> Harness {
-        let p = Participant::new(
-            ParticipantConfig {
-                gateway_url: "ws://in-process/mcp".into(),
-                space: "s".into(),
-                token: "host-token".into(),
-                participant_id: Some(ME.into()),
-                proposal_timeout: Duration::from_secs(60),
-                ..Default::default()
-            },
-            3,
-        );
+        Harness::with_reconnect(caps, true)
+    }
+
+    /// As [`Harness::new`]; `reconnect`: whether the participant rejoins on its own.
+    fn with_reconnect(caps: Value, reconnect: bool) -> Harness {
+        let mut pc = ParticipantConfig {
+            gateway_url: "ws://in-process/mcp".into(),
+            space: "s".into(),
+            token: "host-token".into(),
+            participant_id: Some(ME.into()),
+            proposal_timeout: Duration::from_secs(60),
+            ..Default::default()
+        };
+        pc.reconnect.enabled = reconnect;
+        let p = Participant::new(pc, 3);
         let config = FrontConfig {
             progress_every: Duration::from_secs(2),
             ..FrontConfig::default()
@@ -327,6 +331,26 @@ fn a_host_whose_participant_is_removed_gets_its_open_calls_failed() {
             .contains("removed by a reload")
     );
     assert!(h.ends.is_empty());
+}
+
+#[test]
+fn a_session_that_does_not_rejoin_ends_when_its_participant_is_removed() {
+    let mut h = Harness::with_reconnect(json!([{"kind": "*"}]), false);
+    h.init();
+    h.list_tools();
+    h.host(json!({"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"read_file","arguments":{}}}));
+    h.s.handle_input(
+        h.now,
+        Input::Disconnected {
+            reason: "closed by gateway (1008): removed from the space",
+        },
+    );
+    h.drain();
+    let r = h.host.pop().unwrap().message;
+    assert_eq!(r["id"], 12);
+    assert!(r["error"]["message"].as_str().unwrap().contains("removed"));
+    assert_eq!(h.ends.len(), 1, "{:?}", h.ends);
+    assert!(h.ends[0].contains("removed from the space"), "{:?}", h.ends);
 }
 
 #[test]

@@ -619,3 +619,78 @@ pub(crate) async fn join_in_process(
         taken: (0, 0),
     })
 }
+
+/// How the core task ended an in-process participant's connection.
+pub(crate) struct ClosedByGateway {
+    /// The close code (`None`: the core task dropped the connection).
+    pub(crate) code: Option<u16>,
+    /// Why.
+    pub(crate) reason: String,
+}
+
+impl ClosedByGateway {
+    /// What the participant is told (its `Disconnected` reason).
+    pub(crate) fn describe(&self) -> String {
+        match self.code {
+            Some(code) => format!("closed by gateway ({code}): {}", self.reason),
+            None => "closed by gateway".into(),
+        }
+    }
+}
+
+/// Carries out one command of the core task for an in-process participant's connection
+/// (`conn`): frames go to `machine` (the taken ones reported every `report_every` frames or
+/// bytes, as a socket's writer does), a ping is answered. When the connection ends, `conn`
+/// is emptied (the core told, for a close) and the close is returned: the caller tells its
+/// machine (`Disconnected`) or ends.
+pub(crate) async fn take_command<M: mew_core::participant::GatewayInputs>(
+    conn: &mut Option<InProcessConn>,
+    core: &async_channel::Sender<CoreInput>,
+    report_every: (usize, usize),
+    machine: &mut M,
+    cmd: Option<WriterCmd>,
+) -> Option<ClosedByGateway> {
+    let now = crate::clock::now();
+    let c = conn.as_mut()?;
+    let id = c.id;
+    match cmd {
+        Some(WriterCmd::Frames(f)) => {
+            c.taken.0 += f.messages();
+            c.taken.1 += f.bytes();
+            let report = c.taken.0 >= report_every.0 || c.taken.1 >= report_every.1;
+            let taken = if report {
+                std::mem::take(&mut c.taken)
+            } else {
+                (0, 0)
+            };
+            for t in f.texts() {
+                if let Ok(t) = std::str::from_utf8(&t) {
+                    machine.handle_input(now, mew_core::participant::Input::Frame(t));
+                }
+            }
+            if report {
+                let _ = core.send(Input::Sent(id, taken.0, taken.1)).await;
+            }
+            None
+        }
+        Some(WriterCmd::Ping) => {
+            let _ = core.send(Input::Pong(id)).await;
+            None
+        }
+        Some(WriterCmd::Close(code, reason)) => {
+            *conn = None;
+            let _ = core.send(Input::Closed(id)).await;
+            Some(ClosedByGateway {
+                code: Some(code),
+                reason,
+            })
+        }
+        None => {
+            *conn = None;
+            Some(ClosedByGateway {
+                code: None,
+                reason: String::new(),
+            })
+        }
+    }
+}

@@ -6,7 +6,8 @@
 //! the audit trail like any participant. A session of the 2025 revisions begins with
 //! `initialize` and is named by `Mcp-Session-Id` (192 bits from the OS CSPRNG) until DELETE
 //! or [`McpEndpoint::idle_timeout`]; requests of the stateless revision share one session per
-//! credential. A host authenticates as a WebSocket join does (`Authorization: Bearer`, a
+//! credential. Which request goes to which session, and when one ends, are the rules of
+//! [`mew_core::front::sessions`]; this module carries them out. A host authenticates as a WebSocket join does (`Authorization: Bearer`, a
 //! token or a JWT); a host on this machine without one is admitted as
 //! `gateway.mcp.loopback_as` when `space.yaml` names it.
 //!
@@ -24,6 +25,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_channel::oneshot;
 use futures_util::FutureExt;
+use mew_core::front::sessions::{self, Route, Sessions};
 use mew_core::front::{self, FrontConfig, HostMessage, HostSession, Output};
 use mew_core::gateway::McpEndpoint;
 use mew_core::mcp::jsonrpc::RpcMessage;
@@ -55,33 +57,64 @@ enum ToSession {
     Close,
 }
 
+/// How a request reaches its session's task.
 #[derive(Clone)]
 struct Handle {
     tx: async_channel::Sender<ToSession>,
-    /// The credential that opened it: a request of another cannot use it.
-    credential: String,
 }
 
 /// The `/mcp` endpoint of one server.
 pub(crate) struct McpFront {
     options: McpEndpoint,
     loopback_token: Option<String>,
-    sessions: Mutex<HashMap<String, Handle>>,
+    /// Which request goes to which session (the rules are the core's).
+    sessions: Mutex<Sessions<Handle>>,
 }
 
 impl McpFront {
     pub(crate) fn new(options: McpEndpoint, loopback_token: Option<String>) -> Self {
+        let sessions = Sessions::new(options.max_sessions, options.idle_timeout);
         McpFront {
             options,
             loopback_token,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(sessions),
         }
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Handle>> {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, Sessions<Handle>> {
         self.sessions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Ends the sessions idle too long; whether `key` is one of them.
+    fn expire(&self, key: &str) -> bool {
+        let mut expired = Vec::new();
+        {
+            let mut s = self.sessions();
+            s.handle_timeout(clock::now());
+            while let Some(sessions::Output::Expire(k, h)) = s.poll_output() {
+                expired.push((k, h));
+            }
+        }
+        let mut me = false;
+        for (k, h) in expired {
+            me |= k == key;
+            let _ = h.tx.try_send(ToSession::Close);
+        }
+        me
+    }
+}
+
+/// A request under way in a session: an idle session is one without any.
+struct Busy {
+    front: Arc<McpFront>,
+    key: String,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.front.sessions().end_request(clock::now(), &self.key);
     }
 }
 
@@ -172,17 +205,14 @@ pub(crate) async fn serve<R: ServerRuntime>(
         "POST" => {}
         "GET" => return listen::<R>(&ep, sock, session_id).await,
         "DELETE" => {
-            let handle = session_id
-                .as_deref()
-                .and_then(|s| ep.front.sessions().remove(s));
-            let status = match handle {
-                Some(h) => {
+            let found = ep.front.sessions().delete(session_id.as_deref());
+            return match found {
+                Ok(h) => {
                     let _ = h.tx.try_send(ToSession::Close);
-                    200
+                    respond::<R>(&mut sock, 200, &json!({}), &[]).await
                 }
-                None => 404,
+                Err(r) => respond::<R>(&mut sock, r.status, &r.body, &[]).await,
             };
-            return respond::<R>(&mut sock, status, &json!({}), &[]).await;
         }
         _ => {
             let allow = [("Allow", "GET, POST, DELETE".to_owned())];
@@ -232,51 +262,28 @@ pub(crate) async fn serve<R: ServerRuntime>(
     };
     let is_initialize =
         matches!(&message, RpcMessage::Request { method, .. } if method == "initialize");
-    let (handle, new_id) = if let Some(sid) = &session_id {
-        let found = ep.front.sessions().get(sid).cloned();
-        match found {
-            Some(h) if h.credential == credential => (h, None),
-            Some(_) => {
-                return respond::<R>(
-                    &mut sock,
-                    403,
-                    &error_body("this session belongs to another credential"),
-                    &[],
-                )
-                .await;
-            }
-            None => {
-                return respond::<R>(&mut sock, 404, &error_body("unknown or ended session"), &[])
-                    .await;
+    let request = sessions::Request {
+        session_id: session_id.as_deref(),
+        credential: &credential,
+        stateless,
+        initialize: is_initialize,
+    };
+    let route = ep.front.sessions().route(clock::now(), request);
+    let opened = matches!(route, Route::Open { .. });
+    let (key, handle, new_id) = match route {
+        Route::Use(key, handle) => (key, handle, None),
+        Route::Open { announce } => {
+            let key = crate::secret::token();
+            match open_session::<R>(&ep, request, &key).await {
+                Ok(h) => (key.clone(), h, announce.then_some(key)),
+                Err(r) => return respond::<R>(&mut sock, r.status, &r.body, &[]).await,
             }
         }
-    } else if stateless || is_initialize {
-        let key = if stateless {
-            format!("stateless:{}", credential_key(&credential))
-        } else {
-            crate::secret::token()
-        };
-        let found = stateless
-            .then(|| ep.front.sessions().get(&key).cloned())
-            .flatten()
-            .filter(|h| h.credential == credential && !h.tx.is_closed());
-        match found {
-            Some(h) => (h, None),
-            None => match open_session::<R>(&ep, &credential, &key).await {
-                Ok(h) => (h, (!stateless).then_some(key)),
-                Err((status, why)) => {
-                    return respond::<R>(&mut sock, status, &error_body(&why), &[]).await;
-                }
-            },
-        }
-    } else {
-        return respond::<R>(
-            &mut sock,
-            400,
-            &error_body("Bad Request: Mcp-Session-Id header is required (initialize first)"),
-            &[],
-        )
-        .await;
+        Route::Refuse(r) => return respond::<R>(&mut sock, r.status, &r.body, &[]).await,
+    };
+    let _busy = Busy {
+        front: ep.front.clone(),
+        key,
     };
     let mut extra = Vec::new();
     if let Some(id) = &new_id {
@@ -301,7 +308,13 @@ pub(crate) async fn serve<R: ServerRuntime>(
         .await
         .is_err()
     {
-        return respond::<R>(&mut sock, 404, &error_body("the session ended"), &[]).await;
+        // A session that ended as it began was not the host's to lose: the space is busy.
+        let (status, why) = if opened {
+            (503, "the space closed the host's new session")
+        } else {
+            (404, "the session ended")
+        };
+        return respond::<R>(&mut sock, status, &error_body(why), &[]).await;
     }
     let Ok(first) = rx.recv().await else {
         return respond::<R>(&mut sock, 503, &error_body("the session ended"), &[]).await;
@@ -325,18 +338,6 @@ pub(crate) async fn serve<R: ServerRuntime>(
         }
     }
     let _ = R::shutdown(&mut sock).await;
-}
-
-/// A short stable key of a credential (the session map never holds the credential as key);
-/// a keyed SipHash, so a collision only opens a fresh session (the credential is compared).
-fn credential_key(credential: &str) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    // A keyed hash: the same credential finds its session within this process only.
-    static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
-        std::sync::OnceLock::new();
-    let mut h = KEYS.get_or_init(Default::default).build_hasher();
-    h.write(credential.as_bytes());
-    format!("{:016x}", h.finish())
 }
 
 async fn write<R: ServerRuntime>(sock: &mut R::Sock, bytes: &[u8]) -> bool {
@@ -390,9 +391,14 @@ async fn metadata<R: ServerRuntime>(ep: &Endpoint, mut sock: R::Sock, head: &Req
 
 /// GET: the session's standalone stream.
 async fn listen<R: ServerRuntime>(ep: &Endpoint, mut sock: R::Sock, session: Option<String>) {
-    let Some(handle) = session.and_then(|s| ep.front.sessions().get(&s).cloned()) else {
-        let allow = [("Allow", "POST, DELETE".to_owned())];
-        return respond::<R>(&mut sock, 405, &error_body("GET needs a session"), &allow).await;
+    let found = ep.front.sessions().listen(session.as_deref());
+    let handle = match found {
+        Ok(h) => h,
+        Err(r) => {
+            let allow = [("Allow", "POST, DELETE".to_owned())];
+            let extra: &[(&str, String)] = if r.status == 405 { &allow } else { &[] };
+            return respond::<R>(&mut sock, r.status, &r.body, extra).await;
+        }
     };
     let (tx, rx) = async_channel::bounded::<HostMessage>(STREAM_QUEUE);
     if handle.tx.send(ToSession::Listen(tx)).await.is_err() {
@@ -412,15 +418,10 @@ async fn listen<R: ServerRuntime>(ep: &Endpoint, mut sock: R::Sock, session: Opt
 /// Starts a session's task and waits until its participant is in the space.
 async fn open_session<R: ServerRuntime>(
     ep: &Endpoint,
-    credential: &str,
+    request: sessions::Request<'_>,
     key: &str,
-) -> Result<Handle, (u16, String)> {
-    {
-        let sessions = ep.front.sessions();
-        if sessions.len() >= ep.front.options.max_sessions {
-            return Err((503, "too many MCP sessions".into()));
-        }
-    }
+) -> Result<Handle, front::http::Refusal> {
+    let credential = request.credential;
     let mut config = ParticipantConfig {
         gateway_url: "ws://in-process/mcp".into(),
         space: ep.space.clone(),
@@ -439,11 +440,10 @@ async fn open_session<R: ServerRuntime>(
     let s = HostSession::new(Participant::new(config, clock::os_seed()), fc);
     let (tx, rx) = async_channel::bounded::<ToSession>(SESSION_QUEUE);
     let (ready_tx, ready_rx) = oneshot::channel::<Result<(), String>>();
-    let handle = Handle {
-        tx,
-        credential: credential.to_owned(),
-    };
-    ep.front.sessions().insert(key.to_owned(), handle.clone());
+    let handle = Handle { tx };
+    ep.front
+        .sessions()
+        .open(clock::now(), key, request, handle.clone())?;
     let task = SessionTask {
         s,
         conn: None,
@@ -457,19 +457,23 @@ async fn open_session<R: ServerRuntime>(
     let key2 = key.to_owned();
     let idle = ep.front.options.idle_timeout;
     R::spawn(async move {
-        task.run::<R>(rx, idle).await;
-        front.sessions().remove(&key2);
+        task.run::<R>(rx, &front, &key2, idle).await;
+        front.sessions().handle_ended(&key2);
     });
+    let refusal = |status, why: &str| front::http::Refusal {
+        status,
+        body: error_body(why),
+    };
     match clock::timeout::<R, _>(JOIN_WITHIN, ready_rx).await {
         Some(Ok(Ok(()))) => Ok(handle),
         Some(Ok(Err(why))) => {
-            ep.front.sessions().remove(key);
-            Err((403, why))
+            ep.front.sessions().handle_ended(key);
+            Err(refusal(403, &why))
         }
         _ => {
-            ep.front.sessions().remove(key);
+            ep.front.sessions().handle_ended(key);
             let _ = handle.tx.try_send(ToSession::Close);
-            Err((503, "the space did not admit the host in time".into()))
+            Err(refusal(503, "the space did not admit the host in time"))
         }
     }
 }
@@ -488,10 +492,11 @@ impl SessionTask {
     async fn run<R: ServerRuntime>(
         mut self,
         rx: async_channel::Receiver<ToSession>,
+        front: &McpFront,
+        key: &str,
         idle: Duration,
     ) {
         self.s.start(clock::now());
-        let mut last_request = std::time::Instant::now();
         loop {
             if !self.carry().await {
                 break;
@@ -508,20 +513,18 @@ impl SessionTask {
                     None => std::future::pending().await,
                 }
             };
-            let wake = self.s.poll_timeout();
-            let idle_left = idle.saturating_sub(last_request.elapsed());
+            // The endpoint's idle expiry is looked at again at least every `idle`: a
+            // request ending does not wake this task.
+            let expires = front.sessions().expires_at(key);
+            let wake = [self.s.poll_timeout(), expires].into_iter().flatten().min();
             let timer = async move {
-                let d = match wake {
-                    Some(at) => clock::until(at).min(idle_left),
-                    None => idle_left,
-                };
+                let d = wake.map_or(idle, |at| clock::until(at).min(idle));
                 R::sleep(d).await
             };
             futures_util::select_biased! {
                 cmd = from_gateway.fuse() => self.gateway(cmd).await,
                 m = rx.recv().fuse() => match m {
                     Ok(ToSession::Message(msg, stream)) => {
-                        last_request = std::time::Instant::now();
                         if let (RpcMessage::Request { id, .. }, Some(tx)) = (&msg, stream) {
                             self.streams.insert(front::rpc_key(id), tx);
                         }
@@ -531,7 +534,7 @@ impl SessionTask {
                     Ok(ToSession::Close) | Err(_) => break,
                 },
                 _ = timer.fuse() => {
-                    if last_request.elapsed() >= idle && self.streams.is_empty() {
+                    if front.expire(key) {
                         break;
                     }
                     self.s.handle_input(clock::now(), participant::Input::Timeout);
@@ -611,53 +614,21 @@ impl SessionTask {
     }
 
     async fn gateway(&mut self, cmd: Option<WriterCmd>) {
-        let now = clock::now();
-        let Some(conn) = &mut self.conn else {
-            return;
-        };
-        let id = conn.id;
-        match cmd {
-            Some(WriterCmd::Frames(f)) => {
-                conn.taken.0 += f.messages();
-                conn.taken.1 += f.bytes();
-                let report =
-                    conn.taken.0 >= self.report_every.0 || conn.taken.1 >= self.report_every.1;
-                let taken = if report {
-                    std::mem::take(&mut conn.taken)
-                } else {
-                    (0, 0)
-                };
-                for t in f.texts() {
-                    if let Ok(t) = std::str::from_utf8(&t) {
-                        self.s.handle_input(now, participant::Input::Frame(t));
-                    }
-                }
-                if report {
-                    let _ = self.core.send(Input::Sent(id, taken.0, taken.1)).await;
-                }
-            }
-            Some(WriterCmd::Ping) => {
-                let _ = self.core.send(Input::Pong(id)).await;
-            }
-            Some(WriterCmd::Close(code, reason)) => {
-                let _ = self.core.send(Input::Closed(id)).await;
-                self.conn = None;
-                self.s.handle_input(
-                    now,
-                    participant::Input::Disconnected {
-                        reason: &format!("closed by gateway ({code}): {reason}"),
-                    },
-                );
-            }
-            None => {
-                self.conn = None;
-                self.s.handle_input(
-                    now,
-                    participant::Input::Disconnected {
-                        reason: "closed by gateway",
-                    },
-                );
-            }
+        let taken = crate::server::conn::take_command(
+            &mut self.conn,
+            &self.core,
+            self.report_every,
+            &mut self.s,
+            cmd,
+        )
+        .await;
+        if let Some(closed) = taken {
+            self.s.handle_input(
+                clock::now(),
+                participant::Input::Disconnected {
+                    reason: &closed.describe(),
+                },
+            );
         }
     }
 }

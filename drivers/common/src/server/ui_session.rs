@@ -736,56 +736,23 @@ impl Session {
 
     /// A command of the core task for the participant's connection; `Err` when the gateway is going away: the page is told so (it comes back later).
     async fn gateway_command(&mut self, cmd: Option<WriterCmd>) -> Result<(), Ending> {
-        let now = clock::now();
-        let Some(conn) = &mut self.conn else {
-            return Ok(());
-        };
-        let id = conn.id;
-        match cmd {
-            Some(WriterCmd::Frames(f)) => {
-                conn.taken.0 += f.messages();
-                conn.taken.1 += f.bytes();
-                let report =
-                    conn.taken.0 >= self.report_every.0 || conn.taken.1 >= self.report_every.1;
-                let taken = std::mem::take(&mut conn.taken);
-                if !report {
-                    conn.taken = taken;
-                }
-                for t in f.texts() {
-                    match std::str::from_utf8(&t) {
-                        Ok(t) => self.p.handle_input(now, participant::Input::Frame(t)),
-                        Err(_) => continue,
-                    }
-                }
-                if report {
-                    let _ = self.core.send(Input::Sent(id, taken.0, taken.1)).await;
-                }
-            }
-            Some(WriterCmd::Ping) => {
-                let _ = self.core.send(Input::Pong(id)).await;
-            }
-            Some(WriterCmd::Close(1001, reason)) => {
-                self.drop_conn().await;
-                return Err(Ending(1001, reason));
-            }
-            Some(WriterCmd::Close(code, reason)) => {
-                self.drop_conn().await;
-                self.p.handle_input(
-                    now,
-                    participant::Input::Disconnected {
-                        reason: &format!("closed by gateway ({code}): {reason}"),
-                    },
-                );
-            }
-            None => {
-                self.conn = None;
-                self.p.handle_input(
-                    now,
-                    participant::Input::Disconnected {
-                        reason: "closed by gateway",
-                    },
-                );
-            }
+        let taken = crate::server::conn::take_command(
+            &mut self.conn,
+            &self.core,
+            self.report_every,
+            &mut self.p,
+            cmd,
+        )
+        .await;
+        match taken {
+            None => {}
+            Some(closed) if closed.code == Some(1001) => return Err(Ending(1001, closed.reason)),
+            Some(closed) => self.p.handle_input(
+                clock::now(),
+                participant::Input::Disconnected {
+                    reason: &closed.describe(),
+                },
+            ),
         }
         Ok(())
     }
