@@ -827,7 +827,7 @@ fn a_host_keeps_its_connection_for_its_next_requests_within_the_bounds() {
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     refused
-        .write_all(mcp_request(&addr, Some(&sid), "", &big)[..1000].as_bytes())
+        .write_all(&mcp_request(&addr, Some(&sid), "", &big).as_bytes()[..1000])
         .unwrap();
     let mut rest = Vec::new();
     let (status, head, _) = read_answer(&mut refused, &mut rest);
