@@ -1092,3 +1092,144 @@ fn the_python_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejecte
         "{out}"
     );
 }
+
+/// Reads one answer from a kept connection (`buf` holds bytes read past the last one):
+/// status, head, body. The answer must have a length.
+fn read_answer(s: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> (u16, String, String) {
+    use std::io::Read;
+    let mut more = |buf: &mut Vec<u8>| {
+        let mut chunk = [0u8; 4096];
+        let n = s.read(&mut chunk).expect("an answer");
+        assert!(n > 0, "the connection closed before its answer");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        more(buf);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .expect("an answer with a length")
+        .trim()
+        .parse()
+        .unwrap();
+    while buf.len() < end + 4 + len {
+        more(buf);
+    }
+    let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
+    buf.drain(..end + 4 + len);
+    let status = head.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, head, body)
+}
+
+fn mcp_request(addr: &str, sid: Option<&str>, extra: &str, body: &str) -> String {
+    let sid = sid.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n{sid}{extra}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[test]
+fn a_host_keeps_its_connection_for_its_next_requests_within_the_bounds() {
+    use std::io::{Read, Write};
+    let (gw, _dir) = space("keep-alive");
+    let addr = gw.addr.clone();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = Vec::new();
+    s.write_all(mcp_request(&addr, None, "", INIT).as_bytes())
+        .unwrap();
+    let (status, head, _) = read_answer(&mut s, &mut buf);
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("Connection: keep-alive"), "{head}");
+    assert!(head.contains("Keep-Alive: timeout=30"), "{head}");
+    let sid = session_of(&head);
+    // Two requests in one write (pipelined): both answered, in order, on this connection.
+    let two = format!(
+        "{}{}",
+        mcp_request(
+            &addr,
+            Some(&sid),
+            "",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+        ),
+        mcp_request(
+            &addr,
+            Some(&sid),
+            "",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#
+        )
+    );
+    s.write_all(two.as_bytes()).unwrap();
+    let (status, head, _) = read_answer(&mut s, &mut buf);
+    assert_eq!(status, 202, "{head}");
+    let (status, head, mut body) = read_answer(&mut s, &mut buf);
+    assert_eq!(status, 200, "{head}");
+    // The session learns the members' tools just after it joins: asked again until then.
+    let end = Instant::now() + Duration::from_secs(10);
+    while !body.contains("\"echo\"") {
+        assert!(Instant::now() < end, "{body}");
+        std::thread::sleep(Duration::from_millis(50));
+        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        s.write_all(mcp_request(&addr, Some(&sid), "", list).as_bytes())
+            .unwrap();
+        body = read_answer(&mut s, &mut buf).2;
+    }
+    let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"kept"}}}"#;
+    s.write_all(mcp_request(&addr, Some(&sid), "", call).as_bytes())
+        .unwrap();
+    let (status, head, body) = read_answer(&mut s, &mut buf);
+    assert_eq!(status, 200, "{head}");
+    assert!(body.contains("Echo: kept"), "{body}");
+    // An answer before the body was read (here: the body is too large) ends the connection,
+    // as the body's bytes would otherwise be read as the next request.
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"x":"{}"}}}}"#,
+        "a".repeat(70_000)
+    );
+    let mut refused = std::net::TcpStream::connect(&addr).unwrap();
+    refused
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    refused
+        .write_all(&mcp_request(&addr, Some(&sid), "", &big).as_bytes()[..1000])
+        .unwrap();
+    let mut rest = Vec::new();
+    let (status, head, _) = read_answer(&mut refused, &mut rest);
+    assert_eq!(status, 413, "{head}");
+    assert!(head.contains("Connection: close"), "{head}");
+    // A host that says `Connection: close` gets its answer and the end of the connection.
+    let ping = r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#;
+    s.write_all(mcp_request(&addr, Some(&sid), "Connection: close\r\n", ping).as_bytes())
+        .unwrap();
+    let (status, head, _) = read_answer(&mut s, &mut buf);
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("Connection: close"), "{head}");
+    assert_eq!(
+        s.read(&mut [0u8; 16]).unwrap(),
+        0,
+        "closed after the answer"
+    );
+    // One connection carries at most KEEP_ALIVE_REQUESTS (1000) requests: the last answer
+    // says so and the connection ends.
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = Vec::new();
+    for i in 1..=1000 {
+        s.write_all(mcp_request(&addr, Some(&sid), "", ping).as_bytes())
+            .unwrap();
+        let (status, head, _) = read_answer(&mut s, &mut buf);
+        assert_eq!(status, 200, "request {i}: {head}");
+        assert_eq!(head.contains("Connection: close"), i == 1000, "request {i}");
+    }
+    assert_eq!(
+        s.read(&mut [0u8; 16]).unwrap(),
+        0,
+        "closed after the 1000th"
+    );
+}

@@ -12,8 +12,9 @@
 //! - At most `max_sessions` at once: one more is refused with 503.
 //! - A session no request has used for `idle` ends ([`Output::Expire`]); one with a request
 //!   still open does not.
-//! - `DELETE` of a known session ends it (200), of an unknown one is 404; `GET` without a
-//!   session is 405, with an unknown one 404.
+//! - `DELETE` of a known session by the credential that opened it ends it (200), by another
+//!   is 403, of an unknown one 404; `GET` without a session is 405, with an unknown one 404,
+//!   with another credential's 403.
 
 use super::http::Refusal;
 use crate::mcp::jsonrpc::codes;
@@ -176,23 +177,30 @@ impl<H: Clone> Sessions<H> {
         self.entries.remove(key);
     }
 
-    /// `DELETE`: the session's handle, forgotten (its task is to end), or the refusal.
-    pub fn delete(&mut self, session_id: Option<&str>) -> Result<H, Refusal> {
-        session_id
-            .and_then(|s| self.entries.remove(s))
-            .map(|e| e.handle)
-            .ok_or_else(|| refuse(404, "unknown or ended session"))
+    /// `DELETE` by `credential`: the session's handle, forgotten (its task is to end), or
+    /// the refusal (403 when another credential opened it: knowing an id is not enough).
+    pub fn delete(&mut self, session_id: Option<&str>, credential: &str) -> Result<H, Refusal> {
+        let sid = session_id.ok_or_else(|| refuse(404, "unknown or ended session"))?;
+        self.owned(sid, credential)?;
+        let e = self.entries.remove(sid).expect("checked just above");
+        Ok(e.handle)
     }
 
-    /// `GET` (the standalone stream): the session's handle, or the refusal.
-    pub fn listen(&self, session_id: Option<&str>) -> Result<H, Refusal> {
+    /// `GET` (the standalone stream) by `credential`: the session's handle, or the refusal
+    /// (403 when another credential opened it: the stream carries the session's questions).
+    pub fn listen(&self, session_id: Option<&str>, credential: &str) -> Result<H, Refusal> {
         let Some(sid) = session_id else {
             return Err(refuse(405, "GET needs a session"));
         };
-        self.entries
-            .get(sid)
-            .map(|e| e.handle.clone())
-            .ok_or_else(|| refuse(404, "unknown or ended session"))
+        self.owned(sid, credential).map(|e| e.handle.clone())
+    }
+
+    fn owned(&self, sid: &str, credential: &str) -> Result<&Entry<H>, Refusal> {
+        match self.entries.get(sid) {
+            Some(e) if e.credential == credential => Ok(e),
+            Some(_) => Err(refuse(403, "this session belongs to another credential")),
+            None => Err(refuse(404, "unknown or ended session")),
+        }
     }
 
     /// When session `key` ends if no request comes (`None`: it has one under way, or is
@@ -352,16 +360,20 @@ mod tests {
     }
 
     #[test]
-    fn delete_and_listen_answer_unknown_and_missing_ids() {
+    fn delete_and_listen_answer_unknown_and_missing_ids_and_other_credentials() {
         let mut s = Sessions::new(4, Duration::from_secs(10));
         s.open(at(0), "k", req(None, "x"), 5).unwrap();
-        assert_eq!(s.listen(Some("k")), Ok(5));
-        assert_eq!(s.listen(None).unwrap_err().status, 405);
-        assert_eq!(s.listen(Some("nope")).unwrap_err().status, 404);
-        assert_eq!(s.delete(Some("nope")).unwrap_err().status, 404);
-        assert_eq!(s.delete(None).unwrap_err().status, 404);
-        assert_eq!(s.delete(Some("k")), Ok(5));
-        assert_eq!(s.delete(Some("k")).unwrap_err().status, 404);
+        assert_eq!(s.listen(Some("k"), "x"), Ok(5));
+        assert_eq!(s.listen(None, "x").unwrap_err().status, 405);
+        assert_eq!(s.listen(Some("nope"), "x").unwrap_err().status, 404);
+        // Knowing the id is not enough: the stream and the session are the credential's.
+        assert_eq!(s.listen(Some("k"), "y").unwrap_err().status, 403);
+        assert_eq!(s.delete(Some("k"), "y").unwrap_err().status, 403);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.delete(Some("nope"), "x").unwrap_err().status, 404);
+        assert_eq!(s.delete(None, "x").unwrap_err().status, 404);
+        assert_eq!(s.delete(Some("k"), "x"), Ok(5));
+        assert_eq!(s.delete(Some("k"), "x").unwrap_err().status, 404);
         assert!(s.is_empty());
     }
 }

@@ -1,4 +1,7 @@
-//! HTTP/1.1 request heads: parsed from a bounded buffer, owned afterwards.
+//! HTTP/1.1 request heads: parsed from a bounded buffer, owned afterwards; and how long a
+//! connection is kept for more requests.
+
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -6,6 +9,11 @@ use thiserror::Error;
 pub const MAX_HEAD: usize = 16 * 1024;
 /// The most headers a request may carry.
 pub const MAX_HEADERS: usize = 64;
+
+/// How long a kept-alive connection may wait for its next request head, whole.
+pub const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(30);
+/// Requests served on one connection at most; the last answer closes it.
+pub const KEEP_ALIVE_REQUESTS: usize = 1000;
 
 /// Why a request head was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -50,6 +58,8 @@ pub struct RequestHead {
     pub query: Option<String>,
     /// Headers in arrival order; names as sent.
     pub headers: Vec<(String, String)>,
+    /// The minor HTTP version: 1 for HTTP/1.1, 0 for HTTP/1.0.
+    pub version: u8,
 }
 
 /// Parses a request head from the start of `buf`.
@@ -86,6 +96,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, HeadError>
                     path,
                     query,
                     headers,
+                    version: req.version.unwrap_or(1),
                 },
                 len,
             )))
@@ -118,6 +129,17 @@ impl RequestHead {
             .filter(|(n, _)| n.eq_ignore_ascii_case(name))
             .flat_map(|(_, v)| v.split(','))
             .any(|t| t.trim().eq_ignore_ascii_case(token))
+    }
+
+    /// Whether the client lets the connection carry another request after this one: by
+    /// default in HTTP/1.1 (unless `Connection: close`), only on `Connection: keep-alive`
+    /// in HTTP/1.0.
+    pub fn keeps_alive(&self) -> bool {
+        if self.version >= 1 {
+            !self.header_has_token("connection", "close")
+        } else {
+            self.header_has_token("connection", "keep-alive")
+        }
     }
 
     /// The token of an `Authorization: Bearer <token>` header.
@@ -208,6 +230,22 @@ mod tests {
     }
 
     #[test]
+    fn keep_alive_follows_the_version_and_the_connection_header() {
+        let keeps = |raw: &[u8]| parse_head(raw).unwrap().unwrap().0.keeps_alive();
+        assert!(keeps(b"POST /mcp HTTP/1.1\r\nHost: h\r\n\r\n"));
+        assert!(!keeps(
+            b"POST /mcp HTTP/1.1\r\nHost: h\r\nConnection: Close\r\n\r\n"
+        ));
+        assert!(!keeps(
+            b"POST /mcp HTTP/1.1\r\nConnection: TE, close\r\n\r\n"
+        ));
+        assert!(!keeps(b"POST /mcp HTTP/1.0\r\nHost: h\r\n\r\n"));
+        assert!(keeps(
+            b"POST /mcp HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"
+        ));
+    }
+
+    #[test]
     fn partial_then_too_large() {
         assert_eq!(parse_head(b"GET / HTTP/1.1\r\nHost: x\r\n"), Ok(None));
         let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
@@ -230,6 +268,7 @@ mod tests {
             path: "/".into(),
             query: None,
             headers: vec![("authorization".into(), "Basic abc".into())],
+            version: 1,
         };
         assert_eq!(h.bearer(), None);
         let h = RequestHead {
@@ -246,6 +285,7 @@ mod tests {
             path: "/".into(),
             query: Some("space=my%2Dspace&since=2025-01-01T00%3A00%3A00Z&q".into()),
             headers: vec![],
+            version: 1,
         };
         assert_eq!(h.query_param("space").as_deref(), Some("my-space"));
         assert_eq!(
@@ -270,6 +310,7 @@ mod tests {
             path: "/".into(),
             query: None,
             headers: vec![("Transfer-Encoding".into(), "chunked".into())],
+            version: 1,
         };
         assert_eq!(h.content_length(10), Err(HeadError::TransferEncoding));
         let h = RequestHead {

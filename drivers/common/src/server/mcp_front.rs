@@ -12,7 +12,10 @@
 //! `gateway.mcp.loopback_as` when `space.yaml` names it.
 //!
 //! Every request is answered on its own POST: a JSON body when the answer is all there is,
-//! else an event stream (progress, logs, the member's questions, then the answer). `GET`
+//! else an event stream (progress, logs, the member's questions, then the answer). A
+//! connection whose answer had a length stays open for the host's next request (HTTP/1.1
+//! keep-alive, within [`http::KEEP_ALIVE_IDLE`] and [`http::KEEP_ALIVE_REQUESTS`]); an event
+//! stream ends its connection. `GET`
 //! opens the session's standalone stream (`list_changed`). Bounds: sessions at once
 //! ([`McpEndpoint::max_sessions`], then 503), a body at most the space's frame size (413),
 //! [`STREAM_QUEUE`] messages waiting for one stream (a host that does not read loses the
@@ -36,7 +39,7 @@ use crate::clock;
 use crate::server::ServerRuntime;
 use crate::server::conn::CoreInput;
 use crate::server::host::{Input, WriterCmd};
-use crate::server::http::RequestHead;
+use crate::server::http::{self, RequestHead};
 
 /// Messages that may wait for one stream of a host.
 pub const STREAM_QUEUE: usize = 256;
@@ -138,6 +141,7 @@ fn head_bytes(
     content_type: &str,
     extra: &[(&str, String)],
     len: Option<usize>,
+    keep: bool,
 ) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
@@ -154,7 +158,15 @@ fn head_bytes(
         503 => "Service Unavailable",
         _ => "Error",
     };
-    let mut h = format!("HTTP/1.1 {status} {reason}\r\nConnection: close\r\n");
+    let keep = keep && len.is_some();
+    let mut h = if keep {
+        format!(
+            "HTTP/1.1 {status} {reason}\r\nConnection: keep-alive\r\nKeep-Alive: timeout={}\r\n",
+            http::KEEP_ALIVE_IDLE.as_secs()
+        )
+    } else {
+        format!("HTTP/1.1 {status} {reason}\r\nConnection: close\r\n")
+    };
     if !content_type.is_empty() {
         h.push_str(&format!("Content-Type: {content_type}\r\n"));
     }
@@ -170,77 +182,113 @@ fn head_bytes(
     h.into_bytes()
 }
 
+/// Writes a JSON answer; whether the connection may carry another request (`keep` and the
+/// answer written).
 async fn respond<R: ServerRuntime>(
     sock: &mut R::Sock,
+    keep: bool,
     status: u16,
     body: &Value,
     extra: &[(&str, String)],
-) {
+) -> bool {
     let b = serde_json::to_vec(body).unwrap_or_default();
-    let mut out = head_bytes(status, "application/json", extra, Some(b.len()));
+    let mut out = head_bytes(status, "application/json", extra, Some(b.len()), keep);
     out.extend_from_slice(&b);
-    let _ = clock::timeout::<R, _>(WRITE_WITHIN, R::write_all(sock, &out)).await;
+    write::<R>(sock, &out).await && keep
 }
 
 fn error_body(message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}})
 }
 
-/// Serves one HTTP request for `/mcp` to its end.
+/// Serves one HTTP request for `/mcp` to its end. `keep_alive`: the connection may carry
+/// another request after this one; then the bytes read past this request are returned if
+/// it does (the body was read whole and the answer had a length).
 pub(crate) async fn serve<R: ServerRuntime>(
-    ep: Endpoint,
-    mut sock: R::Sock,
+    ep: &Endpoint,
+    sock: &mut R::Sock,
+    head: RequestHead,
+    body: Vec<u8>,
+    keep_alive: bool,
+) -> Option<Vec<u8>> {
+    let mut rest = Vec::new();
+    exchange::<R>(ep, sock, head, body, keep_alive, &mut rest)
+        .await
+        .then_some(rest)
+}
+
+/// [`serve`]: `true` when the connection may carry another request (whose first bytes, if
+/// any arrived, are in `rest`).
+async fn exchange<R: ServerRuntime>(
+    ep: &Endpoint,
+    sock: &mut R::Sock,
     head: RequestHead,
     mut body: Vec<u8>,
-) {
+    keep_alive: bool,
+    rest: &mut Vec<u8>,
+) -> bool {
+    // Until the body is read whole, an answer ends the connection.
+    let mut keep = false;
     if let Err(r) = front::http::check_origin(head.header("host"), head.header("origin"), ep.local)
     {
-        return respond::<R>(&mut sock, r.status, &r.body, &[]).await;
+        return respond::<R>(sock, keep, r.status, &r.body, &[]).await;
     }
     if head.path.starts_with(PRM_PATH) {
-        return metadata::<R>(&ep, sock, &head).await;
+        return metadata::<R>(ep, sock, &head).await;
     }
     let session_id = head.header(front::http::SESSION_HEADER).map(str::to_owned);
     match head.method.as_str() {
         "POST" => {}
-        "GET" => return listen::<R>(&ep, sock, session_id).await,
+        "GET" => {
+            let Some(credential) = credential_of(ep, &head) else {
+                return unauthorized::<R>(sock, false, ep).await;
+            };
+            return listen::<R>(ep, sock, session_id, &credential).await;
+        }
         "DELETE" => {
-            let found = ep.front.sessions().delete(session_id.as_deref());
+            let Some(credential) = credential_of(ep, &head) else {
+                return unauthorized::<R>(sock, keep, ep).await;
+            };
+            let found = ep
+                .front
+                .sessions()
+                .delete(session_id.as_deref(), &credential);
             return match found {
                 Ok(h) => {
                     let _ = h.tx.try_send(ToSession::Close);
-                    respond::<R>(&mut sock, 200, &json!({}), &[]).await
+                    respond::<R>(sock, keep, 200, &json!({}), &[]).await
                 }
-                Err(r) => respond::<R>(&mut sock, r.status, &r.body, &[]).await,
+                Err(r) => respond::<R>(sock, keep, r.status, &r.body, &[]).await,
             };
         }
         _ => {
             let allow = [("Allow", "GET, POST, DELETE".to_owned())];
-            return respond::<R>(&mut sock, 405, &error_body("method not allowed"), &allow).await;
+            return respond::<R>(sock, keep, 405, &error_body("method not allowed"), &allow).await;
         }
     }
     if let Err(r) =
         front::http::check_post_headers(head.header("content-type"), head.header("accept"))
     {
-        return respond::<R>(&mut sock, r.status, &r.body, &[]).await;
+        return respond::<R>(sock, keep, r.status, &r.body, &[]).await;
     }
     let len = match head.content_length(ep.limits.max_frame_bytes) {
         Ok(l) => l,
         Err(e) => {
-            return respond::<R>(&mut sock, e.status(), &error_body(&e.to_string()), &[]).await;
+            return respond::<R>(sock, keep, e.status(), &error_body(&e.to_string()), &[]).await;
         }
     };
     while body.len() < len {
         let mut chunk = vec![0u8; (len - body.len()).min(16 * 1024)];
-        match clock::timeout::<R, _>(WRITE_WITHIN, R::read(&mut sock, &mut chunk)).await {
+        match clock::timeout::<R, _>(WRITE_WITHIN, R::read(sock, &mut chunk)).await {
             Some(Ok(n)) if n > 0 => body.extend_from_slice(&chunk[..n]),
-            _ => return respond::<R>(&mut sock, 400, &error_body("incomplete body"), &[]).await,
+            _ => return respond::<R>(sock, keep, 400, &error_body("incomplete body"), &[]).await,
         }
     }
-    body.truncate(len);
+    *rest = body.split_off(len);
+    keep = keep_alive;
     let message = match front::http::read_body(&body) {
         Ok(m) => m,
-        Err(r) => return respond::<R>(&mut sock, r.status, &r.body, &[]).await,
+        Err(r) => return respond::<R>(sock, keep, r.status, &r.body, &[]).await,
     };
     let version_header = head.header(front::http::VERSION_HEADER);
     let stateless = session_id.is_none() && front::http::is_stateless(&message, version_header);
@@ -250,15 +298,10 @@ pub(crate) async fn serve<R: ServerRuntime>(
         front::http::check_session_header(version_header)
     };
     if let Err(r) = check {
-        return respond::<R>(&mut sock, r.status, &r.body, &[]).await;
+        return respond::<R>(sock, keep, r.status, &r.body, &[]).await;
     }
-    // Who the host is.
-    let credential = match head.bearer() {
-        Some(b) => b.to_owned(),
-        None => match (&ep.front.loopback_token, ep.local) {
-            (Some(t), true) => t.clone(),
-            _ => return unauthorized::<R>(&mut sock, &ep).await,
-        },
+    let Some(credential) = credential_of(ep, &head) else {
+        return unauthorized::<R>(sock, keep, ep).await;
     };
     let is_initialize =
         matches!(&message, RpcMessage::Request { method, .. } if method == "initialize");
@@ -274,12 +317,12 @@ pub(crate) async fn serve<R: ServerRuntime>(
         Route::Use(key, handle) => (key, handle, None),
         Route::Open { announce } => {
             let key = crate::secret::token();
-            match open_session::<R>(&ep, request, &key).await {
+            match open_session::<R>(ep, request, &key).await {
                 Ok(h) => (key.clone(), h, announce.then_some(key)),
-                Err(r) => return respond::<R>(&mut sock, r.status, &r.body, &[]).await,
+                Err(r) => return respond::<R>(sock, keep, r.status, &r.body, &[]).await,
             }
         }
-        Route::Refuse(r) => return respond::<R>(&mut sock, r.status, &r.body, &[]).await,
+        Route::Refuse(r) => return respond::<R>(sock, keep, r.status, &r.body, &[]).await,
     };
     let _busy = Busy {
         front: ep.front.clone(),
@@ -295,11 +338,10 @@ pub(crate) async fn serve<R: ServerRuntime>(
             .try_send(ToSession::Message(message, None))
             .is_err()
         {
-            return respond::<R>(&mut sock, 503, &error_body("the session is busy"), &[]).await;
+            return respond::<R>(sock, keep, 503, &error_body("the session is busy"), &[]).await;
         }
-        let out = head_bytes(202, "", &extra, Some(0));
-        let _ = clock::timeout::<R, _>(WRITE_WITHIN, R::write_all(&mut sock, &out)).await;
-        return;
+        let out = head_bytes(202, "", &extra, Some(0), keep);
+        return write::<R>(sock, &out).await && keep;
     }
     let (tx, rx) = async_channel::bounded::<HostMessage>(STREAM_QUEUE);
     if handle
@@ -314,10 +356,10 @@ pub(crate) async fn serve<R: ServerRuntime>(
         } else {
             (404, "the session ended")
         };
-        return respond::<R>(&mut sock, status, &error_body(why), &[]).await;
+        return respond::<R>(sock, keep, status, &error_body(why), &[]).await;
     }
     let Ok(first) = rx.recv().await else {
-        return respond::<R>(&mut sock, 503, &error_body("the session ended"), &[]).await;
+        return respond::<R>(sock, keep, 503, &error_body("the session ended"), &[]).await;
     };
     if first.last {
         let status = if stateless {
@@ -325,19 +367,20 @@ pub(crate) async fn serve<R: ServerRuntime>(
         } else {
             200
         };
-        return respond::<R>(&mut sock, status, &first.message, &extra).await;
+        return respond::<R>(sock, keep, status, &first.message, &extra).await;
     }
-    let mut out = head_bytes(200, "text/event-stream", &extra, None);
+    let mut out = head_bytes(200, "text/event-stream", &extra, None, false);
     out.extend_from_slice(&event(&first.message));
-    if !write::<R>(&mut sock, &out).await {
-        return;
+    if !write::<R>(sock, &out).await {
+        return false;
     }
     while let Ok(m) = rx.recv().await {
-        if !write::<R>(&mut sock, &event(&m.message)).await || m.last {
+        if !write::<R>(sock, &event(&m.message)).await || m.last {
             break;
         }
     }
-    let _ = R::shutdown(&mut sock).await;
+    let _ = R::shutdown(sock).await;
+    false
 }
 
 async fn write<R: ServerRuntime>(sock: &mut R::Sock, bytes: &[u8]) -> bool {
@@ -351,28 +394,43 @@ fn event(m: &Value) -> Vec<u8> {
     format!("event: message\ndata: {}\n\n", front::message_text(m)).into_bytes()
 }
 
-async fn unauthorized<R: ServerRuntime>(sock: &mut R::Sock, ep: &Endpoint) {
+/// Who the host is: its bearer credential, or the loopback participant's on this machine.
+/// The session machine compares it with the one that opened a session; it is checked
+/// against the space (token or JWT) when a session opens.
+fn credential_of(ep: &Endpoint, head: &RequestHead) -> Option<String> {
+    match head.bearer() {
+        Some(b) => Some(b.to_owned()),
+        None => match (&ep.front.loopback_token, ep.local) {
+            (Some(t), true) => Some(t.clone()),
+            _ => None,
+        },
+    }
+}
+
+async fn unauthorized<R: ServerRuntime>(sock: &mut R::Sock, keep: bool, ep: &Endpoint) -> bool {
     let mut challenge = "Bearer".to_owned();
     if ep.issuer.is_some() {
         challenge.push_str(" resource_metadata=\"/.well-known/oauth-protected-resource/mcp\"");
     }
     respond::<R>(
         sock,
+        keep,
         401,
         &error_body("an Authorization: Bearer token (or JWT) is required"),
         &[("WWW-Authenticate", challenge)],
     )
-    .await;
+    .await
 }
 
 /// Where protected resource metadata (RFC 9728) of `/mcp` is served.
 pub const PRM_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// The protected resource metadata: `/mcp` takes bearer tokens from the space's JWT issuer.
-async fn metadata<R: ServerRuntime>(ep: &Endpoint, mut sock: R::Sock, head: &RequestHead) {
+async fn metadata<R: ServerRuntime>(ep: &Endpoint, sock: &mut R::Sock, head: &RequestHead) -> bool {
     let Some(issuer) = &ep.issuer else {
         return respond::<R>(
-            &mut sock,
+            sock,
+            false,
             404,
             &error_body("this space takes no OAuth tokens"),
             &[],
@@ -386,33 +444,44 @@ async fn metadata<R: ServerRuntime>(ep: &Endpoint, mut sock: R::Sock, head: &Req
         "authorization_servers": [issuer],
         "bearer_methods_supported": ["header"],
     });
-    respond::<R>(&mut sock, 200, &body, &[]).await;
+    respond::<R>(sock, false, 200, &body, &[]).await
 }
 
 /// GET: the session's standalone stream.
-async fn listen<R: ServerRuntime>(ep: &Endpoint, mut sock: R::Sock, session: Option<String>) {
-    let found = ep.front.sessions().listen(session.as_deref());
+async fn listen<R: ServerRuntime>(
+    ep: &Endpoint,
+    sock: &mut R::Sock,
+    session: Option<String>,
+    credential: &str,
+) -> bool {
+    let found = ep.front.sessions().listen(session.as_deref(), credential);
     let handle = match found {
         Ok(h) => h,
         Err(r) => {
             let allow = [("Allow", "POST, DELETE".to_owned())];
             let extra: &[(&str, String)] = if r.status == 405 { &allow } else { &[] };
-            return respond::<R>(&mut sock, r.status, &r.body, extra).await;
+            return respond::<R>(sock, false, r.status, &r.body, extra).await;
         }
     };
     let (tx, rx) = async_channel::bounded::<HostMessage>(STREAM_QUEUE);
     if handle.tx.send(ToSession::Listen(tx)).await.is_err() {
-        return respond::<R>(&mut sock, 404, &error_body("the session ended"), &[]).await;
+        return respond::<R>(sock, false, 404, &error_body("the session ended"), &[]).await;
     }
-    if !write::<R>(&mut sock, &head_bytes(200, "text/event-stream", &[], None)).await {
-        return;
+    if !write::<R>(
+        sock,
+        &head_bytes(200, "text/event-stream", &[], None, false),
+    )
+    .await
+    {
+        return false;
     }
     while let Ok(m) = rx.recv().await {
-        if !write::<R>(&mut sock, &event(&m.message)).await {
+        if !write::<R>(sock, &event(&m.message)).await {
             break;
         }
     }
-    let _ = R::shutdown(&mut sock).await;
+    let _ = R::shutdown(sock).await;
+    false
 }
 
 /// Starts a session's task and waits until its participant is in the space.

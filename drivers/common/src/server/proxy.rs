@@ -131,6 +131,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            version: 1,
         }
     }
 

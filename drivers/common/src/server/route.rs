@@ -172,6 +172,7 @@ pub(crate) mod tests {
                 .iter()
                 .map(|(a, b)| (a.to_string(), b.to_string()))
                 .collect(),
+            version: 1,
         }
     }
 

@@ -540,7 +540,7 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
             _ => return,
         }
     }
-    let head = clock::timeout::<R, _>(deadline.left(), read_head::<R>(&mut sock)).await;
+    let head = clock::timeout::<R, _>(deadline.left(), read_head::<R>(&mut sock, Vec::new())).await;
     if let Some(Ok(Some((h, _)))) = &head {
         if proxied {
             let client = shared.proxies.client_address(peer.ip(), h);
@@ -555,7 +555,7 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
         }
         slot.identified();
     }
-    let (head, leftover) = match head {
+    let (mut head, mut leftover) = match head {
         Some(Ok(Some(h))) => h,
         Some(Ok(None)) => return,
         Some(Err(e)) => {
@@ -570,53 +570,77 @@ async fn handle<R: ServerRuntime>(shared: Arc<Shared>, mut sock: R::Sock, peer: 
             return;
         }
     };
-    match route(&head) {
-        Route::WebSocket { space } => match check_space(&shared.space, space.as_deref()) {
-            Ok(()) => websocket::<R>(shared, sock, head, leftover).await,
-            Err(e) => {
-                let r = Response::json_bytes(e.status, e.body_json.into_bytes());
+    // `/mcp` keeps a connection for the host's next request; every other answer ends it.
+    let mut served = 0;
+    loop {
+        match route(&head) {
+            Route::WebSocket { space } => match check_space(&shared.space, space.as_deref()) {
+                Ok(()) => websocket::<R>(shared, sock, head, leftover).await,
+                Err(e) => {
+                    let r = Response::json_bytes(e.status, e.body_json.into_bytes());
+                    let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+                }
+            },
+            Route::UiSession if shared.ui.is_some() => {
+                let ep = crate::server::ui_session::Endpoint {
+                    sessions: &shared.sessions,
+                    core: shared.core.clone(),
+                    space: &shared.space,
+                    limits: shared.limits,
+                    report_every: shared.report_every,
+                };
+                crate::server::ui_session::serve::<R>(ep, sock, head, leftover).await;
+            }
+            Route::Mcp => {
+                let ep = crate::server::mcp_front::Endpoint {
+                    front: shared.mcp.clone(),
+                    core: shared.core.clone(),
+                    space: shared.space.clone(),
+                    limits: shared.limits,
+                    report_every: shared.report_every,
+                    local: peer.ip().is_loopback() && !proxied,
+                    issuer: shared.issuer.clone(),
+                    tls: shared.tls.is_some(),
+                };
+                served += 1;
+                let keep = head.keeps_alive() && served < http::KEEP_ALIVE_REQUESTS;
+                let rest = Box::pin(crate::server::mcp_front::serve::<R>(
+                    &ep, &mut sock, head, leftover, keep,
+                ))
+                .await;
+                let Some(rest) = rest else { return };
+                // The next request's head, whole, within the idle time; else the connection ends.
+                let next =
+                    clock::timeout::<R, _>(http::KEEP_ALIVE_IDLE, read_head::<R>(&mut sock, rest))
+                        .await;
+                match next {
+                    Some(Ok(Some(next))) => {
+                        (head, leftover) = next;
+                        continue;
+                    }
+                    Some(Err(e)) => {
+                        tracing::debug!(%peer, "bad request head: {e}");
+                        let r = Response::error(e.status(), "bad_request", &e.to_string());
+                        let _ = R::write_all(&mut sock, &r.to_bytes()).await;
+                    }
+                    _ => {}
+                }
+            }
+            Route::UiSession => {
+                let r = Response::error(404, "not_found", "this gateway serves no page");
                 let _ = R::write_all(&mut sock, &r.to_bytes()).await;
             }
-        },
-        Route::UiSession if shared.ui.is_some() => {
-            let ep = crate::server::ui_session::Endpoint {
-                sessions: &shared.sessions,
-                core: shared.core.clone(),
-                space: &shared.space,
-                limits: shared.limits,
-                report_every: shared.report_every,
-            };
-            crate::server::ui_session::serve::<R>(ep, sock, head, leftover).await;
+            r => {
+                // Boxed: its body buffer would otherwise be part of every WebSocket's task too.
+                let resp = Box::pin(http_response::<R>(
+                    &shared, &mut sock, &head, leftover, r, deadline,
+                ))
+                .await;
+                let _ = R::write_all(&mut sock, &resp.to_bytes()).await;
+                let _ = R::shutdown(&mut sock).await;
+            }
         }
-        Route::Mcp => {
-            let ep = crate::server::mcp_front::Endpoint {
-                front: shared.mcp.clone(),
-                core: shared.core.clone(),
-                space: shared.space.clone(),
-                limits: shared.limits,
-                report_every: shared.report_every,
-                local: peer.ip().is_loopback() && !proxied,
-                issuer: shared.issuer.clone(),
-                tls: shared.tls.is_some(),
-            };
-            Box::pin(crate::server::mcp_front::serve::<R>(
-                ep, sock, head, leftover,
-            ))
-            .await;
-        }
-        Route::UiSession => {
-            let r = Response::error(404, "not_found", "this gateway serves no page");
-            let _ = R::write_all(&mut sock, &r.to_bytes()).await;
-        }
-        r => {
-            // Boxed: its body buffer would otherwise be part of every WebSocket's task too.
-            let resp = Box::pin(http_response::<R>(
-                &shared, &mut sock, &head, leftover, r, deadline,
-            ))
-            .await;
-            let _ = R::write_all(&mut sock, &resp.to_bytes()).await;
-            let _ = R::shutdown(&mut sock).await;
-        }
+        return;
     }
 }
 
@@ -679,13 +703,19 @@ const SERVER_READ_BUFFER: usize = 4 * 1024;
 /// Bytes asked of the socket per read of a request head.
 const HEAD_READ: usize = 2048;
 
-/// Reads until a complete head; `None` when the peer closed first.
+/// Reads until a complete head, after the bytes already in `buf` (read past a previous
+/// request on the connection); `None` when the peer closed first.
 async fn read_head<R: ServerRuntime>(
     sock: &mut R::Sock,
+    mut buf: Vec<u8>,
 ) -> Result<Option<(RequestHead, Vec<u8>)>, HeadError> {
+    if !buf.is_empty()
+        && let Some((head, len)) = http::parse_head(&buf)?
+    {
+        return Ok(Some((head, buf.split_off(len))));
+    }
     // Read into the buffer itself: a chunk array here would be part of every
     // connection's task for as long as the connection lives.
-    let mut buf = Vec::new();
     loop {
         let start = buf.len();
         // The buffer stays under MAX_HEAD plus one read: parse_head refuses a partial

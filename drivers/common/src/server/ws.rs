@@ -79,6 +79,7 @@ mod tests {
                 .iter()
                 .map(|(a, b)| (a.to_string(), b.to_string()))
                 .collect(),
+            version: 1,
         }
     }
 
