@@ -756,7 +756,12 @@ fn the_typescript_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rej
     let (gw, _dir) = space("typescript");
     let addr = gw.addr.clone();
     let url = format!("http://{addr}/mcp");
-    let (code, out) = ts_host(&url, "echo", serde_json::json!({"message": "from node"}), &[]);
+    let (code, out) = ts_host(
+        &url,
+        "echo",
+        serde_json::json!({"message": "from node"}),
+        &[],
+    );
     assert_eq!(code, 0, "{out}");
     assert_eq!(out["content"][0]["text"], "Echo: from node");
 
@@ -796,7 +801,10 @@ fn the_typescript_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rej
             .contains("not with these numbers"),
         "{out}"
     );
-    assert!(out.get("content").is_none(), "no result came with it: {out}");
+    assert!(
+        out.get("content").is_none(),
+        "no result came with it: {out}"
+    );
 }
 
 /// A tmux server of its own, killed on drop.
@@ -869,7 +877,10 @@ fn a_person_approves_and_rejects_in_the_terminal_while_the_host_waits() {
         move || ts_host(&url, "get-sum", serde_json::json!({"a": 30, "b": 12}), &[])
     });
     let s = tmux.until("y approve once");
-    assert!(s.contains("desk proposes tools/call get-sum on every"), "{s}");
+    assert!(
+        s.contains("desk proposes tools/call get-sum on every"),
+        "{s}"
+    );
     assert!(s.contains("\"a\": 30"), "{s}");
     std::thread::sleep(Duration::from_millis(300));
     assert!(!host.is_finished(), "the host waits for the person");
@@ -912,7 +923,8 @@ fn make_pki(dir: &Path) {
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap();
     let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
     std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
     std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
@@ -946,7 +958,16 @@ fn hosts_call_over_https_and_the_metadata_names_an_https_resource() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     make_pki(&dir);
-    std::fs::write(dir.join("jwks.json"), r#"{"keys": []}"#).unwrap();
+    // A real key of the issuer: the metadata is served once the space takes its JWTs.
+    let b64 = |b: &[u8]| {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
+    };
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let point = key.public_key_raw();
+    let jwks = serde_json::json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
+        "alg": "ES256", "x": b64(&point[1..33]), "y": b64(&point[33..65])}]});
+    std::fs::write(dir.join("jwks.json"), jwks.to_string()).unwrap();
     let server = repo().join(
         "tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
     );
@@ -981,6 +1002,8 @@ gateway:
         .args(["gateway", "--config", "space.yaml"])
         .args(["--port", "0", "--log-level", "warn"])
         .env("PATH", node_path())
+        // The bridge the space starts joins over wss and trusts the test CA (inherited).
+        .env("MEW_CA_FILE", dir.join("ca.pem"))
         .current_dir(&dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1054,6 +1077,9 @@ gateway:
     assert_eq!(status, 200, "{body}");
     let prm: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(prm["resource"], format!("{base}/mcp"), "{prm}");
-    assert_eq!(prm["authorization_servers"], serde_json::json!(["https://idp.test"]));
+    assert_eq!(
+        prm["authorization_servers"],
+        serde_json::json!(["https://idp.test"])
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
