@@ -1233,3 +1233,364 @@ fn a_host_keeps_its_connection_for_its_next_requests_within_the_bounds() {
         "closed after the 1000th"
     );
 }
+
+// ---- the TypeScript SDK as a host, a person in the terminal, https -------------------------
+
+/// The TypeScript SDK's client (`@modelcontextprotocol/client`, tests/mcp-clients/ts-host.mjs)
+/// as the host, with `env` set: its exit code and its JSON output.
+fn ts_host(
+    url: &str,
+    tool: &str,
+    args: serde_json::Value,
+    env: &[(&str, &Path)],
+) -> (i32, serde_json::Value) {
+    let mut cmd = Command::new(clients_bin("node"));
+    cmd.arg(repo().join("tests/mcp-clients/ts-host.mjs"))
+        .args([url, tool, &args.to_string()])
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run the TypeScript host");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "the TypeScript host printed no JSON: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), json)
+}
+
+#[test]
+fn the_typescript_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
+    let (gw, _dir) = space("typescript");
+    let addr = gw.addr.clone();
+    let url = format!("http://{addr}/mcp");
+    let (code, out) = ts_host(
+        &url,
+        "echo",
+        serde_json::json!({"message": "from node"}),
+        &[],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["content"][0]["text"], "Echo: from node");
+
+    let approve = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let p = proposal(&addr, None);
+            assert_eq!(p["payload"]["params"]["name"], "get-sum", "{p}");
+            let body = serde_json::json!({"kind": "mcp/request", "to": ["every"],
+                "correlation_id": [p["id"]], "payload": p["payload"]});
+            mew_tests::http::post(&addr, "human", "human-token", &body.to_string());
+            p["id"].clone()
+        }
+    });
+    let (code, out) = ts_host(&url, "get-sum", serde_json::json!({"a": 19, "b": 23}), &[]);
+    let approved = approve.join().unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["content"][0]["text"], "The sum of 19 and 23 is 42.");
+
+    let reject = std::thread::spawn({
+        let addr = addr.clone();
+        move || {
+            let p = proposal(&addr, Some(&approved));
+            let body = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
+                "correlation_id": [p["id"]], "payload": {"reason": "not with these numbers"}});
+            mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
+        }
+    });
+    let (code, out) = ts_host(&url, "get-sum", serde_json::json!({"a": 6, "b": 7}), &[]);
+    let _ = reject.join().unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["code"], -32004, "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not with these numbers"),
+        "{out}"
+    );
+    assert!(
+        out.get("content").is_none(),
+        "no result came with it: {out}"
+    );
+}
+
+/// A tmux server of its own, killed on drop.
+struct Tmux(String);
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.0])
+            .args(args)
+            .output()
+            .expect("tmux is needed for the terminal tests");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn until(&self, what: &str) -> String {
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.cmd(&["capture-pane", "-p", "-t", "ui"]);
+            if s.contains(what) {
+                return s;
+            }
+            assert!(Instant::now() < end, "{what:?} not on the screen:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut a = vec!["send-keys", "-t", "ui"];
+        a.extend_from_slice(keys);
+        self.cmd(&a);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.0, "kill-server"])
+            .output();
+    }
+}
+
+/// The person approves in `mew client` (the terminal interface) while the TypeScript host's
+/// call waits, and the host gets the tool's result; the next call the person rejects with a
+/// reason typed there, and the host's call ends with -32004 and that reason.
+#[test]
+fn a_person_approves_and_rejects_in_the_terminal_while_the_host_waits() {
+    let (gw, _dir) = space("terminal");
+    let addr = gw.addr.clone();
+    let url = format!("http://{addr}/mcp");
+    let tmux = Tmux(format!("mew-front-tui-{}", std::process::id()));
+    let client = format!("{MEW} client --gateway ws://{addr} --space front");
+    tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "ui",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-e",
+        "MEW_TOKEN=human-token",
+        &client,
+    ]);
+    tmux.until("joined as human");
+
+    let host = std::thread::spawn({
+        let url = url.clone();
+        move || ts_host(&url, "get-sum", serde_json::json!({"a": 30, "b": 12}), &[])
+    });
+    let s = tmux.until("y approve once");
+    assert!(
+        s.contains("desk proposes tools/call get-sum on every"),
+        "{s}"
+    );
+    assert!(s.contains("\"a\": 30"), "{s}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!host.is_finished(), "the host waits for the person");
+    tmux.keys(&["y"]);
+    let (code, out) = host.join().unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["content"][0]["text"], "The sum of 30 and 12 is 42.");
+    tmux.until("The sum of 30 and 12 is 42.");
+
+    let host = std::thread::spawn({
+        let url = url.clone();
+        move || ts_host(&url, "get-sum", serde_json::json!({"a": 1, "b": 2}), &[])
+    });
+    let s = tmux.until("\"a\": 1,");
+    assert!(s.contains("y approve once"), "{s}");
+    tmux.keys(&["n"]);
+    tmux.until("reason:");
+    tmux.keys(&["-l", "use the calculator on the desk"]);
+    tmux.keys(&["Enter"]);
+    let (code, out) = host.join().unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["code"], -32004, "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("use the calculator on the desk"),
+        "{out}"
+    );
+    tmux.keys(&["C-c"]);
+}
+
+/// A CA (`ca.pem`) and a certificate for localhost it signed (`cert.pem`, `key.pem`).
+fn make_pki(dir: &Path) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "mew mcp test CA");
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap();
+    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+}
+
+/// GET `url` with Node's fetch trusting `ca`: status and body.
+fn node_get(url: &str, token: &str, ca: &Path) -> (u16, String) {
+    let out = Command::new(clients_bin("node"))
+        .args([
+            "-e",
+            "fetch(process.argv[1], {headers: process.argv[2] ? {authorization: 'Bearer ' + process.argv[2]} : {}})\
+             .then(async r => console.log(r.status + ' ' + await r.text()))",
+            url,
+            token,
+        ])
+        .env("NODE_EXTRA_CA_CERTS", ca)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run node");
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let (status, body) = text.split_once(' ').unwrap_or(("0", ""));
+    (status.parse().unwrap_or(0), body.to_owned())
+}
+
+/// The space of `space()` served over TLS with a JWT issuer: the TypeScript and the Python
+/// hosts call over https trusting the test CA, and the protected resource metadata names the
+/// https resource.
+#[test]
+fn hosts_call_over_https_and_the_metadata_names_an_https_resource() {
+    let dir = std::env::temp_dir().join(format!("mew-front-https-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    make_pki(&dir);
+    // A real key of the issuer: the metadata is served once the space takes its JWTs.
+    let b64 = |b: &[u8]| {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
+    };
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let point = key.public_key_raw();
+    let jwks = serde_json::json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
+        "alg": "ES256", "x": b64(&point[1..33]), "y": b64(&point[33..65])}]});
+    std::fs::write(dir.join("jwks.json"), jwks.to_string()).unwrap();
+    let server = repo().join(
+        "tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    assert!(server.exists(), "run `npm ci` in tests/mcp-servers");
+    let yaml = format!(
+        r#"space: {{id: front}}
+participants:
+  human: {{tokens: [human-token], person: true, capabilities: [{{kind: "*"}}]}}
+  desk:
+    tokens: [desk-token]
+    capabilities:
+      - {{kind: mcp/request, payload: {{method: "tools/list"}}}}
+      - {{kind: mcp/request, payload: {{method: "tools/call", params: {{name: "echo"}}}}}}
+      - {{kind: mcp/proposal}}
+  every:
+    type: mcp-bridge
+    auto_start: true
+    tokens: [every-token]
+    capabilities: [{{kind: mcp/response}}, {{kind: mcp/request}}, {{kind: participant/status}}]
+    mcp_server: {{command: node, args: ["{server}"]}}
+gateway:
+  durability: off
+  tls: {{cert: cert.pem, key: key.pem}}
+  auth:
+    jwt: {{issuer: "https://idp.test", audience: mew-mcp, jwks_file: jwks.json}}
+  mcp: {{loopback_as: desk}}
+"#,
+        server = server.display()
+    );
+    std::fs::write(dir.join("space.yaml"), yaml).unwrap();
+    let mut child = Command::new(MEW)
+        .args(["gateway", "--config", "space.yaml"])
+        .args(["--port", "0", "--log-level", "warn"])
+        .env("PATH", node_path())
+        // The bridge the space starts joins over wss and trusts the test CA (inherited).
+        .env("MEW_CA_FILE", dir.join("ca.pem"))
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("run mew gateway");
+    let out = child.stdout.take().unwrap();
+    let _gw = Group(child);
+    let mut lines = BufReader::new(out).lines();
+    let addr = lines
+        .find_map(|l| {
+            let l = l.ok()?;
+            Some(l.split("wss://").nth(1)?.split('/').next()?.to_owned())
+        })
+        .expect("the gateway prints its wss:// address");
+    std::thread::spawn(move || for _ in lines {});
+    let port = addr.rsplit(':').next().unwrap();
+    let base = format!("https://localhost:{port}");
+    let ca = dir.join("ca.pem");
+
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = node_get(&format!("{base}/participants"), "human-token", &ca);
+        if body.contains("\"every\"") {
+            break;
+        }
+        assert!(Instant::now() < end, "the bridge did not join: {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let url = format!("{base}/mcp");
+    let (code, out) = ts_host(
+        &url,
+        "echo",
+        serde_json::json!({"message": "over tls"}),
+        &[("NODE_EXTRA_CA_CERTS", &ca)],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["content"][0]["text"], "Echo: over tls");
+    // Without the CA the host refuses the certificate.
+    let bare = Command::new(clients_bin("node"))
+        .arg(repo().join("tests/mcp-clients/ts-host.mjs"))
+        .args([&url, "echo", r#"{"message":"x"}"#])
+        .env_remove("NODE_EXTRA_CA_CERTS")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ne!(bare.status.code(), Some(0));
+
+    let py = Command::new("python3")
+        .arg(repo().join("tests/fixtures/mcp-front/python_host.py"))
+        .args([&url, "echo", r#"{"message":"python over tls"}"#])
+        .env("SSL_CERT_FILE", &ca)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&py.stdout);
+    assert!(
+        py.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(result["content"][0]["text"], "Echo: python over tls");
+
+    let (status, body) = node_get(
+        &format!("{base}/.well-known/oauth-protected-resource/mcp"),
+        "",
+        &ca,
+    );
+    assert_eq!(status, 200, "{body}");
+    let prm: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(prm["resource"], format!("{base}/mcp"), "{prm}");
+    assert_eq!(
+        prm["authorization_servers"],
+        serde_json::json!(["https://idp.test"])
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
