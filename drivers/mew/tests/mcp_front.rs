@@ -719,14 +719,28 @@ fn bad_input_is_answered_per_the_spec_and_the_space_is_unharmed() {
         r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
     );
     assert_eq!(s, 403);
-    // DELETE ends it.
-    let (s, _, _) = raw(
-        &addr,
-        &format!(
-            "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nMcp-Session-Id: {sid}\r\nContent-Length: 0\r\n\r\n"
-        ),
+    // Nor read its stream or end it: knowing the id is not enough.
+    let other = |method: &str, auth: &str| {
+        raw(
+            &addr,
+            &format!(
+                "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\n{auth}Mcp-Session-Id: {sid}\r\nAccept: text/event-stream\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            ),
+        )
+        .0
+    };
+    assert_eq!(other("GET", ""), 403);
+    assert_eq!(other("DELETE", ""), 403);
+    assert_eq!(other("DELETE", "Authorization: Bearer wrong\r\n"), 403);
+    // Its own credential's DELETE ends it.
+    assert_eq!(
+        other("DELETE", "Authorization: Bearer outsider-token\r\n"),
+        200
     );
-    assert_eq!(s, 200);
+    assert_eq!(
+        other("DELETE", "Authorization: Bearer outsider-token\r\n"),
+        404
+    );
 
     // Many hosts at once: each is admitted or told the space is full (503), none hangs.
     let hosts: Vec<_> = (0..200)
