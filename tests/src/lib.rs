@@ -4,7 +4,7 @@
 //! network; scenario tests live in `tests/tests/` (binaries `simulation`, `core`,
 //! `end_to_end`). [`model_server`] is a real HTTP server that speaks the chat-completions
 //! API and replays scripted turns; [`process`] runs real `mew` gateways; [`wait`] is how
-//! every test waits for something. Those four, and [`fixtures`], need the default `io`
+//! every test waits for something; [`pki`] makes a private CA and a certificate. Those, and [`fixtures`], need the default `io`
 //! feature; without it the crate is [`sim`] alone, for the fuzz targets.
 
 #[cfg(feature = "io")]
@@ -14,7 +14,11 @@ pub mod http;
 #[cfg(feature = "io")]
 pub mod model_server;
 #[cfg(feature = "io")]
+pub mod pki;
+#[cfg(feature = "io")]
 pub mod process;
 pub mod sim;
+#[cfg(feature = "io")]
+pub mod tmux;
 #[cfg(feature = "io")]
 pub mod wait;

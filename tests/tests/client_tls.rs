@@ -31,24 +31,11 @@ use serde_json::json;
 /// Writes a private CA (`ca.pem`) and a certificate for localhost it signed (`cert.pem`,
 /// `key.pem`) into `dir`.
 fn make_pki(dir: &Path) -> TlsFiles {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "mew client test CA");
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-        .unwrap();
-    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
-    let files = TlsFiles {
+    mew_tests::pki::make(dir, &["localhost", "127.0.0.1"]);
+    TlsFiles {
         cert: dir.join("cert.pem"),
         key: dir.join("key.pem"),
-    };
-    std::fs::write(&files.cert, cert.pem()).unwrap();
-    std::fs::write(&files.key, key.serialize_pem()).unwrap();
-    files
+    }
 }
 
 fn tls_gateway(dir: &Path, files: &TlsFiles) -> RunningGateway {

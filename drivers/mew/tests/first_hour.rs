@@ -5,6 +5,7 @@
 //! read, a closed stdout ends a command quietly, and a mistyped gateway address says what
 //! to change.
 
+use mew_tests::tmux::Tmux;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -447,47 +448,6 @@ fn waiting_space(root: &Path) -> PathBuf {
     space
 }
 
-/// A tmux server of its own, killed on drop.
-struct Tmux(String);
-
-impl Tmux {
-    fn new(name: &str) -> Tmux {
-        Tmux(format!("mew-up-{name}-{}", std::process::id()))
-    }
-
-    fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.0])
-            .args(args)
-            .output()
-            .expect("tmux is needed (tests/run.sh installs it with apt-get)");
-        text(&out.stdout)
-    }
-
-    fn screen(&self) -> String {
-        self.cmd(&["capture-pane", "-p", "-t", "sh"])
-    }
-
-    fn until(&self, what: &str) -> String {
-        until(
-            &format!("{what:?} on the screen"),
-            Duration::from_secs(30),
-            || {
-                let s = self.screen();
-                s.contains(what).then_some(s)
-            },
-        )
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.0, "kill-server"])
-            .output();
-    }
-}
-
 fn run_file(space: &Path) -> Option<Value> {
     let t = std::fs::read_to_string(space.join(".mew/run/space.json")).ok()?;
     serde_json::from_str(&t).ok()
@@ -498,7 +458,8 @@ fn ctrl_c_while_up_waits_stops_the_space_and_leaves_the_calling_shell() {
     let root = scratch("ctrl-c");
     let space = waiting_space(&root);
     for detach in [false, true] {
-        let tmux = Tmux::new(if detach { "detach" } else { "fg" });
+        let name = if detach { "detach" } else { "fg" };
+        let tmux = Tmux::new(format!("mew-up-{name}-{}", std::process::id()), "sh");
         // `bash -c` gives up as if interrupted itself when its child dies of SIGINT; a pane
         // whose command is such a script then closes.
         let script = format!(

@@ -6,6 +6,7 @@
 
 #![cfg(unix)]
 
+use mew_tests::tmux::Tmux;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -1041,70 +1042,90 @@ fn a_thousand_hosts_at_once_are_each_answered_and_the_space_recovers() {
     );
 }
 
-/// The Python `mcp` SDK's client as the host (`pip install mcp`, as tests/run.sh does).
-fn python_host(addr: &str, tool: &str, args: serde_json::Value) -> (i32, serde_json::Value) {
-    let script = repo().join("tests/fixtures/mcp-front/python_host.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(format!("http://{addr}/mcp"))
-        .arg(tool)
-        .arg(args.to_string())
+/// A host program's run: its exit code and the JSON it printed.
+fn host_output(name: &str, mut cmd: Command) -> (i32, serde_json::Value) {
+    let out = cmd
         .stdin(Stdio::null())
         .output()
-        .expect("run python3");
+        .unwrap_or_else(|e| panic!("run the {name} host: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
         panic!(
-            "the Python host printed no JSON: {stdout}{}",
+            "the {name} host printed no JSON: {stdout}{}",
             String::from_utf8_lossy(&out.stderr)
         )
     });
     (out.status.code().unwrap_or(-1), json)
 }
 
-#[test]
-fn the_python_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
-    let (gw, _dir) = space("python");
-    let addr = gw.addr.clone();
-    let (code, out) = python_host(&addr, "echo", serde_json::json!({"message": "from python"}));
+/// The Python `mcp` SDK's client as the host (`pip install mcp`, as tests/run.sh does), with
+/// `env` set.
+fn python_host(
+    url: &str,
+    tool: &str,
+    args: serde_json::Value,
+    env: &[(&str, &Path)],
+) -> (i32, serde_json::Value) {
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo().join("tests/fixtures/mcp-front/python_host.py"))
+        .args([url, tool, &args.to_string()]);
+    cmd.envs(env.iter().copied());
+    host_output("Python", cmd)
+}
+
+/// A host's three calls: `echo` allowed; `get-sum` proposed and approved by a person while
+/// the host waits (the result reaches it); `get-sum` proposed and rejected with a reason
+/// (the reason reaches it as `-32004`, with no result).
+fn allowed_approved_rejected(
+    addr: &str,
+    host: impl Fn(&str, serde_json::Value) -> (i32, serde_json::Value),
+) {
+    let (code, out) = host("echo", serde_json::json!({"message": "from the host"}));
     assert_eq!(code, 0, "{out}");
-    assert_eq!(out["content"][0]["text"], "Echo: from python");
+    assert_eq!(out["content"][0]["text"], "Echo: from the host");
 
     let approve = std::thread::spawn({
-        let addr = addr.clone();
+        let addr = addr.to_owned();
         move || {
             let p = proposal(&addr, None);
+            assert_eq!(p["payload"]["params"]["name"], "get-sum", "{p}");
             let body = serde_json::json!({"kind": "mcp/request", "to": ["every"],
                 "correlation_id": [p["id"]], "payload": p["payload"]});
             mew_tests::http::post(&addr, "human", "human-token", &body.to_string());
             p["id"].clone()
         }
     });
-    let (code, out) = python_host(&addr, "get-sum", serde_json::json!({"a": 20, "b": 22}));
+    let (code, out) = host("get-sum", serde_json::json!({"a": 19, "b": 23}));
     let approved = approve.join().unwrap();
     assert_eq!(code, 0, "{out}");
-    assert!(out.to_string().contains("42"), "{out}");
+    assert_eq!(out["content"][0]["text"], "The sum of 19 and 23 is 42.");
 
     let reject = std::thread::spawn({
-        let addr = addr.clone();
+        let addr = addr.to_owned();
         move || {
             let p = proposal(&addr, Some(&approved));
             let body = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
-                "correlation_id": [p["id"]], "payload": {"reason": "ask again tomorrow"}});
+                "correlation_id": [p["id"]], "payload": {"reason": "not with these numbers"}});
             mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
         }
     });
-    let (code, out) = python_host(&addr, "get-sum", serde_json::json!({"a": 1, "b": 1}));
+    let (code, out) = host("get-sum", serde_json::json!({"a": 6, "b": 7}));
     let _ = reject.join().unwrap();
     assert_eq!(code, 1, "{out}");
     assert_eq!(out["code"], -32004, "{out}");
+    let message = out["error"].as_str().unwrap_or("");
+    assert!(message.contains("not with these numbers"), "{out}");
     assert!(
-        out["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("ask again tomorrow"),
-        "{out}"
+        out.get("content").is_none(),
+        "no result came with it: {out}"
     );
+}
+
+#[test]
+fn the_python_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
+    let (gw, _dir) = space("python");
+    let url = format!("http://{}/mcp", gw.addr);
+    allowed_approved_rejected(&gw.addr, |tool, args| python_host(&url, tool, args, &[]));
 }
 
 /// Reads one answer from a kept connection (`buf` holds bytes read past the last one):
@@ -1251,7 +1272,7 @@ fn a_host_keeps_its_connection_for_its_next_requests_within_the_bounds() {
 // ---- the TypeScript SDK as a host, a person in the terminal, https -------------------------
 
 /// The TypeScript SDK's client (`@modelcontextprotocol/client`, tests/mcp-clients/ts-host.mjs)
-/// as the host, with `env` set: its exit code and its JSON output.
+/// as the host, with `env` set.
 fn ts_host(
     url: &str,
     tool: &str,
@@ -1260,116 +1281,16 @@ fn ts_host(
 ) -> (i32, serde_json::Value) {
     let mut cmd = Command::new(clients_bin("node"));
     cmd.arg(repo().join("tests/mcp-clients/ts-host.mjs"))
-        .args([url, tool, &args.to_string()])
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run the TypeScript host");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
-        panic!(
-            "the TypeScript host printed no JSON: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), json)
+        .args([url, tool, &args.to_string()]);
+    cmd.envs(env.iter().copied());
+    host_output("TypeScript", cmd)
 }
 
 #[test]
 fn the_typescript_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
     let (gw, _dir) = space("typescript");
-    let addr = gw.addr.clone();
-    let url = format!("http://{addr}/mcp");
-    let (code, out) = ts_host(
-        &url,
-        "echo",
-        serde_json::json!({"message": "from node"}),
-        &[],
-    );
-    assert_eq!(code, 0, "{out}");
-    assert_eq!(out["content"][0]["text"], "Echo: from node");
-
-    let approve = std::thread::spawn({
-        let addr = addr.clone();
-        move || {
-            let p = proposal(&addr, None);
-            assert_eq!(p["payload"]["params"]["name"], "get-sum", "{p}");
-            let body = serde_json::json!({"kind": "mcp/request", "to": ["every"],
-                "correlation_id": [p["id"]], "payload": p["payload"]});
-            mew_tests::http::post(&addr, "human", "human-token", &body.to_string());
-            p["id"].clone()
-        }
-    });
-    let (code, out) = ts_host(&url, "get-sum", serde_json::json!({"a": 19, "b": 23}), &[]);
-    let approved = approve.join().unwrap();
-    assert_eq!(code, 0, "{out}");
-    assert_eq!(out["content"][0]["text"], "The sum of 19 and 23 is 42.");
-
-    let reject = std::thread::spawn({
-        let addr = addr.clone();
-        move || {
-            let p = proposal(&addr, Some(&approved));
-            let body = serde_json::json!({"kind": "mcp/reject", "to": ["desk"],
-                "correlation_id": [p["id"]], "payload": {"reason": "not with these numbers"}});
-            mew_tests::http::post(&addr, "human", "human-token", &body.to_string())
-        }
-    });
-    let (code, out) = ts_host(&url, "get-sum", serde_json::json!({"a": 6, "b": 7}), &[]);
-    let _ = reject.join().unwrap();
-    assert_eq!(code, 1, "{out}");
-    assert_eq!(out["code"], -32004, "{out}");
-    assert!(
-        out["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("not with these numbers"),
-        "{out}"
-    );
-    assert!(
-        out.get("content").is_none(),
-        "no result came with it: {out}"
-    );
-}
-
-/// A tmux server of its own, killed on drop.
-struct Tmux(String);
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.0])
-            .args(args)
-            .output()
-            .expect("tmux is needed for the terminal tests");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn until(&self, what: &str) -> String {
-        let end = Instant::now() + Duration::from_secs(30);
-        loop {
-            let s = self.cmd(&["capture-pane", "-p", "-t", "ui"]);
-            if s.contains(what) {
-                return s;
-            }
-            assert!(Instant::now() < end, "{what:?} not on the screen:\n{s}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut a = vec!["send-keys", "-t", "ui"];
-        a.extend_from_slice(keys);
-        self.cmd(&a);
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.0, "kill-server"])
-            .output();
-    }
+    let url = format!("http://{}/mcp", gw.addr);
+    allowed_approved_rejected(&gw.addr, |tool, args| ts_host(&url, tool, args, &[]));
 }
 
 /// The person approves in `mew client` (the terminal interface) while the TypeScript host's
@@ -1380,7 +1301,7 @@ fn a_person_approves_and_rejects_in_the_terminal_while_the_host_waits() {
     let (gw, _dir) = space("terminal");
     let addr = gw.addr.clone();
     let url = format!("http://{addr}/mcp");
-    let tmux = Tmux(format!("mew-front-tui-{}", std::process::id()));
+    let tmux = Tmux::new(format!("mew-front-tui-{}", std::process::id()), "ui");
     let client = format!("{MEW} client --gateway ws://{addr} --space front");
     tmux.cmd(&[
         "new-session",
@@ -1438,23 +1359,6 @@ fn a_person_approves_and_rejects_in_the_terminal_while_the_host_waits() {
     tmux.keys(&["C-c"]);
 }
 
-/// A CA (`ca.pem`) and a certificate for localhost it signed (`cert.pem`, `key.pem`).
-fn make_pki(dir: &Path) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "mew mcp test CA");
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-        .unwrap();
-    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
-    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
-}
-
 /// GET `url` with Node's fetch trusting `ca`: status and body.
 fn node_get(url: &str, token: &str, ca: &Path) -> (u16, String) {
     let out = Command::new(clients_bin("node"))
@@ -1482,7 +1386,7 @@ fn hosts_call_over_https_and_the_metadata_names_an_https_resource() {
     let dir = std::env::temp_dir().join(format!("mew-front-https-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    make_pki(&dir);
+    mew_tests::pki::make(&dir, &["localhost", "127.0.0.1"]);
     // A real key of the issuer: the metadata is served once the space takes its JWTs.
     let b64 = |b: &[u8]| {
         use base64::Engine;
@@ -1578,20 +1482,13 @@ gateway:
         .unwrap();
     assert_ne!(bare.status.code(), Some(0));
 
-    let py = Command::new("python3")
-        .arg(repo().join("tests/fixtures/mcp-front/python_host.py"))
-        .args([&url, "echo", r#"{"message":"python over tls"}"#])
-        .env("SSL_CERT_FILE", &ca)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run python3");
-    let stdout = String::from_utf8_lossy(&py.stdout);
-    assert!(
-        py.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&py.stderr)
+    let (code, result) = python_host(
+        &url,
+        "echo",
+        serde_json::json!({"message": "python over tls"}),
+        &[("SSL_CERT_FILE", &ca)],
     );
-    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(code, 0, "{result}");
     assert_eq!(result["content"][0]["text"], "Echo: python over tls");
 
     let (status, body) = node_get(

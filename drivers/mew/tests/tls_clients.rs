@@ -31,22 +31,6 @@ fn scratch() -> PathBuf {
     d
 }
 
-/// A CA (`ca.pem`) and a certificate for localhost it signed (`cert.pem`, `key.pem`).
-fn make_pki(dir: &Path) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "mew cli test CA");
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
-    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
-}
-
 fn start_gateway(dir: &Path) -> Gateway {
     let mut child = Command::new(MEW)
         .args([
@@ -126,7 +110,7 @@ fn send(gw: &Gateway, extra: &[&str], env: &[(&str, &Path)]) -> (Output, Duratio
 #[test]
 fn clients_trust_the_ca_file_and_refuse_an_unverified_certificate_at_once() {
     let dir = scratch();
-    make_pki(&dir);
+    mew_tests::pki::make(&dir, &["localhost"]);
     let gw = start_gateway(&dir);
     let ca = dir.join("ca.pem");
 
@@ -190,7 +174,7 @@ fn clients_trust_the_ca_file_and_refuse_an_unverified_certificate_at_once() {
 fn space_status_reads_a_tls_space_over_https() {
     let dir = scratch().join("space");
     std::fs::create_dir_all(dir.join(".mew")).unwrap();
-    make_pki(&dir);
+    mew_tests::pki::make(&dir, &["localhost"]);
     std::fs::write(
         dir.join(".mew/space.yaml"),
         "space: {id: tls-status}\ngateway: {tls: {cert: ../cert.pem, key: ../key.pem}}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n",

@@ -2,6 +2,7 @@
 //! embedded default space) with a scripted service and a scripted agent; keys go in with
 //! `tmux send-keys`, the screen comes back with `tmux capture-pane`.
 
+use mew_tests::tmux::Tmux;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -64,51 +65,6 @@ fn gateway() -> Gateway {
 impl Gateway {
     fn token(&self, id: &str) -> String {
         self.tokens.iter().find(|(p, _)| p == id).unwrap().1.clone()
-    }
-}
-
-/// A tmux server of its own, killed on drop.
-struct Tmux(String);
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.0])
-            .args(args)
-            .output()
-            .expect(
-                "tmux is needed for the terminal tests (tests/run.sh installs it with apt-get)",
-            );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.cmd(&["capture-pane", "-p", "-t", "ui"])
-    }
-
-    fn until(&self, what: &str) -> String {
-        wait::until_ok(
-            &format!("{what:?} on the screen"),
-            Duration::from_secs(20),
-            || {
-                let s = self.screen();
-                if s.contains(what) { Ok(s) } else { Err(s) }
-            },
-        )
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut a = vec!["send-keys", "-t", "ui"];
-        a.extend_from_slice(keys);
-        self.cmd(&a);
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.0, "kill-server"])
-            .output();
     }
 }
 
@@ -175,7 +131,7 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
         .unwrap();
     let addr = gw.addr.clone();
     let human = gw.token("human");
-    let tmux = Tmux(format!("mew-tui-{}", std::process::id()));
+    let tmux = Tmux::new(format!("mew-tui-{}", std::process::id()), "ui");
     tokio::task::spawn_blocking(move || {
         let client = format!("{MEW} client --gateway ws://{addr} --space default");
         tmux.cmd(&[
@@ -336,7 +292,7 @@ participants:
         .unwrap()
         .unwrap();
     let addr = gw.addr.clone();
-    let tmux = Tmux(format!("mew-tui-durable-{}", std::process::id()));
+    let tmux = Tmux::new(format!("mew-tui-durable-{}", std::process::id()), "ui");
     let dir2 = dir.clone();
     tokio::task::spawn_blocking(move || {
         let client = format!("{MEW} client --gateway ws://{addr} --space default");
@@ -444,7 +400,7 @@ async fn a_servers_question_is_answered_in_the_terminal() {
             Err("offline")
         }
     });
-    let tmux = Tmux(format!("mew-tui-ask-{}", std::process::id()));
+    let tmux = Tmux::new(format!("mew-tui-ask-{}", std::process::id()), "ui");
     tokio::task::spawn_blocking(move || {
         let client = format!("{MEW} client --gateway ws://{addr} --space asks");
         tmux.cmd(&[
