@@ -332,15 +332,7 @@ gateway:
 "#,
         server = server.display()
     );
-    let path = dir.join("space.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    let mut cmd = Command::new(MEW);
-    cmd.args(["gateway", "--config"])
-        .arg(&path)
-        .args(["--port", "0", "--log-level", "warn"])
-        .env("PATH", node_path())
-        .current_dir(&dir);
-    let gw = mew_tests::process::MewGateway::start(cmd);
+    let gw = gateway_of(&dir, &yaml);
     let addr = gw.addr.clone();
     let tools = |session: &str| -> Vec<String> {
         let (status, _, body) = post(
@@ -465,15 +457,7 @@ gateway:
 "#,
         server = server.display()
     );
-    let path = dir.join("space.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    let mut cmd = Command::new(MEW);
-    cmd.args(["gateway", "--config"])
-        .arg(&path)
-        .args(["--port", "0", "--log-level", "warn"])
-        .env("PATH", node_path())
-        .current_dir(&dir);
-    let gw = mew_tests::process::MewGateway::start(cmd);
+    let gw = gateway_of(&dir, &yaml);
     // Ready once the bridge is in.
     let end = Instant::now() + Duration::from_secs(30);
     loop {
@@ -486,6 +470,20 @@ gateway:
         std::thread::sleep(Duration::from_millis(100));
     }
     (gw, dir)
+}
+
+/// `mew gateway` serving `yaml` (written to `dir/space.yaml`), with the tests' Node first on
+/// `PATH` for the servers it starts.
+fn gateway_of(dir: &Path, yaml: &str) -> mew_tests::process::MewGateway {
+    let path = dir.join("space.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut cmd = Command::new(MEW);
+    cmd.args(["gateway", "--config"])
+        .arg(&path)
+        .args(["--port", "0", "--log-level", "warn"])
+        .env("PATH", node_path())
+        .current_dir(dir);
+    mew_tests::process::MewGateway::start(cmd)
 }
 
 /// One raw exchange with `/mcp`: status, headers and body.
