@@ -1497,3 +1497,53 @@ gateway:
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A host without credentials at a space taking JWTs is told where the protected resource
+/// metadata is by an absolute URL (RFC 9728: hosts parse it as a URL), and the document there
+/// names the endpoint by the same origin.
+#[test]
+fn the_challenge_names_the_resource_metadata_by_an_absolute_url() {
+    let dir = std::env::temp_dir().join(format!("mew-front-challenge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let b64 = |b: &[u8]| {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
+    };
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let point = key.public_key_raw();
+    let jwks = serde_json::json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
+        "alg": "ES256", "x": b64(&point[1..33]), "y": b64(&point[33..65])}]});
+    std::fs::write(dir.join("jwks.json"), jwks.to_string()).unwrap();
+    let yaml = r#"space: {id: front}
+participants:
+  human: {tokens: [human-token], capabilities: [{kind: "*"}]}
+gateway:
+  durability: off
+  auth:
+    jwt: {issuer: "https://idp.test", audience: mew-mcp, jwks_file: jwks.json}
+"#;
+    let gw = gateway_of(&dir, yaml);
+    let (status, head, _) = post(&gw.addr, "", INIT);
+    assert_eq!(status, 401, "{head}");
+    let challenge = head
+        .lines()
+        .find_map(|l| l.strip_prefix("WWW-Authenticate: "))
+        .unwrap_or_else(|| panic!("no challenge: {head}"));
+    let url = format!(
+        "http://{}/.well-known/oauth-protected-resource/mcp",
+        gw.addr
+    );
+    assert_eq!(challenge, format!("Bearer resource_metadata=\"{url}\""));
+    let (status, body) = mew_tests::http::exchange(
+        &gw.addr,
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp",
+        "",
+        "",
+    );
+    assert_eq!(status, 200, "{body}");
+    let prm: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(prm["resource"], format!("http://{}/mcp", gw.addr), "{prm}");
+    assert_eq!(prm["authorization_servers"][0], "https://idp.test", "{prm}");
+}

@@ -241,13 +241,13 @@ async fn exchange<R: ServerRuntime>(
         "POST" => {}
         "GET" => {
             let Some(credential) = credential_of(ep, &head) else {
-                return unauthorized::<R>(sock, false, ep).await;
+                return unauthorized::<R>(sock, false, ep, &head).await;
             };
             return listen::<R>(ep, sock, session_id, &credential).await;
         }
         "DELETE" => {
             let Some(credential) = credential_of(ep, &head) else {
-                return unauthorized::<R>(sock, keep, ep).await;
+                return unauthorized::<R>(sock, keep, ep, &head).await;
             };
             let found = ep
                 .front
@@ -301,7 +301,7 @@ async fn exchange<R: ServerRuntime>(
         return respond::<R>(sock, keep, r.status, &r.body, &[]).await;
     }
     let Some(credential) = credential_of(ep, &head) else {
-        return unauthorized::<R>(sock, keep, ep).await;
+        return unauthorized::<R>(sock, keep, ep, &head).await;
     };
     let is_initialize =
         matches!(&message, RpcMessage::Request { method, .. } if method == "initialize");
@@ -407,10 +407,19 @@ fn credential_of(ep: &Endpoint, head: &RequestHead) -> Option<String> {
     }
 }
 
-async fn unauthorized<R: ServerRuntime>(sock: &mut R::Sock, keep: bool, ep: &Endpoint) -> bool {
+async fn unauthorized<R: ServerRuntime>(
+    sock: &mut R::Sock,
+    keep: bool,
+    ep: &Endpoint,
+    head: &RequestHead,
+) -> bool {
     let mut challenge = "Bearer".to_owned();
     if ep.issuer.is_some() {
-        challenge.push_str(" resource_metadata=\"/.well-known/oauth-protected-resource/mcp\"");
+        // RFC 9728 makes it a URL: hosts parse it as one, so it is absolute.
+        challenge.push_str(&format!(
+            " resource_metadata=\"{}{PRM_PATH}/mcp\"",
+            base_url(ep, head)
+        ));
     }
     respond::<R>(
         sock,
@@ -420,6 +429,21 @@ async fn unauthorized<R: ServerRuntime>(sock: &mut R::Sock, keep: bool, ep: &End
         &[("WWW-Authenticate", challenge)],
     )
     .await
+}
+
+/// The endpoint's origin as the host named it (`scheme://host`): its `Host` header (checked
+/// against DNS rebinding before), or `localhost` when it is missing or not a plain host.
+fn base_url(ep: &Endpoint, head: &RequestHead) -> String {
+    let scheme = if ep.tls { "https" } else { "http" };
+    let host = head
+        .header("host")
+        .filter(|h| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+        })
+        .unwrap_or("localhost");
+    format!("{scheme}://{host}")
 }
 
 /// Where protected resource metadata (RFC 9728) of `/mcp` is served.
@@ -437,10 +461,8 @@ async fn metadata<R: ServerRuntime>(ep: &Endpoint, sock: &mut R::Sock, head: &Re
         )
         .await;
     };
-    let scheme = if ep.tls { "https" } else { "http" };
-    let host = head.header("host").unwrap_or("localhost");
     let body = json!({
-        "resource": format!("{scheme}://{host}/mcp"),
+        "resource": format!("{}/mcp", base_url(ep, head)),
         "authorization_servers": [issuer],
         "bearer_methods_supported": ["header"],
     });
