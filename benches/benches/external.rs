@@ -140,22 +140,7 @@ fn mew_bin(other: bool) -> PathBuf {
     if other {
         return PathBuf::from(std::env::var("MEW_BIN_B").expect("MEW_BIN_B for a kind @b"));
     }
-    if let Ok(p) = std::env::var("MEW_BIN") {
-        return PathBuf::from(p);
-    }
-    // target/release/deps/external-<hash> -> target/release/mew
-    let exe = std::env::current_exe().expect("exe");
-    let bin = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("mew"))
-        .expect("target folder");
-    assert!(
-        bin.exists(),
-        "{} missing: cargo build --release -p mew-cli (or set MEW_BIN)",
-        bin.display()
-    );
-    bin
+    mew_benches::mew_bin()
 }
 
 /// The space file of a kind: participants `p0`..`p{k-1}` with tokens `tok-<i>`, allowed to

@@ -178,25 +178,6 @@ fn start_fixture() -> (Group, String) {
     (g, format!("http://localhost:{port}/mcp"))
 }
 
-fn mew_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("MEW_BIN") {
-        return PathBuf::from(p);
-    }
-    // target/release/deps/front-<hash> -> target/release/mew
-    let bin = std::env::current_exe()
-        .expect("this program")
-        .parent()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("mew"))
-        .expect("the target folder");
-    assert!(
-        bin.exists(),
-        "{} missing: cargo build --release -p mew-cli (or set MEW_BIN)",
-        bin.display()
-    );
-    bin
-}
-
 /// A space (the configuration of `tests/mcp-conformance/serve-space`) bridging `fixture`,
 /// ready once the bridge is in; its `/mcp` URL.
 fn start_space(fixture: &str, dir: &Path) -> (Group, String) {
@@ -223,7 +204,7 @@ gateway:
     std::fs::create_dir_all(dir).expect("the space's folder");
     std::fs::write(dir.join("space.yaml"), yaml).expect("space.yaml");
     let port = free_port();
-    let mut cmd = Command::new(mew_bin());
+    let mut cmd = Command::new(mew_benches::mew_bin());
     cmd.args(["gateway", "--config"])
         .arg(dir.join("space.yaml"))
         .args(["--port", &port.to_string(), "--log-level", "warn"])

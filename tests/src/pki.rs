@@ -1,4 +1,5 @@
-//! A private CA and a server certificate it signed, made in the test (rcgen).
+//! A private CA and a server certificate it signed, and an issuer's JWK set, made in the
+//! test (rcgen).
 
 use std::path::Path;
 
@@ -20,4 +21,17 @@ pub fn make(dir: &Path, names: &[&str]) {
         .expect("the server certificate");
     std::fs::write(dir.join("cert.pem"), cert.pem()).expect("write cert.pem");
     std::fs::write(dir.join("key.pem"), key.serialize_pem()).expect("write key.pem");
+}
+
+/// Writes a JWK set with one ES256 (P-256) key, `kid` `k1`, to `path`: the key, to sign JWTs
+/// with.
+pub fn es256_jwks(path: &Path) -> rcgen::KeyPair {
+    use base64::Engine;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("a P-256 key");
+    let point = key.public_key_raw();
+    let jwks = serde_json::json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
+        "alg": "ES256", "x": b64(&point[1..33]), "y": b64(&point[33..65])}]});
+    std::fs::write(path, jwks.to_string()).expect("write the JWK set");
+    key
 }

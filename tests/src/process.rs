@@ -28,7 +28,12 @@ impl MewGateway {
                 .next()
                 .expect("the gateway prints its address")
                 .expect("utf-8 output");
-            if let Some(rest) = line.split("ws://").nth(1) {
+            // `ws://` or, with TLS, `wss://`.
+            if let Some(rest) = line
+                .split("ws://")
+                .nth(1)
+                .or_else(|| line.split("wss://").nth(1))
+            {
                 break rest.split('/').next().unwrap_or_default().to_owned();
             }
         };

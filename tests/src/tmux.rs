@@ -16,6 +16,27 @@ impl Tmux {
         Tmux { server, pane }
     }
 
+    /// Starts `command` (a program and its arguments) in the pane, detached, on a
+    /// `cols` x `rows` terminal, with `env` (`NAME=value` each) set for it.
+    pub fn start(&self, cols: u16, rows: u16, env: &[&str], command: &[&str]) {
+        let (cols, rows) = (cols.to_string(), rows.to_string());
+        let mut a = vec![
+            "new-session",
+            "-d",
+            "-s",
+            self.pane,
+            "-x",
+            &cols,
+            "-y",
+            &rows,
+        ];
+        for e in env {
+            a.extend(["-e", e]);
+        }
+        a.extend_from_slice(command);
+        self.cmd(&a);
+    }
+
     /// Runs `tmux -L SERVER ARGS`: its standard output.
     pub fn cmd(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")

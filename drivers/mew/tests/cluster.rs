@@ -695,14 +695,9 @@ fn drain_refusals(ws: &mut Ws) -> usize {
 /// which every node applies; an expired one is refused there with the reason.
 #[test]
 fn jwts_join_any_node_and_every_node_applies_the_verdict() {
-    use base64::Engine;
-    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
     let dir = scratch("jwt");
     let nats = Nats::start(&dir);
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let point = key.public_key_raw();
-    let jwks = json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256",
-        "x": b64(&point[1..33]), "y": b64(&point[33..65])}]});
+    let key = mew_tests::pki::es256_jwks(&dir.join("jwks.json"));
     let signer = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).unwrap();
     let token = |sub: &str, secs: i64| {
         let now = std::time::SystemTime::now()
@@ -721,7 +716,7 @@ fn jwts_join_any_node_and_every_node_applies_the_verdict() {
     );
     for id in ["a", "b"] {
         std::fs::create_dir_all(dir.join(id).join(".mew")).unwrap();
-        std::fs::write(dir.join(id).join(".mew/jwks.json"), jwks.to_string()).unwrap();
+        std::fs::copy(dir.join("jwks.json"), dir.join(id).join(".mew/jwks.json")).unwrap();
     }
     let a = node(&dir, &nats, "a", &config, 0);
     let b = node(&dir, &nats, "b", &config, 0);

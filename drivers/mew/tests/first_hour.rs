@@ -467,19 +467,7 @@ fn ctrl_c_while_up_waits_stops_the_space_and_leaves_the_calling_shell() {
             root.display(),
             if detach { " --detach" } else { "" }
         );
-        tmux.cmd(&[
-            "new-session",
-            "-d",
-            "-s",
-            "sh",
-            "-x",
-            "150",
-            "-y",
-            "40",
-            "bash",
-            "-c",
-            &script,
-        ]);
+        tmux.start(150, 40, &[], &["bash", "-c", &script]);
         let sleeper = until("the sleeper started", Duration::from_secs(30), || {
             run_file(&space)?["processes"][0]["pid"].as_u64()
         });

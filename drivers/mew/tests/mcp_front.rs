@@ -309,9 +309,7 @@ fn the_summary_parser_leaves_unscored_scenarios_out() {
 #[test]
 fn a_bridged_servers_tool_list_change_reaches_the_host() {
     use std::io::{Read, Write};
-    let dir = std::env::temp_dir().join(format!("mew-front-changing-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("changing");
     let server = repo().join("tests/mcp-servers/changing-tools.mjs");
     let yaml = format!(
         r#"space: {{id: front}}
@@ -424,14 +422,23 @@ gateway:
 /// anything else, and hosts on this machine are `desk`; `every` bridges the npm
 /// server-everything over stdio; `human` is a person.
 fn space(name: &str) -> (mew_tests::process::MewGateway, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("mew-front-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch(name);
+    let yaml = space_yaml(
+        "  max_frame_bytes: 65536\n  mcp: {loopback_as: desk, max_sessions: 40, proposal_timeout_ms: 60000, idle_timeout_ms: 3000}\n",
+    );
+    let gw = gateway_of(&dir, &yaml);
+    wait_online(&gw.addr, "every");
+    (gw, dir)
+}
+
+/// The space of [`space`], its `gateway:` section's settings (after `durability: off`)
+/// `gateway`, indented by two.
+fn space_yaml(gateway: &str) -> String {
     let server = repo().join(
         "tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
     );
     assert!(server.exists(), "run `npm ci` in tests/mcp-servers");
-    let yaml = format!(
+    format!(
         r#"space: {{id: front}}
 participants:
   human: {{tokens: [human-token], person: true, capabilities: [{{kind: "*"}}]}}
@@ -452,14 +459,17 @@ participants:
     mcp_server: {{command: node, args: ["{server}"]}}
 gateway:
   durability: off
-  max_frame_bytes: 65536
-  mcp: {{loopback_as: desk, max_sessions: 40, proposal_timeout_ms: 60000, idle_timeout_ms: 3000}}
-"#,
+{gateway}"#,
         server = server.display()
-    );
-    let gw = gateway_of(&dir, &yaml);
-    wait_online(&gw.addr, "every");
-    (gw, dir)
+    )
+}
+
+/// A fresh folder of this test run named `name`.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mew-front-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// Waits until `id` is online in the space (`/participants` lists every configured
@@ -489,6 +499,11 @@ fn wait_online(addr: &str, id: &str) {
 /// `mew gateway` serving `yaml` (written to `dir/space.yaml`), with the tests' Node first on
 /// `PATH` for the servers it starts.
 fn gateway_of(dir: &Path, yaml: &str) -> mew_tests::process::MewGateway {
+    mew_tests::process::MewGateway::start(gateway_cmd(dir, yaml))
+}
+
+/// The command of [`gateway_of`], to add to.
+fn gateway_cmd(dir: &Path, yaml: &str) -> Command {
     let path = dir.join("space.yaml");
     std::fs::write(&path, yaml).unwrap();
     let mut cmd = Command::new(MEW);
@@ -497,7 +512,7 @@ fn gateway_of(dir: &Path, yaml: &str) -> mew_tests::process::MewGateway {
         .args(["--port", "0", "--log-level", "warn"])
         .env("PATH", node_path())
         .current_dir(dir);
-    mew_tests::process::MewGateway::start(cmd)
+    cmd
 }
 
 /// One raw exchange with `/mcp`: status, headers and body.
@@ -1295,19 +1310,7 @@ fn a_person_approves_and_rejects_in_the_terminal_while_the_host_waits() {
     let url = format!("http://{addr}/mcp");
     let tmux = Tmux::new(format!("mew-front-tui-{}", std::process::id()), "ui");
     let client = format!("{MEW} client --gateway ws://{addr} --space front");
-    tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "ui",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "-e",
-        "MEW_TOKEN=human-token",
-        &client,
-    ]);
+    tmux.start(120, 40, &["MEW_TOKEN=human-token"], &[&client]);
     tmux.until("joined as human");
 
     let host = std::thread::spawn({
@@ -1375,72 +1378,18 @@ fn node_get(url: &str, token: &str, ca: &Path) -> (u16, String) {
 /// https resource.
 #[test]
 fn hosts_call_over_https_and_the_metadata_names_an_https_resource() {
-    let dir = std::env::temp_dir().join(format!("mew-front-https-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("https");
     mew_tests::pki::make(&dir, &["localhost", "127.0.0.1"]);
     // A real key of the issuer: the metadata is served once the space takes its JWTs.
-    let b64 = |b: &[u8]| {
-        use base64::Engine;
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
-    };
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let point = key.public_key_raw();
-    let jwks = serde_json::json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
-        "alg": "ES256", "x": b64(&point[1..33]), "y": b64(&point[33..65])}]});
-    std::fs::write(dir.join("jwks.json"), jwks.to_string()).unwrap();
-    let server = repo().join(
-        "tests/mcp-servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    mew_tests::pki::es256_jwks(&dir.join("jwks.json"));
+    let yaml = space_yaml(
+        "  tls: {cert: cert.pem, key: key.pem}\n  auth:\n    jwt: {issuer: \"https://idp.test\", audience: mew-mcp, jwks_file: jwks.json}\n  mcp: {loopback_as: desk}\n",
     );
-    assert!(server.exists(), "run `npm ci` in tests/mcp-servers");
-    let yaml = format!(
-        r#"space: {{id: front}}
-participants:
-  human: {{tokens: [human-token], person: true, capabilities: [{{kind: "*"}}]}}
-  desk:
-    tokens: [desk-token]
-    capabilities:
-      - {{kind: mcp/request, payload: {{method: "tools/list"}}}}
-      - {{kind: mcp/request, payload: {{method: "tools/call", params: {{name: "echo"}}}}}}
-      - {{kind: mcp/proposal}}
-  every:
-    type: mcp-bridge
-    auto_start: true
-    tokens: [every-token]
-    capabilities: [{{kind: mcp/response}}, {{kind: mcp/request}}, {{kind: participant/status}}]
-    mcp_server: {{command: node, args: ["{server}"]}}
-gateway:
-  durability: off
-  tls: {{cert: cert.pem, key: key.pem}}
-  auth:
-    jwt: {{issuer: "https://idp.test", audience: mew-mcp, jwks_file: jwks.json}}
-  mcp: {{loopback_as: desk}}
-"#,
-        server = server.display()
-    );
-    std::fs::write(dir.join("space.yaml"), yaml).unwrap();
-    let mut child = Command::new(MEW)
-        .args(["gateway", "--config", "space.yaml"])
-        .args(["--port", "0", "--log-level", "warn"])
-        .env("PATH", node_path())
-        // The bridge the space starts joins over wss and trusts the test CA (inherited).
-        .env("MEW_CA_FILE", dir.join("ca.pem"))
-        .current_dir(&dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("run mew gateway");
-    let out = child.stdout.take().unwrap();
-    let _gw = Group(child);
-    let mut lines = BufReader::new(out).lines();
-    let addr = lines
-        .find_map(|l| {
-            let l = l.ok()?;
-            Some(l.split("wss://").nth(1)?.split('/').next()?.to_owned())
-        })
-        .expect("the gateway prints its wss:// address");
-    std::thread::spawn(move || for _ in lines {});
+    let mut cmd = gateway_cmd(&dir, &yaml);
+    // The bridge the space starts joins over wss and trusts the test CA (inherited).
+    cmd.env("MEW_CA_FILE", dir.join("ca.pem"));
+    let gw = mew_tests::process::MewGateway::start(cmd);
+    let addr = gw.addr.clone();
     let port = addr.rsplit(':').next().unwrap();
     let base = format!("https://localhost:{port}");
     let ca = dir.join("ca.pem");
@@ -1503,18 +1452,8 @@ gateway:
 /// names the endpoint by the same origin.
 #[test]
 fn the_challenge_names_the_resource_metadata_by_an_absolute_url() {
-    let dir = std::env::temp_dir().join(format!("mew-front-challenge-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let b64 = |b: &[u8]| {
-        use base64::Engine;
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
-    };
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let point = key.public_key_raw();
-    let jwks = serde_json::json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
-        "alg": "ES256", "x": b64(&point[1..33]), "y": b64(&point[33..65])}]});
-    std::fs::write(dir.join("jwks.json"), jwks.to_string()).unwrap();
+    let dir = scratch("challenge");
+    mew_tests::pki::es256_jwks(&dir.join("jwks.json"));
     let yaml = r#"space: {id: front}
 participants:
   human: {tokens: [human-token], capabilities: [{kind: "*"}]}

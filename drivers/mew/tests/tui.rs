@@ -134,10 +134,7 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
     let tmux = Tmux::new(format!("mew-tui-{}", std::process::id()), "ui");
     tokio::task::spawn_blocking(move || {
         let client = format!("{MEW} client --gateway ws://{addr} --space default");
-        tmux.cmd(&[
-            "new-session", "-d", "-s", "ui", "-x", "100", "-y", "30", "-e",
-            &format!("MEW_TOKEN={human}"), &client,
-        ]);
+        tmux.start(100, 30, &[&format!("MEW_TOKEN={human}")], &[&client]);
         tmux.until("joined as human");
         // The service's tools, discovered, in the participants panel.
         tmux.until("· echo");
@@ -296,10 +293,7 @@ participants:
     let dir2 = dir.clone();
     tokio::task::spawn_blocking(move || {
         let client = format!("{MEW} client --gateway ws://{addr} --space default");
-        tmux.cmd(&[
-            "new-session", "-d", "-s", "ui", "-x", "100", "-y", "30", "-e",
-            "MEW_TOKEN=human-token", &client,
-        ]);
+        tmux.start(100, 30, &["MEW_TOKEN=human-token"], &[&client]);
         tmux.until("joined as human");
         tmux.until("· echo");
         let mut a = agent(&gw);
@@ -403,19 +397,7 @@ async fn a_servers_question_is_answered_in_the_terminal() {
     let tmux = Tmux::new(format!("mew-tui-ask-{}", std::process::id()), "ui");
     tokio::task::spawn_blocking(move || {
         let client = format!("{MEW} client --gateway ws://{addr} --space asks");
-        tmux.cmd(&[
-            "new-session",
-            "-d",
-            "-s",
-            "ui",
-            "-x",
-            "120",
-            "-y",
-            "80",
-            "-e",
-            "MEW_TOKEN=human-token",
-            &client,
-        ]);
+        tmux.start(120, 80, &["MEW_TOKEN=human-token"], &[&client]);
         tmux.until("joined as human");
         // The bridge's tools, discovered: it is ready.
         tmux.until("· +");

@@ -229,6 +229,53 @@ pub fn check_session_header(header: Option<&str>) -> Result<(), Refusal> {
     }
 }
 
+/// Where protected resource metadata (RFC 9728) of `/mcp` is served.
+pub const PRM_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// Who a host is: its bearer credential, else on this machine (`local`) the loopback
+/// participant's token when the space names one (`gateway.mcp.loopback_as`), else no one (401).
+/// The session machine compares it with the one that opened a session; it is checked against
+/// the space (a token or a JWT) when a session opens.
+pub fn credential<'a>(
+    bearer: Option<&'a str>,
+    loopback: Option<&'a str>,
+    local: bool,
+) -> Option<&'a str> {
+    bearer.or(loopback.filter(|_| local))
+}
+
+/// The endpoint's origin as the host named it (`scheme://host`), from its `Host` (checked
+/// against DNS rebinding before): `localhost` when it is missing or not a plain host, so
+/// nothing of a request's making reaches a header unquoted.
+pub fn origin(tls: bool, host: Option<&str>) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let plain = |h: &&str| {
+        !h.is_empty()
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+    };
+    format!("{scheme}://{}", host.filter(plain).unwrap_or("localhost"))
+}
+
+/// The `WWW-Authenticate` of a 401; with a JWT issuer it names the protected resource
+/// metadata by an absolute URL (RFC 9728 makes it a URL: hosts parse it as one).
+pub fn challenge(origin: &str, takes_jwts: bool) -> String {
+    if takes_jwts {
+        format!("Bearer resource_metadata=\"{origin}{PRM_PATH}/mcp\"")
+    } else {
+        "Bearer".to_owned()
+    }
+}
+
+/// The protected resource metadata of `/mcp` at `origin`: bearer tokens from `issuer`.
+pub fn resource_metadata(origin: &str, issuer: &str) -> Value {
+    json!({
+        "resource": format!("{origin}/mcp"),
+        "authorization_servers": [issuer],
+        "bearer_methods_supported": ["header"],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,5 +369,31 @@ mod tests {
         assert_eq!(stateless_status(&json!({"error": {"code": -32601}})), 404);
         assert_eq!(stateless_status(&json!({"result": {}})), 200);
         assert!(check_session_header(Some("1999-01-01")).is_err());
+    }
+
+    #[test]
+    fn a_host_is_its_bearer_else_the_loopback_participant_on_this_machine_only() {
+        assert_eq!(credential(Some("t"), Some("desk"), true), Some("t"));
+        assert_eq!(credential(None, Some("desk"), true), Some("desk"));
+        assert_eq!(credential(None, Some("desk"), false), None);
+        assert_eq!(credential(None, None, true), None);
+    }
+
+    #[test]
+    fn the_challenge_and_the_metadata_name_the_origin_the_host_asked() {
+        let o = origin(true, Some("space.example:8443"));
+        assert_eq!(o, "https://space.example:8443");
+        assert_eq!(origin(false, Some("[::1]:80")), "http://[::1]:80");
+        // Nothing a request makes up reaches the header unquoted.
+        assert_eq!(origin(false, Some("a\"b")), "http://localhost");
+        assert_eq!(origin(false, None), "http://localhost");
+        assert_eq!(
+            challenge(&o, true),
+            "Bearer resource_metadata=\"https://space.example:8443/.well-known/oauth-protected-resource/mcp\""
+        );
+        assert_eq!(challenge(&o, false), "Bearer");
+        let m = resource_metadata(&o, "https://idp.test");
+        assert_eq!(m["resource"], "https://space.example:8443/mcp");
+        assert_eq!(m["authorization_servers"][0], "https://idp.test");
     }
 }

@@ -86,11 +86,13 @@ impl Gateway {
         }
     }
 
-    fn bridge(&self, id: &str, url: String, restart: bool) -> mew_tokio::BridgeHandle {
-        let config = BridgeConfig {
+    /// A bridge's configuration over HTTP as `id`: `init` to start, `call` per call, the
+    /// server restarted (after 200 ms) only when `restart`.
+    fn http_config(&self, id: &str, init: Duration, call: Duration, restart: bool) -> BridgeConfig {
+        BridgeConfig {
             participant: self.participant(id),
             mcp: McpConfig {
-                init_timeout: Duration::from_secs(10),
+                init_timeout: init,
                 restart: RestartBackoff {
                     enabled: restart,
                     initial_delay: Duration::from_millis(200),
@@ -98,9 +100,18 @@ impl Gateway {
                 },
                 ..McpConfig::http()
             },
-            call_timeout: Duration::from_secs(20),
+            call_timeout: call,
             ..BridgeConfig::default()
-        };
+        }
+    }
+
+    fn bridge(&self, id: &str, url: String, restart: bool) -> mew_tokio::BridgeHandle {
+        let config = self.http_config(
+            id,
+            Duration::from_secs(10),
+            Duration::from_secs(20),
+            restart,
+        );
         let endpoint = HttpEndpoint {
             oauth: None,
             url,
@@ -617,19 +628,7 @@ impl Gateway {
     fn oauth_bridge(&self, id: &str, url: String) -> mew_tokio::BridgeHandle {
         use mew_core::mcp::oauth::OAuthConfig;
         use mew_driver_common::client::oauth::{self as oauth_io, OAuthSetup};
-        let config = BridgeConfig {
-            participant: self.participant(id),
-            mcp: McpConfig {
-                init_timeout: Duration::from_secs(60),
-                restart: RestartBackoff {
-                    enabled: false,
-                    ..RestartBackoff::default()
-                },
-                ..McpConfig::http()
-            },
-            call_timeout: Duration::from_secs(20),
-            ..BridgeConfig::default()
-        };
+        let config = self.http_config(id, Duration::from_secs(60), Duration::from_secs(20), false);
         let base = format!("http://{}", self.addr);
         let store = std::env::temp_dir()
             .join(format!("mew-oauth-e2e-{}", std::process::id()))
@@ -1133,19 +1132,12 @@ fn hostile_server() -> u16 {
 async fn a_server_sending_garbage_huge_or_endless_answers_fails_only_that_call() {
     let port = hostile_server();
     let gw = Gateway::start().await;
-    let config = BridgeConfig {
-        participant: gw.participant("hostile"),
-        mcp: McpConfig {
-            init_timeout: Duration::from_secs(10),
-            restart: RestartBackoff {
-                enabled: false,
-                ..RestartBackoff::default()
-            },
-            ..McpConfig::http()
-        },
-        call_timeout: Duration::from_secs(3),
-        ..BridgeConfig::default()
-    };
+    let config = gw.http_config(
+        "hostile",
+        Duration::from_secs(10),
+        Duration::from_secs(3),
+        false,
+    );
     let endpoint = HttpEndpoint {
         oauth: None,
         url: format!("http://127.0.0.1:{port}/mcp"),

@@ -394,17 +394,9 @@ fn event(m: &Value) -> Vec<u8> {
     format!("event: message\ndata: {}\n\n", front::message_text(m)).into_bytes()
 }
 
-/// Who the host is: its bearer credential, or the loopback participant's on this machine.
-/// The session machine compares it with the one that opened a session; it is checked
-/// against the space (token or JWT) when a session opens.
 fn credential_of(ep: &Endpoint, head: &RequestHead) -> Option<String> {
-    match head.bearer() {
-        Some(b) => Some(b.to_owned()),
-        None => match (&ep.front.loopback_token, ep.local) {
-            (Some(t), true) => Some(t.clone()),
-            _ => None,
-        },
-    }
+    let loopback = ep.front.loopback_token.as_deref();
+    front::http::credential(head.bearer(), loopback, ep.local).map(str::to_owned)
 }
 
 async fn unauthorized<R: ServerRuntime>(
@@ -413,14 +405,8 @@ async fn unauthorized<R: ServerRuntime>(
     ep: &Endpoint,
     head: &RequestHead,
 ) -> bool {
-    let mut challenge = "Bearer".to_owned();
-    if ep.issuer.is_some() {
-        // RFC 9728 makes it a URL: hosts parse it as one, so it is absolute.
-        challenge.push_str(&format!(
-            " resource_metadata=\"{}{PRM_PATH}/mcp\"",
-            base_url(ep, head)
-        ));
-    }
+    let origin = front::http::origin(ep.tls, head.header("host"));
+    let challenge = front::http::challenge(&origin, ep.issuer.is_some());
     respond::<R>(
         sock,
         keep,
@@ -431,23 +417,8 @@ async fn unauthorized<R: ServerRuntime>(
     .await
 }
 
-/// The endpoint's origin as the host named it (`scheme://host`): its `Host` header (checked
-/// against DNS rebinding before), or `localhost` when it is missing or not a plain host.
-fn base_url(ep: &Endpoint, head: &RequestHead) -> String {
-    let scheme = if ep.tls { "https" } else { "http" };
-    let host = head
-        .header("host")
-        .filter(|h| {
-            !h.is_empty()
-                && h.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
-        })
-        .unwrap_or("localhost");
-    format!("{scheme}://{host}")
-}
-
 /// Where protected resource metadata (RFC 9728) of `/mcp` is served.
-pub const PRM_PATH: &str = "/.well-known/oauth-protected-resource";
+pub use front::http::PRM_PATH;
 
 /// The protected resource metadata: `/mcp` takes bearer tokens from the space's JWT issuer.
 async fn metadata<R: ServerRuntime>(ep: &Endpoint, sock: &mut R::Sock, head: &RequestHead) -> bool {
@@ -461,11 +432,8 @@ async fn metadata<R: ServerRuntime>(ep: &Endpoint, sock: &mut R::Sock, head: &Re
         )
         .await;
     };
-    let body = json!({
-        "resource": format!("{}/mcp", base_url(ep, head)),
-        "authorization_servers": [issuer],
-        "bearer_methods_supported": ["header"],
-    });
+    let origin = front::http::origin(ep.tls, head.header("host"));
+    let body = front::http::resource_metadata(&origin, issuer);
     respond::<R>(sock, false, 200, &body, &[]).await
 }
 
