@@ -377,17 +377,24 @@ async fn a_flooding_sender_starves_neither_another_senders_chat_nor_a_join() {
         }
     }
     let (_bob_tx, mut bob_rx) = join(addr, "bob-token").await.split();
-    let mut human = join(addr, "human-token").await;
+    // Everyone gets the flood: each reads it, as a live client would.
+    fn drain<S: futures_util::Stream + Send + Unpin + 'static>(mut rx: S) {
+        tokio::spawn(async move { while rx.next().await.is_some() {} });
+    }
+    let (mut human, human_rx) = join(addr, "human-token").await.split();
+    drain(human_rx);
     // Bob reads everything; the flood is paced by what he has read (at most 2,000 behind),
     // so it never stops and no one is closed as a slow consumer.
     let flooded = Arc::new(AtomicU64::new(0));
     let flooding = Arc::new(AtomicBool::new(true));
     let (saw_tx, bob) = tokio::sync::oneshot::channel();
-    tokio::spawn({
+    let bob_reader = tokio::spawn({
         let flooded = flooded.clone();
         async move {
             let mut saw = Some(saw_tx);
-            while let Some(Ok(M::Text(t))) = bob_rx.next().await {
+            while let Some(m) = bob_rx.next().await {
+                let m = m.map_err(|e| e.to_string())?;
+                let M::Text(t) = m else { continue };
                 if t.contains("\"flood-") {
                     flooded.fetch_add(1, Relaxed);
                 } else if t.contains("human, during the flood")
@@ -396,6 +403,7 @@ async fn a_flooding_sender_starves_neither_another_senders_chat_nor_a_join() {
                     let _ = saw.send(flooded.load(Relaxed));
                 }
             }
+            Err::<(), String>("bob's connection ended".into())
         }
     });
     // The flood comes from a thread and a runtime of its own, as a client elsewhere would.
@@ -407,7 +415,8 @@ async fn a_flooding_sender_starves_neither_another_senders_chat_nor_a_join() {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let (mut tx, _rx) = join(addr, "mallory-token").await.split();
+                let (mut tx, rx) = join(addr, "mallory-token").await.split();
+                drain(rx);
                 let mut i = 0u64;
                 while flooding.load(Relaxed) {
                     let env = format!(
@@ -416,7 +425,7 @@ async fn a_flooding_sender_starves_neither_another_senders_chat_nor_a_join() {
                     );
                     tx.feed(M::text(env)).await.unwrap();
                     i += 1;
-                    if i % 64 == 0 {
+                    if i.is_multiple_of(64) {
                         tx.flush().await.unwrap();
                         while flooded.load(Relaxed) + 2_000 < i && flooding.load(Relaxed) {
                             tokio::time::sleep(Duration::from_micros(200)).await;
@@ -434,15 +443,26 @@ async fn a_flooding_sender_starves_neither_another_senders_chat_nor_a_join() {
         }
     })
     .await;
-    assert!(into.is_ok(), "the flood never got going: {flooded:?}");
+    assert!(
+        into.is_ok(),
+        "the flood never got going: {flooded:?} read, sender ended: {}, bob: {:?}",
+        flood.is_finished(),
+        if bob_reader.is_finished() {
+            Some(bob_reader.await)
+        } else {
+            None
+        }
+    );
     let before = flooded.load(Relaxed);
     let t0 = Instant::now();
     let env = r#"{"protocol":"mew/v0.4","id":"h-1","kind":"chat","payload":{"text":"human, during the flood"}}"#;
     human.send(M::text(env)).await.unwrap();
     let carol = tokio::spawn(async move {
         let t = Instant::now();
-        let ws = join(addr, "carol-token").await;
-        (t.elapsed(), ws)
+        let (tx, rx) = join(addr, "carol-token").await.split();
+        let took = t.elapsed();
+        drain(rx);
+        (took, tx)
     });
     let seen_after = tokio::time::timeout(Duration::from_secs(5), bob)
         .await
