@@ -342,3 +342,153 @@ async fn a_receiver_that_pauses_gets_a_burst_whole_and_in_order() {
     echo.await.unwrap();
     stop.shutdown();
 }
+
+// This guards the order of the core's one input queue, not the turn for other tasks: it
+// passes as well with no turn at all (`BUSY_PASSES_PER_TURN` at `u32::MAX`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_sender_starves_neither_another_senders_chat_nor_a_join() {
+    use futures_util::{SinkExt, StreamExt};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    use tokio_tungstenite::tungstenite::{Message as M, client::IntoClientRequest};
+    let yaml = "space: {id: s}\nlogging: {enabled: false}\ngateway: {rate_limit: off}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: chat}]}\n  mallory: {tokens: [mallory-token], capabilities: [{kind: chat}]}\n  bob: {tokens: [bob-token], capabilities: [{kind: chat}]}\n  carol: {tokens: [carol-token], capabilities: [{kind: chat}]}\n";
+    let config = mew_core::gateway::SpaceConfig::from_yaml(yaml).unwrap();
+    let server = GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let stop = server.shutdown_handle();
+    tokio::spawn(server.serve());
+    async fn join(
+        addr: SocketAddr,
+        token: &str,
+    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
+    {
+        let mut req = format!("ws://{addr}/ws?space=s")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+        loop {
+            match ws.next().await {
+                Some(Ok(M::Text(t))) if t.contains("system/welcome") => break ws,
+                Some(Ok(_)) => {}
+                other => panic!("no welcome for {token}: {other:?}"),
+            }
+        }
+    }
+    let (_bob_tx, mut bob_rx) = join(addr, "bob-token").await.split();
+    // Everyone gets the flood: each reads it, as a live client would.
+    fn drain<S: futures_util::Stream + Send + Unpin + 'static>(mut rx: S) {
+        tokio::spawn(async move { while rx.next().await.is_some() {} });
+    }
+    let (mut human, human_rx) = join(addr, "human-token").await.split();
+    drain(human_rx);
+    // Bob reads everything; the flood is paced by what he has read (at most 2,000 behind),
+    // so it never stops and no one is closed as a slow consumer.
+    let flooded = Arc::new(AtomicU64::new(0));
+    let flooding = Arc::new(AtomicBool::new(true));
+    let (saw_tx, bob) = tokio::sync::oneshot::channel();
+    let bob_reader = tokio::spawn({
+        let flooded = flooded.clone();
+        async move {
+            let mut saw = Some(saw_tx);
+            while let Some(m) = bob_rx.next().await {
+                let m = m.map_err(|e| e.to_string())?;
+                let M::Text(t) = m else { continue };
+                if t.contains("\"flood-") {
+                    flooded.fetch_add(1, Relaxed);
+                } else if t.contains("human, during the flood")
+                    && let Some(saw) = saw.take()
+                {
+                    let _ = saw.send(flooded.load(Relaxed));
+                }
+            }
+            Err::<(), String>("bob's connection ended".into())
+        }
+    });
+    // The flood comes from a thread and a runtime of its own, as a client elsewhere would.
+    let flood = std::thread::spawn({
+        let (flooded, flooding) = (flooded.clone(), flooding.clone());
+        move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let (mut tx, rx) = join(addr, "mallory-token").await.split();
+                drain(rx);
+                let mut i = 0u64;
+                while flooding.load(Relaxed) {
+                    let env = format!(
+                        r#"{{"protocol":"mew/v0.4","id":"flood-{i}","kind":"chat","payload":{{"text":"{}"}}}}"#,
+                        "x".repeat(200)
+                    );
+                    tx.feed(M::text(env)).await.unwrap();
+                    i += 1;
+                    if i.is_multiple_of(64) {
+                        tx.flush().await.unwrap();
+                        while flooded.load(Relaxed) + 2_000 < i && flooding.load(Relaxed) {
+                            tokio::time::sleep(Duration::from_micros(200)).await;
+                        }
+                    }
+                }
+                i
+            })
+        }
+    });
+    // Well into the flood: a chat of another sender, and a join.
+    let into = tokio::time::timeout(Duration::from_secs(60), async {
+        while flooded.load(Relaxed) < 20_000 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(
+        into.is_ok(),
+        "the flood never got going: {flooded:?} read, sender ended: {}, bob: {:?}",
+        flood.is_finished(),
+        if bob_reader.is_finished() {
+            Some(bob_reader.await)
+        } else {
+            None
+        }
+    );
+    let before = flooded.load(Relaxed);
+    let t0 = Instant::now();
+    let env = r#"{"protocol":"mew/v0.4","id":"h-1","kind":"chat","payload":{"text":"human, during the flood"}}"#;
+    human.send(M::text(env)).await.unwrap();
+    let carol = tokio::spawn(async move {
+        let t = Instant::now();
+        let (tx, rx) = join(addr, "carol-token").await.split();
+        let took = t.elapsed();
+        drain(rx);
+        (took, tx)
+    });
+    let seen_after = tokio::time::timeout(Duration::from_secs(5), bob)
+        .await
+        .expect("the human's chat did not reach bob within 5 s of a flood")
+        .expect("bob's connection ended");
+    let chat_took = t0.elapsed();
+    let (join_took, _carol) = tokio::time::timeout(Duration::from_secs(5), carol)
+        .await
+        .expect("carol's join was not welcomed within 5 s of a flood")
+        .unwrap();
+    // Both came while the flood went on: more of it was delivered after them.
+    let settle = Instant::now();
+    while flooded.load(Relaxed) <= seen_after && settle.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    flooding.store(false, Relaxed);
+    let sent = flood.join().unwrap();
+    assert!(
+        seen_after > before && sent > seen_after,
+        "the chat came amid the flood: {before} flood chats read when it was sent, {seen_after} when it came, {sent} sent in all"
+    );
+    assert!(
+        chat_took < Duration::from_secs(2) && join_took < Duration::from_secs(2),
+        "chat {chat_took:?}, join {join_took:?} amid a flood"
+    );
+    stop.shutdown();
+}

@@ -527,7 +527,8 @@ pub async fn run_core<S: Sleep>(
     mut host: crate::server::host::GatewayHost<SocketLink>,
     rx: async_channel::Receiver<CoreInput>,
 ) {
-    use crate::server::host::{Flow, INPUT_BATCH};
+    use crate::server::host::{BUSY_PASSES_PER_TURN, Flow, INPUT_BATCH};
+    let mut busy = 0;
     loop {
         let wake = host.next_wake();
         let timer = async {
@@ -560,9 +561,9 @@ pub async fn run_core<S: Sleep>(
         if host.finished() {
             break;
         }
-        if n > 1 {
-            // Busy: let readers queue more before the next pass, so passes (and the writer
-            // wake-ups they cause) carry more frames each.
+        busy = if n > 1 { busy + 1 } else { 0 };
+        if busy >= BUSY_PASSES_PER_TURN {
+            busy = 0;
             yield_now().await;
         }
     }

@@ -116,6 +116,12 @@ pub enum Flow {
 
 /// How many queued inputs a core task applies before carrying out outputs.
 pub const INPUT_BATCH: usize = 64;
+
+/// Busy passes (each with more than one input) a core task runs back to back before it gives
+/// the executor's other tasks a turn: going straight on to the next pass keeps a message's
+/// wait short, and the turn bounds how long a task woken on the core's worker (put where
+/// other workers cannot take it) can wait behind a queue that never runs empty.
+pub const BUSY_PASSES_PER_TURN: u32 = 16;
 /// How long a closing connection may take to finish its close handshake.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// Most frames a connection writer writes before one flush.
