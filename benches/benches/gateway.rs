@@ -132,8 +132,8 @@ fn broadcast(c: &mut Criterion) {
                 k += 1;
                 if k.is_multiple_of(64) {
                     while let Some(batch) = gw.poll_audit(|| spares.pop().unwrap_or_default()) {
-                        black_box(&batch.bytes);
-                        spares.push(batch.bytes);
+                        black_box(batch.pieces().count());
+                        spares.push(batch.into_buffer());
                     }
                 }
             })

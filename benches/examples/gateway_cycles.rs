@@ -81,8 +81,8 @@ fn main() {
         }
         if audit && i % 64 == 63 {
             while let Some(batch) = gw.poll_audit(|| spares.pop().unwrap_or_default()) {
-                black_box(&batch.bytes);
-                spares.push(batch.bytes);
+                black_box(batch.pieces().count());
+                spares.push(batch.into_buffer());
             }
         }
     }

@@ -57,8 +57,8 @@ mod system;
 mod workflow;
 
 pub use audit::{
-    AUDIT_BATCH_MAX, AuditBatch, AuditFile, Direction, REFUSAL_WINDOW, REFUSALS_PER_WINDOW,
-    Transport, audit_dropped_line,
+    AUDIT_BATCH_MAX, AuditBatch, AuditFile, AuditPieces, Direction, REFUSAL_WINDOW,
+    REFUSALS_PER_WINDOW, Transport, audit_dropped_line,
 };
 pub use config::{
     BridgeSettings, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, Crowd,

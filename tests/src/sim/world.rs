@@ -345,7 +345,7 @@ impl World {
         }
         while let Some(batch) = gateway::take_audit(&mut self.gw) {
             let file = batch.file;
-            let text = String::from_utf8(batch.bytes).expect("audit lines are UTF-8");
+            let text = String::from_utf8(batch.to_text()).expect("audit lines are UTF-8");
             assert_eq!(
                 text.lines().count() as u64,
                 batch.lines,

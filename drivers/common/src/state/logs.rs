@@ -6,8 +6,10 @@
 //!   history (an `audit_dropped` record with the count) once it catches up.
 //! - Audit records come formatted by the core, a batch of lines per file and per pass of
 //!   the space's task ([`mew_core::gateway::Gateway::poll_audit`]), so a record is never
-//!   allocated, sent or freed on its own; the writer hands each batch's buffer back
-//!   ([`LogHandle::spare`]) so that a busy space allocates none. Writes are buffered.
+//!   allocated, sent or freed on its own; the writer expands each batch's `delivered`
+//!   lines as it copies them ([`mew_core::gateway::AuditBatch::pieces`]) and hands the
+//!   buffer back ([`LogHandle::spare`]) so that a busy space allocates none. Writes are
+//!   buffered.
 //! - Every file rotates by size: `name` becomes `name.1` (and `name.1` becomes `name.2`, up
 //!   to the retention count; the oldest is deleted).
 //! - Files are flushed at most every 2 ms while lines keep coming, and 2 ms after the last.
@@ -50,7 +52,7 @@ impl Default for Rotation {
 enum Cmd {
     Line(PathBuf, Bytes),
     /// A batch of audit lines for one file of a folder.
-    Audit(Arc<Path>, AuditFile, Vec<u8>),
+    Audit(Arc<Path>, AuditBatch),
     Flush(SyncSender<()>),
     Stop,
     /// Says it holds, then holds the writer until the sender is dropped (tests of a full
@@ -211,10 +213,7 @@ impl LogHandle {
     /// line by line).
     pub fn append_audit(&self, dir: &Arc<Path>, batch: AuditBatch) -> bool {
         let lines = batch.lines;
-        match self
-            .tx
-            .try_send(Cmd::Audit(dir.clone(), batch.file, batch.bytes))
-        {
+        match self.tx.try_send(Cmd::Audit(dir.clone(), batch)) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
                 self.dropped.fetch_add(lines, Ordering::Relaxed);
@@ -354,12 +353,14 @@ impl Writer {
                             v.push(b'\n');
                             line = Bytes::from(v);
                         }
-                        self.write(&path, &line, false);
+                        self.write(&path, line.len() as u64, [&line[..]], false);
                     }
-                    Cmd::Audit(dir, file, batch) => {
-                        let path = self.audit_path(&dir, file);
-                        self.write(&path, &batch, true);
-                        self.spares.put(batch);
+                    Cmd::Audit(dir, batch) => {
+                        // Expanded as it is copied to the file: a `delivered` line is
+                        // copied once, here.
+                        let path = self.audit_path(&dir, batch.file);
+                        self.write(&path, batch.text_len(), batch.pieces(), true);
+                        self.spares.put(batch.into_buffer());
                         self.audit_dir = Some(dir);
                     }
                     Cmd::Flush(ack) => {
@@ -407,7 +408,7 @@ impl Writer {
         };
         let line = mew_core::gateway::audit_dropped_line(crate::clock::now(), count, total);
         let path = dir.join(AuditFile::EnvelopeHistory.file_name());
-        self.write(&path, &line, true);
+        self.write(&path, line.len() as u64, [&line[..]], true);
     }
 
     fn audit_path(&mut self, dir: &Arc<Path>, file: AuditFile) -> Arc<Path> {
@@ -433,13 +434,20 @@ impl Writer {
             .position(|(p, _)| p.as_os_str().as_encoded_bytes() == want)
     }
 
-    /// Appends `bytes` to `path`, an audit file (written around the page cache) or not.
-    fn write(&mut self, path: &Path, bytes: &[u8], audit: bool) {
+    /// Appends `len` bytes, in `pieces`, to `path`, an audit file (written around the page
+    /// cache) or not.
+    fn write<'a>(
+        &mut self,
+        path: &Path,
+        len: u64,
+        pieces: impl IntoIterator<Item = &'a [u8]>,
+        audit: bool,
+    ) {
         // Rotating before the write that would overflow keeps the newest line in `path`.
         let mut slot = self.slot(path);
         if let Some(i) = slot {
             let size = self.files[i].1.size();
-            if size > 0 && size + bytes.len() as u64 > self.rotation.max_bytes {
+            if size > 0 && size + len > self.rotation.max_bytes {
                 self.rotate(path);
                 slot = None;
             }
@@ -460,8 +468,10 @@ impl Writer {
                 }
             }
         };
-        if let Err(e) = self.files[i].1.write(bytes) {
-            self.note(e);
+        for bytes in pieces {
+            if let Err(e) = self.files[i].1.write(bytes) {
+                return self.note(e);
+            }
         }
     }
 
@@ -657,11 +667,7 @@ mod tests {
                 format!("{{\"n\":{i:05},\"pad\":\"{}\"}}\n", "x".repeat(90)).as_bytes(),
             );
         }
-        AuditBatch {
-            file: AuditFile::EnvelopeHistory,
-            bytes,
-            lines: n as u64,
-        }
+        AuditBatch::from_lines(AuditFile::EnvelopeHistory, n as u64, &bytes)
     }
 
     #[test]
@@ -752,11 +758,8 @@ mod tests {
         let h = w.handle().unwrap();
         let dir: Arc<Path> = Arc::from(d.as_path());
         // Something the writer has logged, so it knows where to report.
-        let batch = || AuditBatch {
-            file: AuditFile::EnvelopeHistory,
-            bytes: b"{\"event\":\"received\"}\n".to_vec(),
-            lines: 1,
-        };
+        let batch =
+            || AuditBatch::from_lines(AuditFile::EnvelopeHistory, 1, b"{\"event\":\"received\"}\n");
         assert!(h.append_audit(&dir, batch()));
         w.flush();
         let (hold_tx, hold_rx) = sync_channel(0);

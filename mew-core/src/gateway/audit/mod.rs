@@ -1,10 +1,11 @@
 //! Audit records in the reference's JSONL layout. A record borrows what it says from the core
-//! and is formatted at once into a batch per file, which a driver takes with
+//! and goes at once into a batch per file, which a driver takes with
 //! [`Gateway::poll_audit`]: an enabled log costs no allocation per record, a disabled one
 //! nothing.
 //!
 //! `format.rs` writes a record's line (escaping, secrets redacted, timestamps formatted
-//! once per millisecond); `batch.rs` keeps the lines per file until a writer takes them.
+//! once per millisecond); `batch.rs` keeps the lines per file until a writer takes them,
+//! `delivered` lines as references to the parts they share, which the writer expands.
 
 mod batch;
 mod format;
@@ -12,7 +13,7 @@ mod format;
 mod tests;
 
 pub(super) use batch::AuditLines;
-pub use batch::{AUDIT_BATCH_MAX, AuditBatch, audit_dropped_line};
+pub use batch::{AUDIT_BATCH_MAX, AuditBatch, AuditPieces, audit_dropped_line};
 
 use super::Gateway;
 use crate::Time;

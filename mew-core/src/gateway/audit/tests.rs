@@ -216,7 +216,9 @@ mod batches {
         let mut spare = Some(Vec::with_capacity(12_345));
         let batch = gw.poll_audit(|| spare.take().unwrap_or_default()).unwrap();
         assert_eq!(batch.file, AuditFile::EnvelopeHistory);
-        let text = std::str::from_utf8(&batch.bytes).unwrap();
+        let text = batch.to_text();
+        assert_eq!(text.len() as u64, batch.text_len());
+        let text = std::str::from_utf8(&text).unwrap();
         let lines: Vec<Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -237,12 +239,12 @@ mod batches {
         to.sort_unstable();
         assert_eq!(to, ["a", "b", "c"]);
         // Taken once; the next batch goes into the spare; then the other file's.
-        assert_eq!(gw.audit.files[0].0.capacity(), 12_345);
+        assert_eq!(gw.audit.files[0].buf.capacity(), 12_345);
         let decision = gw.poll_audit(Vec::new).unwrap();
         assert_eq!(decision.file, AuditFile::CapabilityDecisions);
         assert!(gw.poll_audit(Vec::new).is_none());
         assert_eq!(decision.lines, 1);
-        let d: Value = serde_json::from_slice(decision.bytes.trim_ascii_end()).unwrap();
+        let d: Value = serde_json::from_slice(decision.to_text().trim_ascii_end()).unwrap();
         assert_eq!(d["result"], "allowed");
         assert_eq!(d["matched_capability"], serde_json::json!({"kind": "chat"}));
         assert_eq!(
@@ -284,7 +286,7 @@ mod batches {
         }
         let batch = lines.take(AuditFile::EnvelopeHistory, Vec::new).unwrap();
         assert_eq!(batch.lines, 15);
-        let got = String::from_utf8(batch.bytes).unwrap();
+        let got = String::from_utf8(batch.to_text()).unwrap();
         assert_eq!(got, want);
         for l in got.lines() {
             let v: Value = serde_json::from_str(l).unwrap();
@@ -293,10 +295,82 @@ mod batches {
     }
 
     #[test]
+    fn each_batch_holds_the_parts_its_lines_refer_to_and_keeps_their_order() {
+        let mut lines = AuditLines::default();
+        let (a, b, s): (Arc<str>, Arc<str>, Arc<str>) = ("a".into(), "b".into(), "s".into());
+        let at = Time::from_unix_millis(5_000);
+        let received = |lines: &mut AuditLines, id: &str| {
+            lines.push(Record::Envelope {
+                at,
+                event: "received",
+                id: Some(id),
+                envelope: None,
+                envelope_is_json: false,
+                participant: "a",
+                space_id: "s",
+                direction: Direction::Inbound,
+                transport: Transport::WebSocket,
+                metadata: None,
+            })
+        };
+        let events = |batch: &AuditBatch| -> Vec<String> {
+            let text = batch.to_text();
+            assert_eq!(text.len() as u64, batch.text_len());
+            std::str::from_utf8(&text)
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    let v: Value = serde_json::from_str(l).unwrap();
+                    format!("{} {} {}", v["event"], v["id"], v["participant"])
+                })
+                .collect()
+        };
+        received(&mut lines, "m1");
+        lines.push_delivered(at, Some("m1"), 0, &a, &s, Transport::WebSocket);
+        received(&mut lines, "m2");
+        lines.push_delivered(at, Some("m1"), 1, &b, &s, Transport::WebSocket);
+        let first = lines.take(AuditFile::EnvelopeHistory, Vec::new).unwrap();
+        assert_eq!(
+            events(&first),
+            [
+                r#""received" "m1" "a""#,
+                r#""delivered" "m1" "a""#,
+                r#""received" "m2" "a""#,
+                r#""delivered" "m1" "b""#
+            ]
+        );
+        // The same head and members again, in a new batch (the first one may be lost).
+        lines.push_delivered(at, Some("m1"), 1, &b, &s, Transport::WebSocket);
+        lines.push_delivered(at, Some("m1"), 0, &a, &s, Transport::WebSocket);
+        drop(first);
+        let second = lines.take(AuditFile::EnvelopeHistory, Vec::new).unwrap();
+        assert_eq!(second.lines, 2);
+        assert_eq!(
+            events(&second),
+            [r#""delivered" "m1" "b""#, r#""delivered" "m1" "a""#]
+        );
+        // A recipient costs the batch a reference, not a line.
+        for _ in 0..100 {
+            lines.push_delivered(at, Some("m1"), 0, &a, &s, Transport::WebSocket);
+        }
+        let third = lines.take(AuditFile::EnvelopeHistory, Vec::new).unwrap();
+        assert!(
+            third.encoded_len() < 100 * 10 + 200,
+            "{}",
+            third.encoded_len()
+        );
+        assert_eq!(third.to_text().len() as u64, third.text_len());
+        assert!(third.text_len() > 100 * 90);
+        let from = AuditBatch::from_lines(AuditFile::EnvelopeHistory, 2, b"x\ny\n");
+        assert_eq!(from.to_text(), b"x\ny\n");
+        assert_eq!(from.pieces().count(), 1);
+    }
+
+    #[test]
     fn a_batch_nobody_takes_stops_growing_and_counts_what_it_drops() {
         let (mut gw, conns) = space();
         let mut n = 0u64;
-        while gw.audit.files[0].0.len() < AUDIT_BATCH_MAX {
+        while gw.audit.files[0].buf.len() < AUDIT_BATCH_MAX {
             n += 1;
             let f =
                 format!(r#"{{"protocol":"mew/v0.4","id":"m{n}","kind":"chat","payload":{{}}}}"#);
@@ -338,10 +412,13 @@ mod batches {
         );
         let batch = gw.poll_audit(Vec::new).unwrap();
         assert_eq!(batch.file, AuditFile::EnvelopeHistory);
-        assert!(batch.bytes.len() < AUDIT_BATCH_MAX + 4096);
+        assert!(batch.encoded_len() < AUDIT_BATCH_MAX + 4096);
         assert_eq!(batch.lines + gw.audit_dropped(), 4 * (n + 1));
         assert_eq!(
-            std::str::from_utf8(&batch.bytes).unwrap().lines().count() as u64,
+            std::str::from_utf8(&batch.to_text())
+                .unwrap()
+                .lines()
+                .count() as u64,
             batch.lines
         );
     }

@@ -173,7 +173,12 @@ impl StateDir {
                 if st.gone {
                     return Err(io::Error::other("the state log's writer stopped"));
                 }
-                let spare = st.spares.pop().unwrap_or_default();
+                // Room for the next entries, about as many as these: see the audit batches'.
+                let spare = st
+                    .spares
+                    .pop()
+                    .filter(|b| b.capacity() >= self.pending.len())
+                    .unwrap_or_else(|| Vec::with_capacity(self.pending.len()));
                 let bytes = std::mem::replace(&mut self.pending, spare);
                 st.handed += len;
                 st.queued += bytes.len();
