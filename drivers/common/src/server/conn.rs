@@ -527,8 +527,8 @@ pub async fn run_core<S: Sleep>(
     mut host: crate::server::host::GatewayHost<SocketLink>,
     rx: async_channel::Receiver<CoreInput>,
 ) {
-    use crate::server::host::{BUSY_PASSES_PER_TURN, Flow, INPUT_BATCH};
-    let mut busy = 0;
+    use crate::server::host::{Flow, INPUT_BATCH, Turns};
+    let mut turns = Turns::default();
     loop {
         let wake = host.next_wake();
         let timer = async {
@@ -561,9 +561,10 @@ pub async fn run_core<S: Sleep>(
         if host.finished() {
             break;
         }
-        busy = if n > 1 { busy + 1 } else { 0 };
-        if busy >= BUSY_PASSES_PER_TURN {
-            busy = 0;
+        // Straight on to the next pass while inputs keep coming (a message's wait stays
+        // short), with a turn now and then: a task woken on this worker (where other
+        // workers cannot take it) runs even while the queue never runs empty.
+        if turns.after_pass(n) {
             yield_now().await;
         }
     }
@@ -693,5 +694,95 @@ pub(crate) async fn take_command<M: mew_core::participant::GatewayInputs>(
                 reason: String::new(),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::host::{BUSY_PASSES_PER_TURN, GatewayHost, INPUT_BATCH};
+    use mew_core::gateway::{Gateway, SpaceConfig};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    /// A timer that never fires: the test drives the core task by its inputs alone.
+    struct Never;
+
+    impl Sleep for Never {
+        fn sleep(_: Duration) -> impl Future<Output = ()> + Send {
+            std::future::pending()
+        }
+    }
+
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The core task gives the executor back after a run of busy passes even when its
+    /// queue never runs empty, asking to be polled again (a yield, not a wait), and it
+    /// keeps the inputs' order: polled once with more inputs queued than that run takes, it
+    /// returns with exactly the rest still queued.
+    #[test]
+    fn a_queue_that_never_runs_empty_still_gives_other_tasks_a_turn() {
+        let config = SpaceConfig::from_yaml(
+            "space: {id: s, name: s}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: '*'}]}\n",
+        )
+        .unwrap();
+        let gw = Gateway::new(config, 1, Box::new(mew_core::ids::IdGen::new(2)), None);
+        let host = GatewayHost::new(gw, None, ".".into(), Duration::from_secs(2));
+        let (tx, rx) = async_channel::unbounded();
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut core = Box::pin(run_core::<Never>(host, rx.clone()));
+
+        let (link, _halves) = link();
+        let (reply, id) = oneshot::channel();
+        let bearer = Some("ta".to_owned());
+        tx.try_send(Input::Connect {
+            bearer,
+            link,
+            reply,
+        })
+        .unwrap();
+        assert!(core.as_mut().poll(&mut cx).is_pending());
+        let mut id = id;
+        let conn = match id.try_recv() {
+            Ok(Some(conn)) => conn,
+            other => panic!("the connection was not answered: {other:?}"),
+        };
+
+        let per_turn = BUSY_PASSES_PER_TURN as usize * INPUT_BATCH;
+        let queued = 3 * per_turn + 5;
+        for _ in 0..queued {
+            tx.try_send(Input::Pong(conn)).unwrap();
+        }
+        let before = wakes.0.load(Ordering::SeqCst);
+        assert!(core.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(
+            rx.len(),
+            queued - per_turn,
+            "one run of busy passes, then a turn"
+        );
+        assert_eq!(
+            wakes.0.load(Ordering::SeqCst),
+            before + 1,
+            "a yield: the task asks to run again at once"
+        );
+        let mut polls = 1;
+        while !rx.is_empty() {
+            assert!(core.as_mut().poll(&mut cx).is_pending());
+            polls += 1;
+        }
+        assert_eq!(polls, 4, "three full runs and the rest");
     }
 }

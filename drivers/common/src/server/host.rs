@@ -122,6 +122,25 @@ pub const INPUT_BATCH: usize = 64;
 /// wait short, and the turn bounds how long a task woken on the core's worker (put where
 /// other workers cannot take it) can wait behind a queue that never runs empty.
 pub const BUSY_PASSES_PER_TURN: u32 = 16;
+
+/// A core task's count of busy passes in a row: when to give the executor's other tasks a
+/// turn ([`BUSY_PASSES_PER_TURN`]).
+#[derive(Debug, Default)]
+pub struct Turns {
+    busy: u32,
+}
+
+impl Turns {
+    /// After a pass that applied `inputs` inputs: whether to yield before the next one.
+    pub fn after_pass(&mut self, inputs: usize) -> bool {
+        self.busy = if inputs > 1 { self.busy + 1 } else { 0 };
+        if self.busy >= BUSY_PASSES_PER_TURN {
+            self.busy = 0;
+            return true;
+        }
+        false
+    }
+}
 /// How long a closing connection may take to finish its close handshake.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// Most frames a connection writer writes before one flush.

@@ -14,7 +14,7 @@ use super::recovery::Restored;
 use crate::Response;
 use crate::clock::{self, Sleep};
 use crate::server::conn::{ConnReply, CoreInput, CoreTask, HttpReply, SocketLink};
-use crate::server::host::{BUSY_PASSES_PER_TURN, Flow, GatewayHost, INPUT_BATCH, Input, Reply};
+use crate::server::host::{Flow, GatewayHost, INPUT_BATCH, Input, Reply, Turns};
 use crate::server::node_inputs::{NodeInputs, Unhandled};
 
 /// The task that serves a restored space (for
@@ -415,7 +415,7 @@ async fn run<S: Sleep + Send>(
     let mut run = Running::new(state, hold_reads);
     host.core_mut().handle_input(clock::now(), NodeInput::Start);
     run.settle(&mut host, clock::now());
-    let mut busy = 0;
+    let mut turns = Turns::default();
     while !run.broken {
         // Reports that came meanwhile first: inputs never starve what waits for them.
         while let Ok(ev) = events.try_recv() {
@@ -492,9 +492,7 @@ async fn run<S: Sleep + Send>(
         }
         // As the plain gateway's core: straight on to the next pass, with a turn for the
         // executor's other tasks after a run of busy passes.
-        busy = if n > 1 { busy + 1 } else { 0 };
-        if busy >= BUSY_PASSES_PER_TURN {
-            busy = 0;
+        if turns.after_pass(n) {
             crate::server::conn::yield_now().await;
         }
     }
