@@ -704,7 +704,7 @@ mod tests {
     use mew_core::gateway::{Gateway, SpaceConfig};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::{Context, Poll, Wake, Waker};
+    use std::task::{Context, Wake, Waker};
 
     /// A timer that never fires: the test drives the core task by its inputs alone.
     struct Never;
