@@ -54,7 +54,7 @@ fn setup_with(n: usize, delivery: DeliveryMode, logging: LoggingConfig) -> (Gate
         })
         .collect();
     while gw.poll_output().is_some() {}
-    while gw.poll_audit(Vec::new).is_some() {}
+    while gw.poll_audit(|_| Vec::new()).is_some() {}
     (gw, conns)
 }
 
@@ -131,7 +131,7 @@ fn broadcast(c: &mut Criterion) {
                 assert_eq!(drain(&mut gw), n);
                 k += 1;
                 if k.is_multiple_of(64) {
-                    while let Some(batch) = gw.poll_audit(|| spares.pop().unwrap_or_default()) {
+                    while let Some(batch) = gw.poll_audit(|_| spares.pop().unwrap_or_default()) {
                         black_box(batch.pieces().count());
                         spares.push(batch.into_buffer());
                     }

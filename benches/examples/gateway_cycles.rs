@@ -80,7 +80,7 @@ fn main() {
             delivered += 1;
         }
         if audit && i % 64 == 63 {
-            while let Some(batch) = gw.poll_audit(|| spares.pop().unwrap_or_default()) {
+            while let Some(batch) = gw.poll_audit(|_| spares.pop().unwrap_or_default()) {
                 black_box(batch.pieces().count());
                 spares.push(batch.into_buffer());
             }

@@ -757,18 +757,22 @@ impl Gateway {
     }
 
     /// The next batch of audit lines (one file's lines written since it was last taken),
-    /// until `None`; `spare` gives the buffer that file's next lines are written into (a
-    /// writer hands back the ones it wrote, so a busy space allocates none).
+    /// until `None`; `spare(file)` gives the buffer that file's next lines are written into
+    /// (a writer hands back the ones it wrote, so a busy space allocates none; the files'
+    /// batches differ in size, so a writer keeps them apart).
     ///
     /// Audit records are not [`Output`]s: a fan-out to a thousand members writes a
     /// thousand `delivered` lines, which go into one buffer per file (no allocation per
     /// record) and out as one batch per pass, where an output per record would make every
     /// output as wide as a record and the queue a thousand entries longer. Take them after
     /// draining the outputs of a pass (or of each input).
-    pub fn poll_audit(&mut self, mut spare: impl FnMut() -> Vec<u8>) -> Option<AuditBatch> {
+    pub fn poll_audit(
+        &mut self,
+        mut spare: impl FnMut(AuditFile) -> Vec<u8>,
+    ) -> Option<AuditBatch> {
         AuditFile::ALL
             .into_iter()
-            .find_map(|file| self.drain_audit(file, &mut spare))
+            .find_map(|file| self.drain_audit(file, || spare(file)))
     }
 
     /// When [`Input::Timeout`] next has work, if ever.

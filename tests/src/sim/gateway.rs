@@ -116,5 +116,5 @@ pub fn poll_timeout(gw: &Gateway) -> Option<Time> {
 
 /// The next batch of audit records the gateway has ready, for whichever file.
 pub fn take_audit(gw: &mut Gateway) -> Option<AuditBatch> {
-    gw.poll_audit(Vec::new)
+    gw.poll_audit(|_| Vec::new())
 }

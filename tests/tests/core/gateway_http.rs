@@ -443,7 +443,7 @@ fn audit_switches_are_respected() {
         },
     );
     while gw.poll_output().is_some() {}
-    assert!(gw.poll_audit(Vec::new).is_none());
+    assert!(gw.poll_audit(|_| Vec::new()).is_none());
 }
 
 /// The reference's scripts: a participant with an `output_log` and no `auto_connect`

@@ -694,7 +694,7 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
         // One queue entry per file and pass: the writer's channel is not touched per record.
         // Without a writer the batches are taken all the same, so that they never grow.
         let logs = &self.logs;
-        let spare = || logs.as_ref().map_or_else(Vec::new, LogHandle::spare);
+        let spare = |file| logs.as_ref().map_or_else(Vec::new, |l| l.spare(file));
         while let Some(batch) = self.core.gateway_mut().poll_audit(spare) {
             if let Some(l) = logs {
                 l.append_audit(&self.log_dir, batch);

@@ -154,32 +154,33 @@ pub struct LogHandle {
     spares: Spares,
 }
 
-/// Buffers of written batches, handed back for the next ones.
+/// Buffers of written batches, handed back for the next ones of the same file (the files'
+/// batches differ in size: a buffer grown for one file's stays with that file).
 #[derive(Clone, Default)]
-struct Spares(Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+struct Spares(Arc<std::sync::Mutex<[Vec<Vec<u8>>; 2]>>);
 
-/// How many spare buffers are kept, and the largest kept.
-const SPARES: usize = 8;
+/// How many spare buffers are kept per file, and the largest kept.
+const SPARES: usize = 4;
 const SPARE_MAX: usize = 4 * 1024 * 1024;
 
 impl Spares {
-    fn get(&self) -> Vec<u8> {
+    fn get(&self, file: AuditFile) -> Vec<u8> {
         self.0
             .lock()
             .ok()
-            .and_then(|mut v| v.pop())
+            .and_then(|mut v| v[file as usize].pop())
             .unwrap_or_default()
     }
 
-    fn put(&self, mut buf: Vec<u8>) {
+    fn put(&self, file: AuditFile, mut buf: Vec<u8>) {
         if buf.capacity() > SPARE_MAX {
             return;
         }
         buf.clear();
         if let Ok(mut v) = self.0.lock()
-            && v.len() < SPARES
+            && v[file as usize].len() < SPARES
         {
-            v.push(buf);
+            v[file as usize].push(buf);
         }
     }
 }
@@ -202,10 +203,10 @@ impl LogHandle {
         self.offer(Cmd::Line(path.into(), line))
     }
 
-    /// An empty buffer for the next batch of audit lines: one the writer is done with, when
-    /// there is one.
-    pub fn spare(&self) -> Vec<u8> {
-        self.spares.get()
+    /// An empty buffer for the next batch of audit lines of `file`: one the writer is done
+    /// with, when there is one.
+    pub fn spare(&self, file: AuditFile) -> Vec<u8> {
+        self.spares.get(file)
     }
 
     /// Queues a batch of audit lines (each ending with its newline) for its file in `dir`,
@@ -360,7 +361,8 @@ impl Writer {
                         // copied once, here.
                         let path = self.audit_path(&dir, batch.file);
                         self.write(&path, batch.text_len(), batch.pieces(), true);
-                        self.spares.put(batch.into_buffer());
+                        let file = batch.file;
+                        self.spares.put(file, batch.into_buffer());
                         self.audit_dir = Some(dir);
                     }
                     Cmd::Flush(ack) => {

@@ -195,7 +195,7 @@ mod batches {
             })
             .collect();
         while gw.poll_output().is_some() {}
-        while gw.poll_audit(Vec::new).is_some() {}
+        while gw.poll_audit(|_| Vec::new()).is_some() {}
         (gw, conns)
     }
 
@@ -214,7 +214,7 @@ mod batches {
         );
         while gw.poll_output().is_some() {}
         let mut spare = Some(Vec::with_capacity(12_345));
-        let batch = gw.poll_audit(|| spare.take().unwrap_or_default()).unwrap();
+        let batch = gw.poll_audit(|_| spare.take().unwrap_or_default()).unwrap();
         assert_eq!(batch.file, AuditFile::EnvelopeHistory);
         let text = batch.to_text();
         assert_eq!(text.len() as u64, batch.text_len());
@@ -240,9 +240,9 @@ mod batches {
         assert_eq!(to, ["a", "b", "c"]);
         // Taken once; the next batch goes into the spare; then the other file's.
         assert_eq!(gw.audit.files[0].buf.capacity(), 12_345);
-        let decision = gw.poll_audit(Vec::new).unwrap();
+        let decision = gw.poll_audit(|_| Vec::new()).unwrap();
         assert_eq!(decision.file, AuditFile::CapabilityDecisions);
-        assert!(gw.poll_audit(Vec::new).is_none());
+        assert!(gw.poll_audit(|_| Vec::new()).is_none());
         assert_eq!(decision.lines, 1);
         let d: Value = serde_json::from_slice(decision.to_text().trim_ascii_end()).unwrap();
         assert_eq!(d["result"], "allowed");
@@ -410,7 +410,7 @@ mod batches {
             4,
             "received and three delivered"
         );
-        let batch = gw.poll_audit(Vec::new).unwrap();
+        let batch = gw.poll_audit(|_| Vec::new()).unwrap();
         assert_eq!(batch.file, AuditFile::EnvelopeHistory);
         assert!(batch.encoded_len() < AUDIT_BATCH_MAX + 4096);
         assert_eq!(batch.lines + gw.audit_dropped(), 4 * (n + 1));

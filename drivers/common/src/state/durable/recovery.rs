@@ -294,7 +294,7 @@ fn open_once(
 
 pub(super) fn discard_outputs(g: &mut Gateway) {
     while g.poll_output().is_some() {}
-    while g.poll_audit(Vec::new).is_some() {}
+    while g.poll_audit(|_| Vec::new()).is_some() {}
 }
 
 /// Removes a space's state folder (for `mew space reset`); whether there was one.
