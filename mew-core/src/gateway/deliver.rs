@@ -188,7 +188,7 @@ impl Gateway {
     /// Hands `frame` to everyone online but `except`.
     ///
     /// The common case (a connection) is handled inline: one slab lookup, the backlog
-    /// accounting, one `Bytes` clone and one push per recipient, and its audit line.
+    /// accounting, its place in the fan-out's one output, and its audit line.
     fn fan_out(&mut self, now: Time, frame: &Bytes, id: Option<&str>, except: Option<usize>) {
         let (max_frames, max_bytes) = self.queue_limits();
         let len = frame.len();
@@ -198,7 +198,10 @@ impl Gateway {
             // consumers leave after it), so every recipient's line takes this head.
             self.audit_delivered_begin(now, id);
         }
-        self.out.reserve(self.audience.len());
+        // One output for every connection the frame goes to (see `outq`): other outputs
+        // the loop queues (closes of slow consumers, other kinds of recipients) are for
+        // other connections, so the order each connection sees is kept.
+        let mut conns = self.out.recipients();
         let mut i = 0;
         while let Some(&r) = self.audience.get(i) {
             i += 1;
@@ -221,10 +224,7 @@ impl Gateway {
                         self.close_slow(now, conn);
                         continue;
                     }
-                    self.out.push_back(Output::Transmit {
-                        conn,
-                        frame: frame.clone(),
-                    });
+                    conns.push(conn);
                     self.stats.frames_out += 1;
                     if audit {
                         self.audit_delivered_next(now, id, member);
@@ -237,6 +237,7 @@ impl Gateway {
                 _ => self.deliver_one(now, r, frame, id),
             }
         }
+        self.out.push_fan(frame, conns);
     }
 
     /// A gateway message for everyone online (but `except`).

@@ -52,6 +52,7 @@ mod refusal;
 mod reload;
 mod snapshot;
 pub mod stats;
+mod outq;
 mod streams;
 mod system;
 mod workflow;
@@ -60,6 +61,7 @@ pub use audit::{
     AUDIT_BATCH_MAX, AuditBatch, AuditFile, AuditPieces, Direction, REFUSAL_WINDOW,
     REFUSALS_PER_WINDOW, Transport, audit_dropped_line,
 };
+pub use outq::Polled;
 pub use config::{
     BridgeSettings, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, Crowd,
     DeliveryMode, Fsync, GatewayOptions, GeneratedToken, HeaderSource, JwtConfig, LoggingConfig,
@@ -81,7 +83,6 @@ use conn::Slab;
 use deliver::Recipient;
 use history::History;
 use member::Members;
-use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
@@ -495,7 +496,7 @@ pub struct Gateway {
     audience: Vec<Recipient>,
     streams: streams::Streams,
     history: History,
-    out: VecDeque<Output>,
+    out: outq::OutQueue,
     /// Whether a member may be paused until a time (never false when one is).
     timed_pauses: bool,
     /// Joins and leaves of a crowd waiting for their batch.
@@ -560,7 +561,7 @@ impl Gateway {
             audience: Vec::new(),
             streams: streams::Streams::default(),
             history: History::new(config.gateway.history_size, config.gateway.history_bytes),
-            out: VecDeque::new(),
+            out: outq::OutQueue::default(),
             timed_pauses: false,
             gathered: Default::default(),
             conn_timer: None,
@@ -753,7 +754,7 @@ impl Gateway {
 
     /// The next output to act on, in order.
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        self.out.pop()
     }
 
     /// The next batch of audit lines (one file's lines written since it was last taken),

@@ -23,7 +23,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use mew_core::Time;
 use mew_core::cluster::Node;
-use mew_core::gateway::{Answer, Bearer, ConnId, Gateway, GatewayEvent, Input as GwInput, Output};
+use mew_core::gateway::{
+    Answer, Bearer, ConnId, Gateway, GatewayEvent, Input as GwInput, Output, Polled,
+};
 
 use crate::Response;
 use crate::server::frames::{Frames, PassFrames, Pending};
@@ -222,6 +224,8 @@ pub struct GatewayHost<L, M = Gateway> {
     slow: Vec<ConnId>,
     /// What a durable space restored when it started (shown by `GET /health`).
     restored: Option<serde_json::Value>,
+    /// The recipients of the fan-out being carried out (kept for the next one).
+    fanout: Vec<ConnId>,
 }
 
 impl<L: ConnLink, M: Core> GatewayHost<L, M> {
@@ -241,6 +245,7 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
             track_backlog: false,
             slow: Vec::new(),
             restored: None,
+            fanout: Vec::new(),
         }
     }
 
@@ -260,6 +265,7 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
             track_backlog,
             slow,
             restored,
+            fanout,
         } = self;
         GatewayHost {
             core: f(core),
@@ -274,6 +280,7 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
             track_backlog,
             slow,
             restored,
+            fanout,
         }
     }
 
@@ -601,11 +608,21 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
         }
     }
 
-    /// Carries out every queued output of the core.
+    /// Carries out every queued output of the core: a fan-out whole, its frame framed once
+    /// and never cloned per recipient.
     pub fn drain(&mut self) {
-        while let Some(out) = self.gateway_mut().poll_output() {
-            self.carry(out);
+        let mut conns = std::mem::take(&mut self.fanout);
+        while let Some(polled) = self.gateway_mut().poll_fanout(&mut conns) {
+            match polled {
+                Polled::Output(out) => self.carry(out),
+                Polled::Fanout(frame) => {
+                    for &conn in &conns {
+                        self.transmit(conn, &frame);
+                    }
+                }
+            }
         }
+        self.fanout = conns;
         self.end_pass();
     }
 
@@ -627,42 +644,45 @@ impl<L: ConnLink, M: Core> GatewayHost<L, M> {
         self.end_pass();
     }
 
+    /// Adds `frame` to the pass's frames for `conn`.
+    fn transmit(&mut self, conn: ConnId, frame: &Bytes) {
+        let len = frame.len();
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let first = c.pending.is_empty();
+        // A frame that is not text is never written: release what the core counted for
+        // it, or the connection's backlog would only grow.
+        if !self.pass.push(&mut c.pending, frame) {
+            tracing::error!("the core produced a frame that is not UTF-8; dropped");
+            let sent = GwInput::Sent {
+                conn,
+                frames: 1,
+                bytes: len,
+            };
+            self.core
+                .gateway_mut()
+                .handle_input(crate::clock::now(), sent);
+            return;
+        }
+        if first {
+            self.dirty.push(conn);
+        }
+        if self.track_backlog {
+            c.queued.0 += 1;
+            c.queued.1 += len;
+            if self.core.gateway().backlog_exceeded(c.queued.0, c.queued.1)
+                && !self.slow.contains(&conn)
+            {
+                self.slow.push(conn);
+            }
+        }
+    }
+
     fn carry(&mut self, out: Output) {
         {
             match out {
-                Output::Transmit { conn, frame } => {
-                    let len = frame.len();
-                    let Some(c) = self.conns.get_mut(&conn) else {
-                        return;
-                    };
-                    let first = c.pending.is_empty();
-                    // A frame that is not text is never written: release what the core
-                    // counted for it, or the connection's backlog would only grow.
-                    if !self.pass.push(&mut c.pending, &frame) {
-                        tracing::error!("the core produced a frame that is not UTF-8; dropped");
-                        let sent = GwInput::Sent {
-                            conn,
-                            frames: 1,
-                            bytes: len,
-                        };
-                        self.core
-                            .gateway_mut()
-                            .handle_input(crate::clock::now(), sent);
-                        return;
-                    }
-                    if first {
-                        self.dirty.push(conn);
-                    }
-                    if self.track_backlog {
-                        c.queued.0 += 1;
-                        c.queued.1 += len;
-                        if self.core.gateway().backlog_exceeded(c.queued.0, c.queued.1)
-                            && !self.slow.contains(&conn)
-                        {
-                            self.slow.push(conn);
-                        }
-                    }
-                }
+                Output::Transmit { conn, frame } => self.transmit(conn, &frame),
                 Output::Ping { conn } => {
                     self.flush_pending(conn);
                     if let Some(c) = self.conns.get(&conn) {
