@@ -46,13 +46,13 @@ mod join;
 mod member;
 mod membership;
 mod op;
+mod outq;
 mod pause;
 pub mod rate;
 mod refusal;
 mod reload;
 mod snapshot;
 pub mod stats;
-mod outq;
 mod streams;
 mod system;
 mod workflow;
@@ -61,7 +61,6 @@ pub use audit::{
     AUDIT_BATCH_MAX, AuditBatch, AuditFile, AuditPieces, Direction, REFUSAL_WINDOW,
     REFUSALS_PER_WINDOW, Transport, audit_dropped_line,
 };
-pub use outq::Polled;
 pub use config::{
     BridgeSettings, ConfigError, ConfigErrors, ConfigWarning, ConnectionLimits, Crowd,
     DeliveryMode, Fsync, GatewayOptions, GeneratedToken, HeaderSource, JwtConfig, LoggingConfig,
@@ -71,6 +70,7 @@ pub use config::{
 pub use http::{HttpAccepted, HttpError, check_space};
 pub use identity::{CLOCK_LEEWAY, Identity, IdentityVerifier, Judgement, Verdict};
 pub use join::{may_need_entropy, seal_join, take_join_token};
+pub use outq::Polled;
 pub use reload::ConfigChange;
 pub use snapshot::SnapshotError;
 pub use system::node_error;
@@ -457,8 +457,9 @@ impl Answer {
 ///
 /// A driver feeds it what happens on its sockets and HTTP endpoints, one [`Input`] at a
 /// time through [`Gateway::handle_input`], and carries out the [`Output`]s it queues,
-/// draining [`Gateway::poll_output`] after every input (and the audit lines with
-/// [`Gateway::poll_audit`], see there why they are a queue of their own):
+/// draining [`Gateway::poll_output`] after every input, or [`Gateway::poll_fanout`], which
+/// gives a fan-out whole (and the audit lines with [`Gateway::poll_audit`], see there why
+/// they are a queue of their own):
 ///
 /// | input | answer | what it may queue |
 /// |---|---|---|
