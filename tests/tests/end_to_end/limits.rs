@@ -11,7 +11,12 @@ use mew_tokio::{GatewayServer, ServerOptions};
 const SPACE: &str = "space: {id: s}\nlogging: {enabled: false}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n";
 
 async fn start(opts: ServerOptions) -> (SocketAddr, mew_tokio::ShutdownHandle) {
-    let config = mew_core::gateway::SpaceConfig::from_yaml(SPACE).unwrap();
+    start_space(SPACE, opts).await
+}
+
+/// A gateway serving the space `yaml` on a loopback port.
+async fn start_space(yaml: &str, opts: ServerOptions) -> (SocketAddr, mew_tokio::ShutdownHandle) {
+    let config = mew_core::gateway::SpaceConfig::from_yaml(yaml).unwrap();
     let server = GatewayServer::bind_with("127.0.0.1:0".parse().unwrap(), config, opts)
         .await
         .unwrap();
@@ -19,6 +24,31 @@ async fn start(opts: ServerOptions) -> (SocketAddr, mew_tokio::ShutdownHandle) {
     let h = server.shutdown_handle();
     tokio::spawn(server.serve());
     (addr, h)
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A WebSocket to space `s` with `token`, once its welcome came (with `welcome`), or at once.
+async fn joined(addr: SocketAddr, token: &str, welcome: bool) -> Ws {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    let mut req = format!("ws://{addr}/ws?space=s")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    if welcome {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) if t.contains("system/welcome") => break,
+                Some(Ok(_)) => {}
+                other => panic!("no welcome for {token}: {other:?}"),
+            }
+        }
+    }
+    ws
 }
 
 /// Everything the server sends until it closes (or `within` passes).
@@ -150,27 +180,9 @@ async fn a_dribbled_head_and_body_share_one_deadline() {
 async fn two_hundred_thousand_binary_frames_close_no_one_else() {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message as M;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let yaml = "space: {id: s}\nlogging: {enabled: false}\ngateway: {rate_limit: off}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n  mallory: {tokens: [mallory-token], capabilities: [{kind: chat}]}\n";
-    let config = mew_core::gateway::SpaceConfig::from_yaml(yaml).unwrap();
-    let server = GatewayServer::bind_with(
-        "127.0.0.1:0".parse().unwrap(),
-        config,
-        ServerOptions::default(),
-    )
-    .await
-    .unwrap();
-    let addr = server.local_addr();
-    let stop = server.shutdown_handle();
-    tokio::spawn(server.serve());
-    let join = |token: &'static str| async move {
-        let mut req = format!("ws://{addr}/ws?space=s")
-            .into_client_request()
-            .unwrap();
-        req.headers_mut()
-            .insert("Authorization", format!("Bearer {token}").parse().unwrap());
-        tokio_tungstenite::connect_async(req).await.unwrap().0
-    };
+    let (addr, stop) = start_space(yaml, ServerOptions::default()).await;
+    let join = |token: &'static str| joined(addr, token, false);
     let (mut human_tx, mut human_rx) = join("human-token").await.split();
     let (mut mallory_tx, mut mallory_rx) = join("mallory-token").await.split();
     // Mallory reads everything it is sent (a client that never reads is rightly closed as a
@@ -273,32 +285,12 @@ async fn two_hundred_thousand_binary_frames_close_no_one_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_that_pauses_gets_a_burst_whole_and_in_order() {
     use futures_util::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    use tokio_tungstenite::tungstenite::Message;
     const N: usize = 2_500;
     const TEXT: usize = 6_000;
     let yaml = "space: {id: s}\nlogging: {enabled: false}\ngateway: {rate_limit: off}\nparticipants:\n  a: {tokens: [ta], capabilities: [{kind: chat}]}\n  b: {tokens: [tb], capabilities: [{kind: chat}]}\n";
-    let config = mew_core::gateway::SpaceConfig::from_yaml(yaml).unwrap();
-    let server = GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    let addr = server.local_addr();
-    let stop = server.shutdown_handle();
-    tokio::spawn(server.serve());
-    let join = |token: &'static str| async move {
-        let mut req = format!("ws://{addr}/ws?space=s")
-            .into_client_request()
-            .unwrap();
-        req.headers_mut()
-            .insert("authorization", format!("Bearer {token}").parse().unwrap());
-        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-        loop {
-            match ws.next().await {
-                Some(Ok(Message::Text(t))) if t.contains("system/welcome") => break ws,
-                Some(Ok(_)) => {}
-                other => panic!("no welcome: {other:?}"),
-            }
-        }
-    };
+    let (addr, stop) = start_space(yaml, ServerOptions::default()).await;
+    let join = |token: &'static str| joined(addr, token, true);
     let mut b = join("tb").await;
     let a = join("ta").await;
     let (mut tx, mut rx) = a.split();
@@ -344,40 +336,17 @@ async fn a_receiver_that_pauses_gets_a_burst_whole_and_in_order() {
 }
 
 // This guards the order of the core's one input queue, not the turn for other tasks: it
-// passes as well with no turn at all (`BUSY_PASSES_PER_TURN` at `u32::MAX`).
+// passes as well with no turn at all (`BUSY_PASSES_PER_TURN` at `u32::MAX`); the turn is
+// guarded by `server::conn::tests` in drivers/common.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flooding_sender_starves_neither_another_senders_chat_nor_a_join() {
     use futures_util::{SinkExt, StreamExt};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-    use tokio_tungstenite::tungstenite::{Message as M, client::IntoClientRequest};
+    use tokio_tungstenite::tungstenite::Message as M;
     let yaml = "space: {id: s}\nlogging: {enabled: false}\ngateway: {rate_limit: off}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: chat}]}\n  mallory: {tokens: [mallory-token], capabilities: [{kind: chat}]}\n  bob: {tokens: [bob-token], capabilities: [{kind: chat}]}\n  carol: {tokens: [carol-token], capabilities: [{kind: chat}]}\n";
-    let config = mew_core::gateway::SpaceConfig::from_yaml(yaml).unwrap();
-    let server = GatewayServer::bind("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    let addr = server.local_addr();
-    let stop = server.shutdown_handle();
-    tokio::spawn(server.serve());
-    async fn join(
-        addr: SocketAddr,
-        token: &str,
-    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
-    {
-        let mut req = format!("ws://{addr}/ws?space=s")
-            .into_client_request()
-            .unwrap();
-        req.headers_mut()
-            .insert("authorization", format!("Bearer {token}").parse().unwrap());
-        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-        loop {
-            match ws.next().await {
-                Some(Ok(M::Text(t))) if t.contains("system/welcome") => break ws,
-                Some(Ok(_)) => {}
-                other => panic!("no welcome for {token}: {other:?}"),
-            }
-        }
-    }
+    let (addr, stop) = start_space(yaml, ServerOptions::default()).await;
+    let join = |addr, token| joined(addr, token, true);
     let (_bob_tx, mut bob_rx) = join(addr, "bob-token").await.split();
     // Everyone gets the flood: each reads it, as a live client would.
     fn drain<S: futures_util::Stream + Send + Unpin + 'static>(mut rx: S) {
