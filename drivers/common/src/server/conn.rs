@@ -561,9 +561,9 @@ pub async fn run_core<S: Sleep>(
         if host.finished() {
             break;
         }
-        // Straight on to the next pass while inputs keep coming (a message's wait stays
-        // short), with a turn now and then: a task woken on this worker (where other
-        // workers cannot take it) runs even while the queue never runs empty.
+        // A turn for other tasks after busy passes (`BUSY_PASSES_PER_TURN`): a task woken
+        // on this worker (where other workers cannot take it) runs even while the queue
+        // never runs empty.
         if turns.after_pass(n) {
             yield_now().await;
         }

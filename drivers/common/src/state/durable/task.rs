@@ -490,8 +490,8 @@ async fn run<S: Sleep + Send>(
         } else {
             run.settle(&mut host, now);
         }
-        // As the plain gateway's core: straight on to the next pass, with a turn for the
-        // executor's other tasks after a run of busy passes.
+        // As the plain gateway's core: a turn for the executor's other tasks after busy
+        // passes (`BUSY_PASSES_PER_TURN`).
         if turns.after_pass(n) {
             crate::server::conn::yield_now().await;
         }
