@@ -21,6 +21,14 @@ pub fn until(at: Time) -> Duration {
 pub trait Sleep: 'static {
     /// Resolves after `d`.
     fn sleep(d: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Gives the executor's other tasks a turn: the task runs again behind those already
+    /// queued. The default wakes the task and returns pending once; a runtime whose
+    /// scheduler runs a task that woke itself again at once (tokio's next-task slot) has
+    /// its own.
+    fn yield_now() -> impl Future<Output = ()> + Send {
+        crate::server::conn::yield_now()
+    }
 }
 
 /// `fut`'s output, or `None` when `d` passed first.

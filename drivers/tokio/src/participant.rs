@@ -39,6 +39,12 @@ impl Sleep for Tokio {
     fn sleep(d: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(d)
     }
+
+    fn yield_now() -> impl Future<Output = ()> + Send {
+        // Behind the worker's queued tasks, not into its next-task slot, where a task that
+        // woke itself would run again at once.
+        tokio::task::yield_now()
+    }
 }
 
 impl ProcessRuntime for Tokio {

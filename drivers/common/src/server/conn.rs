@@ -565,7 +565,7 @@ pub async fn run_core<S: Sleep>(
         // on this worker (where other workers cannot take it) runs even while the queue
         // never runs empty.
         if turns.after_pass(n) {
-            yield_now().await;
+            S::yield_now().await;
         }
     }
     // Whatever is still connected after the grace period is cut off.

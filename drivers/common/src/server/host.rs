@@ -120,13 +120,13 @@ pub enum Flow {
 pub const INPUT_BATCH: usize = 64;
 
 /// Busy passes (each with more than one input) a core task runs back to back before it gives
-/// the executor's other tasks a turn: the turn bounds how long a task woken on the core's
+/// the executor's other tasks a turn ([`crate::clock::Sleep::yield_now`]): going straight
+/// on keeps a message's wait short, and the turn bounds how long a task woken on the core's
 /// worker (put where other workers cannot take it) waits behind a queue that never runs
-/// empty. Going straight on for 16 passes was 4-10% faster from outside, but under a burst
-/// of 200 MCP hosts one host's request then went unanswered for 20 s in about one run in
-/// three (debug build, `mcp_front::bad_input_is_answered_per_the_spec_and_the_space_is_unharmed`);
-/// a turn after every busy pass never did, so that is what stands until the cause is found.
-pub const BUSY_PASSES_PER_TURN: u32 = 1;
+/// empty. The turn must be a real one: on tokio, a task that wakes itself runs again at
+/// once from the worker's next-task slot, and with such a turn one of 200 MCP hosts
+/// bursting at `/mcp` went unanswered for 20 s in about one run in five.
+pub const BUSY_PASSES_PER_TURN: u32 = 16;
 
 /// A core task's count of busy passes in a row: when to give the executor's other tasks a
 /// turn ([`BUSY_PASSES_PER_TURN`]).

@@ -493,7 +493,7 @@ async fn run<S: Sleep + Send>(
         // As the plain gateway's core: a turn for the executor's other tasks after busy
         // passes (`BUSY_PASSES_PER_TURN`).
         if turns.after_pass(n) {
-            crate::server::conn::yield_now().await;
+            S::yield_now().await;
         }
     }
     if let Err(e) = run.state.finish() {
