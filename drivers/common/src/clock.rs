@@ -27,8 +27,23 @@ pub trait Sleep: 'static {
     /// scheduler runs a task that woke itself again at once (tokio's next-task slot) has
     /// its own.
     fn yield_now() -> impl Future<Output = ()> + Send {
-        crate::server::conn::yield_now()
+        self_wake()
     }
+}
+
+/// Wakes the task and returns pending once: [`Sleep::yield_now`]'s default.
+async fn self_wake() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }
 
 /// `fut`'s output, or `None` when `d` passed first.

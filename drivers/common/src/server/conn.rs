@@ -572,21 +572,6 @@ pub async fn run_core<S: Sleep>(
     host.cut_all();
 }
 
-/// Gives other tasks on the executor a turn.
-pub(crate) async fn yield_now() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            std::task::Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await
-}
-
 /// A participant the server runs in-process (the web page's session, an MCP host's
 /// session), joined to the core task over the same link a socket uses.
 pub(crate) struct InProcessConn {
