@@ -81,13 +81,14 @@ struct Segment {
 }
 
 impl Pending {
-    fn full(&mut self, dropped: &mut u64) -> bool {
+    /// Counts one more line, or one more dropped (false) when the batch is full.
+    fn admit(&mut self, dropped: &mut u64) -> bool {
         if self.buf.len() >= AUDIT_BATCH_MAX {
             *dropped += 1;
-            return true;
+            return false;
         }
         self.lines += 1;
-        false
+        true
     }
 
     /// Appends an op with its bytes; returns where the bytes are.
@@ -130,7 +131,7 @@ fn len32(n: usize) -> u32 {
 impl AuditLines {
     pub(super) fn push(&mut self, record: Record<'_>) {
         let f = &mut self.files[record.file() as usize];
-        if f.full(&mut self.dropped) {
+        if !f.admit(&mut self.dropped) {
             return;
         }
         let ts = &mut self.ts;
@@ -179,7 +180,7 @@ impl AuditLines {
         transport: Transport,
     ) {
         let f = &mut self.files[AuditFile::EnvelopeHistory as usize];
-        if f.full(&mut self.dropped) {
+        if !f.admit(&mut self.dropped) {
             return;
         }
         if self.segments.len() <= member {
