@@ -18,13 +18,21 @@ pub enum Polled {
     Fanout(Bytes),
 }
 
-/// Recipient buffers kept for the next fan-outs (each as large as an audience).
-const SPARE_LISTS: usize = 8;
+/// Recipient buffers kept for the next fan-outs: as many as a pass of the host's fans out
+/// (one each; a host takes them back as it frames them), as long as their room together
+/// stays under [`SPARE_ROOM`].
+const SPARE_LISTS: usize = 128;
+/// The connection ids the kept recipient buffers may hold together: 512 KiB. A small
+/// space keeps a buffer for every fan-out of a pass, so fanning out allocates nothing;
+/// a crowd of 50,000 keeps a few.
+const SPARE_ROOM: usize = 1 << 16;
 
 #[derive(Debug, Default)]
 pub(super) struct OutQueue {
     q: VecDeque<Queued>,
     spare: Vec<Vec<ConnId>>,
+    /// The room of the buffers in `spare`, in connection ids.
+    spare_room: usize,
 }
 
 #[derive(Debug)]
@@ -49,7 +57,9 @@ impl OutQueue {
 
     /// An empty list for a fan-out's recipients ([`OutQueue::push_fan`]).
     pub(super) fn recipients(&mut self) -> Vec<ConnId> {
-        self.spare.pop().unwrap_or_default()
+        let list = self.spare.pop().unwrap_or_default();
+        self.spare_room -= list.capacity();
+        list
     }
 
     /// `frame` to each of `conns`, in order.
@@ -72,8 +82,10 @@ impl OutQueue {
     }
 
     fn recycle(&mut self, mut conns: Vec<ConnId>) {
-        if self.spare.len() < SPARE_LISTS && conns.capacity() > 0 {
+        let room = conns.capacity();
+        if self.spare.len() < SPARE_LISTS && room > 0 && self.spare_room + room <= SPARE_ROOM {
             conns.clear();
+            self.spare_room += room;
             self.spare.push(conns);
         }
     }
@@ -185,6 +197,55 @@ mod tests {
         assert!(q.pop().is_none());
         assert!(q.spare.len() <= SPARE_LISTS);
         assert!(!q.spare.is_empty(), "recipient lists are used again");
+    }
+
+    #[test]
+    fn a_pass_of_fanouts_takes_its_recipient_lists_from_the_spares() {
+        let c = |n| ConnId::new(n, 1);
+        let f = Bytes::from_static(b"f");
+        let mut q = OutQueue::default();
+        let fill = |q: &mut OutQueue| {
+            for _ in 0..64 {
+                let mut list = q.recipients();
+                list.extend((0..9).map(c));
+                q.push_fan(&f, list);
+            }
+        };
+        let mut conns = Vec::new();
+        let mut drain = |q: &mut OutQueue| while q.pop_fanned(&mut conns).is_some() {};
+        fill(&mut q);
+        drain(&mut q);
+        let kept: Vec<*const ConnId> = q.spare.iter().map(|l| l.as_ptr()).collect();
+        // The host's own buffer went into the queue once; the 63 others came back.
+        assert_eq!(kept.len(), 63);
+        fill(&mut q);
+        drain(&mut q);
+        let mut again: Vec<*const ConnId> = q.spare.iter().map(|l| l.as_ptr()).collect();
+        let before = kept.len();
+        again.retain(|p| kept.contains(p));
+        assert_eq!(
+            again.len(),
+            before,
+            "the second pass reused the first's lists"
+        );
+        assert_eq!(
+            q.spare_room,
+            q.spare.iter().map(Vec::capacity).sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn the_spare_lists_of_a_crowd_stay_within_their_room() {
+        let mut q = OutQueue::default();
+        let f = Bytes::from_static(b"f");
+        for _ in 0..8 {
+            let mut list = q.recipients();
+            list.extend((0..50_000).map(|n| ConnId::new(n, 0)));
+            q.push_fan(&f, list);
+        }
+        while q.pop().is_some() {}
+        assert!(q.spare_room <= SPARE_ROOM);
+        assert!(q.spare.len() <= 1);
     }
 
     #[test]

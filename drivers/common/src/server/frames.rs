@@ -134,21 +134,30 @@ impl Frames {
 
     /// The messages' texts (for tests and diagnostics).
     pub fn texts(&self) -> Vec<Bytes> {
-        self.pieces
-            .iter()
-            .map(|p| match p {
+        let mut out = Vec::with_capacity(self.messages);
+        for p in &self.pieces {
+            match p {
+                // A run of whole frames: each header says how long its payload is.
                 Piece::Framed(s, e) => {
-                    let f = self.arena.slice(*s as usize..*e as usize);
-                    let head = match f[1] & 0x7f {
-                        126 => 4,
-                        127 => 10,
-                        _ => 2,
-                    };
-                    f.slice(head..)
+                    let mut f = self.arena.slice(*s as usize..*e as usize);
+                    while f.len() >= 2 {
+                        let (head, len) = match f[1] & 0x7f {
+                            126 => (4, usize::from(u16::from_be_bytes([f[2], f[3]]))),
+                            127 => {
+                                let mut n = [0u8; 8];
+                                n.copy_from_slice(&f[2..10]);
+                                (10, u64::from_be_bytes(n) as usize)
+                            }
+                            n => (2, usize::from(n)),
+                        };
+                        out.push(f.slice(head..head + len));
+                        f = f.slice(head + len..);
+                    }
                 }
-                Piece::Long(b) => b.clone(),
-            })
-            .collect()
+                Piece::Long(b) => out.push(b.clone()),
+            }
+        }
+        out
     }
 }
 
@@ -168,10 +177,12 @@ pub struct PassFrames {
     last: Option<(Bytes, Piece)>,
 }
 
-/// A connection's pieces of the current pass.
+/// A connection's pieces of the current pass: frames that follow each other in the pass's
+/// buffer (a broadcast's, one after another) are one piece.
 #[derive(Debug, Default)]
 pub struct Pending {
     pieces: Vec<Piece>,
+    messages: usize,
     bytes: usize,
 }
 
@@ -213,7 +224,11 @@ impl PassFrames {
                 piece
             }
         };
-        to.pieces.push(piece);
+        match (to.pieces.last_mut(), piece) {
+            (Some(Piece::Framed(_, end)), Piece::Framed(s, e)) if *end == s => *end = e,
+            (_, piece) => to.pieces.push(piece),
+        }
+        to.messages += 1;
         to.bytes += frame.len();
         true
     }
@@ -243,7 +258,7 @@ impl PassFrames {
         }
         Frames {
             arena: Bytes::from(buf),
-            messages: pieces.len(),
+            messages: std::mem::take(&mut pending.messages),
             bytes: std::mem::take(&mut pending.bytes),
             pieces,
         }
@@ -256,7 +271,7 @@ impl PassFrames {
         let pieces = std::mem::replace(&mut pending.pieces, next);
         Frames {
             arena: arena.clone(),
-            messages: pieces.len(),
+            messages: std::mem::take(&mut pending.messages),
             bytes: std::mem::take(&mut pending.bytes),
             pieces,
         }
@@ -686,6 +701,8 @@ mod tests {
         }
         let [mut a, mut b] = to;
         assert!(!pass.push(&mut a, &Bytes::from_static(b"\xff\xfe")));
+        // m1 and m2 follow each other in the buffer: one piece of a's for both.
+        assert_eq!((a.pieces.len(), a.messages), (3, 4));
         // One connection's frames taken before the pass is over (a close follows them).
         let mut c = Pending::default();
         assert!(pass.push(&mut c, &m1) && pass.push(&mut c, &long));
