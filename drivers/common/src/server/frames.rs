@@ -69,31 +69,37 @@ impl ControlFrames {
     }
 }
 
-/// Whether unmasked frames `buf` hold a close frame (opcode 8).
+/// Whether frames `buf` hold a close frame (opcode 8).
 fn holds_close(mut buf: &[u8]) -> bool {
-    while buf.len() >= 2 {
+    while let Some((head, len)) = frame_head(buf) {
         if buf[0] & 0x0f == 0x8 {
             return true;
         }
-        let (len, at): (usize, usize) = match buf[1] & 0x7f {
-            126 if buf.len() >= 4 => (usize::from(u16::from_be_bytes([buf[2], buf[3]])), 4),
-            127 if buf.len() >= 10 => {
-                let mut n = [0u8; 8];
-                n.copy_from_slice(&buf[2..10]);
-                (
-                    usize::try_from(u64::from_be_bytes(n)).unwrap_or(usize::MAX),
-                    10,
-                )
-            }
-            126 | 127 => return false,
-            n => (usize::from(n), 2),
-        };
-        let masked = if buf[1] & 0x80 != 0 { 4 } else { 0 };
-        buf = buf
-            .get(at.saturating_add(masked).saturating_add(len)..)
-            .unwrap_or(&[]);
+        buf = buf.get(head.saturating_add(len)..).unwrap_or(&[]);
     }
     false
+}
+
+/// The length of the header (masking key included) and of the payload of the frame `buf`
+/// starts with; `None` when not even its header is there.
+fn frame_head(buf: &[u8]) -> Option<(usize, usize)> {
+    let second = *buf.get(1)?;
+    let (at, len) = match second & 0x7f {
+        126 => (
+            4,
+            usize::from(u16::from_be_bytes([*buf.get(2)?, *buf.get(3)?])),
+        ),
+        127 => {
+            let n: [u8; 8] = buf.get(2..10)?.try_into().ok()?;
+            (
+                10,
+                usize::try_from(u64::from_be_bytes(n)).unwrap_or(usize::MAX),
+            )
+        }
+        n => (2, usize::from(n)),
+    };
+    let masked = if second & 0x80 != 0 { 4 } else { 0 };
+    Some((at + masked, len))
 }
 
 /// Text messages longer than this go out in fragments of this size: a client that limits
@@ -140,18 +146,11 @@ impl Frames {
                 // A run of whole frames: each header says how long its payload is.
                 Piece::Framed(s, e) => {
                     let mut f = self.arena.slice(*s as usize..*e as usize);
-                    while f.len() >= 2 {
-                        let (head, len) = match f[1] & 0x7f {
-                            126 => (4, usize::from(u16::from_be_bytes([f[2], f[3]]))),
-                            127 => {
-                                let mut n = [0u8; 8];
-                                n.copy_from_slice(&f[2..10]);
-                                (10, u64::from_be_bytes(n) as usize)
-                            }
-                            n => (2, usize::from(n)),
-                        };
-                        out.push(f.slice(head..head + len));
-                        f = f.slice(head + len..);
+                    while let Some((head, len)) = frame_head(&f)
+                        && let Some(end) = head.checked_add(len).filter(|&e| e <= f.len())
+                    {
+                        out.push(f.slice(head..end));
+                        f = f.slice(end..);
                     }
                 }
                 Piece::Long(b) => out.push(b.clone()),
