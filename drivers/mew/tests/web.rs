@@ -8,6 +8,7 @@
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -106,7 +107,10 @@ struct Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        // chromedriver's group holds the browser it started: killing chromedriver alone
+        // left chromium running after the test.
+        let group = nix::unistd::Pid::from_raw(-(self.driver.id() as i32));
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
         let _ = self.driver.wait();
     }
 }
@@ -129,6 +133,7 @@ async fn browser(profile: &Path, width: u32, height: u32) -> Browser {
     let port = free_port();
     let driver = Command::new(CHROMEDRIVER)
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
