@@ -374,6 +374,7 @@ async fn run(
     let drain = tokio::spawn(async move { while let Some(Ok(_)) = echo.next().await {} });
     let start = Instant::now();
     let cpu0 = cpu_of(pid);
+    let own0 = cpu_of(std::process::id());
     let mut low = 0usize;
     let mut unflushed = 0;
     for seq in 0..m {
@@ -411,6 +412,7 @@ async fn run(
     }
     let elapsed = start.elapsed();
     let cpu = cpu_of(pid).saturating_sub(cpu0);
+    let own = cpu_of(std::process::id()).saturating_sub(own0);
     drain.abort();
     if let Some(path) = &trace {
         use std::fmt::Write as _;
@@ -425,6 +427,7 @@ async fn run(
     serde_json::json!({
         "elapsed_s": elapsed.as_secs_f64(),
         "server_cpu_s": cpu.as_secs_f64(),
+        "load_cpu_s": own.as_secs_f64(),
         "p50_ns": pct(0.50),
         "p99_ns": pct(0.99),
     })
@@ -439,6 +442,8 @@ struct Outcome {
     cpu_per_msg: Duration,
     /// Share of a core the server used.
     cores: f64,
+    /// The load generator's CPU per input message (it shares the machine's cores).
+    load_per_msg: Duration,
     p50: Duration,
     p99: Duration,
 }
@@ -468,6 +473,7 @@ fn measure(server: &Server, k: usize, m: usize, window: usize, trace: Option<&Pa
         rate: m as f64 / elapsed,
         cpu_per_msg: Duration::from_secs_f64(cpu / m as f64),
         cores: cpu / elapsed,
+        load_per_msg: Duration::from_secs_f64(f("load_cpu_s") / m as f64),
         p50: Duration::from_nanos(f("p50_ns") as u64),
         p99: Duration::from_nanos(f("p99_ns") as u64),
     }
@@ -647,8 +653,16 @@ fn main() {
     let bare_rate =
         bare.map(|b| median(outcomes[b].iter().map(|o| o.rate).collect(), f64::total_cmp));
     println!(
-        "{:<12} {:>14} {:>10} {:>14} {:>12} {:>6} {:>10} {:>10}",
-        "server", "msg/s each", "vs bare", "(rounds)", "CPU/msg", "cores", "p50", "p99"
+        "{:<12} {:>14} {:>10} {:>14} {:>12} {:>6} {:>10} {:>10} {:>12}",
+        "server",
+        "msg/s each",
+        "vs bare",
+        "(rounds)",
+        "CPU/msg",
+        "cores",
+        "p50",
+        "p99",
+        "load CPU/msg"
     );
     for (i, kind) in kinds.iter().enumerate() {
         let os = &outcomes[i];
@@ -657,6 +671,7 @@ fn main() {
         let cores = median(os.iter().map(|o| o.cores).collect(), f64::total_cmp);
         let p50 = median(os.iter().map(|o| o.p50).collect(), Ord::cmp);
         let p99 = median(os.iter().map(|o| o.p99).collect(), Ord::cmp);
+        let load = median(os.iter().map(|o| o.load_per_msg).collect(), Ord::cmp);
         let (ratio, spread) = match (bare, bare_rate) {
             (Some(b), Some(br)) => {
                 let mut r: Vec<f64> = os
@@ -673,8 +688,8 @@ fn main() {
             _ => ("-".into(), "-".into()),
         };
         println!(
-            "{:<12} {:>14.0} {:>10} {:>14} {:>12.2?} {:>6.2} {:>10.2?} {:>10.2?}",
-            kind, rate, ratio, spread, cpu, cores, p50, p99
+            "{:<12} {:>14.0} {:>10} {:>14} {:>12.2?} {:>6.2} {:>10.2?} {:>10.2?} {:>12.2?}",
+            kind, rate, ratio, spread, cpu, cores, p50, p99, load
         );
     }
     if hops {

@@ -7,8 +7,8 @@
 #![cfg(unix)]
 
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
