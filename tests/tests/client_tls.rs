@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use e2e::drivers::Tokio;
-use e2e::{Driver, RunningGateway, WAIT, space, temp_dir};
+use e2e::{Driver, RunningGateway, WAIT, space};
 use mew_core::agent::{AgentConfig, AgentEvent, AgentFile, AgentSettings};
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::participant::{Event, ParticipantConfig, RequestOptions};
@@ -26,6 +26,7 @@ use mew_driver_common::client::socket::Runtime;
 use mew_driver_common::client::tls::{self as client_tls, ClientTlsOptions};
 use mew_driver_common::server::ServerOptions;
 use mew_driver_common::server::tls::{ServerTls, TlsFiles};
+use mew_tests::scratch::Scratch;
 use serde_json::json;
 
 /// Writes a private CA (`ca.pem`) and a certificate for localhost it signed (`cert.pem`,
@@ -263,7 +264,7 @@ async fn agent_joins<R: Runtime>(gw: &RunningGateway) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_client_kind_over_wss_on_both_drivers_and_untrusted_certificates_refused() {
-    let dir = temp_dir("client-tls");
+    let dir = Scratch::new("e2e", "client-tls");
     let files = make_pki(&dir);
     let mut gw = tls_gateway(&dir, &files);
 

@@ -17,6 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use mew_tests::scratch::Scratch;
+
 /// Lines a file under `drivers/` may have, outside tests.
 const MAX_LINES: usize = 1200;
 /// Files at the top level of `drivers/common/src` (lib.rs included).
@@ -288,8 +290,7 @@ fn drivers_common_keeps_its_files_in_folders_by_side() {
 /// import (a comment, a test module, a module's own ancestors) is not.
 #[test]
 fn the_import_rule_reads_paths_as_the_compiler_does() {
-    let dir = std::env::temp_dir().join(format!("mew-layout-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
+    let dir = Scratch::new("layout", "imports");
     let src = dir.join("src");
     let write = |rel: &str, text: &str| {
         let p = src.join(rel);
@@ -312,7 +313,6 @@ fn the_import_rule_reads_paths_as_the_compiler_does() {
     );
     write("d.rs", "use crate::c::V;\npub struct W;\n");
     let circles = import_circles(&dir, &src);
-    let _ = fs::remove_dir_all(&dir);
     assert_eq!(
         circles,
         [("src/a/mod.rs".to_owned(), "src/b.rs".to_owned())]

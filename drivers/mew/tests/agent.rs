@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use mew_core::participant::{Event, ParticipantConfig, ToolSpec};
 use mew_tests::model_server::{ModelServer, Turn};
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait;
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
@@ -33,13 +34,6 @@ fn everything_server() -> String {
         "MCP test servers are not installed: run `npm ci` in tests/mcp-servers"
     );
     p.canonicalize().unwrap().to_string_lossy().into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-agent-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join(".mew")).unwrap();
-    d
 }
 
 /// The space: the agent may call `get_weather` directly and must propose anything else.
@@ -278,7 +272,7 @@ async fn weather_and_tip_with_a_real_mcp_server_and_a_person_who_approves() {
         ),
         Turn::text("Tokyo is 22°C and partly cloudy. With a 15% tip, $85 comes to $97.75."),
     ]);
-    let dir = scratch("weather");
+    let dir = Scratch::space("agent", "weather");
     let config = write_space(&dir, "name: assistant\nmodel_timeout_ms: 20000\n", "");
     let gw = start_gateway(&dir, &config, &model);
     let weather = weather_service(&gw.addr).await;
@@ -376,7 +370,7 @@ async fn a_rejection_and_a_rate_limit_end_in_a_clear_answer() {
         Turn::Status(500, None),
         Turn::Status(500, None),
     ]);
-    let dir = scratch("reject");
+    let dir = Scratch::space("agent", "reject");
     let config = write_space(&dir, "name: assistant\nmodel_retries: 1\n", "");
     let gw = start_gateway(&dir, &config, &model);
     let human = Person::join(&gw.addr, Review::Reject).await;
@@ -447,7 +441,7 @@ async fn a_trusted_agent_fulfils_what_its_auto_fulfil_rule_allows() {
         Turn::call("c1", "calculator__get-sum", json!({"a": 1, "b": 2})),
         Turn::text("1 + 2 = 3"),
     ]);
-    let dir = scratch("autofulfil");
+    let dir = Scratch::space("agent", "autofulfil");
     std::fs::write(
         dir.join(".mew/trusted.yaml"),
         "auto_respond: false\nauto_fulfil:\n  - {from: assistant, to: calculator, method: tools/call, tool: get-*, read_only: true}\n",

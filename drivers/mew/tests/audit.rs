@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::{read_kind, until};
 use regex::Regex;
 use serde_json::{Value, json};
@@ -17,16 +18,11 @@ use tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
 
 const MEW: &str = env!("CARGO_BIN_EXE_mew");
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-audit-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join(".mew")).unwrap();
-    d
-}
-
 struct Gateway {
     gw: MewGateway,
     logs: PathBuf,
+    /// Declared after `gw`, so dropped after it: the gateway writes here until it stops.
+    _dir: Scratch,
 }
 
 impl std::ops::Deref for Gateway {
@@ -42,7 +38,7 @@ fn start(name: &str, logging: &str) -> Gateway {
 
 /// [`start`] with more lines of `space.yaml` (`extra` ends with a newline).
 fn start_with(name: &str, logging: &str, extra: &str) -> Gateway {
-    let dir = scratch(name);
+    let dir = Scratch::space("audit", name);
     let config = dir.join(".mew/space.yaml");
     std::fs::write(
         &config,
@@ -66,6 +62,7 @@ participants:
     Gateway {
         gw: MewGateway::start(cmd),
         logs: dir.join(".mew/logs"),
+        _dir: dir,
     }
 }
 

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::read_until;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
@@ -32,9 +33,7 @@ fn send(ws: &mut Ws, v: Value) {
 
 #[test]
 fn approvals_in_the_history_become_a_suggested_grant() {
-    let dir = std::env::temp_dir().join(format!("mew-automation-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join(".mew")).unwrap();
+    let dir = Scratch::space("automation", "suggest");
     std::fs::write(
         dir.join(".mew/space.yaml"),
         r#"space: {id: auto}
@@ -120,5 +119,4 @@ participants:
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("no suggestion: 4 decided proposals"));
     drop(gw);
-    let _ = std::fs::remove_dir_all(dir);
 }

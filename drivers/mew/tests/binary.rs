@@ -7,6 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use mew_tests::scratch::Scratch;
+
 const MEW: &str = env!("CARGO_BIN_EXE_mew");
 
 struct Gateway {
@@ -219,8 +221,7 @@ fn config_errors_have_exit_codes() {
         "{err}"
     );
 
-    let dir = std::env::temp_dir().join(format!("mew-bin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("bin", "config-errors");
     let bad = dir.join("space.yaml");
     std::fs::write(
         &bad,
@@ -250,8 +251,7 @@ fn config_errors_have_exit_codes() {
 
 #[test]
 fn config_tokens_from_env_files_and_generation() {
-    let dir = std::env::temp_dir().join(format!("mew-bin-tokens-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = Scratch::new("bin", "tokens");
     std::fs::create_dir_all(dir.join(".mew/tokens")).unwrap();
     std::fs::write(dir.join(".mew/tokens/human.token"), "file-token\n").unwrap();
     let config = dir.join("space.yaml");

@@ -3,12 +3,13 @@
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mew_core::gateway::SpaceConfig;
 use mew_core::participant::{ParticipantConfig, RequestOptions};
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::until;
 use mew_tokio::{GatewayServer, ParticipantRuntime, ServerOptions};
 use nix::sys::signal::{Signal, kill};
@@ -31,13 +32,6 @@ fn everything_script() -> String {
         .unwrap()
         .to_string_lossy()
         .into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mew-bridge-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.canonicalize().unwrap()
 }
 
 fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
@@ -217,6 +211,7 @@ async fn echo_through_space(url: &str, space: &str, target: &str) {
 
 #[test]
 fn sigterm_stops_the_server_and_exits_zero() {
+    let dir = Scratch::new("bridge-cli", "sigterm-gw");
     let rt = gateway_runtime();
     let yaml = "space: {id: cli}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n  every: {type: mcp-bridge, tokens: [every-token], capabilities: [{kind: mcp/response}, {kind: participant/status}], mcp_server: {command: node}}\n";
     let server = rt
@@ -224,7 +219,7 @@ fn sigterm_stops_the_server_and_exits_zero() {
             "127.0.0.1:0".parse().unwrap(),
             SpaceConfig::from_yaml(yaml).unwrap(),
             ServerOptions {
-                log_dir: scratch("sigterm-gw").join(".mew/logs"),
+                log_dir: dir.join(".mew/logs"),
                 seed: Some(1),
                 ..ServerOptions::default()
             },
@@ -280,7 +275,7 @@ fn sigterm_stops_the_server_and_exits_zero() {
 
 #[test]
 fn the_gateway_starts_and_stops_auto_start_bridges() {
-    let dir = scratch("autostart");
+    let dir = Scratch::new("bridge-cli", "autostart");
     let server_dir = dir.join("server-cwd");
     std::fs::create_dir_all(&server_dir).unwrap();
     let yaml = format!(

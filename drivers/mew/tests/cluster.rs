@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::read_until;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
@@ -34,13 +35,6 @@ participants:
         ));
     }
     s
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-cluster-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn free_port() -> u16 {
@@ -190,7 +184,7 @@ fn http(addr: &str, method: &str, path: &str, token: &str, body: &str) -> (u16, 
 
 #[test]
 fn three_nodes_serve_one_space() {
-    let dir = scratch("three");
+    let dir = Scratch::new("cluster", "three");
     let nats = Nats::start(&dir);
     let config = space(0);
     let a = node(&dir, &nats, "a", &config, 0);
@@ -341,7 +335,7 @@ fn three_nodes_serve_one_space() {
 
 #[test]
 fn every_participant_sees_one_order_and_nothing_is_lost() {
-    let dir = scratch("order");
+    let dir = Scratch::new("cluster", "order");
     let nats = Nats::start(&dir);
     // Room for everything: this is about order and loss, not about slow readers.
     let config = space(10).replace(
@@ -412,7 +406,7 @@ fn every_participant_sees_one_order_and_nothing_is_lost() {
 
 #[test]
 fn a_killed_node_is_declared_gone_and_nats_outages_lose_nothing() {
-    let dir = scratch("failover");
+    let dir = Scratch::new("cluster", "failover");
     let mut nats = Nats::start(&dir);
     let config = space(0);
     let a = node(&dir, &nats, "a", &config, 0);
@@ -518,7 +512,7 @@ fn refused(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
 
 #[test]
 fn bad_cluster_settings_exit_with_one_line() {
-    let dir = scratch("bad-settings");
+    let dir = Scratch::new("cluster", "bad-settings");
     let dead = format!("nats://127.0.0.1:{}", free_port());
     let cfg = ["--config", ".mew/space.yaml", "--port", "0"];
 
@@ -604,7 +598,7 @@ fn bad_cluster_settings_exit_with_one_line() {
 
 #[test]
 fn a_flood_during_a_nats_outage_does_not_stall_the_node() {
-    let dir = scratch("outage-flood");
+    let dir = Scratch::new("cluster", "outage-flood");
     let mut nats = Nats::start(&dir);
     let a = node(&dir, &nats, "a", &space(0), 0);
     let mut agent = join(&a.addr, "agent-token");
@@ -695,7 +689,7 @@ fn drain_refusals(ws: &mut Ws) -> usize {
 /// which every node applies; an expired one is refused there with the reason.
 #[test]
 fn jwts_join_any_node_and_every_node_applies_the_verdict() {
-    let dir = scratch("jwt");
+    let dir = Scratch::new("cluster", "jwt");
     let nats = Nats::start(&dir);
     let key = mew_tests::pki::es256_jwks(&dir.join("jwks.json"));
     let signer = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).unwrap();

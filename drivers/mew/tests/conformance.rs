@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use mew_tests::scratch::Scratch;
+
 const MEW: &str = env!("CARGO_BIN_EXE_mew");
 
 fn repo() -> PathBuf {
@@ -179,9 +181,7 @@ fn run(revision: &str, out_dir: &Path) -> BTreeMap<String, bool> {
 /// Checks the suite's results against the lists: `pass` must pass, `fail` (with reasons)
 /// must fail, and nothing else may run.
 fn check(revision: &str, pass: &[&str], fail: &[(&str, &str)]) {
-    let out =
-        std::env::temp_dir().join(format!("mew-conformance-{revision}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = Scratch::new("conformance", revision);
     let results = run(revision, &out);
     let mut wrong = Vec::new();
     for name in pass {
@@ -205,7 +205,6 @@ fn check(revision: &str, pass: &[&str], fail: &[(&str, &str)]) {
             wrong.push(format!("{name}: ran but is not listed"));
         }
     }
-    let _ = std::fs::remove_dir_all(&out);
     assert!(
         wrong.is_empty(),
         "{revision}:\n{}\n(re-run one with: conformance client --command \

@@ -6,11 +6,12 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::read_until;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
@@ -26,10 +27,9 @@ participants:
   service: {tokens: [service-token], capabilities: [{kind: "mcp/*"}, {kind: chat}]}
 "#;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-durable-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join(".mew")).unwrap();
+/// A space folder of its own holding [`SPACE`].
+fn space_dir(name: &str) -> Scratch {
+    let d = Scratch::space("durable", name);
     std::fs::write(d.join(".mew/space.yaml"), SPACE).unwrap();
     d
 }
@@ -154,7 +154,7 @@ fn agent_may_call(addr: &str, id: &str) -> bool {
 /// restart, however often it is repeated.
 #[test]
 fn what_a_space_was_given_survives_kill_9() {
-    let dir = scratch("kill");
+    let dir = space_dir("kill");
     let g = start(&dir);
     assert!(!agent_may_call(&g.addr, "before"));
     let mut human = join(&g.addr, "human-token");
@@ -240,14 +240,13 @@ fn what_a_space_was_given_survives_kill_9() {
     let g = start(&dir);
     assert!(agent_may_call(&g.addr, "again"));
     drop(g);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A log whose last entry is torn (cut short) or damaged (a flipped byte) is cut at its
 /// last whole entry; the gateway starts and says so.
 #[test]
 fn a_torn_or_damaged_tail_is_cut_and_the_gateway_starts() {
-    let dir = scratch("torn");
+    let dir = space_dir("torn");
     let g = start(&dir);
     let mut human = join(&g.addr, "human-token");
     send(
@@ -300,7 +299,6 @@ fn a_torn_or_damaged_tail_is_cut_and_the_gateway_starts() {
     let g = start(&dir);
     assert!(agent_may_call(&g.addr, "t2"));
     drop(g);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Where each whole entry of a log file starts, and where it ends.
@@ -326,7 +324,7 @@ fn entry_spans(log: &[u8]) -> Vec<std::ops::Range<usize>> {
 /// capability. A flipped byte in the snapshot is refused the same way.
 #[test]
 fn a_damaged_revocation_with_entries_after_it_is_refused_not_cut() {
-    let dir = scratch("damaged");
+    let dir = space_dir("damaged");
     let g = start(&dir);
     let mut human = join(&g.addr, "human-token");
     send(
@@ -434,7 +432,6 @@ fn a_damaged_revocation_with_entries_after_it_is_refused_not_cut() {
         err.contains("snapshot is damaged") && err.contains("mew space reset"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -449,7 +446,7 @@ fn has(hay: &[u8], needle: &[u8]) -> bool {
 /// with one line naming the file and what to do; `mew space reset` starts afresh.
 #[test]
 fn newer_formats_and_unwritable_state_are_clear_errors_and_reset_starts_afresh() {
-    let dir = scratch("errors");
+    let dir = space_dir("errors");
     let g = start(&dir);
     let mut human = join(&g.addr, "human-token");
     send(
@@ -515,7 +512,6 @@ fn newer_formats_and_unwritable_state_are_clear_errors_and_reset_starts_afresh()
         "the grant went with the reset"
     );
     drop(g);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `space.yaml` edited while the gateway was down: a snapshot taken under the old file
@@ -523,7 +519,7 @@ fn newer_formats_and_unwritable_state_are_clear_errors_and_reset_starts_afresh()
 /// space starts afresh under the new file, saying so in `/health`.
 #[test]
 fn an_edited_space_yaml_sets_the_old_state_aside_and_starts() {
-    let dir = scratch("edited");
+    let dir = space_dir("edited");
     let g = start(&dir);
     let mut human = join(&g.addr, "human-token");
     // An invitation is followed at once by a snapshot, which carries the file's fingerprint.
@@ -552,5 +548,4 @@ fn an_edited_space_yaml_sets_the_old_state_aside_and_starts() {
     assert!(aside.ends_with("state.previous"), "{health}");
     assert!(dir.join(".mew/state.previous/snapshot").exists());
     drop(g);
-    let _ = std::fs::remove_dir_all(&dir);
 }

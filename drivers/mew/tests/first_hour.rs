@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use mew_tests::model_server::ModelServer;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::{until, until_true};
 use serde_json::Value;
 
@@ -18,13 +19,6 @@ const MEW: &str = env!("CARGO_BIN_EXE_mew");
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-up-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// The npm packages of `tests/mcp-servers`, reachable from `dir` as a project's own
@@ -188,10 +182,10 @@ fn readme_and_docs_coder_commands_run_as_written_from_a_scratch_folder() {
         ("README.md", "mew init coder --dir my-space", "my-space"),
         ("docs/spaces.md", "mew init coder --dir my-space", "."),
     ] {
-        let root = scratch(&format!("doc-{}", page.replace(['/', '.'], "-")));
+        let root = Scratch::new("up", &format!("doc-{}", page.replace(['/', '.'], "-")));
         npm_packages_in(&root);
         let lines = sh_block(page, marker);
-        let mut cwd = root.clone();
+        let mut cwd = root.to_path_buf();
         let mut ran = Vec::new();
         let mut down = None;
         for line in &lines {
@@ -276,7 +270,6 @@ fn readme_and_docs_coder_commands_run_as_written_from_a_scratch_folder() {
         until_true("the space's processes end", Duration::from_secs(10), || {
             pids.iter().all(|p| !alive(*p))
         });
-        let _ = std::fs::remove_dir_all(&root);
     }
 }
 
@@ -308,7 +301,7 @@ fn failing_space(root: &Path) -> PathBuf {
 
 #[test]
 fn up_names_who_did_not_start_with_their_output_and_exits_non_zero() {
-    let root = scratch("failing");
+    let root = Scratch::new("up", "failing");
     let space = failing_space(&root);
     let started = Instant::now();
     let up = mew_in(
@@ -433,7 +426,6 @@ fn up_names_who_did_not_start_with_their_output_and_exits_non_zero() {
         .output()
         .unwrap();
     assert!(down.status.success(), "{down:?}");
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// A space of one program that never joins, so that `space up` keeps waiting.
@@ -455,7 +447,7 @@ fn run_file(space: &Path) -> Option<Value> {
 
 #[test]
 fn ctrl_c_while_up_waits_stops_the_space_and_leaves_the_calling_shell() {
-    let root = scratch("ctrl-c");
+    let root = Scratch::new("up", "ctrl-c");
     let space = waiting_space(&root);
     for detach in [false, true] {
         let name = if detach { "detach" } else { "fg" };
@@ -490,12 +482,11 @@ fn ctrl_c_while_up_waits_stops_the_space_and_leaves_the_calling_shell() {
             !alive(sleeper) && !alive(supervisor)
         });
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
 fn a_closed_stdout_ends_commands_quietly() {
-    let root = scratch("pipe");
+    let root = Scratch::new("up", "pipe");
     let gateway = ["gateway", "--port", "0", "--log-level", "off"];
     let templates = ["init", "--list-templates"];
     let init = ["init", "coder", "--dir", "x"];
@@ -532,7 +523,6 @@ fn a_closed_stdout_ends_commands_quietly() {
     let out = c.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]

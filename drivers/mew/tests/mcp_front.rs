@@ -6,6 +6,7 @@
 
 #![cfg(unix)]
 
+use mew_tests::scratch::Scratch;
 use mew_tests::tmux::Tmux;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -309,7 +310,7 @@ fn the_summary_parser_leaves_unscored_scenarios_out() {
 #[test]
 fn a_bridged_servers_tool_list_change_reaches_the_host() {
     use std::io::{Read, Write};
-    let dir = scratch("changing");
+    let dir = Scratch::new("front", "changing");
     let server = repo().join("tests/mcp-servers/changing-tools.mjs");
     let yaml = format!(
         r#"space: {{id: front}}
@@ -420,15 +421,16 @@ gateway:
 
 /// A gateway serving a space where `desk` may call `echo` and list tools, may only propose
 /// anything else, and hosts on this machine are `desk`; `every` bridges the npm
-/// server-everything over stdio; `human` is a person.
-fn space(name: &str) -> (mew_tests::process::MewGateway, PathBuf) {
-    let dir = scratch(name);
+/// server-everything over stdio; `human` is a person. Its folder comes first: bound as
+/// `(dir, gw)`, the gateway is dropped (stopped) before its folder is removed.
+fn space(name: &str) -> (Scratch, mew_tests::process::MewGateway) {
+    let dir = Scratch::new("front", name);
     let yaml = space_yaml(
         "  max_frame_bytes: 65536\n  mcp: {loopback_as: desk, max_sessions: 40, proposal_timeout_ms: 60000, idle_timeout_ms: 3000}\n",
     );
     let gw = gateway_of(&dir, &yaml);
     wait_online(&gw.addr, "every");
-    (gw, dir)
+    (dir, gw)
 }
 
 /// The space of [`space`], its `gateway:` section's settings (after `durability: off`)
@@ -462,14 +464,6 @@ gateway:
 {gateway}"#,
         server = server.display()
     )
-}
-
-/// A fresh folder of this test run named `name`.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mew-front-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Waits until `id` is online in the space (`/participants` lists every configured
@@ -594,7 +588,7 @@ fn proposal(addr: &str, not: Option<&serde_json::Value>) -> serde_json::Value {
 
 #[test]
 fn the_inspector_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
-    let (gw, _dir) = space("inspector");
+    let (_dir, gw) = space("inspector");
     let addr = gw.addr.clone();
 
     let (code, listed) = inspector(&addr, &["--method", "tools/list"]);
@@ -690,7 +684,7 @@ fn the_inspector_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected
 
 #[test]
 fn bad_input_is_answered_per_the_spec_and_the_space_is_unharmed() {
-    let (gw, _dir) = space("bad-input");
+    let (_dir, gw) = space("bad-input");
     let addr = gw.addr.clone();
     // Malformed JSON, a batch, an oversized body, an unknown session, a request before
     // initialize without a session.
@@ -817,7 +811,7 @@ fn rss_kib(gw: &mew_tests::process::MewGateway) -> u64 {
 #[test]
 fn a_host_that_never_reads_its_streams_harms_no_one() {
     use std::io::Write;
-    let (gw, _dir) = space("no-reader");
+    let (_dir, gw) = space("no-reader");
     let addr = gw.addr.clone();
     let (s, head, _) = post(&addr, "", INIT);
     assert_eq!(s, 200);
@@ -910,7 +904,7 @@ fn a_host_that_never_reads_its_streams_harms_no_one() {
 
 #[test]
 fn a_host_whose_participant_is_removed_by_a_reload_mid_call_is_told_why() {
-    let (gw, dir) = space("reload");
+    let (dir, gw) = space("reload");
     let addr = gw.addr.clone();
     let config = dir.join("space.yaml");
     let original = std::fs::read_to_string(&config).unwrap();
@@ -1005,7 +999,7 @@ fn a_host_whose_participant_is_removed_by_a_reload_mid_call_is_told_why() {
 
 #[test]
 fn a_thousand_hosts_at_once_are_each_answered_and_the_space_recovers() {
-    let (gw, _dir) = space("thousand");
+    let (_dir, gw) = space("thousand");
     let addr = gw.addr.clone();
     let before = rss_kib(&gw);
     let t = Instant::now();
@@ -1138,7 +1132,7 @@ fn allowed_approved_rejected(
 
 #[test]
 fn the_python_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
-    let (gw, _dir) = space("python");
+    let (_dir, gw) = space("python");
     let url = format!("http://{}/mcp", gw.addr);
     allowed_approved_rejected(&gw.addr, |tool, args| python_host(&url, tool, args, &[]));
 }
@@ -1187,7 +1181,7 @@ fn mcp_request(addr: &str, sid: Option<&str>, extra: &str, body: &str) -> String
 #[test]
 fn a_host_keeps_its_connection_for_its_next_requests_within_the_bounds() {
     use std::io::{Read, Write};
-    let (gw, _dir) = space("keep-alive");
+    let (_dir, gw) = space("keep-alive");
     let addr = gw.addr.clone();
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -1295,7 +1289,7 @@ fn ts_host(
 
 #[test]
 fn the_typescript_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rejected() {
-    let (gw, _dir) = space("typescript");
+    let (_dir, gw) = space("typescript");
     let url = format!("http://{}/mcp", gw.addr);
     allowed_approved_rejected(&gw.addr, |tool, args| ts_host(&url, tool, args, &[]));
 }
@@ -1305,7 +1299,7 @@ fn the_typescript_sdk_calls_an_allowed_tool_and_a_proposed_one_approved_then_rej
 /// reason typed there, and the host's call ends with -32004 and that reason.
 #[test]
 fn a_person_approves_and_rejects_in_the_terminal_while_the_host_waits() {
-    let (gw, _dir) = space("terminal");
+    let (_dir, gw) = space("terminal");
     let addr = gw.addr.clone();
     let url = format!("http://{addr}/mcp");
     let tmux = Tmux::new(format!("mew-front-tui-{}", std::process::id()), "ui");
@@ -1378,7 +1372,7 @@ fn node_get(url: &str, token: &str, ca: &Path) -> (u16, String) {
 /// https resource.
 #[test]
 fn hosts_call_over_https_and_the_metadata_names_an_https_resource() {
-    let dir = scratch("https");
+    let dir = Scratch::new("front", "https");
     mew_tests::pki::make(&dir, &["localhost", "127.0.0.1"]);
     // A real key of the issuer: the metadata is served once the space takes its JWTs.
     mew_tests::pki::es256_jwks(&dir.join("jwks.json"));
@@ -1444,7 +1438,6 @@ fn hosts_call_over_https_and_the_metadata_names_an_https_resource() {
         prm["authorization_servers"],
         serde_json::json!(["https://idp.test"])
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A host without credentials at a space taking JWTs is told where the protected resource
@@ -1452,7 +1445,7 @@ fn hosts_call_over_https_and_the_metadata_names_an_https_resource() {
 /// names the endpoint by the same origin.
 #[test]
 fn the_challenge_names_the_resource_metadata_by_an_absolute_url() {
-    let dir = scratch("challenge");
+    let dir = Scratch::new("front", "challenge");
     mew_tests::pki::es256_jwks(&dir.join("jwks.json"));
     let yaml = r#"space: {id: front}
 participants:

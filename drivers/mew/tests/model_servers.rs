@@ -15,6 +15,7 @@ use std::time::Duration;
 use mew_core::participant::{Event, ParticipantConfig, ToolSpec};
 use mew_tests::model_server::{ModelServer, ServerOptions, Turn};
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait;
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
@@ -41,10 +42,10 @@ fn participant(addr: &str, token: &str) -> ParticipantConfig {
     }
 }
 
-fn start(name: &str, stream: bool, model: &ModelServer) -> (MewGateway, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("mew-servers-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join(".mew")).unwrap();
+/// The gateway's folder comes first: bound as `(space, gw)`, the gateway stops before its
+/// folder is removed.
+fn start(name: &str, stream: bool, model: &ModelServer) -> (Scratch, MewGateway) {
+    let dir = Scratch::space("servers", name);
     std::fs::write(
         dir.join(".mew/agent.yaml"),
         format!("name: assistant\nmodel_timeout_ms: 20000\nstream: {stream}\n"),
@@ -84,7 +85,8 @@ participants:
         .env("MEW_MODEL", "local-model")
         .env_remove("MEW_AGENT_CONFIG")
         .stderr(Stdio::inherit());
-    (MewGateway::start(cmd), dir)
+    let gw = MewGateway::start(cmd);
+    (dir, gw)
 }
 
 /// The weather service: `get_weather`, and `save_note` whose notes it keeps.
@@ -171,7 +173,7 @@ async fn until<T>(
 async fn whole_task(server: &str, stream: bool, options: ServerOptions) -> Vec<Value> {
     let dir = fixtures(server);
     let model = ModelServer::start_with((1..=3).map(|n| Turn::fixture(&dir, n)).collect(), options);
-    let (gw, scratch) = start(&format!("{server}-{stream}"), stream, &model);
+    let (_space, gw) = start(&format!("{server}-{stream}"), stream, &model);
     let (weather, notes) = weather_service(&gw.addr).await;
     let (human, seen) = person(&gw.addr).await;
     until(
@@ -252,7 +254,6 @@ async fn whole_task(server: &str, stream: bool, options: ServerOptions) -> Vec<V
     weather.close().await;
     human.close().await;
     drop(gw);
-    let _ = std::fs::remove_dir_all(scratch);
     reqs
 }
 

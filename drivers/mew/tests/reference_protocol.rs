@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::{self, read_kind};
 use regex::Regex;
 use serde_json::Value;
@@ -42,15 +43,15 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// A running space: the gateway and the folder it runs in.
 struct Space {
-    dir: PathBuf,
     gw: MewGateway,
+    /// Declared after `gw`, so dropped after it: the gateway writes here until it stops.
+    dir: Scratch,
 }
 
 impl Space {
     /// Copies fixture `name` and starts `mew gateway start ... --no-auto-start` in it.
     fn start(name: &str) -> Space {
-        let dir = std::env::temp_dir().join(format!("mew-refproto-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = Scratch::new("refproto", name);
         copy_dir(
             &repo().join("tests/fixtures/reference-post-seed").join(name),
             &dir,
@@ -65,7 +66,7 @@ impl Space {
             .current_dir(&dir)
             .stderr(Stdio::inherit());
         let gw = MewGateway::start(cmd);
-        Space { dir, gw }
+        Space { gw, dir }
     }
 
     fn history(&self) -> PathBuf {
@@ -94,14 +95,6 @@ impl Space {
         }
         let welcome = read_kind(&mut ws, "system/welcome");
         (ws, welcome)
-    }
-}
-
-impl Drop for Space {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
     }
 }
 
@@ -204,7 +197,7 @@ fn scenario_17_invitations() {
     // `.mew/tokens/`, whose files are configured participants' credentials, nor the audit
     // logs or the state).
     assert!(!sp.dir.join(".mew/tokens/new-agent.token").exists());
-    let mut folders = vec![sp.dir.clone()];
+    let mut folders = vec![sp.dir.to_path_buf()];
     while let Some(d) = folders.pop() {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
             let path = e.path();

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use mew_tests::http::exchange as http;
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::until;
 use regex::Regex;
 use serde_json::Value;
@@ -18,13 +19,6 @@ const MEW: &str = env!("CARGO_BIN_EXE_mew");
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-ref-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -41,8 +35,8 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// A copy of the fixture space in a fresh folder.
-fn fixture_space(name: &str) -> PathBuf {
-    let dir = scratch(name);
+fn fixture_space(name: &str) -> Scratch {
+    let dir = Scratch::new("ref", name);
     copy_dir(&repo().join("tests/fixtures/reference-space"), &dir);
     dir
 }
@@ -325,7 +319,7 @@ fn children_of(parent: u32) -> Vec<u32> {
 
 #[test]
 fn space_yaml_beside_an_existing_mew_folder() {
-    let dir = scratch("beside");
+    let dir = Scratch::new("ref", "beside");
     std::fs::create_dir_all(dir.join(".mew/tokens")).unwrap();
     std::fs::write(dir.join(".mew/tokens/human.token"), "human-file-token\n").unwrap();
     std::fs::write(

@@ -2,11 +2,11 @@
 //! that does not parse changes nothing and the gateway goes on.
 
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::read_until;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
@@ -22,13 +22,6 @@ participants:
   human: {tokens: [human-token], capabilities: ["*"]}
   leaver: {tokens: [leaver-token], capabilities: [chat]}
 "#;
-
-fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-reload-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join(".mew")).unwrap();
-    d
-}
 
 /// Opens a socket with a bearer token; the socket and the first envelope.
 fn open(addr: &str, token: &str) -> (Ws, Value) {
@@ -62,7 +55,7 @@ fn chat(ws: &mut Ws, text: &str) {
 
 #[test]
 fn sighup_applies_the_edited_space_yaml_and_a_broken_file_changes_nothing() {
-    let dir = scratch();
+    let dir = Scratch::space("reload", "sighup");
     let config = dir.join(".mew/space.yaml");
     std::fs::write(&config, SPACE).unwrap();
     let mut cmd = Command::new(MEW);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use mew_core::participant::{Event, ParticipantConfig};
 use mew_tests::model_server::{ModelServer, Turn};
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::until_true;
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
@@ -17,13 +18,6 @@ const MEW: &str = env!("CARGO_BIN_EXE_mew");
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-space-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn mew(args: &[&str], dir: &Path, model: Option<&ModelServer>) -> Output {
@@ -143,7 +137,7 @@ fn kill9(pid: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_up_propose_fulfil_supervise_and_down() {
-    let dir = scratch("coder");
+    let dir = Scratch::new("space", "coder");
     coder_space(&dir);
     let target = dir
         .join("workspace/hello.txt")
@@ -330,12 +324,11 @@ async fn init_up_propose_fulfil_supervise_and_down() {
     assert!(!dir.join(".mew/run/space.json").exists());
     let st = mew(&["space", "status", "--json"], &dir, None);
     assert_eq!(st.status.code(), Some(1));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_killed_supervisor_leaves_no_process_behind() {
-    let dir = scratch("orphans");
+    let dir = Scratch::new("space", "orphans");
     coder_space(&dir);
     let model = ModelServer::start(vec![]);
     let up = mew(
@@ -362,12 +355,11 @@ fn a_killed_supervisor_leaves_no_process_behind() {
     assert!(up.status.success(), "{up:?}");
     let down = mew(&["space", "down"], &dir, None);
     assert!(down.status.success(), "{down:?}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn the_reference_fixture_space_comes_up_and_goes_down() {
-    let dir = scratch("reference");
+    let dir = Scratch::new("space", "reference");
     let copy = Command::new("cp")
         .arg("-r")
         .arg(repo().join("tests/fixtures/reference-space/."))
@@ -415,14 +407,13 @@ fn the_reference_fixture_space_comes_up_and_goes_down() {
     for p in all {
         assert!(!running(p), "process {p} outlived `mew space down`");
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A bridge is online as soon as it joins, while its MCP server is still starting: `up`
 /// waits for the server too, and names the bridge when the wait ends before it is ready.
 #[test]
 fn up_waits_for_a_bridges_server_not_only_for_its_join() {
-    let dir = scratch("slow-bridge");
+    let dir = Scratch::new("space", "slow-bridge");
     std::fs::write(
         dir.join("space.yaml"),
         "space: {id: slow}\nparticipants:\n  human: {tokens: [human-token], capabilities: [{kind: \"*\"}]}\n  slow:\n    type: mcp-bridge\n    auto_start: true\n    tokens: [slow-token]\n    capabilities: [{kind: mcp/response}, {kind: participant/status}]\n    mcp_server: {command: sleep, args: [\"600\"]}\n    bridge_config: {init_timeout: 60000}\n",
@@ -457,5 +448,4 @@ fn up_waits_for_a_bridges_server_not_only_for_its_join() {
     assert_eq!(slow["process"]["state"], "running", "{st}");
     let down = mew(&["space", "down"], &dir, None);
     assert!(down.status.success(), "{down:?}");
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -4,10 +4,12 @@
 //! and warns.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use mew_tests::scratch::Scratch;
 
 const MEW: &str = env!("CARGO_BIN_EXE_mew");
 
@@ -22,13 +24,6 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-tls-clients-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn start_gateway(dir: &Path) -> Gateway {
@@ -109,7 +104,7 @@ fn send(gw: &Gateway, extra: &[&str], env: &[(&str, &Path)]) -> (Output, Duratio
 
 #[test]
 fn clients_trust_the_ca_file_and_refuse_an_unverified_certificate_at_once() {
-    let dir = scratch();
+    let dir = Scratch::new("tls-clients", "ca-file");
     mew_tests::pki::make(&dir, &["localhost"]);
     let gw = start_gateway(&dir);
     let ca = dir.join("ca.pem");
@@ -172,7 +167,8 @@ fn clients_trust_the_ca_file_and_refuse_an_unverified_certificate_at_once() {
 /// status asks 127.0.0.1), and shows the gateway's figures and members.
 #[test]
 fn space_status_reads_a_tls_space_over_https() {
-    let dir = scratch().join("space");
+    let scratch = Scratch::new("tls-clients", "status");
+    let dir = scratch.join("space");
     std::fs::create_dir_all(dir.join(".mew")).unwrap();
     mew_tests::pki::make(&dir, &["localhost"]);
     std::fs::write(

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use mew_core::participant::{ClientState, ParticipantConfig, RequestOptions, ToolSpec};
 use mew_tests::model_server::{ModelServer, Turn, last_user_text};
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
 
@@ -40,13 +41,6 @@ fn clients_bin(name: &str) -> PathBuf {
         "MCP test clients are not installed: run `npm ci` in tests/mcp-clients"
     );
     p
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-tools-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join(".mew")).unwrap();
-    d
 }
 
 /// The fixture with extra settings prepended (connection, retries).
@@ -84,7 +78,7 @@ fn result_text(v: &Value) -> &str {
 
 #[test]
 fn the_inspector_lists_calls_and_sees_each_invalid_argument_refused() {
-    let dir = scratch("inspector");
+    let dir = Scratch::space("tools", "inspector");
     let config = config_with(&dir, "model_retries: 0");
     let model = ModelServer::start(vec![Turn::text("Oslo: sunny, 21°C for three days.")]);
 
@@ -175,7 +169,6 @@ fn the_inspector_lists_calls_and_sees_each_invalid_argument_refused() {
         );
     }
     assert_eq!(model.served(), 1, "no invalid call reached the model");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn free_port() -> u16 {
@@ -359,7 +352,7 @@ fn call(city: &str) -> Value {
 
 #[test]
 fn concurrent_calls_keep_apart_a_cancelled_one_goes_unanswered() {
-    let dir = scratch("stdio");
+    let dir = Scratch::space("tools", "stdio");
     let config = config_with(&dir, "model_retries: 0");
     // Each call's answer is made from its own prompt; the third is slow enough to cancel.
     let echo = || {
@@ -455,12 +448,11 @@ fn concurrent_calls_keep_apart_a_cancelled_one_goes_unanswered() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn a_call_while_the_model_endpoint_fails_is_a_tool_error() {
-    let dir = scratch("failing");
+    let dir = Scratch::space("tools", "failing");
     let config = config_with(&dir, "model_retries: 1");
     let model = ModelServer::start(vec![Turn::Status(503, Some(0)), Turn::Status(503, Some(0))]);
     let mut c = StdioClient::start(&config, &model);
@@ -473,7 +465,6 @@ fn a_call_while_the_model_endpoint_fails_is_a_tool_error() {
     );
     assert!(text.contains("after 2 attempts"), "{text}");
     assert_eq!(model.served(), 2);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn participant(addr: &str, token: &str) -> ParticipantConfig {
@@ -541,7 +532,7 @@ async fn weather_service(addr: &str) -> ParticipantRuntime {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_uses_a_tool_of_the_space_and_the_space_can_call_the_agent() {
-    let dir = scratch("space");
+    let dir = Scratch::space("tools", "space");
     let gw = space(&dir, "");
     let _weather = weather_service(&gw.addr).await;
     let config = config_with(
@@ -637,7 +628,6 @@ async fn a_call_uses_a_tool_of_the_space_and_the_space_can_call_the_agent() {
     assert_eq!(model.served(), 3);
     drop(c);
     drop(gw);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// One JSON-RPC request to the space's `/mcp` over raw HTTP (on loopback, as `host`): the
@@ -680,7 +670,7 @@ fn front_post(addr: &str, session: Option<&str>, body: Value) -> (Option<String>
 /// model writing the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_at_the_spaces_mcp_endpoint_calls_a_tools_mode_agent() {
-    let dir = scratch("front");
+    let dir = Scratch::space("tools", "front");
     let gw = space(
         &dir,
         "  host:\n    tokens: [host-token]\n    capabilities: [{kind: mcp/request}]\ngateway:\n  mcp: {loopback_as: host}\n",
@@ -756,12 +746,11 @@ async fn a_host_at_the_spaces_mcp_endpoint_calls_a_tools_mode_agent() {
     assert_eq!(model.served(), 1);
     drop(c);
     drop(gw);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bridge_brings_mew_agent_mcp_into_a_space() {
-    let dir = scratch("bridge");
+    let dir = Scratch::space("tools", "bridge");
     let model = ModelServer::start(vec![Turn::text("Rome: 25°C, clear skies.")]);
     let gw = space(
         &dir,
@@ -831,12 +820,11 @@ async fn the_bridge_brings_mew_agent_mcp_into_a_space() {
         "Give the 2-day forecast for Rome (units: {units}). Use a weather tool if one is available."
     );
     drop(gw);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn invalid_configurations_are_reported_whole_and_exit_2() {
-    let dir = scratch("invalid");
+    let dir = Scratch::space("tools", "invalid");
     let bad = dir.join("bad.yaml");
     std::fs::write(
         &bad,
@@ -947,5 +935,4 @@ metadata:
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nights: \"many\" is not an integer"));
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use mew_tests::http::post;
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::read_until;
 use serde_json::{Value, json};
 use tungstenite::client::IntoClientRequest;
@@ -18,13 +19,6 @@ use tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
 const MEW: &str = env!("CARGO_BIN_EXE_mew");
 
 type Ws = WebSocket<MaybeTlsStream<TcpStream>>;
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mew-trust-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join(".mew")).unwrap();
-    d
-}
 
 fn start(dir: &Path) -> MewGateway {
     let mut cmd = Command::new(MEW);
@@ -135,7 +129,7 @@ participants:
 /// closed with the reason, its token refused) and never joins as the entry.
 #[test]
 fn an_invitation_never_becomes_the_entry_a_reload_adds() {
-    let dir = scratch("reload");
+    let dir = Scratch::space("trust", "reload");
     std::fs::write(dir.join(".mew/space.yaml"), INVITER_SPACE).unwrap();
     let gw = start(&dir);
     let (mut inviter, _) = open(&gw.addr, Some("inviter-token"));
@@ -184,7 +178,7 @@ fn an_invitation_never_becomes_the_entry_a_reload_adds() {
 /// space.yaml given a `deployer` entry with `*`, the gateway started again.
 #[test]
 fn an_invitation_never_becomes_the_entry_a_restart_adds() {
-    let dir = scratch("restart");
+    let dir = Scratch::space("trust", "restart");
     std::fs::write(dir.join(".mew/space.yaml"), INVITER_SPACE).unwrap();
     let gw = start(&dir);
     let (mut inviter, _) = open(&gw.addr, Some("inviter-token"));
@@ -218,7 +212,7 @@ fn an_invitation_never_becomes_the_entry_a_restart_adds() {
 /// after a reload and after a restart, and no invitation token ever joins as bot.
 #[test]
 fn a_kick_does_not_free_a_configured_id() {
-    let dir = scratch("kick");
+    let dir = Scratch::space("trust", "kick");
     std::fs::write(
         dir.join(".mew/space.yaml"),
         "space: {id: trust-e2e}
@@ -283,7 +277,7 @@ participants:
 /// `invalid_participant_id`, and nobody else hears of them.
 #[test]
 fn invitations_and_anonymous_joins_follow_the_id_rule() {
-    let dir = scratch("ids");
+    let dir = Scratch::space("trust", "ids");
     std::fs::write(
         dir.join(".mew/space.yaml"),
         "space: {id: trust-e2e}

@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mew_core::participant::{ParticipantConfig, ToolSpec};
+use mew_tests::scratch::Scratch;
 use mew_tests::wait::{self, read_until};
 use mew_tokio::ParticipantRuntime;
 use serde_json::{Value, json};
@@ -213,9 +214,7 @@ async fn approve_reject_and_always_allow_from_the_review_dialog() {
 /// (`kill -9`) and started again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_always_allow_grant_survives_a_gateway_restart() {
-    let dir = std::env::temp_dir().join(format!("mew-tui-durable-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join(".mew")).unwrap();
+    let dir = Scratch::space("tui", "durable");
     std::fs::write(
         dir.join(".mew/space.yaml"),
         r#"
@@ -290,7 +289,7 @@ participants:
         .unwrap();
     let addr = gw.addr.clone();
     let tmux = Tmux::new(format!("mew-tui-durable-{}", std::process::id()), "ui");
-    let dir2 = dir.clone();
+    let dir2 = dir.to_path_buf();
     tokio::task::spawn_blocking(move || {
         let client = format!("{MEW} client --gateway ws://{addr} --space default");
         tmux.start(100, 30, &["MEW_TOKEN=human-token"], &[&client]);
@@ -325,7 +324,6 @@ participants:
     })
     .await
     .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn agent_as(gw: &Gateway, token: &str) -> Ws {
@@ -382,9 +380,7 @@ const ASK_LINE: &str = r#"/json {"kind":"mcp/request","to":["everything"],"paylo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_servers_question_is_answered_in_the_terminal() {
     let server = mew_tests::process::HttpMcpServer::everything();
-    let dir = std::env::temp_dir().join(format!("mew-tui-ask-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("tui", "ask");
     let gw = asking_space(&dir, &server.url);
     let addr = gw.addr.clone();
     wait::until_ok("the bridge online", Duration::from_secs(30), || {
@@ -454,5 +450,4 @@ async fn a_servers_question_is_answered_in_the_terminal() {
     .await
     .unwrap();
     drop(gw);
-    let _ = std::fs::remove_dir_all(&dir);
 }

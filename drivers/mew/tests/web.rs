@@ -8,7 +8,7 @@
 
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use fantoccini::elements::Element;
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use mew_tests::process::MewGateway;
+use mew_tests::scratch::Scratch;
 use serde_json::{Value, json};
 
 const MEW: &str = env!("CARGO_BIN_EXE_mew");
@@ -23,13 +24,6 @@ const WAIT: Duration = Duration::from_secs(20);
 const SPACE: &str = "web";
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mew-web-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.canonicalize().unwrap()
-}
 
 fn filesystem_script() -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(
@@ -446,7 +440,7 @@ fn correlates(e: &Value, id: &str) -> bool {
 
 #[test]
 fn the_page_is_served_under_ui_with_its_types_and_policy() {
-    let dir = scratch("serve");
+    let dir = Scratch::new("web", "serve");
     let gw = gateway(&dir, None);
     let index = http(&gw.addr, "/ui/?space=web");
     assert_eq!(index.status(), 200);
@@ -500,7 +494,7 @@ fn the_page_is_served_under_ui_with_its_types_and_policy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_token_the_page_shows_the_login_form_and_nothing_of_the_space() {
-    let dir = scratch("login");
+    let dir = Scratch::new("web", "login");
     let gw = gateway(&dir, None);
     let b = browser(&dir.join("profile"), 1000, 700).await;
     let c = &b.client;
@@ -603,7 +597,7 @@ async fn without_a_token_the_page_shows_the_login_form_and_nothing_of_the_space(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_reviews_proposals_in_the_browser() {
-    let dir = scratch("review");
+    let dir = Scratch::new("web", "review");
     let root = dir.join("files");
     std::fs::create_dir_all(&root).unwrap();
     let gw = gateway(&dir, Some(&root));
@@ -1119,7 +1113,7 @@ fn squeeze(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_terminal_and_the_page_show_the_same_members_queue_and_suggestion() {
-    let dir = scratch("side");
+    let dir = Scratch::new("web", "side");
     let root = dir.join("files");
     std::fs::create_dir_all(&root).unwrap();
     let gw = gateway(&dir, Some(&root));
@@ -1322,7 +1316,7 @@ async fn wait_question(c: &Client, open: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_answers_a_servers_question_in_the_browser() {
     let server = mew_tests::process::HttpMcpServer::everything();
-    let dir = scratch("question");
+    let dir = Scratch::new("web", "question");
     let gw = asking_gateway(&dir, &server.url);
     let end = Instant::now() + Duration::from_secs(40);
     while !online(&gw.addr, "everything") {

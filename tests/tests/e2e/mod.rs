@@ -8,11 +8,12 @@ pub mod drivers;
 pub mod scenarios;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use mew_core::gateway::SpaceConfig;
+use mew_tests::scratch::Scratch;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -75,6 +76,9 @@ pub struct RunningGateway {
     /// Applies re-read configurations (drivers started through [`Driver`]).
     pub reload: Option<mew_driver_common::server::ReloadHandle>,
     stop: Option<Box<dyn FnOnce() + Send>>,
+    /// The folder it writes in when no test holds it: fields drop after [`Drop::drop`] has
+    /// stopped the gateway.
+    dir: Option<Scratch>,
 }
 
 impl RunningGateway {
@@ -83,7 +87,14 @@ impl RunningGateway {
             addr,
             reload: None,
             stop: Some(stop),
+            dir: None,
         }
+    }
+
+    /// Keeps `dir` (the gateway's logs and state) until the gateway has stopped.
+    pub fn owning(mut self, dir: Scratch) -> Self {
+        self.dir = Some(dir);
+        self
     }
 
     /// Graceful shutdown; returns when the server has finished (logs flushed).
@@ -102,20 +113,6 @@ impl Drop for RunningGateway {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// A fresh temporary folder for one test.
-pub fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "mew-e2e-{name}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// The space most scenarios use: a human with everything, an agent that may only

@@ -5,8 +5,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{Driver, QUIET, RawClient, WAIT, http, space, temp_dir};
+use super::{Driver, QUIET, RawClient, WAIT, http, space};
 use mew_driver_common::client::socket::Runtime;
+use mew_tests::scratch::Scratch;
 
 /// The participant runtime of the driver under test.
 type ParticipantRuntime<D> =
@@ -14,7 +15,8 @@ type ParticipantRuntime<D> =
 use futures_util::{SinkExt, StreamExt};
 
 fn start<D: Driver>(extra: &str) -> super::RunningGateway {
-    D::start(space(extra), &temp_dir("gw"))
+    let dir = Scratch::new("e2e", "gw");
+    D::start(space(extra), &dir).owning(dir)
 }
 
 fn error_code(v: &Value) -> &str {
@@ -609,7 +611,7 @@ pub async fn graceful_shutdown<D: Driver>() {
 }
 
 pub async fn audit_and_virtual_logs<D: Driver>() {
-    let dir = temp_dir("audit");
+    let dir = Scratch::new("e2e", "audit");
     let log = dir.join("observer.jsonl");
     let yaml = format!(
         r#"
@@ -699,7 +701,8 @@ pub async fn runtime_reconnects<D: Driver>() {
         .unwrap();
     wait_for::<D>(&mut events, |e| matches!(e, Event::Disconnected { .. })).await;
     // The same address comes back; the core schedules the reconnect, the driver dials.
-    let _gw2 = D::start_on(space(""), &temp_dir("gw2"), addr);
+    let dir2 = Scratch::new("e2e", "gw2");
+    let _gw2 = D::start_on(space(""), &dir2, addr).owning(dir2);
     wait_for::<D>(&mut events, |e| {
         matches!(
             e,
@@ -980,7 +983,8 @@ pub async fn a_person_at_two_screens<D: Driver>() {
         .find(|p| p.id == "human")
         .unwrap()
         .person = true;
-    let gw = D::start(config, &temp_dir("gw"));
+    let dir = Scratch::new("e2e", "gw");
+    let gw = D::start(config, &dir).owning(dir);
     let (mut screen1, _) = RawClient::join(&gw, "human-token").await;
     // The second screen through the SDK, as `mew client` joins.
     let (screen2, mut events, _) = ParticipantRuntime::<D>::connect(

@@ -3,13 +3,14 @@
 //! scenario runs twice: the bridge on tokio and on async-std (the gateway and the other
 //! participants on tokio).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mew_core::bridge::{BridgeConfig, Exit};
 use mew_core::gateway::SpaceConfig;
 use mew_core::mcp::{McpConfig, RestartBackoff};
 use mew_core::participant::{Event, ParticipantConfig, RequestError, RequestOptions, Status};
+use mew_tests::scratch::Scratch;
 use mew_tokio::mcp_process::ServerCommand;
 use mew_tokio::{
     BridgeHandle, CallError, GatewayServer, ParticipantRuntime, ServerOptions, ShutdownHandle,
@@ -38,13 +39,6 @@ fn node(package: &str, args: &[&str]) -> ServerCommand {
     let mut all = vec![server_script(package)];
     all.extend(args.iter().map(|s| s.to_string()));
     ServerCommand::new("node", all)
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mew-bridge-e2e-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.canonicalize().unwrap()
 }
 
 /// A distinct seed per participant: equal seeds would draw equal envelope ids.
@@ -99,13 +93,16 @@ struct Gateway {
     addr: std::net::SocketAddr,
     shutdown: ShutdownHandle,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// Its logs; removed once [`Gateway::stop`] has awaited the server.
+    _dir: Scratch,
 }
 
 impl Gateway {
     async fn start_on(addr: std::net::SocketAddr, name: &str, driver: Driver) -> Gateway {
         let config = SpaceConfig::from_yaml(&space_yaml()).unwrap();
+        let dir = Scratch::new("bridge-e2e", &format!("gw-{name}"));
         let opts = ServerOptions {
-            log_dir: scratch(&format!("gw-{name}")).join(".mew/logs"),
+            log_dir: dir.join(".mew/logs"),
             seed: Some(11),
             ..ServerOptions::default()
         };
@@ -118,6 +115,7 @@ impl Gateway {
             addr,
             shutdown,
             task,
+            _dir: dir,
         }
     }
 
@@ -289,7 +287,7 @@ async fn gone(pid: u32) -> bool {
 both!(filesystem_read_and_a_write_proposed_then_fulfilled);
 async fn filesystem_read_and_a_write_proposed_then_fulfilled(driver: Driver) {
     let gw = Gateway::start("fs", driver).await;
-    let root = scratch("fs-root");
+    let root = Scratch::new("bridge-e2e", "fs-root");
     std::fs::write(root.join("hello.txt"), "hello from the test\n").unwrap();
     let bridge = gw.bridge(
         "fs",
@@ -406,7 +404,7 @@ async fn filesystem_read_and_a_write_proposed_then_fulfilled(driver: Driver) {
 both!(memory_entities_created_and_read_back);
 async fn memory_entities_created_and_read_back(driver: Driver) {
     let gw = Gateway::start("mem", driver).await;
-    let dir = scratch("mem");
+    let dir = Scratch::new("bridge-e2e", "mem");
     let file = dir.join("memory.jsonl");
     let mut cmd = node("@modelcontextprotocol/server-memory", &[]);
     cmd.env.push((

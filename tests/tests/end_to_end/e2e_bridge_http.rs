@@ -17,6 +17,7 @@ use mew_core::gateway::SpaceConfig;
 use mew_core::mcp::{McpConfig, RestartBackoff};
 use mew_core::participant::{Event, ParticipantConfig};
 use mew_driver_common::client::mcp_http::{HttpEndpoint, HttpLimits};
+use mew_tests::scratch::Scratch;
 use mew_tokio::{GatewayServer, ParticipantRuntime, ServerOptions, ShutdownHandle};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -52,12 +53,15 @@ struct Gateway {
     addr: std::net::SocketAddr,
     shutdown: ShutdownHandle,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// Its logs and the OAuth bridges' tokens; removed once [`Gateway::stop`] has awaited
+    /// the server.
+    dir: Scratch,
 }
 
 impl Gateway {
     async fn start() -> Gateway {
         let config = SpaceConfig::from_yaml(&space_yaml()).unwrap();
-        let dir = std::env::temp_dir().join(format!("mew-bridge-http-{}", std::process::id()));
+        let dir = Scratch::new("bridge-http", "gw");
         let opts = ServerOptions {
             log_dir: dir.join(".mew/logs"),
             seed: Some(12),
@@ -73,6 +77,7 @@ impl Gateway {
             addr,
             shutdown,
             task,
+            dir,
         }
     }
 
@@ -630,9 +635,7 @@ impl Gateway {
         use mew_driver_common::client::oauth::{self as oauth_io, OAuthSetup};
         let config = self.http_config(id, Duration::from_secs(60), Duration::from_secs(20), false);
         let base = format!("http://{}", self.addr);
-        let store = std::env::temp_dir()
-            .join(format!("mew-oauth-e2e-{}", std::process::id()))
-            .join(format!("{id}.json"));
+        let store = self.dir.join("oauth").join(format!("{id}.json"));
         let endpoint = HttpEndpoint {
             url: url.clone(),
             headers: Vec::new(),
@@ -870,7 +873,8 @@ fn post_initialize(url: &str) -> Value {
 /// the space.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_speaking_only_2026_07_28_is_bridged_by_discovery() {
-    let log = std::env::temp_dir().join(format!("mew-modern-only-{}.log", std::process::id()));
+    let dir = Scratch::new("bridge-http", "modern-only");
+    let log = dir.join("requests.log");
     let server = modern_only(&log);
 
     // The 2025 path cannot work against it.
@@ -935,7 +939,6 @@ async fn a_server_speaking_only_2026_07_28_is_bridged_by_discovery() {
     bridge.shutdown();
     assert_eq!(bridge.join().await, Exit::Shutdown);
     gw.stop().await;
-    let _ = std::fs::remove_file(&log);
 }
 
 /// The 2026-07-28 multi round-trip: the tool answers `input_required` with an elicitation;
@@ -944,7 +947,8 @@ async fn a_server_speaking_only_2026_07_28_is_bridged_by_discovery() {
 /// reported as such.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_input_required_round_from_a_2026_only_server_is_answered_by_the_caller() {
-    let log = std::env::temp_dir().join(format!("mew-modern-asks-{}.log", std::process::id()));
+    let dir = Scratch::new("bridge-http", "modern-asks");
+    let log = dir.join("requests.log");
     let server = modern_only(&log);
     let gw = Gateway::start().await;
     let bridge = gw.bridge("asks", server.url.clone(), false);
@@ -1003,7 +1007,6 @@ async fn an_input_required_round_from_a_2026_only_server_is_answered_by_the_call
     bridge.shutdown();
     assert_eq!(bridge.join().await, Exit::Shutdown);
     gw.stop().await;
-    let _ = std::fs::remove_file(&log);
 }
 
 // ---- A server that misbehaves once it is up ----

@@ -13,11 +13,12 @@ e2e_all!(Tokio);
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stuck_log_writer_drops_and_counts_while_delivery_goes_on() {
-    use e2e::{RawClient, RunningGateway, http, temp_dir};
+    use e2e::{RawClient, RunningGateway, http};
+    use mew_tests::scratch::Scratch;
     use serde_json::{Value, json};
     use std::time::{Duration, Instant};
 
-    let dir = temp_dir("stuck-writer");
+    let dir = Scratch::new("e2e", "stuck-writer");
     let logs = dir.join(".mew/logs");
     std::fs::create_dir_all(&logs).unwrap();
     let fifo = logs.join("envelope-history.jsonl");

@@ -12,11 +12,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use e2e::drivers::{AsyncStd, Tokio};
-use e2e::{Driver, RawClient, RunningGateway, temp_dir};
+use e2e::{Driver, RawClient, RunningGateway};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use mew_core::gateway::SpaceConfig;
 use mew_driver_common::server::ServerOptions;
 use mew_driver_common::server::jwt::JwtVerifier;
+use mew_tests::scratch::Scratch;
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://idp.test";
@@ -139,7 +140,7 @@ fn refusal(r: Result<Value, (Value, String)>) -> (String, String) {
 }
 
 async fn jwt_identities<D: Driver>(name: &str) {
-    let dir = temp_dir(name);
+    let dir = Scratch::new("e2e", name);
     let idp = Idp::new();
     let gw = start::<D>(&dir, jwt_space(&dir, &idp, "jwks_file: jwks.json", false));
 
@@ -268,7 +269,7 @@ async fn jwt_identities_on_async_std() {
 /// At `exp` the connection is closed with a clear reason, while others stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_is_closed_when_its_token_expires() {
-    let dir = temp_dir("jwt-exp");
+    let dir = Scratch::new("e2e", "jwt-exp");
     let idp = Idp::new();
     let gw = start::<Tokio>(&dir, jwt_space(&dir, &idp, "jwks_file: jwks.json", false));
     let mut robot = RawClient::open(&gw.ws_url("e2e"), Some(&idp.token("robot-1", 2))).await;
@@ -313,7 +314,7 @@ fn serve_jwks(jwks: Value) -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) 
 /// Keys fetched from `jwks_url`; an unknown subject joins with `defaults` where allowed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_from_a_url_and_unknown_subjects_with_defaults() {
-    let dir = temp_dir("jwt-url");
+    let dir = Scratch::new("e2e", "jwt-url");
     let idp = Idp::new();
     let (addr, hits) = serve_jwks(idp.jwks.clone());
     let config = jwt_space(
@@ -343,7 +344,7 @@ async fn keys_from_a_url_and_unknown_subjects_with_defaults() {
 async fn the_runtime_reconnects_with_a_fresh_token_from_its_file() {
     use mew_core::participant::{Event, ParticipantConfig, ReconnectPolicy};
     use mew_driver_common::client::token_file::TokenFile;
-    let dir = temp_dir("jwt-token-file");
+    let dir = Scratch::new("e2e", "jwt-token-file");
     let idp = Idp::new();
     let gw = start::<Tokio>(&dir, jwt_space(&dir, &idp, "jwks_file: jwks.json", false));
     let file = dir.join("robot.token");
@@ -445,7 +446,7 @@ async fn start_durable(dir: &Path, config: SpaceConfig) -> RunningGateway {
 /// arrives and its verdict, not the token, goes into the log, which a restart replays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jwt_identities_on_a_durable_space() {
-    let dir = temp_dir("jwt-durable");
+    let dir = Scratch::new("e2e", "jwt-durable");
     let idp = Idp::new();
     let config = jwt_space(&dir, &idp, "jwks_file: jwks.json", false);
     let robot = idp.token("robot-1", 60);

@@ -6,6 +6,7 @@ use mew_core::mcp::{
     ExitStatus, McpCallId, McpClient, McpConfig, McpError, McpEvent, Output, Phase,
     ProtocolVersion, RestartBackoff, Root,
 };
+use mew_tests::scratch::Scratch;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -32,14 +33,6 @@ fn server_script(package: &str) -> String {
         script.display()
     );
     script.to_string_lossy().into_owned()
-}
-
-/// A fresh scratch directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mew-mcp-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.canonicalize().unwrap()
 }
 
 fn now() -> Time {
@@ -335,7 +328,7 @@ fn config() -> McpConfig {
 
 #[test]
 fn filesystem_server_lists_reads_and_writes() {
-    let dir = scratch("fs");
+    let dir = Scratch::new("mcp", "fs");
     std::fs::write(dir.join("hello.txt"), "hello from the test\nline two\n").unwrap();
     let mut d = Driver::started(
         ServerCommand::node(
@@ -407,7 +400,7 @@ fn filesystem_server_lists_reads_and_writes() {
 
 #[test]
 fn filesystem_server_takes_its_directory_from_our_roots() {
-    let dir = scratch("roots");
+    let dir = Scratch::new("mcp", "roots");
     let uri = format!("file://{}", dir.display());
     let mut d = Driver::started(
         // No directory argument: the server asks the client with roots/list.
@@ -434,7 +427,7 @@ fn filesystem_server_takes_its_directory_from_our_roots() {
 
 #[test]
 fn memory_server_stores_and_reads_back() {
-    let dir = scratch("memory");
+    let dir = Scratch::new("mcp", "memory");
     let file = dir.join("memory.jsonl");
     let mut d = Driver::started(
         ServerCommand::node("@modelcontextprotocol/server-memory", &[])

@@ -4,9 +4,10 @@
 use crate::e2e;
 
 use e2e::drivers::{AsyncStd, Tokio};
-use e2e::{Driver, RawClient, RunningGateway, temp_dir};
+use e2e::{Driver, RawClient, RunningGateway};
 use mew_core::gateway::SpaceConfig;
 use mew_driver_common::server::{ReloadHandle, ServerOptions};
+use mew_tests::scratch::Scratch;
 use serde_json::{Value, json};
 
 const BEFORE: &str = r#"
@@ -52,7 +53,7 @@ async fn refused(gw: &RunningGateway, token: &str) -> String {
 }
 
 async fn reload_while_others_chat<D: Driver>(name: &str) {
-    let dir = temp_dir(name);
+    let dir = Scratch::new("e2e", name);
     let (gw, reload) = start::<D>(&dir);
     let (mut human, _) = RawClient::join(&gw, "human-token").await;
     let (mut watcher, _) = RawClient::join(&gw, "watcher-token").await;

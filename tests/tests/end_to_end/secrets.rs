@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use mew_core::gateway::{Gateway, SpaceConfig};
 use mew_core::secret::{Entropy, TOKEN_ENTROPY, TokenSource, token_of};
+use mew_tests::scratch::Scratch;
 use mew_tests::sim::{Sim, envelope};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -53,9 +54,9 @@ fn invite_tokens_come_from_the_injected_source() {
 
 /// Joins a fresh gateway with a fixed seed; its welcome id and an invite token.
 async fn welcome_id_and_invite_token() -> (String, String) {
-    let dir = std::env::temp_dir().join(format!("mew-secrets-{}", std::process::id()));
+    let dir = Scratch::new("secrets", "seed");
     let opts = mew_tokio::ServerOptions {
-        log_dir: dir,
+        log_dir: dir.to_path_buf(),
         seed: Some(5),
         ..Default::default()
     };

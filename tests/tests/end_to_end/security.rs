@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use e2e::drivers::{AsyncStd, Tokio};
-use e2e::{Driver, RunningGateway, WAIT, space, temp_dir};
+use e2e::{Driver, RunningGateway, WAIT, space};
 use futures_util::{SinkExt, StreamExt};
 use mew_driver_common::server::ServerOptions;
 use mew_driver_common::server::tls::{ServerTls, TlsFiles};
+use mew_tests::scratch::Scratch;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -179,7 +180,7 @@ async fn exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
 }
 
 async fn tls_serves_wss_and_https<D: Driver>(name: &str) {
-    let dir = temp_dir(name);
+    let dir = Scratch::new("e2e", name);
     let pki = Pki::new(&dir);
     let (gw, _tls) = tls_gateway::<D>(&dir, &pki);
     let addr = gw.addr;
@@ -252,7 +253,7 @@ async fn tls_serves_wss_and_https_on_async_std() {
 /// head, so it is answered 408 and closed when that deadline passes (1 s here; 5 s by
 /// default), not a second deadline after the handshake.
 async fn one_deadline_covers_the_handshake_and_the_head<D: Driver>(name: &str) {
-    let dir = temp_dir(name);
+    let dir = Scratch::new("e2e", name);
     let pki = Pki::new(&dir);
     let opts = ServerOptions {
         log_dir: dir.join(".mew/logs"),
@@ -315,7 +316,7 @@ async fn one_deadline_covers_the_handshake_and_the_head_on_async_std() {
 /// A certificate replaced on disk and reloaded: new handshakes present the new one, and a
 /// conversation over the old one goes on undisturbed.
 async fn certificate_reload_keeps_connections<D: Driver>(name: &str) {
-    let dir = temp_dir(name);
+    let dir = Scratch::new("e2e", name);
     let pki = Pki::new(&dir);
     let first = pki.files.cert.clone();
     let (gw, tls) = tls_gateway::<D>(&dir, &pki);
@@ -356,7 +357,7 @@ async fn certificate_reload_keeps_connections_on_async_std() {
 
 #[test]
 fn a_key_that_does_not_match_is_refused_at_start() {
-    let dir = temp_dir("tls-mismatch");
+    let dir = Scratch::new("e2e", "tls-mismatch");
     let pki = Pki::new(&dir);
     let other = rcgen::KeyPair::generate().unwrap();
     std::fs::write(&pki.files.key, other.serialize_pem()).unwrap();
@@ -409,11 +410,12 @@ fn proxied_gateway(trusted: bool, per_address: usize) -> RunningGateway {
     let opts = ServerOptions::default()
         .with_gateway_options(&config.gateway)
         .unwrap();
+    let dir = Scratch::new("e2e", "proxy");
     let opts = ServerOptions {
-        log_dir: temp_dir("proxy").join(".mew/logs"),
+        log_dir: dir.join(".mew/logs"),
         ..opts
     };
-    Tokio::start_with(config, "127.0.0.1:0".parse().unwrap(), opts)
+    Tokio::start_with(config, "127.0.0.1:0".parse().unwrap(), opts).owning(dir)
 }
 
 /// Behind a reverse proxy every connection comes from one address. With the proxy trusted,
