@@ -255,11 +255,8 @@ fn open_direct(_: &Path) -> Option<File> {
 mod tests {
     use super::*;
 
-    fn tempdir(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("mew-direct-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    fn tempdir(name: &str) -> crate::test_dir::TestDir {
+        crate::test_dir::TestDir::new("direct", name)
     }
 
     fn line(i: usize) -> Vec<u8> {

@@ -223,11 +223,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
-    fn tempdir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("mew-common-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    fn tempdir(name: &str) -> crate::test_dir::TestDir {
+        crate::test_dir::TestDir::new("common", name)
     }
 
     #[test]
@@ -286,7 +283,7 @@ mod tests {
         std::fs::write(d.join("space.yaml"), "a: 1").unwrap();
         let (text, base) = read_config(&d.join("space.yaml")).unwrap();
         assert_eq!(text, "a: 1");
-        assert_eq!(base, d);
+        assert_eq!(base, *d);
         let (_, base) = read_config(Path::new("Cargo.toml")).unwrap();
         assert_eq!(base, PathBuf::from("."));
     }

@@ -576,11 +576,8 @@ pub fn rotated_files(path: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
-    fn tempdir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("mew-logs-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    fn tempdir(name: &str) -> crate::test_dir::TestDir {
+        crate::test_dir::TestDir::new("logs", name)
     }
 
     #[test]
@@ -677,7 +674,7 @@ mod tests {
         let d = tempdir("audit-idle");
         let w = LogWriter::start(Rotation::default()).unwrap();
         let h = w.handle().unwrap();
-        let dir: Arc<Path> = Arc::from(d.as_path());
+        let dir: Arc<Path> = Arc::from(&*d);
         // More than one direct write's worth, then a partial block.
         for b in 0..100 {
             assert!(h.append_audit(&dir, audit_batch(b * 100, 100)));
@@ -720,7 +717,7 @@ mod tests {
             max_bytes: 50_000,
             keep: 3,
         };
-        let dir: Arc<Path> = Arc::from(d.as_path());
+        let dir: Arc<Path> = Arc::from(&*d);
         for (from, to) in [(0, 1500), (1500, 2000)] {
             // The second writer appends to the file the first left mid-block.
             let w = LogWriter::start(rotation).unwrap();
@@ -758,7 +755,7 @@ mod tests {
         let d = tempdir("full");
         let w = LogWriter::with_capacity(Rotation::default(), 4).unwrap();
         let h = w.handle().unwrap();
-        let dir: Arc<Path> = Arc::from(d.as_path());
+        let dir: Arc<Path> = Arc::from(&*d);
         // Something the writer has logged, so it knows where to report.
         let batch =
             || AuditBatch::from_lines(AuditFile::EnvelopeHistory, 1, b"{\"event\":\"received\"}\n");

@@ -6,7 +6,6 @@
 //! flight: never half of one.
 
 use std::fs;
-use std::path::PathBuf;
 
 use bytes::Bytes;
 use mew_core::Time;
@@ -535,9 +534,10 @@ fn only_an_input_that_may_mint_a_token_carries_entropy_in_the_log() {
 }
 
 /// A state folder of this test run, emptied.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mew-durable-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
+/// Where a test's space goes: the folder itself does not exist yet, as for a new space.
+fn scratch(name: &str) -> crate::test_dir::TestDir {
+    let dir = crate::test_dir::TestDir::new("durable", name);
+    let _ = fs::remove_dir(&*dir);
     dir
 }
 
