@@ -32,9 +32,6 @@ pub mod server;
 pub mod state;
 pub mod websocket;
 
-#[cfg(test)]
-mod test_dir;
-
 pub use rustls;
 
 pub use server::http::{HeadError, RequestHead, parse_head, percent_decode};

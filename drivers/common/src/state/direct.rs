@@ -255,8 +255,8 @@ fn open_direct(_: &Path) -> Option<File> {
 mod tests {
     use super::*;
 
-    fn tempdir(name: &str) -> crate::test_dir::TestDir {
-        crate::test_dir::TestDir::new("direct", name)
+    fn tempdir(name: &str) -> mew_tests::scratch::Scratch {
+        mew_tests::scratch::Scratch::new("direct", name)
     }
 
     fn line(i: usize) -> Vec<u8> {

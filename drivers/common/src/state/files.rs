@@ -223,8 +223,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
-    fn tempdir(name: &str) -> crate::test_dir::TestDir {
-        crate::test_dir::TestDir::new("common", name)
+    fn tempdir(name: &str) -> mew_tests::scratch::Scratch {
+        mew_tests::scratch::Scratch::new("common", name)
     }
 
     #[test]

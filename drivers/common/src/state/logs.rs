@@ -576,8 +576,8 @@ pub fn rotated_files(path: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
-    fn tempdir(name: &str) -> crate::test_dir::TestDir {
-        crate::test_dir::TestDir::new("logs", name)
+    fn tempdir(name: &str) -> mew_tests::scratch::Scratch {
+        mew_tests::scratch::Scratch::new("logs", name)
     }
 
     #[test]

@@ -535,8 +535,8 @@ fn only_an_input_that_may_mint_a_token_carries_entropy_in_the_log() {
 
 /// A state folder of this test run, emptied.
 /// Where a test's space goes: the folder itself does not exist yet, as for a new space.
-fn scratch(name: &str) -> crate::test_dir::TestDir {
-    let dir = crate::test_dir::TestDir::new("durable", name);
+fn scratch(name: &str) -> mew_tests::scratch::Scratch {
+    let dir = mew_tests::scratch::Scratch::new("durable", name);
     let _ = fs::remove_dir(&*dir);
     dir
 }
