@@ -344,22 +344,22 @@ async fn exchange<R: ServerRuntime>(
         return write::<R>(sock, &out).await && keep;
     }
     let (tx, rx) = async_channel::bounded::<HostMessage>(STREAM_QUEUE);
+    // A session that ended as it began was not the host's to lose: the space is busy.
+    let (status, why) = if opened {
+        (503, "the space closed the host's new session")
+    } else {
+        (404, "the session ended")
+    };
     if handle
         .tx
         .send(ToSession::Message(message, Some(tx)))
         .await
         .is_err()
     {
-        // A session that ended as it began was not the host's to lose: the space is busy.
-        let (status, why) = if opened {
-            (503, "the space closed the host's new session")
-        } else {
-            (404, "the session ended")
-        };
         return respond::<R>(sock, keep, status, &error_body(why), &[]).await;
     }
     let Ok(first) = rx.recv().await else {
-        return respond::<R>(sock, keep, 503, &error_body("the session ended"), &[]).await;
+        return respond::<R>(sock, keep, status, &error_body(why), &[]).await;
     };
     if first.last {
         let status = if stateless {
@@ -605,6 +605,11 @@ impl SessionTask {
         if let Some(c) = self.conn.take() {
             let _ = self.core.send(Input::Closed(c.id)).await;
         }
+        // What is still queued holds its request's stream: dropped here, its request is
+        // answered at once. Left in the channel, it would live as long as any sender of it
+        // (the request itself holds one), and the request would wait for ever.
+        rx.close();
+        while rx.try_recv().is_ok() {}
     }
 
     /// Carries out the session's outputs; `false` when it must end.
