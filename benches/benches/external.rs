@@ -111,6 +111,14 @@ impl Drop for Server {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(d) = &self.dir
+            && std::env::var_os("MEW_EXTERNAL_LOG").is_some()
+        {
+            eprint!(
+                "{}",
+                std::fs::read_to_string(d.join("gateway.out")).unwrap_or_default()
+            );
+        }
         if let Some(d) = &self.dir {
             let _ = std::fs::remove_dir_all(d);
         }
@@ -185,12 +193,21 @@ fn start_mew(kind: &str, k: usize, round: usize, hops: Option<&PathBuf>) -> Serv
         .expect("a free port")
         .port();
     let log = std::fs::File::create(dir.join("gateway.out")).expect("gateway.out");
+    // What the gateway logs (`MEW_EXTERNAL_LOG`, a filter such as
+    // `warn,mew_driver_common::state=debug`) is printed when it stops.
+    let log_level = std::env::var("MEW_EXTERNAL_LOG").unwrap_or_else(|_| "warn".into());
     let mut cmd = Command::new(mew_bin(kind.ends_with("@b")));
     if let Some(h) = hops {
         cmd.env("MEW_HOP_TRACE", h);
     }
     let child = cmd
-        .args(["gateway", "--config", "space.yaml", "--log-level", "warn"])
+        .args([
+            "gateway",
+            "--config",
+            "space.yaml",
+            "--log-level",
+            &log_level,
+        ])
         .args(["--port", &port.to_string()])
         .current_dir(&dir)
         .stdin(Stdio::null())

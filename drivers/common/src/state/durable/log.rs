@@ -21,9 +21,11 @@ const SPARES: usize = 4;
 /// The open state files of one space.
 pub struct StateDir {
     pub(super) dir: PathBuf,
-    /// The log, for writes made here (without a log thread) and its flushes.
-    pub(super) log: File,
-    /// Bytes in the current log file, its header included (handed to the thread too).
+    /// The log, for writes made here (without a log thread) and its flushes; `None` while
+    /// the thread owns it (it may put a new file in its place).
+    pub(super) log: Option<File>,
+    /// Bytes in the current log file, its header included (handed to the thread too; from
+    /// a snapshot handed to the thread on, the new file's).
     pub(super) log_bytes: u64,
     /// Entries encoded and not yet written (or handed to the thread).
     pub(super) pending: Vec<u8>,
@@ -47,6 +49,10 @@ pub enum LogEvent {
     Written(u64),
     /// Every byte up to this mark is on the disk (flushed, or held by a snapshot in place).
     Synced(u64),
+    /// The snapshot handed over with every byte up to this mark before it was written and
+    /// put in place of the log ([`LogEvent::Synced`] came first), or could not be (and
+    /// those bytes were written to the log instead).
+    Snapshot(u64),
     /// Writing or flushing failed; nothing more follows.
     Failed(io::Error),
 }
@@ -55,7 +61,7 @@ pub enum LogEvent {
 /// [`StateDir::start_syncer`]).
 struct Syncer {
     shared: std::sync::Arc<SyncShared>,
-    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+    thread: Option<std::thread::JoinHandle<io::Result<u64>>>,
 }
 
 struct SyncShared {
@@ -72,10 +78,23 @@ impl SyncShared {
     }
 }
 
+/// What the core hands the log thread, in the order it must be done.
+enum Handed {
+    /// Encoded entries.
+    Entries(Vec<u8>),
+    /// A snapshot of the space at entry `applied`, holding every entry handed before it
+    /// (up to the mark `mark`): written, then put in the place of the log.
+    Snapshot {
+        applied: u64,
+        bytes: Vec<u8>,
+        mark: u64,
+    },
+}
+
 #[derive(Default)]
 struct SyncState {
-    /// Entries handed over, in order, not yet taken by the thread.
-    queue: Vec<Vec<u8>>,
+    /// Entries (and snapshots) handed over, in order, not yet taken by the thread.
+    queue: Vec<Handed>,
     /// Bytes in `queue`.
     queued: usize,
     /// Emptied buffers for the core's next passes.
@@ -89,13 +108,6 @@ struct SyncState {
     /// The thread sleeps until woken (handing over must wake it).
     idle: bool,
     stop: bool,
-    /// A snapshot replaced the log by a new file (the core's handle of the old one, and
-    /// their folder): the thread flushes the folder (the new name) before any flush it
-    /// reports covers the new file, writes to the new one from then on, and closes the
-    /// old one, whose blocks are freed then, on the thread rather than in the core.
-    switch: Option<(File, File)>,
-    /// Bytes up to this mark are in the snapshot that replaced the log: never written.
-    dropped: u64,
     /// The thread stopped (asked to, or the disk refused a write or a flush).
     gone: bool,
 }
@@ -105,7 +117,7 @@ impl StateDir {
     pub(super) fn new(dir: PathBuf, log: File, log_bytes: u64, fsync: Fsync) -> StateDir {
         StateDir {
             dir,
-            log,
+            log: Some(log),
             log_bytes,
             pending: Vec::new(),
             encoder: Encoder::new(),
@@ -182,13 +194,17 @@ impl StateDir {
                 let bytes = std::mem::replace(&mut self.pending, spare);
                 st.handed += len;
                 st.queued += bytes.len();
-                st.queue.push(bytes);
+                st.queue.push(Handed::Entries(bytes));
                 if st.idle {
                     s.shared.wake.notify_one();
                 }
             }
             None => {
-                std::os::unix::fs::FileExt::write_all_at(&self.log, &self.pending, self.log_bytes)?;
+                std::os::unix::fs::FileExt::write_all_at(
+                    self.plain_log()?,
+                    &self.pending,
+                    self.log_bytes,
+                )?;
                 self.pending.clear();
                 self.unsynced = true;
             }
@@ -239,7 +255,6 @@ impl StateDir {
         let shared = std::sync::Arc::new(SyncShared {
             state: std::sync::Mutex::new(SyncState {
                 handed: self.written,
-                dropped: self.written,
                 ..SyncState::default()
             }),
             wake: std::sync::Condvar::new(),
@@ -252,15 +267,16 @@ impl StateDir {
         let from = self.written;
         // Flushed by this process before the thread starts (the files were opened).
         if self.unsynced {
-            self.log.sync_data()?;
+            self.plain_log()?.sync_data()?;
             self.unsynced = false;
         }
         let thread = std::thread::Builder::new()
             .name("mew-state-sync".into())
             .spawn({
                 let shared = shared.clone();
+                let dir = self.dir.clone();
                 move || {
-                    let done = sync_loop(file, &path, every_sync, &shared, from, &tx);
+                    let done = sync_loop(file, &dir, every_sync, &shared, from, &tx);
                     if let Err(e) = &done {
                         let copy = io::Error::new(e.kind(), e.to_string());
                         let _ = tx.try_send(LogEvent::Failed(copy));
@@ -274,7 +290,16 @@ impl StateDir {
             shared,
             thread: Some(thread),
         });
+        // The thread's file from now on: a snapshot may put another in its place.
+        self.log = None;
         Ok(())
+    }
+
+    /// The log file, for writes made here.
+    fn plain_log(&self) -> io::Result<&File> {
+        self.log
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the state log is not open"))
     }
 
     /// Writes what was appended, and flushes it to the disk as the policy says (without a
@@ -300,7 +325,7 @@ impl StateDir {
             return self.finish();
         }
         if self.unsynced {
-            self.log.sync_data()?;
+            self.plain_log()?.sync_data()?;
             self.unsynced = false;
         }
         self.last_sync = std::time::Instant::now();
@@ -314,7 +339,11 @@ impl StateDir {
         if let Some(mut s) = self.syncer.take() {
             let stopped = s.stop();
             handed?;
-            return stopped;
+            // Written and flushed whole, to the file the thread ended with.
+            let log_bytes = stopped?;
+            self.log = Some(super::open_rw(&self.dir.join(LOG), false)?);
+            self.log_bytes = log_bytes;
+            return Ok(());
         }
         handed?;
         self.sync()
@@ -327,76 +356,86 @@ impl StateDir {
 
     /// Stores a snapshot ending at entry `applied` (written whole, flushed, renamed into
     /// place), then puts a new, empty log in the place of the one whose entries it holds.
-    pub fn write_snapshot(&mut self, applied: u64, snapshot: &[u8]) -> io::Result<()> {
+    ///
+    /// With a log thread the files are its work (the space goes on meanwhile): it writes
+    /// the snapshot in order after the entries handed before it, which it then never
+    /// writes, and reports [`LogEvent::Synced`] up to them once the snapshot is in place.
+    /// If the snapshot cannot be written it writes them to the old log after all, and the
+    /// space goes on with that one. Whether the snapshot is in place already (without a
+    /// thread), holding every entry written.
+    pub fn write_snapshot(&mut self, applied: u64, snapshot: Vec<u8>) -> io::Result<bool> {
+        self.write()?;
+        if let Some(s) = &self.syncer {
+            let mut st = s.shared.lock();
+            if st.gone {
+                return Err(io::Error::other("the state log's writer stopped"));
+            }
+            let mark = st.handed;
+            st.queue.push(Handed::Snapshot {
+                applied,
+                bytes: snapshot,
+                mark,
+            });
+            // At once: what waits for these entries is released by the snapshot.
+            s.shared.wake.notify_one();
+            drop(st);
+            // The new log's size from here (the thread reports the truth at its end).
+            self.log_bytes = journal::LOG_HEADER.len() as u64;
+            return Ok(false);
+        }
         // Not flushed: the snapshot holds these entries once it is in place, and until
         // then the entries acknowledged before it were flushed already.
-        self.write()?;
-        let tmp = self.dir.join("snapshot.tmp");
-        {
-            let mut o = OpenOptions::new();
-            o.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-            let mut f = o.open(&tmp)?;
-            f.write_all(&journal::encode_snapshot(applied, snapshot))?;
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, self.dir.join(SNAPSHOT))?;
-        File::open(&self.dir)?.sync_all()?;
-        // The log's entries are all in the snapshot now: a new, empty log replaces it. A
-        // crash before the rename leaves the old log, whose entries the snapshot holds
-        // (passed over); after it, the new one. (Emptying the old file in place would free
-        // its blocks here, tens of milliseconds for a large log while the space waits;
-        // the log thread closes it instead.)
-        let fresh = self.dir.join(LOG_NEXT);
-        let mut new = open_rw(&fresh, true)?;
-        new.write_all(journal::LOG_HEADER)?;
-        let folder = File::open(&self.dir)?;
-        fs::rename(&fresh, self.dir.join(LOG))?;
-        // From here on the old file is unlinked: entries go to the new one whatever
-        // happens next.
-        let old = std::mem::replace(&mut self.log, new);
+        put_snapshot(&self.dir, applied, &snapshot)?;
+        self.log = Some(super::open_rw(&self.dir.join(LOG), false)?);
         self.log_bytes = journal::LOG_HEADER.len() as u64;
-        self.unsynced = true;
-        match &self.syncer {
-            Some(s) => {
-                let mut st = s.shared.lock();
-                // Entries handed over and not yet written are in the snapshot: they are
-                // not written at all (an invitation's entropy among them).
-                let dropped: Vec<Vec<u8>> = st.queue.drain(..).collect();
-                for mut b in dropped {
-                    if st.spares.len() < SPARES {
-                        b.clear();
-                        st.spares.push(b);
-                    }
-                }
-                st.queued = 0;
-                st.dropped = st.handed;
-                st.switch = Some((old, folder));
-                s.shared.wake.notify_one();
-                s.shared.done.notify_all();
-            }
-            None => {
-                // The new name must be on the disk before entries flushed into the file
-                // count as kept.
-                folder.sync_all()?;
-                drop(old);
-            }
-        }
-        Ok(())
+        self.unsynced = false;
+        Ok(true)
     }
 }
 
+/// Writes a snapshot ending at entry `applied` (whole, flushed, renamed into place), then
+/// puts a new log, holding only its header, in the place of the one whose entries the
+/// snapshot holds, and flushes the folder: entries flushed into the new file are kept.
+fn put_snapshot(dir: &Path, applied: u64, snapshot: &[u8]) -> io::Result<()> {
+    let tmp = dir.join("snapshot.tmp");
+    {
+        let mut o = OpenOptions::new();
+        o.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        let mut f = o.open(&tmp)?;
+        f.write_all(&journal::encode_snapshot(applied, snapshot))?;
+        f.sync_all()?;
+    }
+    let folder = File::open(dir)?;
+    fs::rename(&tmp, dir.join(SNAPSHOT))?;
+    folder.sync_all()?;
+    // The log's entries are all in the snapshot now: a new log replaces it. A crash before
+    // the rename leaves the old log, whose entries the snapshot holds (passed over); after
+    // it, the new one. (Emptying the old file in place would free its blocks at once; the
+    // last handle closed frees them instead.)
+    let fresh = dir.join(LOG_NEXT);
+    // Its header reaches the disk with the first flush of its entries, which counts only
+    // after the folder's flush below.
+    let mut new = open_rw(&fresh, true)?;
+    new.write_all(journal::LOG_HEADER)?;
+    fs::rename(&fresh, dir.join(LOG))?;
+    folder.sync_all()
+}
+
 impl Syncer {
-    /// Stops the thread once it wrote and flushed everything handed to it.
-    fn stop(&mut self) -> io::Result<()> {
+    /// Stops the thread once it wrote and flushed everything handed to it; the bytes in
+    /// the log file it ended with.
+    fn stop(&mut self) -> io::Result<u64> {
         self.shared.lock().stop = true;
         self.shared.wake.notify_one();
         match self.thread.take() {
             Some(t) => t
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("the state log's thread panicked"))),
-            None => Ok(()),
+            None => Err(io::Error::other(
+                "the state log's thread was stopped before",
+            )),
         }
     }
 }
@@ -410,45 +449,38 @@ impl Drop for Syncer {
 /// The log thread: writes what was handed over every [`MESSAGE_WRITE`], at once when
 /// outputs wait for it or a [`crate::state::direct::CAPACITY`] of it is queued, and flushes
 /// once outputs wait for a flush or the period since the last one passed; reports what
-/// was asked for; takes over the log file a snapshot put in place.
+/// was asked for; writes the snapshots handed over and puts each in the place of the log.
+/// Ends with the bytes of the log file it ended with.
 fn sync_loop(
     mut file: DirectAppend,
-    path: &Path,
+    dir: &Path,
     every_sync: Duration,
     shared: &SyncShared,
     from: u64,
     tx: &async_channel::Sender<LogEvent>,
-) -> io::Result<()> {
+) -> io::Result<u64> {
     use std::time::Instant;
     let (mut written, mut synced) = (from, from);
     let (mut last_write, mut last_sync) = (Instant::now(), Instant::now());
-    let mut batch: Vec<Vec<u8>> = Vec::new();
+    let mut batch: Vec<Handed> = Vec::new();
     let mut st = shared.lock();
     loop {
-        for mut b in batch.drain(..) {
-            if st.spares.len() < SPARES {
+        for h in batch.drain(..) {
+            if let Handed::Entries(mut b) = h
+                && st.spares.len() < SPARES
+            {
                 b.clear();
                 st.spares.push(b);
             }
         }
-        if let Some((old_core, folder)) = st.switch.take() {
-            drop(st);
-            // Entries in the new file are kept only once its name is.
-            folder.sync_all()?;
-            // The old file's last handles: closing them frees its blocks.
-            let old = std::mem::replace(&mut file, DirectAppend::open(path)?);
-            drop(old);
-            drop(old_core);
-            st = shared.lock();
-            written = written.max(st.dropped);
-            synced = synced.max(st.dropped);
-            // (The core counts those entries kept once the snapshot is in place: it
-            // releases what waited for them itself.)
-            continue;
-        }
         let asked = st.want_written.max(st.want_synced);
-        if st.queued > 0
+        let snapshot = st
+            .queue
+            .iter()
+            .any(|h| matches!(h, Handed::Snapshot { .. }));
+        if !st.queue.is_empty()
             && (st.stop
+                || snapshot
                 || asked > written
                 || st.queued >= crate::state::direct::CAPACITY
                 || last_write.elapsed() >= MESSAGE_WRITE)
@@ -459,12 +491,55 @@ fn sync_loop(
             let report = st.want_written > written;
             shared.done.notify_all();
             drop(st);
-            for b in &mut batch {
-                journal::seal(b);
-                file.append(b)?;
+            // Entries before the last snapshot are in it: never written (an invitation's
+            // entropy among them), unless the snapshot cannot be.
+            let mut from = 0;
+            let mut retired = None;
+            if let Some(i) = batch
+                .iter()
+                .rposition(|h| matches!(h, Handed::Snapshot { .. }))
+                && let Handed::Snapshot {
+                    applied,
+                    bytes,
+                    mark,
+                } = &batch[i]
+            {
+                let t = Instant::now();
+                match put_snapshot(dir, *applied, bytes) {
+                    Ok(()) => {
+                        // The old file's last handle: closing it frees its blocks (tens of
+                        // milliseconds for a large log), after the entries below.
+                        retired = Some(std::mem::replace(
+                            &mut file,
+                            DirectAppend::open(&dir.join(LOG))?,
+                        ));
+                        tracing::debug!(
+                            entry = applied,
+                            bytes = bytes.len(),
+                            ms = t.elapsed().as_secs_f64() * 1e3,
+                            "state snapshot written"
+                        );
+                        from = i + 1;
+                        synced = synced.max(*mark);
+                        let _ = tx.try_send(LogEvent::Synced(synced));
+                    }
+                    // The log keeps the entries: a later snapshot may succeed.
+                    Err(e) => tracing::warn!(
+                        "writing the space's snapshot in {} failed: {e}",
+                        dir.display()
+                    ),
+                }
+                let _ = tx.try_send(LogEvent::Snapshot(*mark));
+            }
+            for h in &mut batch[from..] {
+                if let Handed::Entries(b) = h {
+                    journal::seal(b);
+                    file.append(b)?;
+                }
             }
             // Zeros after the entries are the log's clean end.
             file.settle_padded()?;
+            drop(retired);
             last_write = Instant::now();
             written = target;
             if report {
@@ -485,10 +560,10 @@ fn sync_loop(
             continue;
         }
         if st.stop {
-            return Ok(());
+            return Ok(file.size());
         }
         let next_write =
-            (st.queued > 0).then(|| MESSAGE_WRITE.saturating_sub(last_write.elapsed()));
+            (!st.queue.is_empty()).then(|| MESSAGE_WRITE.saturating_sub(last_write.elapsed()));
         let next_sync = (written > synced).then(|| every_sync.saturating_sub(last_sync.elapsed()));
         match next_write.into_iter().chain(next_sync).min() {
             Some(left) => {

@@ -4,8 +4,10 @@
 //! [`Replica`](mew_core::cluster::Replica) a cluster member uses; the
 //! replica's snapshot goes to `.mew/state/snapshot` every [`SNAPSHOT_EVERY`] entries (and at
 //! once after an invitation, so its token's entropy leaves the log), and a new, empty log
-//! replaces the one it holds. Starting restores the snapshot and applies the log after it:
-//! the same path as a cluster member joining (`Replica::open`, then `NodeInput::Entry`).
+//! replaces the one it holds. The core makes the snapshot; the log thread writes it in order
+//! with the entries while the space goes on. Starting restores the snapshot and applies the
+//! log after it: the same path as a cluster member joining (`Replica::open`, then
+//! `NodeInput::Entry`).
 //!
 //! Crash consistency: the core task encodes each pass's entries and hands them to the log
 //! thread ([`StateDir::start_syncer`]), which writes them in large requests around the page
@@ -46,7 +48,8 @@ pub use task::core_task;
 pub const LOCAL_NODE: &str = "local";
 /// Entries between two snapshots.
 /// (A restart replays at most this many, about half a second's work; a snapshot of a space
-/// with a long history takes a few milliseconds of the core's time to write.)
+/// with a long history takes a few milliseconds of the core's time to encode, and the log
+/// thread's to write.)
 pub const SNAPSHOT_EVERY: u64 = 100_000;
 /// Bytes of log after which a snapshot is taken before the cadence's next.
 pub const LOG_MAX_BYTES: u64 = 64 << 20;

@@ -42,6 +42,15 @@ pub(super) struct Running {
     /// The pass in progress holds a record that changes the space (not only a message):
     /// with `fsync: always` its outputs wait for the flush.
     pass_changes: bool,
+    /// The pass in progress asked for a snapshot its outputs wait for: an invitation's
+    /// (whose token's entropy must be out of the log before the answer leaves) or a
+    /// reload's (applied outside the log).
+    pass_snapshot: bool,
+    /// A snapshot was handed to the log thread in the last pump.
+    snapshot_handed: bool,
+    /// Every snapshot asked for up to this mark was written, or given up
+    /// ([`LogEvent::Snapshot`]).
+    snapshots: u64,
     broken: bool,
     stopping: bool,
 }
@@ -52,6 +61,8 @@ pub(super) struct Running {
 struct Need {
     mark: u64,
     flushed: bool,
+    /// And the snapshot asked for in its pass written (or given up).
+    snapshot: bool,
 }
 
 impl Need {
@@ -59,12 +70,13 @@ impl Need {
     const NOTHING: Need = Need {
         mark: 0,
         flushed: false,
+        snapshot: false,
     };
 
     fn written(mark: u64) -> Need {
         Need {
             mark,
-            flushed: false,
+            ..Need::NOTHING
         }
     }
 
@@ -72,6 +84,7 @@ impl Need {
         Need {
             mark,
             flushed: true,
+            snapshot: false,
         }
     }
 }
@@ -108,6 +121,9 @@ impl Running {
             held: std::collections::VecDeque::new(),
             spare_outputs: Vec::new(),
             pass_changes: false,
+            pass_snapshot: false,
+            snapshot_handed: false,
+            snapshots: mark,
             broken: false,
             stopping: false,
         }
@@ -127,6 +143,7 @@ impl Running {
                 // is then the one under the new file, which the next start reads.
                 host.reconfigure(now, *config);
                 host.core_mut().request_snapshot();
+                self.pass_snapshot = true;
             }
             Some(Unhandled::Shutdown) => {
                 // What was held leaves first, written and flushed: the shutdown's closes
@@ -187,18 +204,15 @@ impl Running {
                     .pass
                     .push(Held::Direct(conn, None, Some((code, reason)), forget)),
                 NodeOutput::Snapshot { applied, bytes } => {
-                    let t = std::time::Instant::now();
-                    match self.state.write_snapshot(applied, &bytes) {
-                        Ok(()) => {
-                            tracing::debug!(
-                                entry = applied,
-                                bytes = bytes.len(),
-                                ms = t.elapsed().as_secs_f64() * 1e3,
-                                "state snapshot written"
-                            );
+                    // With the log thread, the thread writes it while the space goes on,
+                    // and reports the entries it holds kept.
+                    match self.state.write_snapshot(applied, bytes) {
+                        Ok(false) => self.snapshot_handed = true,
+                        Ok(true) => {
                             // The snapshot in place holds every entry handed over.
                             self.written = self.state.written();
                             self.durable = self.written;
+                            self.snapshots = self.written;
                         }
                         // The log keeps the entries: a later snapshot may succeed.
                         Err(e) => tracing::warn!(
@@ -230,7 +244,9 @@ impl Running {
         }
         if node.replica().used_entropy() || self.state.log_large() {
             // The entropy is an invitation's token: the snapshot right after this pass
-            // keeps only its digest, and the log holding it is cut.
+            // keeps only its digest, and the log holding it is cut, before the pass's
+            // outputs leave.
+            self.pass_snapshot |= node.replica().used_entropy();
             node.request_snapshot();
         }
     }
@@ -246,7 +262,9 @@ impl Running {
 
     /// Whether what waits for `need` may go.
     fn ready(&self, need: Need) -> bool {
-        self.written >= need.mark && (!need.flushed || self.durable >= need.mark)
+        self.written >= need.mark
+            && (!need.flushed || self.durable >= need.mark)
+            && (!need.snapshot || self.snapshots >= need.mark)
     }
 
     /// Ends a pass: its entries go to the log's thread. When the pass changed the space,
@@ -266,8 +284,9 @@ impl Running {
             // with `always`, messages of the last MESSAGE_FLUSH, never a change
             // acknowledged; with `every_ms`, up to N ms of anything.
             let changes = std::mem::take(&mut self.pass_changes);
+            let snapshot = std::mem::take(&mut self.pass_snapshot);
             let mark = self.state.written();
-            let need = match (changes, self.state.fsync()) {
+            let mut need = match (changes, self.state.fsync()) {
                 (false, _) => Need::NOTHING,
                 (true, Fsync::Always) => {
                     self.state.want_flush(mark);
@@ -278,6 +297,10 @@ impl Running {
                     Need::written(mark)
                 }
             };
+            if snapshot {
+                need.mark = mark;
+                need.snapshot = true;
+            }
             if self.ready(need) && self.held.is_empty() {
                 let pass = std::mem::take(&mut self.pass);
                 self.carry_out(host, now, pass);
@@ -297,10 +320,26 @@ impl Running {
             for conn in host.take_slow() {
                 host.core_mut().handle_input(now, NodeInput::Slow { conn });
             }
+            // A snapshot, when due, is made here: its encoding is the core's part of it.
+            let t = std::time::Instant::now();
             host.core_mut().handle_input(now, NodeInput::Drained);
             host.core_mut().handle_input(now, NodeInput::Timeout);
             let durable = self.durable;
+            self.snapshot_handed = false;
             self.pump(host);
+            let handed = std::mem::take(&mut self.snapshot_handed);
+            if handed {
+                tracing::debug!(
+                    ms = t.elapsed().as_secs_f64() * 1e3,
+                    "state snapshot made, handed to the log thread"
+                );
+            }
+            if snapshot && !handed && self.snapshots < mark {
+                // The node had nothing new to put in one (or could not make it): nothing
+                // to wait for.
+                self.snapshots = mark;
+                self.release(host, now);
+            }
             if self.durable > durable {
                 // A snapshot now holds what waited (an invitation's answer, most often):
                 // it goes now, with nothing after it needed to carry it.
@@ -316,6 +355,7 @@ impl Running {
     pub(super) fn handle_event(&mut self, host: &mut Host, now: Time, event: LogEvent) {
         match event {
             LogEvent::Written(mark) => self.written = self.written.max(mark),
+            LogEvent::Snapshot(mark) => self.snapshots = self.snapshots.max(mark),
             LogEvent::Synced(mark) => {
                 self.durable = self.durable.max(mark);
                 self.written = self.written.max(mark);

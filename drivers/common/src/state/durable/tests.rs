@@ -69,8 +69,12 @@ fn pass(r: &mut Restored, kill: Option<u8>, rng: &mut Rng) -> Result<(), ()> {
             // Part of the pass reached the file.
             let n = rng.below(r.state.pending.len() as u64 + 1) as usize;
             let at = r.state.log_bytes;
-            std::os::unix::fs::FileExt::write_all_at(&r.state.log, &r.state.pending[..n], at)
-                .unwrap();
+            std::os::unix::fs::FileExt::write_all_at(
+                r.state.log.as_ref().unwrap(),
+                &r.state.pending[..n],
+                at,
+            )
+            .unwrap();
             return Err(());
         }
         _ => {}
@@ -88,7 +92,7 @@ fn pass(r: &mut Restored, kill: Option<u8>, rng: &mut Rng) -> Result<(), ()> {
                 fs::write(r.state.dir.join("snapshot.tmp"), &enc[..n]).unwrap();
                 return Err(());
             }
-            r.state.write_snapshot(applied, &bytes).unwrap();
+            r.state.write_snapshot(applied, bytes).unwrap();
         }
     }
     Ok(())
@@ -332,20 +336,28 @@ fn a_change_and_all_after_it_wait_for_its_flush_and_chats_leave_at_once() {
     );
     run.settle(&mut host, now);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let mut acked = false;
+    let (mut acked, mut snapshot) = (false, false);
     while !acked {
         assert!(
             std::time::Instant::now() < deadline,
             "the invitation is never answered"
         );
         match events.try_recv() {
-            Ok(ev) => run.handle_event(&mut host, now, ev),
+            Ok(ev) => {
+                snapshot |= matches!(ev, LogEvent::Snapshot(_));
+                run.handle_event(&mut host, now, ev)
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
         acked = frames(human_rx)
             .iter()
             .any(|f| f.contains("space/invite-ack"));
     }
+    // The log thread wrote the snapshot, and the log holding the token's entry is gone,
+    // before the answer left.
+    assert!(snapshot, "answered before its snapshot");
+    assert!(dir.join(SNAPSHOT).exists());
+    assert!(!has(&fs::read(dir.join(LOG)).unwrap(), b"guest"));
     // Killed once a change was written, whatever its flush: the restart has it.
     run.input(
         &mut host,
@@ -412,7 +424,7 @@ fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() 
                         .handle_input(at, NodeInput::OwnRecord { seq, record });
                 }
                 NodeOutput::Snapshot { applied, bytes } => {
-                    r.state.write_snapshot(applied, &bytes).unwrap();
+                    r.state.write_snapshot(applied, bytes).unwrap();
                 }
                 _ => {}
             }
@@ -423,7 +435,7 @@ fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() 
         r.node.handle_input(at, NodeInput::Drained);
         while let Some(o) = r.node.poll_output() {
             if let NodeOutput::Snapshot { applied, bytes } = o {
-                r.state.write_snapshot(applied, &bytes).unwrap();
+                r.state.write_snapshot(applied, bytes).unwrap();
             }
         }
     };
@@ -449,10 +461,19 @@ fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() 
     assert!(bytes.len() >= end && bytes.len() - end < 4096);
     assert!(bytes[end..].iter().all(|b| *b == 0));
     assert!(has(&bytes, b"before-0") && has(&bytes, b"before-19"));
-    // A snapshot puts a new file in the old one's place, which holds only its header.
+    // A snapshot puts a new file in the old one's place, which holds only its header: the
+    // thread's work, reported as the entries it holds kept.
     let before = fs::metadata(&path).unwrap().ino();
     r.node.request_snapshot();
     chat(&mut r, "in-snapshot");
+    let mark = r.state.written();
+    loop {
+        if let LogEvent::Synced(m) = events.recv_blocking().unwrap()
+            && m >= mark
+        {
+            break;
+        }
+    }
     assert_ne!(fs::metadata(&path).unwrap().ino(), before, "a new log file");
     assert!(!dir.join(LOG_NEXT).exists());
     assert_eq!(r.state.log_bytes, journal::LOG_HEADER.len() as u64);
@@ -464,12 +485,23 @@ fn the_log_thread_writes_behind_the_core_and_a_snapshot_starts_a_new_log_file() 
     let bytes = fs::read(&path).unwrap();
     assert!(bytes.starts_with(journal::LOG_HEADER));
     assert!(has(&bytes, b"after-4") && !has(&bytes, b"before-19"));
+    assert!(!has(&bytes, b"in-snapshot"), "held by the snapshot alone");
+    // A snapshot that cannot be written leaves the log in place, and the entries it would
+    // have held are written to it after all.
+    fs::create_dir(dir.join("snapshot.tmp")).unwrap();
+    let ino = fs::metadata(&path).unwrap().ino();
+    r.node.request_snapshot();
+    chat(&mut r, "no-snapshot");
+    flushed(&r);
+    assert_eq!(fs::metadata(&path).unwrap().ino(), ino, "the same log file");
+    assert!(has(&fs::read(&path).unwrap(), b"no-snapshot"));
+    fs::remove_dir(dir.join("snapshot.tmp")).unwrap();
     let kept = state(&r);
     drop(r);
     let restored = open(&dir, config, Fsync::Always, None).unwrap();
     assert_eq!(restored.report.cut, None);
     assert_eq!(
-        restored.report.replayed, 5,
+        restored.report.replayed, 6,
         "the entries after the snapshot"
     );
     assert_eq!(state(&restored), kept);
