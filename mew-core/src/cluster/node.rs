@@ -648,8 +648,9 @@ impl Node {
         }
         let applied = self.replica.applied();
         let elected = self.replica.live_nodes().next() == Some(self.opts.node_id.as_str());
-        let due = applied >= self.last_snapshot + self.opts.snapshot_every
-            || (self.snapshot_asked && applied > self.last_snapshot);
+        // One asked for is made even with nothing applied since the last: a reload changes
+        // the space outside the log.
+        let due = applied >= self.last_snapshot + self.opts.snapshot_every || self.snapshot_asked;
         if elected && due {
             self.last_snapshot = applied;
             self.snapshot_asked = false;

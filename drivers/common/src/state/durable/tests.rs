@@ -608,3 +608,30 @@ fn first_conn(r: &Restored) -> ConnId {
     let c = &v["owners"][0][0];
     serde_json::from_value(c.clone()).unwrap()
 }
+
+/// A reload changes the space outside the log: the snapshot it asks for is made even when
+/// nothing was applied since the last one, or the state on disk would keep the old file's.
+#[test]
+fn a_snapshot_asked_for_is_made_though_nothing_was_applied_since_the_last() {
+    let config = SpaceConfig::from_yaml(SPACE).unwrap();
+    let dir = scratch("asked");
+    let mut rng = Rng(5);
+    let mut r = open(&dir, config, Fsync::Always, None).unwrap();
+    let now = Time::from_unix_millis(1_000_000);
+    human_joined(&mut r, now, &mut rng);
+    let snapshots = |r: &mut Restored| {
+        r.node.request_snapshot();
+        let at = r.node.replica().now();
+        r.node.handle_input(at, NodeInput::Drained);
+        let mut made = Vec::new();
+        while let Some(o) = r.node.poll_output() {
+            if let NodeOutput::Snapshot { applied, .. } = o {
+                made.push(applied);
+            }
+        }
+        made
+    };
+    let first = snapshots(&mut r);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(snapshots(&mut r), first, "made again at the same entry");
+}
