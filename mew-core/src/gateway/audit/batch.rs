@@ -241,9 +241,10 @@ impl AuditLines {
         let mut next = spare();
         next.clear();
         // The next batch is about as large as this one: room for it now is one allocation,
-        // where growing into it is a reallocation, and a copy, per doubling.
+        // where growing into it is a reallocation, and a copy, per doubling. Half as much
+        // again, so that a pass a little larger than the last does not grow it either.
         if next.capacity() < f.buf.len() {
-            next = Vec::with_capacity(f.buf.len());
+            next = Vec::with_capacity((f.buf.len() + f.buf.len() / 2).min(AUDIT_BATCH_MAX));
         }
         f.open = None;
         if file == AuditFile::EnvelopeHistory {
