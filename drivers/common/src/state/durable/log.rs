@@ -371,6 +371,9 @@ impl StateDir {
                 return Err(io::Error::other("the state log's writer stopped"));
             }
             let mark = st.handed;
+            // One not yet taken is superseded: this one holds all it would. (Invitations in
+            // a burst queue one snapshot, not one each.)
+            st.queue.retain(|h| !matches!(h, Handed::Snapshot { .. }));
             st.queue.push(Handed::Snapshot {
                 applied,
                 bytes: snapshot,
