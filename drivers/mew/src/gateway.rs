@@ -108,6 +108,8 @@ pub struct Running {
     reloader: mew_tokio::ReloadHandle,
     handle: mew_tokio::ShutdownHandle,
     serve: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// How the server ended, when it ended by itself (its core stopped).
+    served: Option<Result<std::io::Result<()>, tokio::task::JoinError>>,
 }
 
 impl Running {
@@ -160,27 +162,37 @@ impl Running {
         }
     }
 
-    /// Serves until SIGINT or SIGTERM, reloading on every SIGHUP.
-    pub async fn until_stopped(&self) {
+    /// Serves until SIGINT or SIGTERM (or until the server stops by itself), reloading on
+    /// every SIGHUP.
+    pub async fn until_stopped(&mut self) {
         self.until_stopped_with(crate::signal()).await;
     }
 
-    /// Serves until `stop` resolves, reloading on every SIGHUP.
-    pub async fn until_stopped_with(&self, stop: impl std::future::Future<Output = ()>) {
+    /// Serves until `stop` resolves or the server stops by itself (its core stopped: a
+    /// durable space whose disk failed), reloading on every SIGHUP.
+    pub async fn until_stopped_with(&mut self, stop: impl std::future::Future<Output = ()>) {
         tokio::pin!(stop);
         #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            if let Ok(mut hup) = signal(SignalKind::hangup()) {
-                loop {
-                    tokio::select! {
-                        _ = &mut stop => return,
-                        _ = hup.recv() => self.reload().await,
-                    }
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        #[cfg(not(unix))]
+        let mut hup: Option<()> = None;
+        loop {
+            let reload = async {
+                #[cfg(unix)]
+                if let Some(h) = &mut hup {
+                    return h.recv().await;
                 }
+                std::future::pending::<Option<()>>().await
+            };
+            tokio::select! {
+                _ = &mut stop => return,
+                served = &mut self.serve => {
+                    self.served = Some(served);
+                    return;
+                }
+                _ = reload => self.reload().await,
             }
         }
-        stop.await;
     }
 
     /// Stops the processes, then the server (flushing its logs).
@@ -190,7 +202,11 @@ impl Running {
         self.handle.shutdown();
         // Bounded: a cluster node whose NATS server went down with it, or a log writer stuck
         // on a dead disk, must not keep a stopped gateway alive.
-        let Ok(served) = tokio::time::timeout(STOP_GRACE, self.serve).await else {
+        let served = match self.served {
+            Some(served) => Ok(served),
+            None => tokio::time::timeout(STOP_GRACE, self.serve).await,
+        };
+        let Ok(served) = served else {
             return Err(Failure::new(
                 exit::RUNTIME,
                 format!(
@@ -201,10 +217,7 @@ impl Running {
         };
         match served {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Failure::new(
-                exit::RUNTIME,
-                format!("log write failed: {e}"),
-            )),
+            Ok(Err(e)) => Err(Failure::new(exit::RUNTIME, e.to_string())),
             Err(e) => Err(Failure::new(
                 exit::RUNTIME,
                 format!("server task failed: {e}"),
@@ -264,7 +277,7 @@ fn load_config(path: &Path) -> Result<SpaceConfig, Failure> {
 
 pub async fn run(args: Args) -> Result<(), Failure> {
     crate::init_logging_as(&args.log_level, &args.log_format)?;
-    let running = start(&args).await?;
+    let mut running = start(&args).await?;
     running.until_stopped().await;
     running.stop().await
 }
@@ -515,6 +528,7 @@ pub async fn start(args: &Args) -> Result<Running, Failure> {
         reloader,
         handle,
         serve,
+        served: None,
     })
 }
 

@@ -363,7 +363,7 @@ pub async fn up(args: UpArgs) -> Result<(), Failure> {
         tls_cert: None,
         tls_key: None,
     };
-    let running = crate::gateway::start(&gw).await?;
+    let mut running = crate::gateway::start(&gw).await?;
     let port = running.local.port();
     let log_dir = files::SpaceLayout::for_config(&config).log_dir;
     let base = RunFile {

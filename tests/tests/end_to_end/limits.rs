@@ -461,3 +461,39 @@ async fn a_flooding_sender_starves_neither_another_senders_chat_nor_a_join() {
     );
     stop.shutdown();
 }
+
+/// A core task that ends by itself (a durable space whose disk failed, a cluster node cut
+/// off) stops the server, which says so, rather than accept connections nothing serves.
+#[tokio::test]
+async fn a_server_whose_core_stops_by_itself_stops_and_says_why() {
+    let config = mew_core::gateway::SpaceConfig::from_yaml(SPACE).unwrap();
+    let server = GatewayServer::bind_with(
+        "127.0.0.1:0".parse().unwrap(),
+        config,
+        ServerOptions::default(),
+    )
+    .await
+    .unwrap();
+    let addr = server.local_addr();
+    let (end_core, ended) = async_channel::bounded::<()>(1);
+    let core: mew_driver_common::server::conn::CoreTask = Box::new(move |_host, _inputs| {
+        Box::pin(async move {
+            let _ = ended.recv().await;
+        })
+    });
+    let serving = tokio::spawn(server.serve_with(Some(core)));
+    tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("accepts while its core runs");
+    drop(end_core);
+    let served = tokio::time::timeout(Duration::from_secs(5), serving)
+        .await
+        .expect("the server stops")
+        .unwrap();
+    let e = served.expect_err("an error, not a clean stop");
+    assert!(e.to_string().contains("core stopped"), "{e}");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "no longer accepts"
+    );
+}

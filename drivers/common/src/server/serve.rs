@@ -478,9 +478,14 @@ impl<R: ServerRuntime> GatewayServer<R> {
             )),
             issuer,
         });
+        let mut core_done = core_done;
+        // Set when the core task ended by itself (a durable space's disk failed, a panic):
+        // the server stops then, rather than accept connections nothing would serve.
+        let mut ended_alone = None;
         loop {
-            let stop = shutdown_rx.recv();
-            match select(std::pin::pin!(R::accept(&listener)), std::pin::pin!(stop)).await {
+            let stop = std::pin::pin!(shutdown_rx.recv());
+            let stop_or_core = select(stop, &mut core_done);
+            match select(std::pin::pin!(R::accept(&listener)), stop_or_core).await {
                 Either::Left((Ok((sock, peer)), _)) => {
                     // Everything logged about this connection carries its peer.
                     let span = tracing::debug_span!("connection", %peer);
@@ -494,7 +499,12 @@ impl<R: ServerRuntime> GatewayServer<R> {
                     tracing::warn!("accept failed: {e}");
                     R::sleep(Duration::from_millis(50)).await;
                 }
-                Either::Right(_) => break,
+                Either::Right((Either::Left(_), _)) => break,
+                Either::Right((Either::Right((done, _)), _)) => {
+                    tracing::error!("the space's core stopped; the gateway stops");
+                    ended_alone = Some(done);
+                    break;
+                }
             }
         }
         drop(listener);
@@ -502,14 +512,25 @@ impl<R: ServerRuntime> GatewayServer<R> {
         drop(tx);
         drop(shared);
         // A panic in the core is a broken invariant: still flush what was logged, then report.
-        let core_result = core_done.await;
+        let alone = ended_alone.is_some();
+        let core_result = match ended_alone {
+            Some(done) => done.map_err(|_| "the space's core failed (a panic)"),
+            None => core_done
+                .await
+                .map_err(|_| "the space's core failed (a panic)"),
+        };
         tracing::debug!("every connection closed; flushing logs");
-        let r = R::spawn_blocking(move || logs.finish()).await;
+        let r = R::spawn_blocking(move || logs.finish())
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("log write failed: {e}")));
         crate::server::hops::flush();
         tracing::debug!("logs flushed");
-        match core_result {
-            Ok(()) => r,
-            Err(_) => Err(io::Error::other("gateway core failed")),
+        match (core_result, alone) {
+            (Err(why), _) => Err(io::Error::other(why)),
+            (Ok(()), true) => Err(io::Error::other(
+                "the space's core stopped (its reason is logged above)",
+            )),
+            (Ok(()), false) => r,
         }
     }
 }
