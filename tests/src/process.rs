@@ -44,23 +44,51 @@ impl MewGateway {
 
 impl Drop for MewGateway {
     fn drop(&mut self) {
-        #[cfg(unix)]
-        {
-            // SIGTERM lets the gateway stop the processes it started.
-            let _ = Command::new("kill")
-                .arg(self.child.id().to_string())
-                .status();
-            let end = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < end {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child);
     }
+}
+
+/// A child process stopped as a [`MewGateway`] is when dropped: for a test that may fail
+/// while it runs. One that ended already (waited for by the test) is left alone.
+pub struct Stopping(pub Child);
+
+impl std::ops::Deref for Stopping {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Stopping {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Stopping {
+    fn drop(&mut self) {
+        stop(&mut self.0);
+    }
+}
+
+/// SIGTERM (which lets a gateway stop the processes it started), then a kill after 10 s.
+fn stop(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    #[cfg(unix)]
+    {
+        let _ = Command::new("kill").arg(child.id().to_string()).status();
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// A Node MCP server of tests/mcp-servers serving Streamable HTTP on a free port (`PORT`

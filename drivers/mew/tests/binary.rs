@@ -45,27 +45,28 @@ fn start_gateway() -> Gateway {
         .spawn()
         .expect("run mew gateway");
     let rx = lines_of(child.stdout.take().unwrap());
-    let mut addr = None;
-    let mut tokens = Vec::new();
+    // Owned at once: a failed assertion below still stops the process.
+    let mut gw = Gateway {
+        child,
+        addr: String::new(),
+        tokens: Vec::new(),
+    };
     while let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) {
         if let Some(rest) = line.split("ws://").nth(1)
-            && addr.is_none()
+            && gw.addr.is_empty()
         {
-            addr = Some(rest.split('/').next().unwrap().to_owned());
+            gw.addr = rest.split('/').next().unwrap().to_owned();
         }
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.len() >= 3 && words[1] == "token" {
-            tokens.push((words[0].to_owned(), words[2].to_owned()));
+            gw.tokens.push((words[0].to_owned(), words[2].to_owned()));
         }
         if line.starts_with("join with:") {
             break;
         }
     }
-    Gateway {
-        child,
-        addr: addr.expect("the gateway prints its address"),
-        tokens,
-    }
+    assert!(!gw.addr.is_empty(), "the gateway prints its address");
+    gw
 }
 
 impl Gateway {
@@ -269,20 +270,21 @@ fn config_tokens_from_env_files_and_generation() {
         .spawn()
         .unwrap();
     let rx = lines_of(child.stdout.take().unwrap());
-    let mut addr = None;
+    // Owned at once: a failed assertion below still stops the process.
+    let mut gw = Gateway {
+        child,
+        addr: String::new(),
+        tokens: Vec::new(),
+    };
     let mut generated = false;
     while let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) {
         generated |= line.starts_with("generated a token for service");
         if let Some(rest) = line.split("ws://").nth(1) {
-            addr = Some(rest.split('/').next().unwrap().to_owned());
+            gw.addr = rest.split('/').next().unwrap().to_owned();
             break;
         }
     }
-    let gw = Gateway {
-        child,
-        addr: addr.expect("address printed"),
-        tokens: Vec::new(),
-    };
+    assert!(!gw.addr.is_empty(), "address printed");
     assert!(generated, "the generated token is announced");
     let token_file = dir.join(".mew/tokens/service.token");
     let service_token = std::fs::read_to_string(&token_file)

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use mew_core::gateway::SpaceConfig;
 use mew_core::participant::{ParticipantConfig, RequestOptions};
+use mew_tests::process::Stopping;
 use mew_tests::scratch::Scratch;
 use mew_tests::wait::until;
 use mew_tokio::{GatewayServer, ParticipantRuntime, ServerOptions};
@@ -96,13 +97,15 @@ fn running_in(dir: &Path) -> Vec<u32> {
 
 fn run_failing(args: &[&str], within: Duration) -> (i32, String, Duration) {
     let started = Instant::now();
-    let mut child = Command::new(MEW)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Stopping(
+        Command::new(MEW)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let status = wait_exit(&mut child, within + Duration::from_secs(5));
     let took = started.elapsed();
     let mut err = String::new();
@@ -229,28 +232,30 @@ fn sigterm_stops_the_server_and_exits_zero() {
     let shutdown = server.shutdown_handle();
     let serving = rt.spawn(server.serve());
 
-    let mut bridge = Command::new(MEW)
-        .args([
-            "bridge",
-            "-g",
-            &format!("ws://{addr}"),
-            "-s",
-            "cli",
-            "-t",
-            "every-token",
-        ])
-        .args([
-            "--id",
-            "every",
-            "--log-level",
-            "warn",
-            "--",
-            "node",
-            &everything_script(),
-        ])
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut bridge = Stopping(
+        Command::new(MEW)
+            .args([
+                "bridge",
+                "-g",
+                &format!("ws://{addr}"),
+                "-s",
+                "cli",
+                "-t",
+                "every-token",
+            ])
+            .args([
+                "--id",
+                "every",
+                "--log-level",
+                "warn",
+                "--",
+                "node",
+                &everything_script(),
+            ])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     rt.block_on(echo_through_space(
         &format!("ws://{addr}/ws?space=cli"),
         "cli",
@@ -284,20 +289,22 @@ fn the_gateway_starts_and_stops_auto_start_bridges() {
     );
     let config = dir.join("space.yaml");
     std::fs::write(&config, yaml).unwrap();
-    let mut gateway = Command::new(MEW)
-        .args([
-            "gateway",
-            "--config",
-            config.to_str().unwrap(),
-            "--port",
-            "0",
-            "--log-level",
-            "warn",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut gateway = Stopping(
+        Command::new(MEW)
+            .args([
+                "gateway",
+                "--config",
+                config.to_str().unwrap(),
+                "--port",
+                "0",
+                "--log-level",
+                "warn",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut lines = BufReader::new(gateway.stdout.take().unwrap()).lines();
     let url = loop {
         let line = lines.next().expect("gateway printed its address").unwrap();
