@@ -38,6 +38,8 @@ pub struct StateDir {
     /// Bytes written to the log (or handed to its thread) since the files were opened,
     /// across snapshots: the marks of [`LogEvent`].
     written: u64,
+    /// Snapshots handed to the log thread (or written here) since the files were opened.
+    snapshots: u64,
     syncer: Option<Syncer>,
 }
 
@@ -49,9 +51,9 @@ pub enum LogEvent {
     Written(u64),
     /// Every byte up to this mark is on the disk (flushed, or held by a snapshot in place).
     Synced(u64),
-    /// The snapshot handed over with every byte up to this mark before it was written and
-    /// put in place of the log ([`LogEvent::Synced`] came first), or could not be (and
-    /// those bytes were written to the log instead).
+    /// Every snapshot handed over up to this one ([`StateDir::snapshots_handed`]) was
+    /// written and put in place of the log ([`LogEvent::Synced`] came first), or could not
+    /// be (and the entries before it were written to the log instead).
     Snapshot(u64),
     /// Writing or flushing failed; nothing more follows.
     Failed(io::Error),
@@ -83,11 +85,13 @@ enum Handed {
     /// Encoded entries.
     Entries(Vec<u8>),
     /// A snapshot of the space at entry `applied`, holding every entry handed before it
-    /// (up to the mark `mark`): written, then put in the place of the log.
+    /// (up to the mark `mark`): written, then put in the place of the log. `number`
+    /// counts the snapshots handed over.
     Snapshot {
         applied: u64,
         bytes: Vec<u8>,
         mark: u64,
+        number: u64,
     },
 }
 
@@ -125,6 +129,7 @@ impl StateDir {
             unsynced: false,
             last_sync: std::time::Instant::now(),
             written: 0,
+            snapshots: 0,
             syncer: None,
         }
     }
@@ -149,6 +154,12 @@ impl StateDir {
             Some(_) => journal::push_unsealed(&mut self.pending, seq, encode),
             None => journal::push_with(&mut self.pending, seq, encode),
         }
+    }
+
+    /// Snapshots handed to the log thread (or written without one) so far: the numbers
+    /// [`LogEvent::Snapshot`] reports.
+    pub fn snapshots_handed(&self) -> u64 {
+        self.snapshots
     }
 
     /// Whether entries wait to be written.
@@ -365,6 +376,7 @@ impl StateDir {
     /// thread), holding every entry written.
     pub fn write_snapshot(&mut self, applied: u64, snapshot: Vec<u8>) -> io::Result<bool> {
         self.write()?;
+        self.snapshots += 1;
         if let Some(s) = &self.syncer {
             let mut st = s.shared.lock();
             if st.gone {
@@ -378,6 +390,7 @@ impl StateDir {
                 applied,
                 bytes: snapshot,
                 mark,
+                number: self.snapshots,
             });
             // At once: what waits for these entries is released by the snapshot.
             s.shared.wake.notify_one();
@@ -505,6 +518,7 @@ fn sync_loop(
                     applied,
                     bytes,
                     mark,
+                    number,
                 } = &batch[i]
             {
                 let t = Instant::now();
@@ -532,7 +546,7 @@ fn sync_loop(
                         dir.display()
                     ),
                 }
-                let _ = tx.try_send(LogEvent::Snapshot(*mark));
+                let _ = tx.try_send(LogEvent::Snapshot(*number));
             }
             for h in &mut batch[from..] {
                 if let Handed::Entries(b) = h {

@@ -48,8 +48,8 @@ pub(super) struct Running {
     pass_snapshot: bool,
     /// A snapshot was handed to the log thread in the last pump.
     snapshot_handed: bool,
-    /// Every snapshot asked for up to this mark was written, or given up
-    /// ([`LogEvent::Snapshot`]).
+    /// Snapshots written (or given up) so far, by their number
+    /// ([`StateDir::snapshots_handed`], [`LogEvent::Snapshot`]).
     snapshots: u64,
     broken: bool,
     stopping: bool,
@@ -61,8 +61,9 @@ pub(super) struct Running {
 struct Need {
     mark: u64,
     flushed: bool,
-    /// And the snapshot asked for in its pass written (or given up).
-    snapshot: bool,
+    /// And the snapshot of this number (its pass asked for it; 0: none) written or given
+    /// up.
+    snapshot: u64,
 }
 
 impl Need {
@@ -70,7 +71,7 @@ impl Need {
     const NOTHING: Need = Need {
         mark: 0,
         flushed: false,
-        snapshot: false,
+        snapshot: 0,
     };
 
     fn written(mark: u64) -> Need {
@@ -84,7 +85,7 @@ impl Need {
         Need {
             mark,
             flushed: true,
-            snapshot: false,
+            snapshot: 0,
         }
     }
 }
@@ -123,7 +124,7 @@ impl Running {
             pass_changes: false,
             pass_snapshot: false,
             snapshot_handed: false,
-            snapshots: mark,
+            snapshots: 0,
             broken: false,
             stopping: false,
         }
@@ -212,7 +213,7 @@ impl Running {
                             // The snapshot in place holds every entry handed over.
                             self.written = self.state.written();
                             self.durable = self.written;
-                            self.snapshots = self.written;
+                            self.snapshots = self.state.snapshots_handed();
                         }
                         // The log keeps the entries: a later snapshot may succeed.
                         Err(e) => tracing::warn!(
@@ -264,7 +265,7 @@ impl Running {
     fn ready(&self, need: Need) -> bool {
         self.written >= need.mark
             && (!need.flushed || self.durable >= need.mark)
-            && (!need.snapshot || self.snapshots >= need.mark)
+            && self.snapshots >= need.snapshot
     }
 
     /// Ends a pass: its entries go to the log's thread. When the pass changed the space,
@@ -297,9 +298,12 @@ impl Running {
                     Need::written(mark)
                 }
             };
+            // The snapshot this pass asked for is the next one handed over (in this
+            // settle's last pump, or none: see below).
+            let next_snapshot = self.state.snapshots_handed() + 1;
             if snapshot {
                 need.mark = mark;
-                need.snapshot = true;
+                need.snapshot = next_snapshot;
             }
             if self.ready(need) && self.held.is_empty() {
                 let pass = std::mem::take(&mut self.pass);
@@ -334,10 +338,13 @@ impl Running {
                     "state snapshot made, handed to the log thread"
                 );
             }
-            if snapshot && !handed && self.snapshots < mark {
-                // The node had nothing new to put in one (or could not make it): nothing
-                // to wait for.
-                self.snapshots = mark;
+            if snapshot && !handed {
+                // The node could not make it: nothing to wait for.
+                for (need, _) in self.held.iter_mut() {
+                    if need.snapshot == next_snapshot {
+                        need.snapshot = 0;
+                    }
+                }
                 self.release(host, now);
             }
             if self.durable > durable {
@@ -355,7 +362,7 @@ impl Running {
     pub(super) fn handle_event(&mut self, host: &mut Host, now: Time, event: LogEvent) {
         match event {
             LogEvent::Written(mark) => self.written = self.written.max(mark),
-            LogEvent::Snapshot(mark) => self.snapshots = self.snapshots.max(mark),
+            LogEvent::Snapshot(number) => self.snapshots = self.snapshots.max(number),
             LogEvent::Synced(mark) => {
                 self.durable = self.durable.max(mark);
                 self.written = self.written.max(mark);

@@ -635,3 +635,86 @@ fn a_snapshot_asked_for_is_made_though_nothing_was_applied_since_the_last() {
     assert_eq!(first.len(), 1, "{first:?}");
     assert_eq!(snapshots(&mut r), first, "made again at the same entry");
 }
+
+/// A reload is applied outside the log: what it sends waits for its snapshot, even when
+/// nothing was applied since the last snapshot.
+#[test]
+fn what_a_reload_sends_waits_for_its_snapshot() {
+    use futures_channel::oneshot;
+    let dir = scratch("reload");
+    let (mut run, mut host, events) = running(&dir, Fsync::Always);
+    let now = Time::from_unix_millis(1_000_000);
+    // Takes the thread's reports until `done`; whether one was a snapshot's.
+    let until = |run: &mut Running, host: &mut Host, done: &dyn Fn(&Running) -> bool| {
+        let mut snapshot = false;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !done(run) {
+            assert!(std::time::Instant::now() < deadline, "never done");
+            match events.try_recv() {
+                Ok(ev) => {
+                    snapshot |= matches!(ev, LogEvent::Snapshot(_));
+                    run.handle_event(host, now, ev);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        snapshot
+    };
+    let flushed = |run: &Running| run.durable >= run.state.written();
+    host.core_mut().handle_input(now, NodeInput::Start);
+    run.settle(&mut host, now);
+    until(&mut run, &mut host, &flushed);
+    let mut join = |token: &str| {
+        let (link, halves) = crate::server::conn::link();
+        let (tx, mut rx) = oneshot::channel();
+        let input = Input::Connect {
+            bearer: Some(token.into()),
+            link,
+            reply: tx,
+        };
+        run.input(&mut host, now, input);
+        run.settle(&mut host, now);
+        until(&mut run, &mut host, &|r: &Running| flushed(r));
+        rx.try_recv().unwrap().expect("joined");
+        halves
+    };
+    let human = join("human-token");
+    let _agent = join("agent-token");
+    // A snapshot first, so that the reload's follows it with nothing applied between.
+    host.core_mut().request_snapshot();
+    run.settle(&mut host, now);
+    let handed = run.state.snapshots_handed();
+    assert_eq!(handed, 1);
+    until(&mut run, &mut host, &|_: &Running| {
+        dir.join(SNAPSHOT).exists()
+    });
+    frames(&human);
+    let without_agent = SPACE.replace(
+        "  agent: {tokens: [agent-token], capabilities: [{kind: chat}]}\n",
+        "",
+    );
+    assert_ne!(without_agent, SPACE);
+    let config = SpaceConfig::from_yaml(&without_agent).unwrap();
+    run.input(&mut host, now, Input::Reconfigure(Box::new(config)));
+    run.settle(&mut host, now);
+    assert_eq!(
+        run.state.snapshots_handed(),
+        handed + 1,
+        "a snapshot of its own"
+    );
+    assert!(
+        frames(&human).is_empty(),
+        "nothing of the reload leaves before its snapshot"
+    );
+    let told = std::cell::RefCell::new(Vec::new());
+    let snapshot = until(&mut run, &mut host, &|_: &Running| {
+        told.borrow_mut().extend(frames(&human));
+        !told.borrow().is_empty()
+    });
+    assert!(snapshot, "told before its snapshot: {:?}", told.borrow());
+    assert!(
+        told.borrow().iter().any(|f| f.contains("agent")),
+        "{:?}",
+        told.borrow()
+    );
+}
