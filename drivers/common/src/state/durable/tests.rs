@@ -242,15 +242,7 @@ fn a_change_and_all_after_it_wait_for_its_flush_and_chats_leave_at_once() {
     run.settle(&mut host, now);
     until(&mut run, &mut host, &flushed);
     let join = |run: &mut Running, host: &mut Host, token: &str| {
-        let (link, halves) = crate::server::conn::link();
-        let (tx, mut rx) = oneshot::channel();
-        let input = Input::Connect {
-            bearer: Some(token.into()),
-            link,
-            reply: tx,
-        };
-        run.input(host, now, input);
-        run.settle(host, now);
+        let (mut rx, halves) = connect(run, host, now, token);
         assert_eq!(rx.try_recv(), Ok(None), "the id waits for the flush");
         assert!(
             frames(&halves).is_empty(),
@@ -587,6 +579,29 @@ fn running(dir: &Path, fsync: Fsync) -> (Running, Host, async_channel::Receiver<
     (Running::new(state, fsync == Fsync::Always), host, events)
 }
 
+/// A connection of `token` asked for, in one pass of the core task: where its id comes
+/// (once the pass is kept) and the connection's side.
+fn connect(
+    run: &mut Running,
+    host: &mut Host,
+    now: Time,
+    token: &str,
+) -> (
+    futures_channel::oneshot::Receiver<ConnId>,
+    crate::server::conn::Halves,
+) {
+    let (link, halves) = crate::server::conn::link();
+    let (tx, rx) = futures_channel::oneshot::channel();
+    let input = Input::Connect {
+        bearer: Some(token.into()),
+        link,
+        reply: tx,
+    };
+    run.input(host, now, input);
+    run.settle(host, now);
+    (rx, halves)
+}
+
 /// The node started and the human connected, in one pass: its connection.
 fn human_joined(r: &mut Restored, now: Time, rng: &mut Rng) -> ConnId {
     r.node.handle_input(now, NodeInput::Start);
@@ -640,7 +655,6 @@ fn a_snapshot_asked_for_is_made_though_nothing_was_applied_since_the_last() {
 /// nothing was applied since the last snapshot.
 #[test]
 fn what_a_reload_sends_waits_for_its_snapshot() {
-    use futures_channel::oneshot;
     let dir = scratch("reload");
     let (mut run, mut host, events) = running(&dir, Fsync::Always);
     let now = Time::from_unix_millis(1_000_000);
@@ -665,15 +679,7 @@ fn what_a_reload_sends_waits_for_its_snapshot() {
     run.settle(&mut host, now);
     until(&mut run, &mut host, &flushed);
     let mut join = |token: &str| {
-        let (link, halves) = crate::server::conn::link();
-        let (tx, mut rx) = oneshot::channel();
-        let input = Input::Connect {
-            bearer: Some(token.into()),
-            link,
-            reply: tx,
-        };
-        run.input(&mut host, now, input);
-        run.settle(&mut host, now);
+        let (mut rx, halves) = connect(&mut run, &mut host, now, token);
         until(&mut run, &mut host, &|r: &Running| flushed(r));
         rx.try_recv().unwrap().expect("joined");
         halves
