@@ -173,25 +173,24 @@ impl Running {
     pub async fn until_stopped_with(&mut self, stop: impl std::future::Future<Output = ()>) {
         tokio::pin!(stop);
         #[cfg(unix)]
-        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-        #[cfg(not(unix))]
-        let mut hup: Option<()> = None;
-        loop {
-            let reload = async {
-                #[cfg(unix)]
-                if let Some(h) = &mut hup {
-                    return h.recv().await;
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            if let Ok(mut hup) = signal(SignalKind::hangup()) {
+                loop {
+                    tokio::select! {
+                        _ = &mut stop => return,
+                        served = &mut self.serve => {
+                            self.served = Some(served);
+                            return;
+                        }
+                        _ = hup.recv() => self.reload().await,
+                    }
                 }
-                std::future::pending::<Option<()>>().await
-            };
-            tokio::select! {
-                _ = &mut stop => return,
-                served = &mut self.serve => {
-                    self.served = Some(served);
-                    return;
-                }
-                _ = reload => self.reload().await,
             }
+        }
+        tokio::select! {
+            _ = &mut stop => {}
+            served = &mut self.serve => self.served = Some(served),
         }
     }
 

@@ -3,25 +3,19 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use mew_tests::process::Stopping;
 use mew_tests::scratch::Scratch;
 
 const MEW: &str = env!("CARGO_BIN_EXE_mew");
 
 struct Gateway {
-    child: Child,
+    child: Stopping,
     addr: String,
     tokens: Vec<(String, String)>,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn lines_of(out: impl Read + Send + 'static) -> mpsc::Receiver<String> {
@@ -47,7 +41,7 @@ fn start_gateway() -> Gateway {
     let rx = lines_of(child.stdout.take().unwrap());
     // Owned at once: a failed assertion below still stops the process.
     let mut gw = Gateway {
-        child,
+        child: Stopping(child),
         addr: String::new(),
         tokens: Vec::new(),
     };
@@ -272,7 +266,7 @@ fn config_tokens_from_env_files_and_generation() {
     let rx = lines_of(child.stdout.take().unwrap());
     // Owned at once: a failed assertion below still stops the process.
     let mut gw = Gateway {
-        child,
+        child: Stopping(child),
         addr: String::new(),
         tokens: Vec::new(),
     };

@@ -514,10 +514,8 @@ impl<R: ServerRuntime> GatewayServer<R> {
         // A panic in the core is a broken invariant: still flush what was logged, then report.
         let alone = ended_alone.is_some();
         let core_result = match ended_alone {
-            Some(done) => done.map_err(|_| "the space's core failed (a panic)"),
-            None => core_done
-                .await
-                .map_err(|_| "the space's core failed (a panic)"),
+            Some(done) => done,
+            None => core_done.await,
         };
         tracing::debug!("every connection closed; flushing logs");
         let r = R::spawn_blocking(move || logs.finish())
@@ -525,12 +523,12 @@ impl<R: ServerRuntime> GatewayServer<R> {
             .map_err(|e| io::Error::new(e.kind(), format!("log write failed: {e}")));
         crate::server::hops::flush();
         tracing::debug!("logs flushed");
-        match (core_result, alone) {
-            (Err(why), _) => Err(io::Error::other(why)),
-            (Ok(()), true) => Err(io::Error::other(
+        match core_result {
+            Err(_) => Err(io::Error::other("the space's core failed (a panic)")),
+            Ok(()) if alone => Err(io::Error::other(
                 "the space's core stopped (its reason is logged above)",
             )),
-            (Ok(()), false) => r,
+            Ok(()) => r,
         }
     }
 }

@@ -46,8 +46,6 @@ pub(super) struct Running {
     /// (whose token's entropy must be out of the log before the answer leaves) or a
     /// reload's (applied outside the log).
     pass_snapshot: bool,
-    /// A snapshot was handed to the log thread in the last pump.
-    snapshot_handed: bool,
     /// Snapshots written (or given up) so far, by their number
     /// ([`StateDir::snapshots_handed`], [`LogEvent::Snapshot`]).
     snapshots: u64,
@@ -123,7 +121,6 @@ impl Running {
             spare_outputs: Vec::new(),
             pass_changes: false,
             pass_snapshot: false,
-            snapshot_handed: false,
             snapshots: 0,
             broken: false,
             stopping: false,
@@ -208,7 +205,7 @@ impl Running {
                     // With the log thread, the thread writes it while the space goes on,
                     // and reports the entries it holds kept.
                     match self.state.write_snapshot(applied, bytes) {
-                        Ok(false) => self.snapshot_handed = true,
+                        Ok(false) => {}
                         Ok(true) => {
                             // The snapshot in place holds every entry handed over.
                             self.written = self.state.written();
@@ -329,9 +326,8 @@ impl Running {
             host.core_mut().handle_input(now, NodeInput::Drained);
             host.core_mut().handle_input(now, NodeInput::Timeout);
             let durable = self.durable;
-            self.snapshot_handed = false;
             self.pump(host);
-            let handed = std::mem::take(&mut self.snapshot_handed);
+            let handed = self.state.snapshots_handed() >= next_snapshot;
             if handed {
                 tracing::debug!(
                     ms = t.elapsed().as_secs_f64() * 1e3,
