@@ -133,7 +133,11 @@ impl Gateway {
     }
 
     fn bridge(&self, id: &str, command: ServerCommand, init_timeout: Duration) -> BridgeHandle {
-        let (config, seed) = (self.bridge_config(id, init_timeout), Some(seed_of(id)));
+        self.bridge_with(self.bridge_config(id, init_timeout), command)
+    }
+
+    fn bridge_with(&self, config: BridgeConfig, command: ServerCommand) -> BridgeHandle {
+        let seed = config.participant.participant_id.as_deref().map(seed_of);
         match self.driver {
             Driver::Tokio => spawn_bridge(config, command, seed),
             Driver::AsyncStd => mew_async_std::spawn_bridge(config, command, seed),
@@ -739,6 +743,71 @@ async fn commands_that_are_not_mcp_servers_fail_clearly_within_the_init_timeout(
         "{chat}"
     );
     drop(human);
+    gw.stop().await;
+}
+
+/// A door to `to` that holds each connection's first request for `delay` and then passes
+/// it on, even when the client has gone meanwhile, as bytes already on their way would be.
+async fn slow_door(to: std::net::SocketAddr, delay: Duration) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match client.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                tokio::time::sleep(delay).await;
+                let mut gateway = tokio::net::TcpStream::connect(to).await.unwrap();
+                gateway.write_all(&head).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut gateway).await;
+            });
+        }
+    });
+    addr
+}
+
+both!(a_bridge_that_exits_while_joining_does_not_displace_its_successor);
+async fn a_bridge_that_exits_while_joining_does_not_displace_its_successor(driver: Driver) {
+    let gw = Gateway::start("successor", driver).await;
+    let door = slow_door(gw.addr, Duration::from_millis(300)).await;
+    let init = Duration::from_millis(1500);
+
+    // Its server cannot start, so it exits while its join is still on the way.
+    let mut config = gw.bridge_config("broken", init);
+    config.participant.gateway_url = format!("ws://{door}/ws?space={SPACE}");
+    let started = Instant::now();
+    let exit = gw
+        .bridge_with(
+            config,
+            ServerCommand::new("mew-no-such-command", Vec::<String>::new()),
+        )
+        .join()
+        .await;
+    assert!(matches!(&exit, Exit::ServerNeverReady(_)), "{exit:?}");
+    // It waited for that join and closed what it opened, within the close's bound.
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+
+    // Its successor comes at once. Had the first join arrived later, it would have taken
+    // the identity from the successor, which then gives up as replaced.
+    let exit = gw
+        .bridge("broken", ServerCommand::new("sleep", ["60"]), init)
+        .join()
+        .await;
+    assert!(
+        matches!(&exit, Exit::ServerNeverReady(r) if r.contains("did not answer initialize")),
+        "{exit:?}"
+    );
     gw.stop().await;
 }
 

@@ -18,7 +18,7 @@
 //! [`Output::Transmit`]: participant::Output::Transmit
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::stream::SplitSink;
 use futures_util::{FutureExt, SinkExt, StreamExt};
@@ -122,14 +122,16 @@ impl<R: Runtime> Link<R> {
             participant::Output::Transmit(text) => self.feed(Message::text(text), core).await,
             participant::Output::Ping => self.feed(Message::Ping(Default::default()), core).await,
             participant::Output::Disconnect { reason } => {
-                let sink = self.replace();
-                if let Some(mut sink) = sink {
+                let started = Instant::now();
+                self.settle_attempt().await;
+                if let Some(mut sink) = self.replace() {
                     let frame = CloseFrame {
                         code: 1000.into(),
                         reason: reason.into(),
                     };
                     let close = sink.send(Message::Close(Some(frame)));
-                    let _ = clock::timeout::<R, _>(self.close_within(), close).await;
+                    let left = self.close_within().saturating_sub(started.elapsed());
+                    let _ = clock::timeout::<R, _>(left, close).await;
                 }
             }
             participant::Output::Event(e) => return Some(e),
@@ -194,6 +196,7 @@ impl<R: Runtime> Link<R> {
                 core.handle_input(now, Input::Connected);
             }
             What::ConnectFailed(OpenFailure { reason, fatal }) => {
+                self.attempt = None;
                 if fatal {
                     core.handle_input(now, Input::Refused { reason: &reason });
                 } else {
@@ -213,8 +216,40 @@ impl<R: Runtime> Link<R> {
 
     /// Flushes and closes the socket, if one is open, within [`CLOSE_WITHIN`].
     pub async fn close(&mut self) {
+        let started = Instant::now();
+        self.settle_attempt().await;
         if let Some(mut sink) = self.replace() {
-            let _ = clock::timeout::<R, _>(self.close_within(), sink.close()).await;
+            let left = self.close_within().saturating_sub(started.elapsed());
+            let _ = clock::timeout::<R, _>(left, sink.close()).await;
+        }
+    }
+
+    /// Waits (within the close's bound) for a connect attempt still in flight, and keeps
+    /// its socket to be closed with the link's.
+    ///
+    /// The attempt's upgrade request may already be at the gateway, which joins it by its
+    /// headers. Dropped unseen, it could join after this link has closed and displace a
+    /// successor with the same identity (a bridge restarted at once), which would then give
+    /// up as replaced. Closed here, its join and its close reach the gateway first.
+    async fn settle_attempt(&mut self) {
+        if self.attempt.is_none() {
+            return;
+        }
+        let (epoch, rx) = (self.epoch, self.rx.clone());
+        let settled = clock::timeout::<R, _>(self.close_within(), async move {
+            while let Ok(ev) = rx.recv().await {
+                if ev.epoch == epoch {
+                    return match ev.what {
+                        What::Connected(ws) => Some(ws),
+                        _ => None,
+                    };
+                }
+            }
+            None
+        })
+        .await;
+        if let Some(Some(ws)) = settled {
+            self.sink = Some((*ws).split().0);
         }
     }
 
