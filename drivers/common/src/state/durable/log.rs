@@ -196,12 +196,14 @@ impl StateDir {
                 if st.gone {
                     return Err(io::Error::other("the state log's writer stopped"));
                 }
-                // Room for the next entries, about as many as these: see the audit batches'.
+                // Room for the next entries, about as many as these, and half as much again
+                // so that a slightly larger pass does not grow it: see the audit batches'.
+                let room = self.pending.len() + self.pending.len() / 2;
                 let spare = st
                     .spares
                     .pop()
-                    .filter(|b| b.capacity() >= self.pending.len())
-                    .unwrap_or_else(|| Vec::with_capacity(self.pending.len()));
+                    .filter(|b| b.capacity() >= room)
+                    .unwrap_or_else(|| Vec::with_capacity(room));
                 let bytes = std::mem::replace(&mut self.pending, spare);
                 st.handed += len;
                 st.queued += bytes.len();
