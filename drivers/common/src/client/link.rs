@@ -12,7 +12,9 @@
 //! - every write bounded by the core's `write_timeout`: a gateway that stops reading cannot
 //!   hold the task (and so the core's timers and commands) longer than that, and the socket is
 //!   then given up and reported as disconnected (the core decides whether to reconnect);
-//! - the close on exit, bounded by [`CLOSE_WITHIN`] (or the write timeout when shorter).
+//! - the close on exit, bounded by [`CLOSE_WITHIN`] (or the write timeout when shorter),
+//!   which waits for a connect attempt still in flight and closes its socket too: joined
+//!   late, it would displace a successor with the same identity.
 //!
 //! [`Output::Connect`]: participant::Output::Connect
 //! [`Output::Transmit`]: participant::Output::Transmit
