@@ -13,8 +13,9 @@
 //!   hold the task (and so the core's timers and commands) longer than that, and the socket is
 //!   then given up and reported as disconnected (the core decides whether to reconnect);
 //! - the close on exit, bounded by [`CLOSE_WITHIN`] (or the write timeout when shorter),
-//!   which waits for a connect attempt still in flight and closes its socket too: joined
-//!   late, it would displace a successor with the same identity.
+//!   which first waits for the gateway to take the join in its order (an attempt in
+//!   flight to open, a socket's first frame): joined late, a closed link would displace a
+//!   successor with the same identity.
 //!
 //! [`Output::Connect`]: participant::Output::Connect
 //! [`Output::Transmit`]: participant::Output::Transmit
@@ -63,6 +64,8 @@ pub struct Link<R: Runtime> {
     attempt: Option<async_channel::Sender<()>>,
     /// Frames fed since the last flush.
     wrote: bool,
+    /// Whether the current socket brought a frame: the gateway took its join in order.
+    heard: bool,
     tx: async_channel::Sender<LinkEvent<R::Ws>>,
     rx: async_channel::Receiver<LinkEvent<R::Ws>>,
 }
@@ -83,6 +86,7 @@ impl<R: Runtime> Link<R> {
             sink: None,
             attempt: None,
             wrote: false,
+            heard: false,
             tx,
             rx,
         }
@@ -125,7 +129,7 @@ impl<R: Runtime> Link<R> {
             participant::Output::Ping => self.feed(Message::Ping(Default::default()), core).await,
             participant::Output::Disconnect { reason } => {
                 let started = Instant::now();
-                self.settle_attempt().await;
+                self.settle().await;
                 if let Some(mut sink) = self.replace() {
                     let frame = CloseFrame {
                         code: 1000.into(),
@@ -206,7 +210,10 @@ impl<R: Runtime> Link<R> {
                 }
                 return Some(reason);
             }
-            What::Frame(text) => core.handle_input(now, Input::Frame(&text)),
+            What::Frame(text) => {
+                self.heard = true;
+                core.handle_input(now, Input::Frame(&text))
+            }
             What::Pong => core.handle_input(now, Input::Pong),
             What::Closed(reason) => {
                 self.sink = None;
@@ -219,39 +226,53 @@ impl<R: Runtime> Link<R> {
     /// Flushes and closes the socket, if one is open, within [`CLOSE_WITHIN`].
     pub async fn close(&mut self) {
         let started = Instant::now();
-        self.settle_attempt().await;
+        self.settle().await;
         if let Some(mut sink) = self.replace() {
             let left = self.close_within().saturating_sub(started.elapsed());
             let _ = clock::timeout::<R, _>(left, sink.close()).await;
         }
     }
 
-    /// Waits (within the close's bound) for a connect attempt still in flight, and keeps
-    /// its socket to be closed with the link's.
+    /// Waits, within the close's bound, until the gateway has taken this link's join in
+    /// its order: a connect attempt still in flight is waited for (its socket kept, to be
+    /// closed with the link's), and a socket's first frame (the welcome, or a refusal).
     ///
-    /// The attempt's upgrade request may already be at the gateway, which joins it by its
-    /// headers. Dropped unseen, it could join after this link has closed and displace a
-    /// successor with the same identity (a bridge restarted at once), which would then give
-    /// up as replaced. Closed here, its join and its close reach the gateway first.
-    async fn settle_attempt(&mut self) {
-        if self.attempt.is_none() {
-            return;
-        }
+    /// The gateway answers the upgrade before its space sees the connection, and joins it
+    /// by its headers. A link that closed before then could be joined after it has gone,
+    /// and displace a successor with the same identity (a bridge restarted at once), which
+    /// would then give up as replaced. Its first frame comes from the space, after the join.
+    async fn settle(&mut self) {
+        let started = Instant::now();
+        let within = self.close_within();
         let (epoch, rx) = (self.epoch, self.rx.clone());
-        let settled = clock::timeout::<R, _>(self.close_within(), async move {
-            while let Ok(ev) = rx.recv().await {
-                if ev.epoch == epoch {
-                    return match ev.what {
-                        What::Connected(ws) => Some(ws),
-                        _ => None,
-                    };
+        if self.attempt.is_some() {
+            let opened = clock::timeout::<R, _>(within, async move {
+                while let Ok(ev) = rx.recv().await {
+                    if ev.epoch == epoch {
+                        return match ev.what {
+                            What::Connected(ws) => Some(ws),
+                            _ => None,
+                        };
+                    }
                 }
+                None
+            })
+            .await;
+            if let Some(Some(ws)) = opened {
+                let mut ws = *ws;
+                let left = within.saturating_sub(started.elapsed());
+                let _ = clock::timeout::<R, _>(left, ws.next()).await;
+                self.sink = Some(ws.split().0);
             }
-            None
-        })
-        .await;
-        if let Some(Some(ws)) = settled {
-            self.sink = Some((*ws).split().0);
+        } else if self.sink.is_some() && !self.heard {
+            let _ = clock::timeout::<R, _>(within, async move {
+                while let Ok(ev) = rx.recv().await {
+                    if ev.epoch == epoch && matches!(ev.what, What::Frame(_) | What::Closed(_)) {
+                        return;
+                    }
+                }
+            })
+            .await;
         }
     }
 
@@ -264,6 +285,7 @@ impl<R: Runtime> Link<R> {
         self.epoch += 1;
         self.attempt = None;
         self.wrote = false;
+        self.heard = false;
         self.sink.take()
     }
 
