@@ -394,8 +394,10 @@ impl Client {
                 ClientState::Connecting | ClientState::Connected | ClientState::Joined
             )
         {
-            // The socket never opened, or opened and no welcome came: the driver drops the
-            // attempt on this Disconnect, and the reconnect policy takes over.
+            // The socket never opened, or opened and no welcome came: the driver closes the
+            // attempt on this Disconnect (waiting a bounded while for it to open and be
+            // answered, so that it cannot join after its successor), and the reconnect
+            // policy takes over.
             self.out.push_back(Output::Disconnect {
                 reason: "connect timeout".into(),
             });
