@@ -38,7 +38,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -348,6 +348,11 @@ async fn run(
     let received: Arc<Vec<AtomicU64>> =
         Arc::new((0..receivers_n).map(|_| AtomicU64::new(0)).collect());
     let progress = Arc::new(Notify::new());
+    // The count every receiver must reach before the sender may send again, while it
+    // waits: a receiver wakes it only as it reaches that count, not for every message (a
+    // wake-up of the sender's thread per message read cost the load generator a fifth of
+    // its CPU time when a burst arrived while the window was full).
+    let need = Arc::new(AtomicUsize::new(usize::MAX));
     let sender = connect(addr, token(0)).await;
     let mut receivers = Vec::with_capacity(receivers_n);
     for i in 1..k {
@@ -361,6 +366,7 @@ async fn run(
         let received = received.clone();
         let progress = progress.clone();
         let stamps = stamps.clone();
+        let need = need.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(m);
             let mut n = 0usize;
@@ -379,8 +385,13 @@ async fn run(
                 let now = base.elapsed().as_nanos() as u64;
                 lat.push(now.saturating_sub(sent_at[seq].load(Ordering::Relaxed)));
                 n += 1;
-                received[i].store(n as u64, Ordering::Release);
-                progress.notify_one();
+                // Sequentially consistent with the sender's `need` and reads of the counts:
+                // either it sees this count or this receiver sees its `need`.
+                received[i].store(n as u64, Ordering::SeqCst);
+                // Counts grow by one: each receiver reaches a given count exactly once.
+                if n == need.load(Ordering::SeqCst) {
+                    progress.notify_one();
+                }
             }
             let _ = ws.close(None).await;
             lat
@@ -400,9 +411,12 @@ async fn run(
                 sink.flush().await.expect("flush");
                 unflushed = 0;
             }
+            // Published before the counts are read: a receiver that reaches it after the
+            // read below wakes the sender (a notification before the wait is kept).
+            need.store(seq - window + 1, Ordering::SeqCst);
             low = received
                 .iter()
-                .map(|r| r.load(Ordering::Acquire) as usize)
+                .map(|r| r.load(Ordering::SeqCst) as usize)
                 .min()
                 .unwrap_or(seq);
             if seq - low >= window {
