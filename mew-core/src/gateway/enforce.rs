@@ -272,11 +272,14 @@ impl Gateway {
         if self.audit_capabilities {
             // Which capability matched is looked up again only for the record.
             let matched = match pre {
-                Precheck::Allowed(i) => m.caps.iter().nth(i).cloned(),
+                Precheck::Allowed(i) => Some(i),
                 Precheck::Denied => None,
-                Precheck::NeedsPayload => m.caps.first_match(kind, payload.as_ref()).cloned(),
+                Precheck::NeedsPayload => m
+                    .caps
+                    .iter()
+                    .position(|c| c.matches(kind, payload.as_ref())),
             };
-            self.audit_capability(now, claimed_id, member, kind, matched.as_ref(), None);
+            self.audit_capability(now, claimed_id, member, kind, matched, None);
         }
         if !allowed {
             let mut r = Refusal::new(

@@ -12,6 +12,15 @@ use super::*;
 /// both, which the writer expands ([`AuditBatch::pieces`]) as it copies the lines to their
 /// file. A recipient costs the core nine bytes instead of a line's copy, and the line is
 /// copied once, by the writer, instead of twice.
+///
+/// A record that embeds an envelope the core holds as shared bytes (every `received`
+/// line), and a capability decision, are not formatted by the core either: the batch keeps
+/// a reference to the bytes (or to the participant's capability set) and the record's few
+/// fields, and the line (the secret scan, the redaction, the envelope's copy; the
+/// capabilities' JSON) is formatted on the writer's thread, by the same code, when the
+/// batch is first read there ([`AuditBatch::text_len`], [`AuditBatch::pieces`]). The
+/// space's task then spends on such a record a few dozen bytes of copying instead of the
+/// line. The envelopes count toward the batch's bound ([`AUDIT_BATCH_MAX`]) meanwhile.
 #[derive(Debug, Default)]
 pub(crate) struct AuditLines {
     ts: Timestamps,
@@ -30,8 +39,13 @@ pub(crate) struct AuditLines {
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
     pub(super) buf: Vec<u8>,
+    /// The envelopes its deferred records embed (see [`op::DEFERRED`]), and their bytes.
+    frames: Vec<Bytes>,
+    frame_bytes: usize,
+    /// The capability sets its deferred decisions name (see [`op::DECISION`]).
+    caps: Vec<Arc<CapabilitySet>>,
     lines: u64,
-    /// Bytes of its lines once expanded.
+    /// Bytes of its lines once expanded, deferred records left out.
     text: u64,
     /// Where the length of the open run of formatted lines is, if one is open.
     open: Option<usize>,
@@ -53,6 +67,159 @@ mod op {
     /// A `delivered` line: the current head, then the segment at the offset given, whose
     /// length follows as a second `u32`.
     pub(super) const DELIVERED: u8 = 3;
+    /// An envelope record formatted when the batch is read (see `Deferred`).
+    pub(super) const DEFERRED: u8 = 4;
+    /// A capability decision formatted when the batch is read (see `Decision`).
+    pub(super) const DECISION: u8 = 5;
+}
+
+/// A string field of a deferred record: a `u32` length and its bytes, or the length
+/// `u32::MAX` for none.
+fn put_field(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
+    match bytes {
+        Some(b) => {
+            out.extend_from_slice(&len32(b.len()).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        None => out.extend_from_slice(&u32::MAX.to_le_bytes()),
+    }
+}
+
+/// Reads what [`put_field`] wrote at the start of `rest`, and moves past it.
+fn take_field<'a>(rest: &mut &'a [u8]) -> Option<Option<&'a str>> {
+    let n = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
+    *rest = &rest[4..];
+    if n == u32::MAX {
+        return Some(None);
+    }
+    let (b, tail) = rest.split_at_checked(n as usize)?;
+    *rest = tail;
+    std::str::from_utf8(b).ok().map(Some)
+}
+
+/// A capability decision as the batch keeps it until its line is formatted: the
+/// participant's capabilities by reference (an index into the batch's sets), the rest
+/// copied. Encoded as: time (`u64`), set index (`u32`), the matched capability's index in
+/// the set (`u32`, `u32::MAX` for none: denied), then the envelope id, the participant,
+/// the space and the kind (see [`put_field`]).
+struct Decision;
+
+impl Decision {
+    #[allow(clippy::too_many_arguments)]
+    fn encode(
+        out: &mut Vec<u8>,
+        at: Time,
+        set: u32,
+        matched: Option<usize>,
+        envelope_id: Option<&str>,
+        participant: &str,
+        space_id: &str,
+        kind: &str,
+    ) {
+        out.extend_from_slice(&at.as_unix_millis().to_le_bytes());
+        out.extend_from_slice(&set.to_le_bytes());
+        let matched = matched.map_or(u32::MAX, |i| u32::try_from(i).unwrap_or(u32::MAX));
+        out.extend_from_slice(&matched.to_le_bytes());
+        put_field(out, envelope_id.map(str::as_bytes));
+        put_field(out, Some(participant.as_bytes()));
+        put_field(out, Some(space_id.as_bytes()));
+        put_field(out, Some(kind.as_bytes()));
+    }
+
+    /// The record `body` encodes; `None` for a malformed body (a bug).
+    fn decode<'a>(body: &'a [u8], sets: &'a [Arc<CapabilitySet>]) -> Option<Record<'a>> {
+        let at = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
+        let set = sets.get(u32::from_le_bytes(body.get(8..12)?.try_into().ok()?) as usize)?;
+        let matched = u32::from_le_bytes(body.get(12..16)?.try_into().ok()?);
+        let mut rest = body.get(16..)?;
+        let envelope_id = take_field(&mut rest)?;
+        let participant = take_field(&mut rest)??;
+        let space_id = take_field(&mut rest)??;
+        let required = take_field(&mut rest)??;
+        let matched = match matched {
+            u32::MAX => None,
+            i => Some(set.iter().nth(i as usize)?),
+        };
+        Some(Record::Capability {
+            at: Time::from_unix_millis(at),
+            envelope_id,
+            participant,
+            space_id,
+            allowed: matched.is_some(),
+            required,
+            matched,
+            granted: set,
+            metadata: None,
+        })
+    }
+}
+
+/// An envelope record as the batch keeps it until its line is formatted, on the writer's
+/// thread: the envelope by reference (an index into the batch's frames), the rest copied.
+/// Encoded as: time (`u64`), frame index (`u32`), flags (`u8`: 1 the envelope was parsed as
+/// JSON, 2 outbound), transport (`u8`), then the event, the id, the participant and the
+/// space (see [`put_field`]).
+struct Deferred;
+
+impl Deferred {
+    fn encode(out: &mut Vec<u8>, frame: u32, r: &Record<'_>) {
+        let Record::Envelope {
+            at,
+            event,
+            id,
+            envelope_is_json,
+            participant,
+            space_id,
+            direction,
+            transport,
+            ..
+        } = *r
+        else {
+            unreachable!("only envelope records are deferred");
+        };
+        let flags = u8::from(envelope_is_json) | (u8::from(direction == Direction::Outbound) << 1);
+        out.extend_from_slice(&at.as_unix_millis().to_le_bytes());
+        out.extend_from_slice(&frame.to_le_bytes());
+        out.extend_from_slice(&[flags, transport as u8]);
+        put_field(out, Some(event.as_bytes()));
+        put_field(out, id.map(str::as_bytes));
+        put_field(out, Some(participant.as_bytes()));
+        put_field(out, Some(space_id.as_bytes()));
+    }
+
+    /// The record `body` encodes; `None` for a malformed body (a bug: the line is lost
+    /// rather than the writer).
+    fn decode<'a>(body: &'a [u8], frames: &'a [Bytes]) -> Option<Record<'a>> {
+        let at = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
+        let frame = u32::from_le_bytes(body.get(8..12)?.try_into().ok()?);
+        let (flags, transport) = (*body.get(12)?, *body.get(13)?);
+        let mut rest = body.get(14..)?;
+        let event = take_field(&mut rest)??;
+        let id = take_field(&mut rest)?;
+        let participant = take_field(&mut rest)??;
+        let space_id = take_field(&mut rest)??;
+        Some(Record::Envelope {
+            at: Time::from_unix_millis(at),
+            // Records are written with static event names; a deferred one keeps its own.
+            event: match event {
+                "received" => "received",
+                "delivered" => "delivered",
+                _ => return None,
+            },
+            id,
+            envelope: Some(frames.get(frame as usize)?),
+            envelope_is_json: flags & 1 != 0,
+            participant,
+            space_id,
+            direction: if flags & 2 != 0 {
+                Direction::Outbound
+            } else {
+                Direction::Inbound
+            },
+            transport: Transport::from_u8(transport)?,
+            metadata: None,
+        })
+    }
 }
 
 /// What the `delivered` lines of one envelope share, formatted once per envelope rather
@@ -81,9 +248,14 @@ struct Segment {
 }
 
 impl Pending {
+    /// Bytes the batch holds: its encoded form and the envelopes it refers to.
+    pub(super) fn held(&self) -> usize {
+        self.buf.len() + self.frame_bytes
+    }
+
     /// Counts one more line, or one more dropped (false) when the batch is full.
     fn admit(&mut self, dropped: &mut u64) -> bool {
-        if self.buf.len() >= AUDIT_BATCH_MAX {
+        if self.held() >= AUDIT_BATCH_MAX {
             *dropped += 1;
             return false;
         }
@@ -136,6 +308,75 @@ impl AuditLines {
         }
         let ts = &mut self.ts;
         f.line(|buf| record.write_line(buf, ts));
+    }
+
+    /// An envelope record without metadata whose envelope is `frame`: kept as a reference
+    /// to it, formatted when the batch is read (see [`AuditLines`]).
+    pub(super) fn push_deferred(&mut self, record: Record<'_>, frame: &Bytes) {
+        debug_assert!(matches!(
+            record,
+            Record::Envelope { envelope: Some(e), metadata: None, .. } if e == &frame[..]
+        ));
+        let f = &mut self.files[record.file() as usize];
+        if !f.admit(&mut self.dropped) {
+            return;
+        }
+        f.open = None;
+        let index = len32(f.frames.len());
+        f.frames.push(frame.clone());
+        f.frame_bytes += frame.len();
+        f.buf.push(op::DEFERRED);
+        let at = f.buf.len();
+        f.buf.extend_from_slice(&[0; 4]);
+        Deferred::encode(&mut f.buf, index, &record);
+        let n = len32(f.buf.len() - at - 4);
+        f.buf[at..at + 4].copy_from_slice(&n.to_le_bytes());
+    }
+
+    /// A capability decision without metadata: `matched` is the index in `granted` of
+    /// the capability that allowed the envelope (`None`: denied). Kept as a reference to
+    /// the set, formatted when the batch is read (see [`AuditLines`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn push_decision(
+        &mut self,
+        at: Time,
+        envelope_id: Option<&str>,
+        participant: &str,
+        space_id: &str,
+        kind: &str,
+        matched: Option<usize>,
+        granted: &Arc<CapabilitySet>,
+    ) {
+        let f = &mut self.files[AuditFile::CapabilityDecisions as usize];
+        if !f.admit(&mut self.dropped) {
+            return;
+        }
+        f.open = None;
+        // One reference per set and batch, found among the last few (a batch's senders
+        // are few).
+        let from = f.caps.len().saturating_sub(4);
+        let set = match f.caps[from..].iter().position(|c| Arc::ptr_eq(c, granted)) {
+            Some(i) => from + i,
+            None => {
+                f.caps.push(granted.clone());
+                f.caps.len() - 1
+            }
+        };
+        f.buf.push(op::DECISION);
+        let at_len = f.buf.len();
+        f.buf.extend_from_slice(&[0; 4]);
+        Decision::encode(
+            &mut f.buf,
+            at,
+            len32(set),
+            matched,
+            envelope_id,
+            participant,
+            space_id,
+            kind,
+        );
+        let n = len32(f.buf.len() - at_len - 4);
+        f.buf[at_len..at_len + 4].copy_from_slice(&n.to_le_bytes());
     }
 
     /// A `delivered` line for member slot `member` (participant `who` of space `space`).
@@ -251,11 +492,22 @@ impl AuditLines {
         if file == AuditFile::EnvelopeHistory {
             self.generation += 1;
         }
+        let frames = if f.frames.is_empty() {
+            Vec::new()
+        } else {
+            // As the encoded buffer: room for about as many as this batch's at once.
+            let n = f.frames.len();
+            std::mem::replace(&mut f.frames, Vec::with_capacity(n + n / 2))
+        };
+        f.frame_bytes = 0;
         Some(AuditBatch {
             file,
             encoded: std::mem::replace(&mut f.buf, next),
+            frames,
+            caps: std::mem::take(&mut f.caps),
             lines: std::mem::take(&mut f.lines),
             text: std::mem::take(&mut f.text),
+            formatted: std::cell::OnceCell::new(),
         })
     }
 }
@@ -276,7 +528,8 @@ pub fn audit_dropped_line(at: Time, count: u64, total: u64) -> Vec<u8> {
 }
 
 /// Audit lines of one file, taken from the core: in an encoded form that refers to parts
-/// the lines share, expanded by [`AuditBatch::pieces`] as they are written.
+/// the lines share, expanded by [`AuditBatch::pieces`] as they are written. Records the
+/// core deferred are formatted the first time the batch is read, on the reader's thread.
 #[derive(Debug)]
 pub struct AuditBatch {
     /// The file they go to.
@@ -284,7 +537,20 @@ pub struct AuditBatch {
     /// How many lines.
     pub lines: u64,
     encoded: Vec<u8>,
+    /// The envelopes deferred records embed, and the capability sets deferred decisions
+    /// name.
+    frames: Vec<Bytes>,
+    pub(super) caps: Vec<Arc<CapabilitySet>>,
+    /// Bytes of the lines formatted by the core.
     text: u64,
+    formatted: std::cell::OnceCell<Formatted>,
+}
+
+/// The lines of a batch's deferred records, in order, and the length of each.
+#[derive(Debug, Default)]
+struct Formatted {
+    text: Vec<u8>,
+    lens: Vec<u32>,
 }
 
 impl AuditBatch {
@@ -298,28 +564,74 @@ impl AuditBatch {
             file,
             lines,
             encoded: p.buf,
+            frames: Vec::new(),
+            caps: Vec::new(),
             text: p.text,
+            formatted: std::cell::OnceCell::new(),
         }
     }
 
-    /// The bytes of its lines.
+    /// The bytes of its lines (formatting its deferred records, the first time).
     pub fn text_len(&self) -> u64 {
-        self.text
+        self.text + self.formatted().text.len() as u64
     }
 
-    /// The bytes it holds (what its lines cost in memory until they are written).
+    /// The bytes it holds (what its lines cost in memory until they are written), the
+    /// envelopes its deferred records embed included.
     pub fn encoded_len(&self) -> usize {
-        self.encoded.len()
+        self.encoded.len() + self.frames.iter().map(Bytes::len).sum::<usize>()
     }
 
-    /// Its lines, in pieces whose concatenation they are (each line ends with its newline).
+    /// Its lines, in pieces whose concatenation they are (each line ends with its newline;
+    /// its deferred records are formatted the first time).
     pub fn pieces(&self) -> AuditPieces<'_> {
+        let f = self.formatted();
         AuditPieces {
             encoded: &self.encoded,
             at: 0,
             head: &[],
             next: None,
+            formatted: &f.text,
+            lens: &f.lens,
         }
+    }
+
+    /// The lines of its deferred records, formatted once.
+    fn formatted(&self) -> &Formatted {
+        self.formatted.get_or_init(|| {
+            let mut f = Formatted::default();
+            if self.frames.is_empty() && self.caps.is_empty() {
+                return f;
+            }
+            let mut ts = Timestamps::default();
+            let mut at = 0;
+            while let (Some(&tag), Some(n)) = (self.encoded.get(at), u32_at(&self.encoded, at + 1))
+            {
+                let body = at + 5;
+                at = match tag {
+                    op::DELIVERED => body + 4,
+                    _ => body + n,
+                };
+                if tag != op::DEFERRED && tag != op::DECISION {
+                    continue;
+                }
+                let before = f.text.len();
+                let record = self.encoded.get(body..body + n).and_then(|b| {
+                    if tag == op::DEFERRED {
+                        Deferred::decode(b, &self.frames)
+                    } else {
+                        Decision::decode(b, &self.caps)
+                    }
+                });
+                if let Some(r) = record {
+                    r.write_line(&mut f.text, &mut ts);
+                } else {
+                    debug_assert!(false, "a malformed deferred audit record");
+                }
+                f.lens.push(len32(f.text.len() - before));
+            }
+            f
+        })
     }
 
     /// Its lines, as one text.
@@ -343,12 +655,20 @@ pub struct AuditPieces<'a> {
     head: &'a [u8],
     /// The second piece of a `delivered` line.
     next: Option<&'a [u8]>,
+    /// The lines of the deferred records not yet given, and their lengths.
+    formatted: &'a [u8],
+    lens: &'a [u32],
+}
+
+/// The little-endian `u32` at `at`, if `bytes` holds one there.
+fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
+    let b = bytes.get(at..at + 4)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
 }
 
 impl<'a> AuditPieces<'a> {
     fn u32_at(&self, at: usize) -> Option<usize> {
-        let b = self.encoded.get(at..at + 4)?;
-        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        u32_at(self.encoded, at)
     }
 }
 
@@ -377,6 +697,13 @@ impl<'a> Iterator for AuditPieces<'a> {
                 op::LINES => return Some(bytes),
                 op::HEAD => self.head = bytes,
                 op::SEGMENT => {}
+                op::DEFERRED | op::DECISION => {
+                    let (&n, lens) = self.lens.split_first()?;
+                    let (line, rest) = self.formatted.split_at_checked(n as usize)?;
+                    self.lens = lens;
+                    self.formatted = rest;
+                    return Some(line);
+                }
                 _ => {
                     debug_assert!(false, "an audit batch with op {tag}");
                     return None;

@@ -60,6 +60,18 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// The transport `n` is the discriminant of.
+    fn from_u8(n: u8) -> Option<Transport> {
+        [
+            Transport::WebSocket,
+            Transport::Http,
+            Transport::Virtual,
+            Transport::Config,
+        ]
+        .into_iter()
+        .find(|t| *t as u8 == n)
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Transport::WebSocket => "websocket",
@@ -227,7 +239,7 @@ impl Gateway {
         transport: Transport,
         metadata: Option<Value>,
     ) {
-        self.audit.push(Record::Envelope {
+        let record = Record::Envelope {
             at,
             event,
             id,
@@ -238,7 +250,16 @@ impl Gateway {
             direction,
             transport,
             metadata: metadata.as_ref(),
-        });
+        };
+        match frame {
+            // Formatted on the log writer's thread (see `AuditLines`): a `received` line
+            // for every envelope, a `delivered` one with its envelope for a broadcast's
+            // first recipient.
+            Some(f) if metadata.is_none() && matches!(event, "received" | "delivered") => {
+                self.audit.push_deferred(record, f)
+            }
+            _ => self.audit.push(record),
+        }
     }
 
     /// A `delivered` line for one recipient, without the envelope (the `received` record
@@ -286,6 +307,8 @@ impl Gateway {
             .push_delivered_line(member, who, &self.space_id, Transport::WebSocket);
     }
 
+    /// A `capability_check` record: `matched` is the index, in the member's capabilities,
+    /// of the one that allowed the envelope (`None`: denied).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn audit_capability(
         &mut self,
@@ -293,10 +316,22 @@ impl Gateway {
         envelope_id: Option<&str>,
         member: usize,
         kind: &str,
-        matched: Option<&Capability>,
+        matched: Option<usize>,
         metadata: Option<Value>,
     ) {
         let m = self.members.get(member);
+        if metadata.is_none() {
+            // Formatted on the log writer's thread (see `AuditLines`).
+            return self.audit.push_decision(
+                at,
+                envelope_id,
+                &m.id,
+                &self.space_id,
+                kind,
+                matched,
+                &m.caps,
+            );
+        }
         self.audit.push(Record::Capability {
             at,
             envelope_id,
@@ -304,7 +339,7 @@ impl Gateway {
             space_id: &self.space_id,
             allowed: matched.is_some(),
             required: kind,
-            matched,
+            matched: matched.and_then(|i| m.caps.iter().nth(i)),
             granted: &m.caps,
             metadata: metadata.as_ref(),
         });

@@ -295,6 +295,142 @@ mod batches {
     }
 
     #[test]
+    fn a_deferred_record_is_the_line_formatted_at_once_in_its_place() {
+        let mut lines = AuditLines::default();
+        let mut want = Vec::new();
+        let mut ts = Timestamps::default();
+        let (a, s): (Arc<str>, Arc<str>) = ("a\"1".into(), "s".into());
+        let frames = [
+            (
+                &br#"{"protocol":"mew/v0.4","id":"m1","kind":"chat","payload":{"text":"hi"}}"#[..],
+                true,
+            ),
+            (br#"{"kind":"x","payload":{"token":"hunter2"}}"#, true),
+            (b"{\"a\":\n1}", true),
+            (b"not json \xff", false),
+            (b"{\"a\":\"\xff\"}", true),
+        ];
+        for (n, (frame, is_json)) in frames.into_iter().enumerate() {
+            let at = Time::from_unix_millis(1_000 + n as u64);
+            let id = (n != 2).then(|| format!("id-{n}"));
+            let (event, direction, transport) = if n == 1 {
+                ("delivered", Direction::Outbound, Transport::Virtual)
+            } else {
+                ("received", Direction::Inbound, Transport::WebSocket)
+            };
+            let meta = serde_json::json!({"n": n});
+            let record = |event, envelope, direction, transport, metadata| Record::Envelope {
+                at,
+                event,
+                id: id.as_deref(),
+                envelope,
+                envelope_is_json: is_json,
+                participant: &a,
+                space_id: &s,
+                direction,
+                transport,
+                metadata,
+            };
+            let r = record(event, Some(frame), direction, transport, None);
+            r.write_line(&mut want, &mut ts);
+            lines.push_deferred(r, &Bytes::copy_from_slice(frame));
+            // Between them, lines formatted at once and delivered lines' references.
+            let other = record(event, Some(frame), direction, transport, Some(&meta));
+            other.write_line(&mut want, &mut ts);
+            lines.push(other);
+            lines.push_delivered(at, id.as_deref(), 0, &a, &s, Transport::Http);
+            record(
+                "delivered",
+                None,
+                Direction::Outbound,
+                Transport::Http,
+                None,
+            )
+            .write_line(&mut want, &mut ts);
+        }
+        let batch = lines.take(AuditFile::EnvelopeHistory, Vec::new).unwrap();
+        assert_eq!(batch.lines, 15);
+        assert_eq!(batch.text_len(), want.len() as u64);
+        assert_eq!(
+            String::from_utf8_lossy(&batch.to_text()),
+            String::from_utf8_lossy(&want)
+        );
+        assert_eq!(batch.to_text(), want, "read twice, the same");
+        let text = String::from_utf8(want).unwrap();
+        assert!(
+            text.contains(r#""payload":{"token":"[redacted]"}"#),
+            "{text}"
+        );
+        assert!(!text.contains("hunter2"));
+        assert_eq!(text.lines().count(), 15);
+        // The envelopes count toward the batch's bound while it waits.
+        assert!(batch.encoded_len() > frames.iter().map(|f| f.0.len()).sum::<usize>());
+    }
+
+    #[test]
+    fn a_deferred_decision_is_the_line_formatted_at_once() {
+        let mut lines = AuditLines::default();
+        let mut want = Vec::new();
+        let mut ts = Timestamps::default();
+        let set = |kinds: &[&str]| {
+            Arc::new(
+                CapabilitySet::compile(
+                    &kinds
+                        .iter()
+                        .map(|k| serde_json::json!({"kind": k, "payload": {"n": 1}}))
+                        .collect::<Vec<_>>(),
+                )
+                .unwrap(),
+            )
+        };
+        let (one, two) = (set(&["chat", "mcp/*"]), set(&["x"]));
+        let cases = [
+            (&one, Some(1), Some("e\"1"), "mcp/request"),
+            (&two, None, None, "chat"),
+            (&one, Some(0), Some("e2"), "chat"),
+            (&one, None, Some("e3"), "tab\there"),
+        ];
+        for (n, (granted, matched, id, kind)) in cases.into_iter().enumerate() {
+            let at = Time::from_unix_millis(5_000 + n as u64);
+            Record::Capability {
+                at,
+                envelope_id: id,
+                participant: "p\u{1}",
+                space_id: "s",
+                allowed: matched.is_some(),
+                required: kind,
+                matched: matched.and_then(|i| granted.iter().nth(i)),
+                granted,
+                metadata: None,
+            }
+            .write_line(&mut want, &mut ts);
+            lines.push_decision(at, id, "p\u{1}", "s", kind, matched, granted);
+        }
+        let batch = lines
+            .take(AuditFile::CapabilityDecisions, Vec::new)
+            .unwrap();
+        assert_eq!(batch.lines, 4);
+        assert_eq!(batch.text_len(), want.len() as u64);
+        assert_eq!(
+            String::from_utf8(batch.to_text()).unwrap(),
+            String::from_utf8(want).unwrap()
+        );
+        // Each set once, however many decisions name it.
+        assert_eq!(batch.caps.len(), 2);
+        let v: Value = serde_json::from_str(
+            String::from_utf8(batch.to_text())
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(v["result"], "allowed");
+        assert_eq!(v["matched_capability"]["kind"], "mcp/*");
+        assert_eq!(v["granted_capabilities"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
     fn each_batch_holds_the_parts_its_lines_refer_to_and_keeps_their_order() {
         let mut lines = AuditLines::default();
         let (a, b, s): (Arc<str>, Arc<str>, Arc<str>) = ("a".into(), "b".into(), "s".into());
@@ -370,7 +506,7 @@ mod batches {
     fn a_batch_nobody_takes_stops_growing_and_counts_what_it_drops() {
         let (mut gw, conns) = space();
         let mut n = 0u64;
-        while gw.audit.files[0].buf.len() < AUDIT_BATCH_MAX {
+        while gw.audit.files[0].held() < AUDIT_BATCH_MAX {
             n += 1;
             let f =
                 format!(r#"{{"protocol":"mew/v0.4","id":"m{n}","kind":"chat","payload":{{}}}}"#);
