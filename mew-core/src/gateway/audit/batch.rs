@@ -44,6 +44,11 @@ pub(crate) struct Pending {
     frame_bytes: usize,
     /// The capability sets its deferred decisions name (see [`op::DECISION`]).
     caps: Vec<Arc<CapabilitySet>>,
+    /// The participants and spaces its deferred records name.
+    names: Vec<Arc<str>>,
+    /// Its deferred records, and about the bytes of their lines.
+    deferred: usize,
+    deferred_text: usize,
     lines: u64,
     /// Bytes of its lines once expanded, deferred records left out.
     text: u64,
@@ -73,6 +78,26 @@ mod op {
     pub(super) const DECISION: u8 = 5;
 }
 
+/// The index of `item` in `table`, added unless it is among the last few (a batch names
+/// few participants and sets): what a deferred record holds instead of a copy.
+fn index_of<T: ?Sized>(table: &mut Vec<Arc<T>>, item: &Arc<T>) -> u32 {
+    let from = table.len().saturating_sub(4);
+    match table[from..].iter().position(|t| Arc::ptr_eq(t, item)) {
+        Some(i) => len32(from + i),
+        None => {
+            table.push(item.clone());
+            len32(table.len() - 1)
+        }
+    }
+}
+
+/// The `u32` at the start of `rest`, moving past it.
+fn take_u32(rest: &mut &[u8]) -> Option<u32> {
+    let (b, tail) = rest.split_first_chunk::<4>()?;
+    *rest = tail;
+    Some(u32::from_le_bytes(*b))
+}
+
 /// A string field of a deferred record: a `u32` length and its bytes, or the length
 /// `u32::MAX` for none.
 fn put_field(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
@@ -98,50 +123,49 @@ fn take_field<'a>(rest: &mut &'a [u8]) -> Option<Option<&'a str>> {
 }
 
 /// A capability decision as the batch keeps it until its line is formatted: the
-/// participant's capabilities by reference (an index into the batch's sets), the rest
-/// copied. Encoded as: time (`u64`), set index (`u32`), the matched capability's index in
-/// the set (`u32`, `u32::MAX` for none: denied), then the envelope id, the participant,
-/// the space and the kind (see [`put_field`]).
+/// participant's capabilities, the participant and the space by reference (indexes into
+/// the batch's sets and names), the rest copied. Encoded as: time (`u64`), set,
+/// participant and space indexes (`u32` each), the matched capability's index in the set
+/// (`u32`, `u32::MAX` for none: denied), then the envelope id and the kind (see
+/// [`put_field`]).
 struct Decision;
 
 impl Decision {
-    #[allow(clippy::too_many_arguments)]
     fn encode(
         out: &mut Vec<u8>,
         at: Time,
-        set: u32,
+        [set, participant, space]: [u32; 3],
         matched: Option<usize>,
         envelope_id: Option<&str>,
-        participant: &str,
-        space_id: &str,
         kind: &str,
     ) {
         out.extend_from_slice(&at.as_unix_millis().to_le_bytes());
-        out.extend_from_slice(&set.to_le_bytes());
         let matched = matched.map_or(u32::MAX, |i| u32::try_from(i).unwrap_or(u32::MAX));
-        out.extend_from_slice(&matched.to_le_bytes());
+        for n in [set, participant, space, matched] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
         put_field(out, envelope_id.map(str::as_bytes));
-        put_field(out, Some(participant.as_bytes()));
-        put_field(out, Some(space_id.as_bytes()));
         put_field(out, Some(kind.as_bytes()));
     }
 
     /// The record `body` encodes; `None` for a malformed body (a bug).
-    fn decode<'a>(body: &'a [u8], sets: &'a [Arc<CapabilitySet>]) -> Option<Record<'a>> {
-        let at = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
-        let set = sets.get(u32::from_le_bytes(body.get(8..12)?.try_into().ok()?) as usize)?;
-        let matched = u32::from_le_bytes(body.get(12..16)?.try_into().ok()?);
-        let mut rest = body.get(16..)?;
-        let envelope_id = take_field(&mut rest)?;
-        let participant = take_field(&mut rest)??;
-        let space_id = take_field(&mut rest)??;
-        let required = take_field(&mut rest)??;
-        let matched = match matched {
+    fn decode<'a>(
+        body: &'a [u8],
+        sets: &'a [Arc<CapabilitySet>],
+        names: &'a [Arc<str>],
+    ) -> Option<Record<'a>> {
+        let (at, mut rest) = body.split_first_chunk::<8>()?;
+        let set = sets.get(take_u32(&mut rest)? as usize)?;
+        let participant = names.get(take_u32(&mut rest)? as usize)?;
+        let space_id = names.get(take_u32(&mut rest)? as usize)?;
+        let matched = match take_u32(&mut rest)? {
             u32::MAX => None,
             i => Some(set.iter().nth(i as usize)?),
         };
+        let envelope_id = take_field(&mut rest)?;
+        let required = take_field(&mut rest)??;
         Some(Record::Capability {
-            at: Time::from_unix_millis(at),
+            at: Time::from_unix_millis(u64::from_le_bytes(*at)),
             envelope_id,
             participant,
             space_id,
@@ -155,21 +179,25 @@ impl Decision {
 }
 
 /// An envelope record as the batch keeps it until its line is formatted, on the writer's
-/// thread: the envelope by reference (an index into the batch's frames), the rest copied.
-/// Encoded as: time (`u64`), frame index (`u32`), flags (`u8`: 1 the envelope was parsed as
-/// JSON, 2 outbound), transport (`u8`), then the event, the id, the participant and the
-/// space (see [`put_field`]).
-struct Deferred;
+/// thread: the envelope, participant and space by reference (indexes into the batch's
+/// frames and names), the id copied. Encoded as: time (`u64`), frame, participant and
+/// space indexes (`u32` each), flags (`u8`: 1 the envelope was parsed as JSON, 2
+/// outbound, 4 the event is `delivered` rather than `received`), transport (`u8`), then
+/// the id (see [`put_field`]).
+pub(super) struct Deferred;
 
 impl Deferred {
-    fn encode(out: &mut Vec<u8>, frame: u32, r: &Record<'_>) {
+    /// Whether a record with this event may be deferred (`received` or `delivered`).
+    pub(super) fn is_deferrable(event: &str) -> bool {
+        matches!(event, "received" | "delivered")
+    }
+
+    fn encode(out: &mut Vec<u8>, [frame, participant, space]: [u32; 3], r: &Record<'_>) {
         let Record::Envelope {
             at,
             event,
             id,
             envelope_is_json,
-            participant,
-            space_id,
             direction,
             transport,
             ..
@@ -177,37 +205,39 @@ impl Deferred {
         else {
             unreachable!("only envelope records are deferred");
         };
-        let flags = u8::from(envelope_is_json) | (u8::from(direction == Direction::Outbound) << 1);
+        let flags = u8::from(envelope_is_json)
+            | (u8::from(direction == Direction::Outbound) << 1)
+            | (u8::from(event == "delivered") << 2);
         out.extend_from_slice(&at.as_unix_millis().to_le_bytes());
-        out.extend_from_slice(&frame.to_le_bytes());
+        for n in [frame, participant, space] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
         out.extend_from_slice(&[flags, transport as u8]);
-        put_field(out, Some(event.as_bytes()));
         put_field(out, id.map(str::as_bytes));
-        put_field(out, Some(participant.as_bytes()));
-        put_field(out, Some(space_id.as_bytes()));
     }
 
     /// The record `body` encodes; `None` for a malformed body (a bug: the line is lost
     /// rather than the writer).
-    fn decode<'a>(body: &'a [u8], frames: &'a [Bytes]) -> Option<Record<'a>> {
-        let at = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
-        let frame = u32::from_le_bytes(body.get(8..12)?.try_into().ok()?);
-        let (flags, transport) = (*body.get(12)?, *body.get(13)?);
-        let mut rest = body.get(14..)?;
-        let event = take_field(&mut rest)??;
+    fn decode<'a>(
+        body: &'a [u8],
+        frames: &'a [Bytes],
+        names: &'a [Arc<str>],
+    ) -> Option<Record<'a>> {
+        let (at, mut rest) = body.split_first_chunk::<8>()?;
+        let frame = frames.get(take_u32(&mut rest)? as usize)?;
+        let participant = names.get(take_u32(&mut rest)? as usize)?;
+        let space_id = names.get(take_u32(&mut rest)? as usize)?;
+        let (&[flags, transport], mut rest) = rest.split_first_chunk::<2>()?;
         let id = take_field(&mut rest)?;
-        let participant = take_field(&mut rest)??;
-        let space_id = take_field(&mut rest)??;
         Some(Record::Envelope {
-            at: Time::from_unix_millis(at),
-            // Records are written with static event names; a deferred one keeps its own.
-            event: match event {
-                "received" => "received",
-                "delivered" => "delivered",
-                _ => return None,
+            at: Time::from_unix_millis(u64::from_le_bytes(*at)),
+            event: if flags & 4 != 0 {
+                "delivered"
+            } else {
+                "received"
             },
             id,
-            envelope: Some(frames.get(frame as usize)?),
+            envelope: Some(frame),
             envelope_is_json: flags & 1 != 0,
             participant,
             space_id,
@@ -310,39 +340,56 @@ impl AuditLines {
         f.line(|buf| record.write_line(buf, ts));
     }
 
-    /// An envelope record without metadata whose envelope is `frame`: kept as a reference
-    /// to it, formatted when the batch is read (see [`AuditLines`]).
-    pub(super) fn push_deferred(&mut self, record: Record<'_>, frame: &Bytes) {
+    /// An envelope record without metadata whose envelope is `frame`, from `participant`
+    /// of `space` (the record's): kept as references to them, formatted when the batch is
+    /// read (see [`AuditLines`]).
+    pub(super) fn push_deferred(
+        &mut self,
+        record: Record<'_>,
+        frame: &Bytes,
+        participant: &Arc<str>,
+        space: &Arc<str>,
+    ) {
         debug_assert!(matches!(
             record,
-            Record::Envelope { envelope: Some(e), metadata: None, .. } if e == &frame[..]
+            Record::Envelope { envelope: Some(e), metadata: None, participant: p, space_id: s, event, .. }
+                if e == &frame[..] && p == &**participant && s == &**space && Deferred::is_deferrable(event)
         ));
         let f = &mut self.files[record.file() as usize];
         if !f.admit(&mut self.dropped) {
             return;
         }
         f.open = None;
-        let index = len32(f.frames.len());
+        let frame_at = len32(f.frames.len());
         f.frames.push(frame.clone());
         f.frame_bytes += frame.len();
+        let refs = [
+            frame_at,
+            index_of(&mut f.names, participant),
+            index_of(&mut f.names, space),
+        ];
+        f.deferred += 1;
+        // About its line: the envelope and a couple of hundred bytes of fields.
+        f.deferred_text += frame.len() + 256;
         f.buf.push(op::DEFERRED);
         let at = f.buf.len();
         f.buf.extend_from_slice(&[0; 4]);
-        Deferred::encode(&mut f.buf, index, &record);
+        Deferred::encode(&mut f.buf, refs, &record);
         let n = len32(f.buf.len() - at - 4);
         f.buf[at..at + 4].copy_from_slice(&n.to_le_bytes());
     }
 
     /// A capability decision without metadata: `matched` is the index in `granted` of
-    /// the capability that allowed the envelope (`None`: denied). Kept as a reference to
-    /// the set, formatted when the batch is read (see [`AuditLines`]).
+    /// the capability that allowed the envelope (`None`: denied). Kept as references to
+    /// the set, the participant and the space, formatted when the batch is read (see
+    /// [`AuditLines`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn push_decision(
         &mut self,
         at: Time,
         envelope_id: Option<&str>,
-        participant: &str,
-        space_id: &str,
+        participant: &Arc<str>,
+        space: &Arc<str>,
         kind: &str,
         matched: Option<usize>,
         granted: &Arc<CapabilitySet>,
@@ -352,29 +399,17 @@ impl AuditLines {
             return;
         }
         f.open = None;
-        // One reference per set and batch, found among the last few (a batch's senders
-        // are few).
-        let from = f.caps.len().saturating_sub(4);
-        let set = match f.caps[from..].iter().position(|c| Arc::ptr_eq(c, granted)) {
-            Some(i) => from + i,
-            None => {
-                f.caps.push(granted.clone());
-                f.caps.len() - 1
-            }
-        };
+        let refs = [
+            index_of(&mut f.caps, granted),
+            index_of(&mut f.names, participant),
+            index_of(&mut f.names, space),
+        ];
+        f.deferred += 1;
+        f.deferred_text += 512;
         f.buf.push(op::DECISION);
         let at_len = f.buf.len();
         f.buf.extend_from_slice(&[0; 4]);
-        Decision::encode(
-            &mut f.buf,
-            at,
-            len32(set),
-            matched,
-            envelope_id,
-            participant,
-            space_id,
-            kind,
-        );
+        Decision::encode(&mut f.buf, at, refs, matched, envelope_id, kind);
         let n = len32(f.buf.len() - at_len - 4);
         f.buf[at_len..at_len + 4].copy_from_slice(&n.to_le_bytes());
     }
@@ -505,6 +540,11 @@ impl AuditLines {
             encoded: std::mem::replace(&mut f.buf, next),
             frames,
             caps: std::mem::take(&mut f.caps),
+            names: std::mem::take(&mut f.names),
+            deferred: (
+                std::mem::take(&mut f.deferred),
+                std::mem::take(&mut f.deferred_text),
+            ),
             lines: std::mem::take(&mut f.lines),
             text: std::mem::take(&mut f.text),
             formatted: std::cell::OnceCell::new(),
@@ -541,6 +581,10 @@ pub struct AuditBatch {
     /// name.
     frames: Vec<Bytes>,
     pub(super) caps: Vec<Arc<CapabilitySet>>,
+    /// The participants and spaces deferred records name.
+    names: Vec<Arc<str>>,
+    /// How many deferred records, and about the bytes of their lines.
+    deferred: (usize, usize),
     /// Bytes of the lines formatted by the core.
     text: u64,
     formatted: std::cell::OnceCell<Formatted>,
@@ -566,6 +610,8 @@ impl AuditBatch {
             encoded: p.buf,
             frames: Vec::new(),
             caps: Vec::new(),
+            names: Vec::new(),
+            deferred: (0, 0),
             text: p.text,
             formatted: std::cell::OnceCell::new(),
         }
@@ -599,10 +645,14 @@ impl AuditBatch {
     /// The lines of its deferred records, formatted once.
     fn formatted(&self) -> &Formatted {
         self.formatted.get_or_init(|| {
-            let mut f = Formatted::default();
-            if self.frames.is_empty() && self.caps.is_empty() {
-                return f;
+            let (records, text) = self.deferred;
+            if records == 0 {
+                return Formatted::default();
             }
+            let mut f = Formatted {
+                text: Vec::with_capacity(text),
+                lens: Vec::with_capacity(records),
+            };
             let mut ts = Timestamps::default();
             let mut at = 0;
             while let (Some(&tag), Some(n)) = (self.encoded.get(at), u32_at(&self.encoded, at + 1))
@@ -618,9 +668,9 @@ impl AuditBatch {
                 let before = f.text.len();
                 let record = self.encoded.get(body..body + n).and_then(|b| {
                     if tag == op::DEFERRED {
-                        Deferred::decode(b, &self.frames)
+                        Deferred::decode(b, &self.frames, &self.names)
                     } else {
-                        Decision::decode(b, &self.caps)
+                        Decision::decode(b, &self.caps, &self.names)
                     }
                 });
                 if let Some(r) = record {

@@ -255,9 +255,9 @@ impl Gateway {
             // Formatted on the log writer's thread (see `AuditLines`): a `received` line
             // for every envelope, a `delivered` one with its envelope for a broadcast's
             // first recipient.
-            Some(f) if metadata.is_none() && matches!(event, "received" | "delivered") => {
-                self.audit.push_deferred(record, f)
-            }
+            Some(f) if metadata.is_none() && batch::Deferred::is_deferrable(event) => self
+                .audit
+                .push_deferred(record, f, &participant, &self.space_id),
             _ => self.audit.push(record),
         }
     }

@@ -333,7 +333,7 @@ mod batches {
             };
             let r = record(event, Some(frame), direction, transport, None);
             r.write_line(&mut want, &mut ts);
-            lines.push_deferred(r, &Bytes::copy_from_slice(frame));
+            lines.push_deferred(r, &Bytes::copy_from_slice(frame), &a, &s);
             // Between them, lines formatted at once and delivered lines' references.
             let other = record(event, Some(frame), direction, transport, Some(&meta));
             other.write_line(&mut want, &mut ts);
@@ -390,6 +390,7 @@ mod batches {
             (&one, Some(0), Some("e2"), "chat"),
             (&one, None, Some("e3"), "tab\there"),
         ];
+        let (who, space): (Arc<str>, Arc<str>) = ("p\u{1}".into(), "s".into());
         for (n, (granted, matched, id, kind)) in cases.into_iter().enumerate() {
             let at = Time::from_unix_millis(5_000 + n as u64);
             Record::Capability {
@@ -404,7 +405,7 @@ mod batches {
                 metadata: None,
             }
             .write_line(&mut want, &mut ts);
-            lines.push_decision(at, id, "p\u{1}", "s", kind, matched, granted);
+            lines.push_decision(at, id, &who, &space, kind, matched, granted);
         }
         let batch = lines
             .take(AuditFile::CapabilityDecisions, Vec::new)
