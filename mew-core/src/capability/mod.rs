@@ -189,7 +189,13 @@ impl CapabilitySet {
 
     /// The first capability allowing this message, if any.
     pub fn first_match(&self, kind: &str, payload: Option<&Value>) -> Option<&Capability> {
-        self.caps.iter().find(|c| c.matches(kind, payload))
+        self.first_match_index(kind, payload).map(|i| &self.caps[i])
+    }
+
+    /// The index of [`CapabilitySet::first_match`] in the set (as [`CapabilitySet::iter`]
+    /// gives them), if any.
+    pub fn first_match_index(&self, kind: &str, payload: Option<&Value>) -> Option<usize> {
+        self.caps.iter().position(|c| c.matches(kind, payload))
     }
 
     /// Whether any capability allows this message.

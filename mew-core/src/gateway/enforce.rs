@@ -274,10 +274,7 @@ impl Gateway {
             let matched = match pre {
                 Precheck::Allowed(i) => Some(i),
                 Precheck::Denied => None,
-                Precheck::NeedsPayload => m
-                    .caps
-                    .iter()
-                    .position(|c| c.matches(kind, payload.as_ref())),
+                Precheck::NeedsPayload => m.caps.first_match_index(kind, payload.as_ref()),
             };
             self.audit_capability(now, claimed_id, member, kind, matched, None);
         }

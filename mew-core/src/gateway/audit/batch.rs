@@ -110,10 +110,14 @@ fn put_field(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
     }
 }
 
+/// The entry of `table` whose index is the `u32` at the start of `rest`, moving past it.
+fn take_ref<'t, T>(rest: &mut &[u8], table: &'t [T]) -> Option<&'t T> {
+    table.get(take_u32(rest)? as usize)
+}
+
 /// Reads what [`put_field`] wrote at the start of `rest`, and moves past it.
 fn take_field<'a>(rest: &mut &'a [u8]) -> Option<Option<&'a str>> {
-    let n = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
-    *rest = &rest[4..];
+    let n = take_u32(rest)?;
     if n == u32::MAX {
         return Some(None);
     }
@@ -155,9 +159,9 @@ impl Decision {
         names: &'a [Arc<str>],
     ) -> Option<Record<'a>> {
         let (at, mut rest) = body.split_first_chunk::<8>()?;
-        let set = sets.get(take_u32(&mut rest)? as usize)?;
-        let participant = names.get(take_u32(&mut rest)? as usize)?;
-        let space_id = names.get(take_u32(&mut rest)? as usize)?;
+        let set = take_ref(&mut rest, sets)?;
+        let participant = take_ref(&mut rest, names)?;
+        let space_id = take_ref(&mut rest, names)?;
         let matched = match take_u32(&mut rest)? {
             u32::MAX => None,
             i => Some(set.iter().nth(i as usize)?),
@@ -224,9 +228,9 @@ impl Deferred {
         names: &'a [Arc<str>],
     ) -> Option<Record<'a>> {
         let (at, mut rest) = body.split_first_chunk::<8>()?;
-        let frame = frames.get(take_u32(&mut rest)? as usize)?;
-        let participant = names.get(take_u32(&mut rest)? as usize)?;
-        let space_id = names.get(take_u32(&mut rest)? as usize)?;
+        let frame = take_ref(&mut rest, frames)?;
+        let participant = take_ref(&mut rest, names)?;
+        let space_id = take_ref(&mut rest, names)?;
         let (&[flags, transport], mut rest) = rest.split_first_chunk::<2>()?;
         let id = take_field(&mut rest)?;
         Some(Record::Envelope {
@@ -655,24 +659,14 @@ impl AuditBatch {
             };
             let mut ts = Timestamps::default();
             let mut at = 0;
-            while let (Some(&tag), Some(n)) = (self.encoded.get(at), u32_at(&self.encoded, at + 1))
-            {
-                let body = at + 5;
-                at = match tag {
-                    op::DELIVERED => body + 4,
-                    _ => body + n,
+            while let Some((tag, body, next)) = op_at(&self.encoded, at) {
+                at = next;
+                let record = match tag {
+                    op::DEFERRED => Deferred::decode(body, &self.frames, &self.names),
+                    op::DECISION => Decision::decode(body, &self.caps, &self.names),
+                    _ => continue,
                 };
-                if tag != op::DEFERRED && tag != op::DECISION {
-                    continue;
-                }
                 let before = f.text.len();
-                let record = self.encoded.get(body..body + n).and_then(|b| {
-                    if tag == op::DEFERRED {
-                        Deferred::decode(b, &self.frames, &self.names)
-                    } else {
-                        Decision::decode(b, &self.caps, &self.names)
-                    }
-                });
                 if let Some(r) = record {
                     r.write_line(&mut f.text, &mut ts);
                 } else {
@@ -716,10 +710,18 @@ fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
     Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
 }
 
-impl<'a> AuditPieces<'a> {
-    fn u32_at(&self, at: usize) -> Option<usize> {
-        u32_at(self.encoded, at)
+/// The op of an encoded batch at `at`: its tag, what it carries (a `delivered` line's
+/// segment; else its bytes) and where the next op starts. `None` past the end, or for a
+/// malformed batch (a bug: the batch ends there rather than the writer).
+fn op_at(encoded: &[u8], at: usize) -> Option<(u8, &[u8], usize)> {
+    let tag = *encoded.get(at)?;
+    let n = u32_at(encoded, at + 1)?;
+    let body = at + 5;
+    if tag == op::DELIVERED {
+        let len = u32_at(encoded, body)?;
+        return Some((tag, encoded.get(n..n + len)?, body + 4));
     }
+    Some((tag, encoded.get(body..body + n)?, body + n))
 }
 
 impl<'a> Iterator for AuditPieces<'a> {
@@ -729,21 +731,14 @@ impl<'a> Iterator for AuditPieces<'a> {
         if let Some(p) = self.next.take() {
             return Some(p);
         }
-        // The core wrote the batch; a malformed one (a bug) ends it rather than the writer.
         loop {
-            let tag = *self.encoded.get(self.at)?;
-            let n = self.u32_at(self.at + 1)?;
-            let body = self.at + 5;
-            if tag == op::DELIVERED {
-                let len = self.u32_at(body)?;
-                let seg = self.encoded.get(n..n + len)?;
-                self.at = body + 4;
-                self.next = Some(seg);
-                return Some(self.head);
-            }
-            let bytes = self.encoded.get(body..body + n)?;
-            self.at = body + n;
+            let (tag, bytes, next) = op_at(self.encoded, self.at)?;
+            self.at = next;
             match tag {
+                op::DELIVERED => {
+                    self.next = Some(bytes);
+                    return Some(self.head);
+                }
                 op::LINES => return Some(bytes),
                 op::HEAD => self.head = bytes,
                 op::SEGMENT => {}
